@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Run every test program, the sanitizer builds of the C tests, the script tests and the fuzzers.
+# Each program is one test: exit status 0 = pass. Prints "N passed, N failed" last.
+#   FUZZ_SECONDS   seconds per fuzz target (default 20)
+#   MUSE_SHARED    path of ../shared (default: ../shared next to the repository)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export MUSE_SHARED="${MUSE_SHARED:-$(cd .. && pwd)/shared}"
+export MUSE="$PWD/build/muse"
+FUZZ_SECONDS="${FUZZ_SECONDS:-20}"
+passed=0; failed=0; failures=()
+log_dir=build/test-logs; mkdir -p "$log_dir"
+
+run() {  # run NAME TIMEOUT CMD...
+    local name="$1" t="$2"; shift 2
+    local log="$log_dir/$(echo "$name" | tr '/ ' '__').log"
+    local start=$SECONDS
+    if timeout "$t" "$@" >"$log" 2>&1; then
+        passed=$((passed + 1)); printf 'PASS %-48s %4ss\n' "$name" $((SECONDS - start))
+    else
+        failed=$((failed + 1)); failures+=("$name")
+        printf 'FAIL %-48s %4ss  (log: %s)\n' "$name" $((SECONDS - start)) "$log"
+        tail -n 20 "$log" | sed 's/^/    /'
+    fi
+}
+
+for t in $(find build/tests -type f -name 'test_*' -perm -u+x | sort); do
+    run "${t#build/}" 600 "$t"
+done
+if [ -d build-asan/tests ]; then
+    for t in $(find build-asan/tests -type f -name 'test_*' -perm -u+x | sort); do
+        # sanitizer runs of the slow end-to-end tests are skipped by the tests themselves when
+        # MUSE_SANITIZER=1 would make them exceed the budget; they still assert what they run.
+        MUSE_SANITIZER=1 run "asan/${t#build-asan/}" 900 "$t"
+    done
+fi
+for t in $(find tests -name 'test_*.sh' | sort); do
+    run "$t" 900 bash "$t"
+done
+for t in $(find tests -name 'test_*.py' | sort); do
+    run "$t" 900 python3 "$t"
+done
+if [ -d build-fuzz ]; then
+    for f in $(find build-fuzz -maxdepth 1 -type f -name 'fuzz_*' -perm -u+x | sort); do
+        n=$(basename "$f")
+        corpus="build/fuzz-corpus/$n"; mkdir -p "$corpus"
+        seeds="tests/fuzz/seeds/${n#fuzz_}"
+        seed_args=("$corpus"); [ -d "$seeds" ] && seed_args+=("$seeds")
+        [ -x "tests/fuzz/seed_${n#fuzz_}.sh" ] && bash "tests/fuzz/seed_${n#fuzz_}.sh" "$corpus"
+        run "fuzz/$n (${FUZZ_SECONDS}s)" $((FUZZ_SECONDS + 120)) "$f" -max_total_time="$FUZZ_SECONDS" \
+            -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 "${seed_args[@]}"
+    done
+fi
+echo
+[ ${#failures[@]} -gt 0 ] && printf 'failed: %s\n' "${failures[@]}"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

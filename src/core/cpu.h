@@ -1,0 +1,39 @@
+/*
+ * cpu.h - CPU feature detection (CPUID + the OS XSAVE check) and the SIMD level choice.
+ * Detection runs once; the result is an immutable process-wide table (STYLE rule 20).
+ */
+#pragma once
+
+#include <stdbool.h>
+
+struct muse_cpu_features {
+    bool sse42, avx, fma, f16c, avx2;                     /* usable: CPU and OS both support */
+    bool avx512f, avx512bw, avx512vl, avx512dq, avx512vnni, avx512bf16;
+    bool os_avx;     /* OS saves YMM state (XCR0 bits 1,2) */
+    bool os_avx512;  /* OS saves opmask/ZMM state (XCR0 bits 5,6,7) */
+    int n_logical;   /* online logical CPUs */
+    int n_physical;  /* physical cores (best effort; = n_logical when unknown) */
+};
+
+/* SIMD levels, lowest first. A kernel table exists per level. */
+enum muse_cpu_level {
+    MUSE_CPU_LEVEL_SCALAR = 0,  /* plain C (the _ref kernels) */
+    MUSE_CPU_LEVEL_AVX2   = 1,  /* AVX2 + FMA + F16C */
+    MUSE_CPU_LEVEL_AVX512 = 2,  /* AVX-512 F/BW/VL/DQ (+VNNI/BF16 where present) */
+    MUSE_CPU_LEVEL_COUNT
+};
+
+/* The detected features (computed on first call; thread-safe after that). */
+const struct muse_cpu_features *muse_cpu_features(void);
+
+/* Highest level this machine supports. */
+enum muse_cpu_level muse_cpu_level_max(void);
+
+/*
+ * The level to use: the environment variable MUSE_CPU=scalar|avx2|avx512 forces a level
+ * (clamped to what the machine supports), otherwise the highest supported one.
+ */
+enum muse_cpu_level muse_cpu_level_active(void);
+
+/* "scalar", "avx2", "avx512". */
+const char *muse_cpu_level_name(enum muse_cpu_level level);

@@ -1,0 +1,73 @@
+/* Unit tests for src/core: status strings, error records, fp16/bf16 rounding, CPU detection. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/cpu.h"
+#include "core/error.h"
+#include "core/fp16.h"
+#include "test.h"
+
+static void test_status(void) {
+    TEST_COND("ok string", strcmp(muse_status_str(MUSE_OK), "ok") == 0);
+    for (int s = 0; s > -MUSE_STATUS_COUNT; s--)
+        TEST_CONDF(muse_status_str((muse_status)s)[0] != '\0', "status %d has a name", s);
+    TEST_COND("unknown status", strcmp(muse_status_str((muse_status)-1000), "unknown status") == 0);
+    struct muse_error e;
+    muse_status st = muse_error_set(&e, MUSE_ERR_FORMAT, "field %s at %d", "x", 12);
+    TEST_COND("error_set returns status", st == MUSE_ERR_FORMAT && e.status == MUSE_ERR_FORMAT);
+    TEST_COND("error_set message", strcmp(e.msg, "field x at 12") == 0);
+    muse_error_prefix(&e, "file.gguf: ");
+    TEST_COND("error_prefix", strcmp(e.msg, "file.gguf: field x at 12") == 0);
+    TEST_COND("null err is fine", muse_error_set(NULL, MUSE_ERR_IO, "x") == MUSE_ERR_IO);
+}
+
+static void test_fp16(void) {
+    /* every binary16 pattern round-trips through f32 (NaNs stay NaN) */
+    int bad = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = muse_fp16_to_fp32((uint16_t)h);
+        uint16_t back = muse_fp32_to_fp16(f);
+        if (isnan(f)) bad += !((back & 0x7c00) == 0x7c00 && (back & 0x3ff));
+        else bad += back != h;
+    }
+    TEST_CONDF(bad == 0, "fp16 round trip: %d mismatches", bad);
+    TEST_COND("1.0", muse_fp32_to_fp16(1.0f) == 0x3c00);
+    TEST_COND("65504", muse_fp32_to_fp16(65504.0f) == 0x7bff);
+    TEST_COND("65520 -> inf", muse_fp32_to_fp16(65520.0f) == 0x7c00);
+    TEST_COND("65519 -> max", muse_fp32_to_fp16(65519.0f) == 0x7bff);
+    TEST_COND("2^-25 ties to 0", muse_fp32_to_fp16(2.9802322387695312e-08f) == 0);
+    TEST_COND("1.5*2^-25 -> 1 ulp", muse_fp32_to_fp16(4.470348358154297e-08f) == 1);
+    /* ties to even in the normal range: 1 + 2^-11 is halfway between 1 and 1+2^-10 */
+    TEST_COND("tie to even", muse_fp32_to_fp16(1.00048828125f) == 0x3c00);
+    TEST_COND("tie to even up", muse_fp32_to_fp16(1.00146484375f) == 0x3c02);
+    TEST_COND("-0", muse_fp32_to_fp16(-0.0f) == 0x8000);
+    TEST_COND("bf16 1.0", muse_fp32_to_bf16(1.0f) == 0x3f80);
+    TEST_COND("bf16 rne", muse_fp32_to_bf16(muse_f32_from_bits(0x3f808000u)) == 0x3f80);
+    TEST_COND("bf16 rne up", muse_fp32_to_bf16(muse_f32_from_bits(0x3f818000u)) == 0x3f82);
+    TEST_COND("bf16 nan quiet", muse_fp32_to_bf16(muse_f32_from_bits(0x7f800001u)) == 0x7fc0);
+    TEST_COND("bf16 back", muse_bf16_to_fp32(0xc049) == -3.140625f);
+}
+
+static void test_cpu(void) {
+    const struct muse_cpu_features *f = muse_cpu_features();
+    TEST_COND("logical cpus", f->n_logical >= 1);
+    TEST_COND("physical <= logical", f->n_physical >= 1 && f->n_physical <= f->n_logical);
+    TEST_COND("avx2 implies os_avx", !f->avx2 || f->os_avx);
+    TEST_COND("avx512 implies os_avx512", !f->avx512f || f->os_avx512);
+    enum muse_cpu_level max = muse_cpu_level_max();
+    setenv("MUSE_CPU", "scalar", 1);
+    TEST_COND("MUSE_CPU=scalar", muse_cpu_level_active() == MUSE_CPU_LEVEL_SCALAR);
+    setenv("MUSE_CPU", "avx512", 1);
+    TEST_COND("MUSE_CPU clamps to max", muse_cpu_level_active() == max);
+    unsetenv("MUSE_CPU");
+    TEST_COND("default = max", muse_cpu_level_active() == max);
+    printf("cpu level: %s (%d logical, %d physical)\n", muse_cpu_level_name(max), f->n_logical, f->n_physical);
+}
+
+int main(void) {
+    test_status();
+    test_fp16();
+    test_cpu();
+    return TEST_REPORT();
+}

@@ -76,7 +76,7 @@ struct muse_gguf_tensor {
     char name[MUSE_GGUF_MAX_NAME]; /* NUL-terminated */
     uint32_t n_dims;
     int64_t ne[MUSE_GGUF_MAX_DIMS]; /* dims beyond n_dims are 1 */
-    uint32_t type;              /* ggml type id; validated against muse_type_traits */
+    uint32_t type;              /* ggml type id (enum muse_type); validated against muse_type_layouts */
     uint64_t offset;            /* relative to data_start */
     uint64_t nbytes;
     int64_t n_elements;

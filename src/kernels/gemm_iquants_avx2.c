@@ -17,14 +17,27 @@
 
 #define NY_MAX MUSE_GEMM_MAX_NY
 
-/* 32 bytes of +1/-1: byte 8l+j is -1 when bit j of signs byte l (of s32) is set. */
-MUSE_AVX2_INLINE __m256i signs_from_bytes(uint32_t s32) {
-    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                                            2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-    const __m256i bits = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
-    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)s32), spread);
-    __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(v, bits), bits);
-    return _mm256_or_si256(set, _mm256_set1_epi8(1));
+/* The 8 signs of a 7-bit sign index k as bytes +1 / -1 (element j negative when bit j of
+ * ksigns(k) = k | parity(k) << 7 is set), packed in a u64: one load per sub-group of 8. */
+#define P7(k) ((((k) >> 0) ^ ((k) >> 1) ^ ((k) >> 2) ^ ((k) >> 3) ^ ((k) >> 4) ^ ((k) >> 5) ^ ((k) >> 6)) & 1)
+#define KS(k) ((k) | (P7(k) << 7))
+#define SB(k, j) (((KS(k) >> (j)) & 1) ? 0xffULL : 0x01ULL)
+#define E(k) (SB(k, 0) | SB(k, 1) << 8 | SB(k, 2) << 16 | SB(k, 3) << 24 | SB(k, 4) << 32 | SB(k, 5) << 40 | \
+              SB(k, 6) << 48 | SB(k, 7) << 56)
+#define E4(k) E(k), E(k + 1), E(k + 2), E(k + 3)
+#define E16(k) E4(k), E4(k + 4), E4(k + 8), E4(k + 12)
+static const uint64_t sign_bytes[128] = {E16(0), E16(16), E16(32), E16(48), E16(64), E16(80), E16(96), E16(112)};
+#undef P7
+#undef KS
+#undef SB
+#undef E
+#undef E4
+#undef E16
+
+/* 32 bytes of +1/-1 for the four 7-bit sign indices in bits 0-27 of B */
+MUSE_AVX2_INLINE __m256i signs_of_word(uint32_t B) {
+    return _mm256_set_epi64x((long long)sign_bytes[(B >> 21) & 127], (long long)sign_bytes[(B >> 14) & 127],
+                             (long long)sign_bytes[(B >> 7) & 127], (long long)sign_bytes[B & 127]);
 }
 
 // ---- IQ2_XXS ---------------------------------------------------------------------------
@@ -46,11 +59,7 @@ MUSE_AVX2_INLINE void iq2_xxs_row(int64_t nb, const struct muse_block_iq2_xxs *w
                                                    (long long)muse_iq2xxs_grid[(A >> 16) & 255],
                                                    (long long)muse_iq2xxs_grid[(A >> 8) & 255],
                                                    (long long)muse_iq2xxs_grid[A & 255]);
-            const uint32_t s32 = (uint32_t)muse_ksigns_iq2xs[B & 127] |
-                                 (uint32_t)muse_ksigns_iq2xs[(B >> 7) & 127] << 8 |
-                                 (uint32_t)muse_ksigns_iq2xs[(B >> 14) & 127] << 16 |
-                                 (uint32_t)muse_ksigns_iq2xs[(B >> 21) & 127] << 24;
-            const __m256i signs = signs_from_bytes(s32);
+            const __m256i signs = signs_of_word(B);
             const __m256i ls = _mm256_set1_epi16((int16_t)(2 * (B >> 28) + 1));
             for (int r = 0; r < ny; r++) {
                 const struct muse_block_q8_K *a = (const void *)(act + r * act_stride);

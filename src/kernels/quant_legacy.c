@@ -383,6 +383,19 @@ void muse_vec_dot_q8_0_q8_0_ref(int64_t n, float *s, const void *vx, const void 
     *s = sumf;
 }
 
+/* ggml has no Q8_1 x Q8_1 kernel (Q8_1 is never a weight); this one mirrors Q8_0's order. */
+void muse_vec_dot_q8_1_q8_1_ref(int64_t n, float *s, const void *vx, const void *vy) {
+    const struct muse_block_q8_1 *x = vx;
+    const struct muse_block_q8_1 *y = vy;
+    float sumf = 0.0f;
+    for (int64_t i = 0; i < n / 32; i++) {
+        int sumi = 0;
+        for (int j = 0; j < 32; j++) sumi += x[i].qs[j] * y[i].qs[j];
+        sumf += (float)sumi * (muse_h2f(x[i].d) * muse_h2f(y[i].d));
+    }
+    *s = sumf;
+}
+
 /* Shared by IQ4_NL and MXFP4: a 16-entry int8 codebook, 32-element blocks, scale d per block. */
 static int codebook_sum32(const int8_t *kv, const uint8_t *qs, const int8_t *q8) {
     int sumi1 = 0, sumi2 = 0;

@@ -54,6 +54,7 @@ void muse_vec_dot_q4_1_q8_1_ref(int64_t n, float *s, const void *x, const void *
 void muse_vec_dot_q5_0_q8_0_ref(int64_t n, float *s, const void *x, const void *y);
 void muse_vec_dot_q5_1_q8_1_ref(int64_t n, float *s, const void *x, const void *y);
 void muse_vec_dot_q8_0_q8_0_ref(int64_t n, float *s, const void *x, const void *y);
+void muse_vec_dot_q8_1_q8_1_ref(int64_t n, float *s, const void *x, const void *y);
 void muse_vec_dot_iq4_nl_q8_0_ref(int64_t n, float *s, const void *x, const void *y);
 void muse_vec_dot_mxfp4_q8_0_ref(int64_t n, float *s, const void *x, const void *y);
 void muse_vec_dot_nvfp4_q8_0_ref(int64_t n, float *s, const void *x, const void *y);

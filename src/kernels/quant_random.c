@@ -131,7 +131,8 @@ static void gen_block(enum muse_type type, uint8_t *b, size_t size, uint64_t *s,
         fix_q8(x->qs, 32);
         int sum = 0;
         for (int j = 0; j < 32; j++) sum += x->qs[j];
-        x->d = h(d); x->s = h((float)sum * d); break;
+        x->d = h(d);
+        x->s = h((float)sum * muse_h2f(x->d)); break;   /* s from the stored d */
     }
     case MUSE_TYPE_Q8_K: {
         struct muse_block_q8_K *x = (void *)b;

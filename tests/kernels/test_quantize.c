@@ -12,6 +12,7 @@
 #include "core/fp16.h"
 #include "kernels/blocks.h"
 #include "kernels/quant_random.h"
+#include "kernels/quant_ref.h"
 #include "kernels/types.h"
 #include "test.h"
 
@@ -289,11 +290,45 @@ static void test_exact_round_trips(void) {
     TEST_COND("q4_0 exact round trip", memcmp(x, back, sizeof x) == 0);
 }
 
+/* ggml's x86 variant: id = 127/amax, ties to even. */
+static void test_q8_x86(void) {
+    float x[32] = {127, 0.5f, 1.5f, -2.5f, -0.5f, 2.5f, 126.5f, -126.5f};
+    const int8_t want[8] = {127, 0, 2, -2, 0, 2, 126, -126};
+    struct muse_block_q8_0 b;
+    muse_from_float_q8_0_x86(x, &b, 32);
+    TEST_CONDF(b.d == 0x3c00, "q8_0 x86 tie block: d bits %04x", b.d);
+    for (int j = 0; j < 8; j++) TEST_CONDF(b.qs[j] == want[j], "q8_0 x86 tie q[%d] = %d, want %d", j, b.qs[j], want[j]);
+    struct muse_block_q8_1 c;
+    muse_from_float_q8_1_x86(x, &c, 32);
+    TEST_CONDF(memcmp(c.qs, b.qs, 32) == 0 && muse_fp16_to_fp32(c.s) == 129.0f, "q8_1 x86: s = %g, want 129",
+               muse_fp16_to_fp32(c.s));
+    /* find amax and x with nearbyint(x * 127/amax) != nearbyint(x * 1/(amax/127)): the x86
+     * variant must follow 127/amax */
+    int found = 0;
+    for (int k = 1; k < 4096 && !found; k++) {
+        const float amax = 1.0f + (float)k * 0x1p-12f;
+        const float id_ref = 1.0f / (amax / 127.0f), id_x86 = 127.0f / amax;
+        if (id_ref == id_x86) continue;
+        for (int q = 1; q < 126 && !found; q++) {
+            float xv = ((float)q + 0.5f) / id_x86;
+            for (int step = 0; step < 6 && !found; step++, xv = nextafterf(xv, 0.0f)) {
+                if (nearbyintf(xv * id_x86) == nearbyintf(xv * id_ref)) continue;
+                float row[32] = {amax, xv};
+                muse_from_float_q8_0_x86(row, &b, 32);
+                TEST_CONDF(b.qs[1] == (int8_t)nearbyintf(xv * id_x86), "q8_0 x86 uses 127/amax (amax %a x %a)", amax, xv);
+                found = 1;
+            }
+        }
+    }
+    TEST_COND("found an amax separating 127/amax from 1/d", found);
+}
+
 int main(void) {
     test_q8_0_ties();
     test_q8_0_unrounded_d();
     test_q8_1();
     test_q8_K();
+    test_q8_x86();
     test_fp16_bf16();
     test_writer_bounds();
     test_exact_round_trips();

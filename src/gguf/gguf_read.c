@@ -248,9 +248,6 @@ static muse_status parse_header(struct rd *r, struct muse_gguf *g, uint64_t *n_k
     if (*n_kv > (uint64_t)INT64_MAX)
         return rd_fail(r, MUSE_ERR_FORMAT, "kv_count %llu at byte 16 is negative as i64", (unsigned long long)*n_kv);
     uint64_t left = rd_left(r);
-    if (*n_kv >= UINT32_MAX || *n_tensors >= UINT32_MAX)
-        return rd_fail(r, MUSE_ERR_UNSUPPORTED, "kv_count %llu / tensor_count %llu: more than 2^32-2 records",
-                       (unsigned long long)*n_kv, (unsigned long long)*n_tensors);
     if (*n_kv > left / MIN_KV_RECORD)
         return rd_fail(r, MUSE_ERR_FORMAT, "kv_count %llu at byte 16 cannot fit in the %llu bytes left",
                        (unsigned long long)*n_kv, (unsigned long long)left);
@@ -260,6 +257,9 @@ static muse_status parse_header(struct rd *r, struct muse_gguf *g, uint64_t *n_k
     if (*n_kv * MIN_KV_RECORD + *n_tensors * MIN_TENSOR_INFO > left)
         return rd_fail(r, MUSE_ERR_FORMAT, "kv_count %llu and tensor_count %llu cannot fit in the %llu bytes left",
                        (unsigned long long)*n_kv, (unsigned long long)*n_tensors, (unsigned long long)left);
+    if (*n_kv >= UINT32_MAX || *n_tensors >= UINT32_MAX)
+        return rd_fail(r, MUSE_ERR_UNSUPPORTED, "kv_count %llu / tensor_count %llu: more than 2^32-2 records",
+                       (unsigned long long)*n_kv, (unsigned long long)*n_tensors);
     return MUSE_OK;
 }
 

@@ -154,6 +154,41 @@ void muse_from_float_q8_1(const float *x, void *vy, int64_t n) {
     }
 }
 
+/*
+ * ggml's x86 (AVX/AVX2) quantize_row_q8_0 / _q8_1, which is what llama.cpp runs on x86 and
+ * therefore what produced the x86 goldens: id = 127/amax (not 1/d, may differ by an ulp) and
+ * codes rounded half to EVEN (_mm256_round_ps). d, s and the stored fp16 values as in the ref.
+ */
+/* Quantizes 32 values; returns the unrounded f32 d and the code sum. */
+static float q8_x86_block(const float *x, uint16_t *d_out, int8_t *qs, int *sum) {
+    float amax = 0.0f;
+    for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+    const float d = amax / 127.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    *d_out = muse_fp32_to_fp16(d);
+    *sum = 0;
+    for (int j = 0; j < 32; j++) {
+        qs[j] = (int8_t)nearbyintf(x[j] * id);   /* default rounding mode: nearest even */
+        *sum += qs[j];
+    }
+    return d;
+}
+
+void muse_from_float_q8_0_x86(const float *x, void *vy, int64_t n) {
+    struct muse_block_q8_0 *y = vy;
+    int sum;
+    for (int64_t i = 0; i < n / 32; i++, x += 32) q8_x86_block(x, &y[i].d, y[i].qs, &sum);
+}
+
+void muse_from_float_q8_1_x86(const float *x, void *vy, int64_t n) {
+    struct muse_block_q8_1 *y = vy;
+    int sum;
+    for (int64_t i = 0; i < n / 32; i++, x += 32) {
+        const float d = q8_x86_block(x, &y[i].d, y[i].qs, &sum);
+        y[i].s = muse_fp32_to_fp16(d * (float)sum);
+    }
+}
+
 /* Signed value of the first element with the largest magnitude (0 for an all-zero block). */
 static float signed_absmax(const float *x, int n) {
     float amax = 0.0f, max = 0.0f;
@@ -379,6 +414,19 @@ void muse_vec_dot_q8_0_q8_0_ref(int64_t n, float *s, const void *vx, const void 
         int sumi = 0;
         for (int j = 0; j < 32; j++) sumi += x[i].qs[j] * y[i].qs[j];
         sumf += (float)sumi * (muse_h2f(x[i].d) * muse_h2f(y[i].d));     /* sumi*(dx*dy) */
+    }
+    *s = sumf;
+}
+
+/* ggml has no Q8_1 x Q8_1 kernel (Q8_1 is never a weight); this one mirrors Q8_0's order. */
+void muse_vec_dot_q8_1_q8_1_ref(int64_t n, float *s, const void *vx, const void *vy) {
+    const struct muse_block_q8_1 *x = vx;
+    const struct muse_block_q8_1 *y = vy;
+    float sumf = 0.0f;
+    for (int64_t i = 0; i < n / 32; i++) {
+        int sumi = 0;
+        for (int j = 0; j < 32; j++) sumi += x[i].qs[j] * y[i].qs[j];
+        sumf += (float)sumi * (muse_h2f(x[i].d) * muse_h2f(y[i].d));
     }
     *s = sumf;
 }

@@ -46,6 +46,10 @@ void muse_from_float_q5_0(const float *x, void *y, int64_t n);
 void muse_from_float_q5_1(const float *x, void *y, int64_t n);
 void muse_from_float_q8_0(const float *x, void *y, int64_t n);
 void muse_from_float_q8_1(const float *x, void *y, int64_t n);
+/* ggml's x86 AVX/AVX2 activation quantizers (what llama.cpp runs on x86; not in the table):
+ * id = 127/amax and round-half-to-even instead of 1/d and roundf. See docs/quant.md. */
+void muse_from_float_q8_0_x86(const float *x, void *y, int64_t n);
+void muse_from_float_q8_1_x86(const float *x, void *y, int64_t n);
 void muse_from_float_mxfp4(const float *x, void *y, int64_t n);
 void muse_from_float_nvfp4(const float *x, void *y, int64_t n);
 void muse_from_float_q1_0(const float *x, void *y, int64_t n);
@@ -54,6 +58,7 @@ void muse_vec_dot_q4_1_q8_1_ref(int64_t n, float *s, const void *x, const void *
 void muse_vec_dot_q5_0_q8_0_ref(int64_t n, float *s, const void *x, const void *y);
 void muse_vec_dot_q5_1_q8_1_ref(int64_t n, float *s, const void *x, const void *y);
 void muse_vec_dot_q8_0_q8_0_ref(int64_t n, float *s, const void *x, const void *y);
+void muse_vec_dot_q8_1_q8_1_ref(int64_t n, float *s, const void *x, const void *y);
 void muse_vec_dot_iq4_nl_q8_0_ref(int64_t n, float *s, const void *x, const void *y);
 void muse_vec_dot_mxfp4_q8_0_ref(int64_t n, float *s, const void *x, const void *y);
 void muse_vec_dot_nvfp4_q8_0_ref(int64_t n, float *s, const void *x, const void *y);

@@ -91,7 +91,7 @@ const struct muse_type_traits muse_type_traits[MUSE_TYPE_COUNT] = {
     T(MUSE_TYPE_Q5_0, muse_to_float_q5_0, muse_from_float_q5_0, MUSE_TYPE_Q8_0, muse_vec_dot_q5_0_q8_0_ref),
     T(MUSE_TYPE_Q5_1, muse_to_float_q5_1, muse_from_float_q5_1, MUSE_TYPE_Q8_1, muse_vec_dot_q5_1_q8_1_ref),
     T(MUSE_TYPE_Q8_0, muse_to_float_q8_0, muse_from_float_q8_0, MUSE_TYPE_Q8_0, muse_vec_dot_q8_0_q8_0_ref),
-    T(MUSE_TYPE_Q8_1, muse_to_float_q8_1, muse_from_float_q8_1, MUSE_TYPE_Q8_1, NULL),
+    T(MUSE_TYPE_Q8_1, muse_to_float_q8_1, muse_from_float_q8_1, MUSE_TYPE_Q8_1, muse_vec_dot_q8_1_q8_1_ref),
     T(MUSE_TYPE_IQ4_NL, muse_to_float_iq4_nl, NULL, MUSE_TYPE_Q8_0, muse_vec_dot_iq4_nl_q8_0_ref),
     T(MUSE_TYPE_MXFP4, muse_to_float_mxfp4, muse_from_float_mxfp4, MUSE_TYPE_Q8_0, muse_vec_dot_mxfp4_q8_0_ref),
     T(MUSE_TYPE_NVFP4, muse_to_float_nvfp4, muse_from_float_nvfp4, MUSE_TYPE_Q8_0, muse_vec_dot_nvfp4_q8_0_ref),

@@ -104,6 +104,10 @@ enum muse_kv_type {
     MUSE_KV_TYPE_COUNT
 };
 
+/* "f16", "f32", "q8_0" <-> enum muse_kv_type; from_name returns -1 when unknown. */
+int muse_kv_type_from_name(const char *name);
+const char *muse_kv_type_name(enum muse_kv_type type);
+
 /*
  * Per-layer trace hook: called for every layer il (0..n_layer-1) with the residual entering it,
  * and once with il = n_layer for the residual entering the output norm, for every token whose

@@ -31,7 +31,3 @@ struct muse_context {
 /* Hyperparameters / weights of a loaded model. */
 const struct muse_hparams *muse_model_hparams(const struct muse_model *model);
 const struct muse_weights *muse_model_weights(const struct muse_model *model);
-
-/* Parse the KV type names "f16", "f32", "q8_0"; -1 when unknown. */
-int muse_kv_type_from_name(const char *name);
-const char *muse_kv_type_name(enum muse_kv_type type);

@@ -216,9 +216,6 @@ static muse_status validate_dims(const struct muse_synth_config *cfg, struct mus
     size_t plen = strlen(cfg->pattern);
     if (plen == 0 || strspn(cfg->pattern, "SF") != plen)
         return muse_error_set(err, MUSE_ERR_INVALID_ARG, "bad layer pattern '%s'", cfg->pattern);
-    if (plen > (size_t)cfg->n_layer)
-        return muse_error_set(err, MUSE_ERR_INVALID_ARG, "layer pattern '%s' is longer than --layers %d", cfg->pattern,
-                              (int)cfg->n_layer);
     if (cfg->pattern_scalar && pattern_period(cfg->pattern) < 0)
         return muse_error_set(err, MUSE_ERR_INVALID_ARG,
                               "layer pattern '%s' has no u32 form (it must be S...SF or all S)", cfg->pattern);
@@ -341,9 +338,9 @@ static uint32_t ftype_of(enum muse_type t) {
 }
 
 uint32_t muse_synth_file_type(const struct muse_synth_tensor *tensors, size_t n) {
-    size_t count[MUSE_TYPE_COUNT] = {0};
+    int64_t count[MUSE_TYPE_COUNT] = {0}; /* matrix elements per type */
     for (size_t i = 0; i < n; i++)
-        if (tensors[i].n_dims == 2) count[tensors[i].type]++;
+        if (tensors[i].n_dims == 2) count[tensors[i].type] += tensors[i].ne[0] * tensors[i].ne[1];
     int best = MUSE_TYPE_F32;
     for (int t = 0; t < MUSE_TYPE_COUNT; t++)
         if (count[t] > count[best]) best = t;

@@ -50,8 +50,8 @@ struct muse_synth_config {
     int32_t n_vocab;      /* tokens in the vocabulary = token_embd/output ne[1] */
     int32_t n_ctx;        /* context_length */
     int32_t n_swa;        /* attention.sliding_window (>= 1) */
-    /* SWA layer pattern: 'S' = sliding-window layer (RoPE), 'F' = full attention (NoPE). When
-     * its length equals n_layer it is per layer, otherwise it repeats with that period. */
+    /* SWA layer pattern: 'S' = sliding-window layer (RoPE), 'F' = full attention (NoPE); layer il
+     * is pattern[il % strlen(pattern)] (a string as long as the model is a per-layer list). */
     char pattern[MUSE_SYNTH_MAX_PATTERN + 1];
     bool pattern_scalar;  /* write the pattern as a u32 period (needs the form S..SF), else bool[n_layer] */
     uint64_t seed;
@@ -110,7 +110,7 @@ struct muse_synth_tensor {
 muse_status muse_synth_plan(const struct muse_synth_config *cfg, struct muse_synth_tensor **out, size_t *n_out,
                             struct muse_error *err);
 
-/* The general.file_type (llama_ftype) label for a plan: the most common matrix type. */
+/* The general.file_type (llama_ftype) label for a plan: the type holding most matrix elements. */
 uint32_t muse_synth_file_type(const struct muse_synth_tensor *tensors, size_t n);
 
 /* Data bytes of all tensors of a plan (without alignment padding). */

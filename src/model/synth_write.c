@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/fp16.h"
 #include "gguf/gguf.h"
+#include "kernels/quant_random.h"
 #include "model/synth.h"
 
 #define ARCH "muse-glimmer"
@@ -58,12 +59,8 @@ static struct rng tensor_rng(uint64_t seed, const char *name) {
     return r;
 }
 
-/*
- * Fill n_rows rows of tensor t into dst. tmp has room for one row of floats. Returns MUSE_OK or
- * MUSE_ERR_UNSUPPORTED for a type without a random-block generator.
- */
-static muse_status fill_rows(const struct muse_synth_tensor *t, struct rng *r, int64_t n_rows, void *dst, float *tmp,
-                             struct muse_error *err) {
+/* Fill n_rows rows of tensor t into dst. tmp has room for one row of floats. */
+static void fill_rows(const struct muse_synth_tensor *t, struct rng *r, int64_t n_rows, void *dst, float *tmp) {
     int64_t ne0 = t->ne[0];
     size_t row_size = muse_type_row_size(t->type, ne0);
     for (int64_t row = 0; row < n_rows; row++) {
@@ -81,11 +78,11 @@ static muse_status fill_rows(const struct muse_synth_tensor *t, struct rng *r, i
             }
             break;
         default:
-            return muse_error_set(err, MUSE_ERR_UNSUPPORTED, "%s: no random-block generator for type %s yet", t->name,
-                                  muse_type_layouts[t->type].name);
+            /* random valid blocks whose dequantized RMS is about std (matrices have mean 0) */
+            muse_quant_random_row(t->type, out, ne0, &r->s, t->std);
+            break;
         }
     }
-    return MUSE_OK;
 }
 
 /* ---- metadata ------------------------------------------------------------------------------ */
@@ -163,13 +160,13 @@ muse_status muse_synth_write(const struct muse_synth_config *cfg, const char *pa
     if ((st = muse_gguf_writer_open(path, &w, err))) goto fail;
     created = true;
     if ((st = set_metadata(w, cfg, t, n_t, v)) != MUSE_OK) {
-        st = muse_error_set(err, st, "%s: %s", path, muse_gguf_writer_error(w));
+        st = muse_error_set(err, st, "%s", muse_gguf_writer_error(w));
         goto fail;
     }
     muse_synth_vocab_free(v);
     v = NULL;
     if ((st = muse_gguf_writer_begin_data(w)) != MUSE_OK) {
-        st = muse_error_set(err, st, "%s: %s", path, muse_gguf_writer_error(w));
+        st = muse_error_set(err, st, "%s", muse_gguf_writer_error(w));
         goto fail;
     }
     size_t max_row = 0;
@@ -193,9 +190,9 @@ muse_status muse_synth_write(const struct muse_synth_config *cfg, const char *pa
         int64_t rows_per_chunk = (int64_t)(buf_size / row_size);
         for (int64_t row = 0; row < t[i].ne[1]; row += rows_per_chunk) {
             int64_t n_rows = t[i].ne[1] - row < rows_per_chunk ? t[i].ne[1] - row : rows_per_chunk;
-            if ((st = fill_rows(&t[i], &r, n_rows, buf, tmp, err)) != MUSE_OK) goto fail;
+            fill_rows(&t[i], &r, n_rows, buf, tmp);
             if ((st = muse_gguf_writer_write_data(w, buf, (size_t)n_rows * row_size)) != MUSE_OK) {
-                st = muse_error_set(err, st, "%s: %s", path, muse_gguf_writer_error(w));
+                st = muse_error_set(err, st, "%s", muse_gguf_writer_error(w));
                 goto fail;
             }
             done += (uint64_t)n_rows * row_size;

@@ -40,6 +40,8 @@ static const struct muse_kernels kernels_avx2 = {
         [MUSE_TYPE_F16] = muse_gemm_f16_avx2,
         [MUSE_TYPE_BF16] = muse_gemm_bf16_avx2,
     },
+    .attn_kq_f16 = muse_attn_kq_f16_avx2,
+    .attn_pv_f16 = muse_attn_pv_f16_avx2,
 };
 
 const struct muse_kernels *muse_kernels_for(enum muse_cpu_level level) {

@@ -38,6 +38,18 @@
 typedef bool (*muse_gemm_fn)(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,
                              size_t act_stride, int n_act, float *out, int64_t out_stride);
 
+/*
+ * Attention over an F16 KV cache (NULL at levels without them: callers use the reference dot
+ * products). K/V rows are head_dim F16 values, row j at (char *)base + j * stride.
+ *   kq: scores[h * s_stride + j] = dot(K row j, q + h * hd) for j < n_keys, h < nq (q in f32)
+ *   pv: acc[h * hd + d] += p[h * p_stride + j] * V row j [d]   for j < n_keys, h < nq, d < hd
+ * hd must be a multiple of 8.
+ */
+typedef void (*muse_attn_kq_fn)(int32_t hd, int32_t n_keys, const void *k, size_t k_stride, const float *q,
+                                int32_t nq, float *scores, int64_t s_stride);
+typedef void (*muse_attn_pv_fn)(int32_t hd, int32_t n_keys, const void *v, size_t v_stride, const float *p,
+                                int64_t p_stride, int32_t nq, float *acc);
+
 struct muse_kernels {
     enum muse_cpu_level level;
     /* Activation quantizers indexed by the activation type (Q8_0, Q8_K, F16, BF16): the same
@@ -45,6 +57,8 @@ struct muse_kernels {
     muse_from_float_fn quantize[MUSE_TYPE_COUNT];
     muse_gemm_fn gemv[MUSE_TYPE_COUNT];  /* by weight type; called with n_act == 1 */
     muse_gemm_fn gemm[MUSE_TYPE_COUNT];  /* by weight type; any n_act >= 1 */
+    muse_attn_kq_fn attn_kq_f16;
+    muse_attn_pv_fn attn_pv_f16;
 };
 
 /*

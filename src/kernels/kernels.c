@@ -47,6 +47,12 @@ static const struct muse_kernels kernels_avx2 = {
     },
     .act_prepare = {[MUSE_ACT_Q8K_PERM8] = muse_act_q8K_perm8_avx2},
     .exact = {
+        [MUSE_TYPE_F32] = true,
+        [MUSE_TYPE_F16] = true,
+        [MUSE_TYPE_BF16] = true,
+        [MUSE_TYPE_Q8_0] = true,
+        [MUSE_TYPE_Q4_0] = true,
+        [MUSE_TYPE_IQ2_XXS] = true,
         [MUSE_TYPE_Q4_K] = true,
         [MUSE_TYPE_Q5_K] = true,
         [MUSE_TYPE_Q6_K] = true,

@@ -1,8 +1,9 @@
 /*
  * attn_avx2.c - AVX2 attention helpers over an F16 KV cache (kernels.h muse_attn_kq_fn /
- * muse_attn_pv_fn). Products of F16 values with F16-rounded queries or probabilities are exact
- * in f32; they are summed with FMA in 8 lanes (llama.cpp's F16 dot products do the same; the
- * reference sums in double).
+ * muse_attn_pv_fn). They reproduce the reference attention bit for bit: every product of two
+ * F16-representable values is exact in f32 and is added to a double accumulator in the
+ * reference's order (over d for K.q, over keys for V.p); the SIMD lanes run across query heads
+ * (K.q) or across head dimensions (V.p) instead.
  *
  * GQA: the nq query heads that share one KV head are processed together, so each K/V row is
  * loaded and widened once for all of them.
@@ -11,75 +12,62 @@
 
 #include "kernels/simd_avx2.h"
 
-#define KQ_HEADS 4   /* query heads per pass over a K row */
-#define PV_HEADS 4   /* query heads per register block in V.p */
-#define PV_KEYS 32   /* keys per widened V block */
+#define PV_KEYS 16   /* keys per widened V block */
 
-void muse_attn_kq_f16_avx2(int32_t hd, int32_t n_keys, const void *k, size_t k_stride, const float *q, int32_t nq,
+/* Widen hd F16 values (hd % 8 == 0) to f32. */
+MUSE_AVX2_INLINE void widen_f16(const uint16_t *src, float *dst, int32_t hd) {
+    for (int32_t d = 0; d < hd; d += 8) _mm256_storeu_ps(dst + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + d))));
+}
+
+void muse_attn_kq_f16_avx2(int32_t hd, int32_t n_keys, const void *k, size_t k_stride, const float *qt, int32_t nq,
                            float *scores, int64_t s_stride) {
+    const int32_t nq4 = (nq + 3) & ~3;
+    float kf[512];
     for (int32_t j = 0; j < n_keys; j++) {
-        const uint16_t *kr = (const uint16_t *)((const char *)k + (size_t)j * k_stride);
-        int32_t h = 0;
-        for (; h + KQ_HEADS <= nq; h += KQ_HEADS) {
-            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-            const float *q0 = q + (size_t)h * hd;
-            for (int32_t d = 0; d < hd; d += 8) {
-                const __m256 kv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(kr + d)));
-                a0 = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q0 + d), a0);
-                a1 = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q0 + hd + d), a1);
-                a2 = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q0 + 2 * hd + d), a2);
-                a3 = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q0 + 3 * hd + d), a3);
+        widen_f16((const uint16_t *)((const char *)k + (size_t)j * k_stride), kf, hd);
+        for (int32_t h0 = 0; h0 < nq4; h0 += 8) {
+            const bool two = h0 + 4 < nq4;
+            __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+            for (int32_t d = 0; d < hd; d++) {
+                const __m128 kd = _mm_broadcast_ss(kf + d);
+                const float *qd = qt + (size_t)d * nq4 + h0;
+                s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm_mul_ps(kd, _mm_loadu_ps(qd))));
+                if (two) s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm_mul_ps(kd, _mm_loadu_ps(qd + 4))));
             }
-            scores[(int64_t)h * s_stride + j] = avx2_hsum_ps(a0);
-            scores[(int64_t)(h + 1) * s_stride + j] = avx2_hsum_ps(a1);
-            scores[(int64_t)(h + 2) * s_stride + j] = avx2_hsum_ps(a2);
-            scores[(int64_t)(h + 3) * s_stride + j] = avx2_hsum_ps(a3);
-        }
-        for (; h < nq; h++) {
-            __m256 a0 = _mm256_setzero_ps();
-            const float *q0 = q + (size_t)h * hd;
-            for (int32_t d = 0; d < hd; d += 8)
-                a0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(kr + d))), _mm256_loadu_ps(q0 + d), a0);
-            scores[(int64_t)h * s_stride + j] = avx2_hsum_ps(a0);
+            double l[8];
+            _mm256_storeu_pd(l, s0);
+            _mm256_storeu_pd(l + 4, s1);
+            for (int32_t h = h0; h < nq && h < h0 + 8; h++) scores[(int64_t)h * s_stride + j] = (float)l[h - h0];
         }
     }
 }
 
 void muse_attn_pv_f16_avx2(int32_t hd, int32_t n_keys, const void *v, size_t v_stride, const float *p,
-                           int64_t p_stride, int32_t nq, float *acc) {
-    float vt[PV_KEYS * 256] __attribute__((aligned(32)));  /* widened V block; hd <= 256 here */
-    if (hd > 256) {
-        /* uncommon head size: one key at a time */
-        for (int32_t j = 0; j < n_keys; j++) {
-            const uint16_t *vr = (const uint16_t *)((const char *)v + (size_t)j * v_stride);
-            for (int32_t d = 0; d < hd; d += 8) {
-                const __m256 vv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(vr + d)));
-                for (int32_t h = 0; h < nq; h++) {
-                    float *ah = acc + (size_t)h * hd + d;
-                    _mm256_storeu_ps(ah, _mm256_fmadd_ps(_mm256_set1_ps(p[(int64_t)h * p_stride + j]), vv, _mm256_loadu_ps(ah)));
-                }
-            }
-        }
-        return;
-    }
+                           int64_t p_stride, int32_t nq, double *acc) {
+    float vf[PV_KEYS * 512];
     for (int32_t j0 = 0; j0 < n_keys; j0 += PV_KEYS) {
         const int32_t nk = n_keys - j0 < PV_KEYS ? n_keys - j0 : PV_KEYS;
-        for (int32_t j = 0; j < nk; j++) {
-            const uint16_t *vr = (const uint16_t *)((const char *)v + (size_t)(j0 + j) * v_stride);
-            for (int32_t d = 0; d < hd; d += 8)
-                _mm256_store_ps(vt + j * hd + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(vr + d))));
-        }
-        for (int32_t h = 0; h < nq; h += PV_HEADS) {
-            const int32_t nh = nq - h < PV_HEADS ? nq - h : PV_HEADS;
-            for (int32_t d = 0; d < hd; d += 8) {
-                __m256 a[PV_HEADS];
-                for (int32_t i = 0; i < nh; i++) a[i] = _mm256_loadu_ps(acc + (size_t)(h + i) * hd + d);
+        for (int32_t j = 0; j < nk; j++)
+            widen_f16((const uint16_t *)((const char *)v + (size_t)(j0 + j) * v_stride), vf + j * hd, hd);
+        for (int32_t h = 0; h < nq; h++) {
+            const float *ph = p + (int64_t)h * p_stride + j0;
+            double *ah = acc + (size_t)h * hd;
+            for (int32_t d = 0; d < hd; d += 16) {
+                __m256d a0 = _mm256_loadu_pd(ah + d), a1 = _mm256_loadu_pd(ah + d + 4);
+                __m256d a2 = _mm256_loadu_pd(ah + d + 8), a3 = _mm256_loadu_pd(ah + d + 12);
                 for (int32_t j = 0; j < nk; j++) {
-                    const __m256 vv = _mm256_load_ps(vt + j * hd + d);
-                    for (int32_t i = 0; i < nh; i++)
-                        a[i] = _mm256_fmadd_ps(_mm256_set1_ps(p[(int64_t)(h + i) * p_stride + j0 + j]), vv, a[i]);
+                    const __m256 pj = _mm256_broadcast_ss(ph + j);
+                    const __m256 x0 = _mm256_mul_ps(pj, _mm256_loadu_ps(vf + j * hd + d));
+                    const __m256 x1 = _mm256_mul_ps(pj, _mm256_loadu_ps(vf + j * hd + d + 8));
+                    a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm256_castps256_ps128(x0)));
+                    a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm256_extractf128_ps(x0, 1)));
+                    a2 = _mm256_add_pd(a2, _mm256_cvtps_pd(_mm256_castps256_ps128(x1)));
+                    a3 = _mm256_add_pd(a3, _mm256_cvtps_pd(_mm256_extractf128_ps(x1, 1)));
                 }
-                for (int32_t i = 0; i < nh; i++) _mm256_storeu_ps(acc + (size_t)(h + i) * hd + d, a[i]);
+                _mm256_storeu_pd(ah + d, a0);
+                _mm256_storeu_pd(ah + d + 4, a1);
+                _mm256_storeu_pd(ah + d + 8, a2);
+                _mm256_storeu_pd(ah + d + 12, a3);
             }
         }
     }

@@ -39,16 +39,18 @@ typedef bool (*muse_gemm_fn)(int64_t n, const void *w, size_t w_stride, int64_t 
                              size_t act_stride, int n_act, float *out, int64_t out_stride);
 
 /*
- * Attention over an F16 KV cache (NULL at levels without them: callers use the reference dot
- * products). K/V rows are head_dim F16 values, row j at (char *)base + j * stride.
- *   kq: scores[h * s_stride + j] = dot(K row j, q + h * hd) for j < n_keys, h < nq (q in f32)
- *   pv: acc[h * hd + d] += p[h * p_stride + j] * V row j [d]   for j < n_keys, h < nq, d < hd
- * hd must be a multiple of 8.
+ * Attention over an F16 KV cache, bit-identical to the reference (products of F16 values in
+ * f32, summed in double in the reference's order). NULL at levels without them: callers use
+ * the reference dot products. K/V rows: head_dim F16 values, row j at (char *)base + j * stride.
+ *   kq: scores[h * s_stride + j] = (float) sum over d in order of (double)(K_j[d] * q_h[d]),
+ *       j < n_keys, h < nq; q is transposed: q_h[d] = qt[d * nq4 + h], nq4 = nq rounded up to 4
+ *   pv: acc[h * hd + d] += (double)(p[h * p_stride + j] * V_j[d]) for j = 0, 1, ... in order
+ * hd must be a multiple of 16 and at most 512.
  */
-typedef void (*muse_attn_kq_fn)(int32_t hd, int32_t n_keys, const void *k, size_t k_stride, const float *q,
+typedef void (*muse_attn_kq_fn)(int32_t hd, int32_t n_keys, const void *k, size_t k_stride, const float *qt,
                                 int32_t nq, float *scores, int64_t s_stride);
 typedef void (*muse_attn_pv_fn)(int32_t hd, int32_t n_keys, const void *v, size_t v_stride, const float *p,
-                                int64_t p_stride, int32_t nq, float *acc);
+                                int64_t p_stride, int32_t nq, double *acc);
 
 /* Activation layouts a level's kernels may ask for (muse_kernels.act_layout). */
 enum muse_act_layout {

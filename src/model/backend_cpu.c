@@ -4,12 +4,14 @@
  *
  * matmul: one parallel region per call: every thread quantizes its share of the activation rows
  * (bit-identical to the reference quantizers), a barrier, then every thread computes a
- * contiguous share of the output rows (kernels/matmul.h; reference fallback per type).
- * attention: the numerics of the ref backend (llama.cpp's non-flash CPU path: q rounded to the
- * cache type's dot partner, softmax with exp/max/double sum, p rounded to F16 for an F16 cache,
- * V·p), split over (token, KV head, block of query heads) work items; the query heads that share
- * a KV head read each K/V row together (GQA); sliding-window layers read only their window. Dot
- * products over an F16 cache use the SIMD helpers (f32 sums instead of double).
+ * contiguous share of the output rows (kernels/matmul.h; reference fallback per type). With
+ * kernels marked exact (kernels.h) the results equal the ref backend's bit for bit, for any
+ * thread count.
+ * attention: the numerics of the ref backend bit for bit (llama.cpp's non-flash CPU path: q
+ * rounded to the cache type's dot partner, softmax with exp/max/double sum, p rounded to F16 for
+ * an F16 cache, V·p summed in double), split over (token, KV head, block of query heads) work
+ * items; the query heads that share a KV head read each K/V row together (GQA); sliding-window
+ * layers read only their window. An F16 cache uses the SIMD helpers of kernels.h.
  *
  * Everything is sized from the plan at init; the per-token path allocates nothing. Workers spin
  * briefly between regions, so the back-to-back regions of one forward do not sleep.
@@ -33,8 +35,8 @@
 /* Per-thread attention scratch. */
 struct attn_scratch {
     float *scores;   /* [ATTN_QB][max_cells] */
-    float *qf;       /* [ATTN_QB][max_head_dim] queries, rounded to the cache's dot partner */
-    float *acc;      /* [ATTN_QB][max_head_dim] */
+    float *qf;       /* [ATTN_QB][max_head_dim] f32 queries; fast path: transposed [max_head_dim][ATTN_QB] */
+    double *acc;     /* [ATTN_QB][max_head_dim] */
     uint8_t *qc;     /* [4 * max_head_dim + 64] one query head in the dot partner type */
     float *vrow;     /* [max_head_dim] */
     double *dacc;    /* [max_head_dim] */
@@ -93,7 +95,7 @@ static muse_status cpu_init(const struct muse_backend_plan *plan, void **state, 
         struct attn_scratch *t = &s->ts[i];
         t->scores = malloc(sizeof(float) * ATTN_QB * cells);
         t->qf = malloc(sizeof(float) * ATTN_QB * hd);
-        t->acc = malloc(sizeof(float) * ATTN_QB * hd);
+        t->acc = malloc(sizeof(double) * ATTN_QB * hd);
         t->qc = malloc(hd * 4 + 64);
         t->vrow = malloc(sizeof(float) * hd);
         t->dacc = malloc(sizeof(double) * hd);
@@ -179,15 +181,17 @@ static void attn_item(const struct cpu_state *s, struct attn_scratch *t, const s
     const int32_t n = p - lo + 1;
     MUSE_ASSERT(n >= 1 && (uint32_t)n <= kv->n_cells);
     const bool f16 = kv->type == MUSE_TYPE_F16;
-    const bool fast = f16 && s->k->attn_kq_f16 && s->k->attn_pv_f16 && hd % 8 == 0;
+    const bool fast = f16 && s->k->attn_kq_f16 && s->k->attn_pv_f16 && hd % 16 == 0 && hd <= 512;
     const int64_t s_stride = n;
 
-    /* queries: f32 (generic path converts later), F16-rounded for the fast path */
+    /* queries: f32 rows for the generic path (converted there); for the fast path rounded to F16
+     * (the reference's from_float) and transposed: qf[d * nq4 + i] */
+    const int32_t nq4 = (nq + 3) & ~3;
+    if (fast) memset(t->qf, 0, sizeof(float) * (size_t)hd * nq4);
     for (int32_t i = 0; i < nq; i++) {
         const float *qh = a->q + ((size_t)tok * a->n_head + h0 + i) * hd;
-        float *qf = t->qf + (size_t)i * hd;
-        if (fast) for (int32_t d = 0; d < hd; d++) qf[d] = muse_fp16_to_fp32(muse_fp32_to_fp16(qh[d]));
-        else memcpy(qf, qh, sizeof(float) * (size_t)hd);
+        if (fast) for (int32_t d = 0; d < hd; d++) t->qf[(size_t)d * nq4 + i] = muse_fp16_to_fp32(muse_fp32_to_fp16(qh[d]));
+        else memcpy(t->qf + (size_t)i * hd, qh, sizeof(float) * (size_t)hd);
     }
     attn_scores(s, t, a, kvh, nq, lo, n, fast, s_stride);
 
@@ -214,7 +218,7 @@ static void attn_item(const struct cpu_state *s, struct attn_scratch *t, const s
 
     const size_t head_bytes = muse_type_row_size(kv->type, hd);
     if (fast) {
-        memset(t->acc, 0, sizeof(float) * (size_t)nq * hd);
+        memset(t->acc, 0, sizeof(double) * (size_t)nq * hd);
         int32_t j = 0;
         while (j < n) {
             uint32_t cell = (uint32_t)(lo + j) % kv->n_cells;
@@ -223,8 +227,10 @@ static void attn_item(const struct cpu_state *s, struct attn_scratch *t, const s
             s->k->attn_pv_f16(hd, run, v0, kv->v_row_size, t->scores + j, s_stride, nq, t->acc);
             j += run;
         }
-        for (int32_t i = 0; i < nq; i++)
-            memcpy(a->out + ((size_t)tok * a->n_head + h0 + i) * hd, t->acc + (size_t)i * hd, sizeof(float) * (size_t)hd);
+        for (int32_t i = 0; i < nq; i++) {
+            float *oh = a->out + ((size_t)tok * a->n_head + h0 + i) * hd;
+            for (int32_t d = 0; d < hd; d++) oh[d] = (float)t->acc[(size_t)i * hd + d];
+        }
         return;
     }
     const struct muse_type_traits *vt = &muse_type_traits[kv->type];

@@ -49,6 +49,7 @@ MUSE_AVX2_INLINE void k45_row(int64_t nb, const uint8_t *wrow, size_t block_byte
                               const char *act, size_t act_stride, const int ny, float *out, int64_t out_stride) {
     __m256 sums[NY_MAX];
     float sumf[NY_MAX];
+    MUSE_UNROLL
     for (int r = 0; r < ny; r++) {
         sums[r] = _mm256_setzero_ps();
         sumf[r] = 0.0f;
@@ -64,9 +65,11 @@ MUSE_AVX2_INLINE void k45_row(int64_t nb, const uint8_t *wrow, size_t block_byte
         const __m256i mins16 = k4_mins16(mn);
         const float dw = avx2_h2f(b4->d), dminw = avx2_h2f(b4->dmin);
         __m256i aux[NY_MAX];
+        MUSE_UNROLL
         for (int r = 0; r < ny; r++) aux[r] = _mm256_setzero_si256();
         const __m256i hbits = high ? avx2_load(((const struct muse_block_q5_K *)(const void *)b)->qh)
                                    : _mm256_setzero_si256();
+        MUSE_UNROLL
         for (int c = 0; c < 4; c++) {
             const __m256i q = avx2_load(qs + 32 * c);
             __m256i lo = _mm256_and_si256(q, m4);
@@ -78,6 +81,7 @@ MUSE_AVX2_INLINE void k45_row(int64_t nb, const uint8_t *wrow, size_t block_byte
             lo = avx2_perm8(lo);
             hi = avx2_perm8(hi);
             const __m256i s_lo = _mm256_set1_epi16(sc[2 * c]), s_hi = _mm256_set1_epi16(sc[2 * c + 1]);
+            MUSE_UNROLL
             for (int r = 0; r < ny; r++) {
                 const struct muse_block_q8_K *a = (const void *)(act + r * act_stride);
                 const int8_t *aq = a[ib].qs + 64 * c;
@@ -86,6 +90,7 @@ MUSE_AVX2_INLINE void k45_row(int64_t nb, const uint8_t *wrow, size_t block_byte
                 aux[r] = _mm256_add_epi32(aux[r], _mm256_add_epi32(p_lo, p_hi));
             }
         }
+        MUSE_UNROLL
         for (int r = 0; r < ny; r++) {
             const struct muse_block_q8_K *a = (const void *)(act + r * act_stride);
             const int32_t summins = avx2_hsum_epi32(_mm256_madd_epi16(avx2_load(a[ib].bsums), mins16));
@@ -93,6 +98,7 @@ MUSE_AVX2_INLINE void k45_row(int64_t nb, const uint8_t *wrow, size_t block_byte
             sumf[r] -= (dminw * a[ib].d) * (float)summins;
         }
     }
+    MUSE_UNROLL
     for (int r = 0; r < ny; r++) out[r * out_stride] = avx2_lanes_total(sumf[r], sums[r]);
 }
 
@@ -101,16 +107,19 @@ MUSE_AVX2_INLINE void k45_row(int64_t nb, const uint8_t *wrow, size_t block_byte
 MUSE_AVX2_INLINE void q6_row(int64_t nb, const struct muse_block_q6_K *w, const char *act, size_t act_stride,
                              const int ny, float *out, int64_t out_stride) {
     __m256 sums[NY_MAX];
+    MUSE_UNROLL
     for (int r = 0; r < ny; r++) sums[r] = _mm256_setzero_ps();
     const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x03), m32 = _mm256_set1_epi8(32);
     for (int64_t ib = 0; ib < nb; ib++) {
         const struct muse_block_q6_K *b = &w[ib];
         const float dw = avx2_h2f(b->d);
         __m256i aux[NY_MAX];
+        MUSE_UNROLL
         for (int r = 0; r < ny; r++) aux[r] = _mm256_setzero_si256();
         for (int h = 0; h < 2; h++) {
             const __m256i ql0 = avx2_load(b->ql + 64 * h), ql1 = avx2_load(b->ql + 64 * h + 32);
             const __m256i qh = avx2_load(b->qh + 32 * h);
+            MUSE_UNROLL
             for (int k = 0; k < 4; k++) {
                 __m256i lo = (k & 1) ? ql1 : ql0;
                 lo = (k < 2) ? _mm256_and_si256(lo, m4) : _mm256_and_si256(_mm256_srli_epi16(lo, 4), m4);
@@ -121,6 +130,7 @@ MUSE_AVX2_INLINE void q6_row(int64_t nb, const struct muse_block_q6_K *w, const 
                 const int s = 8 * h + 2 * k;   /* sub-blocks s (elements 0-15) and s+1 (16-31) */
                 const __m256i sv = _mm256_set1_epi32((int)((uint32_t)(uint16_t)b->scales[s + 1] << 16 |
                                                            (uint16_t)b->scales[s]));
+                MUSE_UNROLL
                 for (int r = 0; r < ny; r++) {
                     const struct muse_block_q8_K *a = (const void *)(act + r * act_stride);
                     const __m256i p = _mm256_maddubs_epi16(aq, _mm256_sign_epi8(avx2_load(a[ib].qs + 128 * h + 32 * k), q));
@@ -128,11 +138,13 @@ MUSE_AVX2_INLINE void q6_row(int64_t nb, const struct muse_block_q6_K *w, const 
                 }
             }
         }
+        MUSE_UNROLL
         for (int r = 0; r < ny; r++) {
             const struct muse_block_q8_K *a = (const void *)(act + r * act_stride);
             sums[r] = _mm256_add_ps(sums[r], _mm256_mul_ps(_mm256_set1_ps(dw * a[ib].d), _mm256_cvtepi32_ps(aux[r])));
         }
     }
+    MUSE_UNROLL
     for (int r = 0; r < ny; r++) out[r * out_stride] = avx2_lanes_total(0.0f, sums[r]);
 }
 

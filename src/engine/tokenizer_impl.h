@@ -15,7 +15,7 @@
 
 /* One slot of the merge table: (left symbol, right symbol) -> (rank, merged symbol). */
 struct muse_tok_merge {
-    uint64_t key;     /* (uint64_t)left << 32 | right; UINT64_MAX = empty */
+    uint64_t key;     /* muse_tok_merge_key(left, right); 0 = empty slot */
     uint32_t rank;
     int32_t result;
 };
@@ -33,7 +33,7 @@ struct muse_tokenizer {
     uint64_t *sym_off;              /* [n_sym + 1] */
     uint8_t *decodable;             /* [n_vocab] 1 = text is valid byte-to-unicode form */
 
-    uint32_t *sym_hash;             /* [sym_hash_mask + 1] symbol id + 1, 0 = empty; key = bytes */
+    uint64_t *sym_hash;             /* [sym_hash_mask + 1] hash tag << 32 | symbol id + 1, 0 = empty */
     uint32_t sym_hash_mask;
 
     struct muse_tok_merge *merges;  /* [merge_mask + 1] open addressing */
@@ -74,15 +74,20 @@ static inline uint64_t muse_tok_hash_pair(uint64_t key) {
     return key ^ (key >> 29);
 }
 
+/* Never 0 (left + 1 >= 1), so that a zeroed table is empty. */
+static inline uint64_t muse_tok_merge_key(int32_t left, int32_t right) {
+    return (uint64_t)((uint32_t)left + 1) << 32 | (uint32_t)right;
+}
+
 /* The merge of (left, right), or NULL. */
 static inline const struct muse_tok_merge *muse_tok_find_merge(const struct muse_tokenizer *tok, int32_t left,
                                                               int32_t right) {
-    uint64_t key = (uint64_t)(uint32_t)left << 32 | (uint32_t)right;
+    uint64_t key = muse_tok_merge_key(left, right);
     uint64_t i = muse_tok_hash_pair(key) & tok->merge_mask;
     for (;;) {
         const struct muse_tok_merge *m = &tok->merges[i];
         if (m->key == key) return m;
-        if (m->key == UINT64_MAX) return NULL;
+        if (!m->key) return NULL;
         i = (i + 1) & tok->merge_mask;
     }
 }

@@ -60,33 +60,46 @@ static const uint8_t *sym_bytes(const struct muse_tokenizer *tok, int32_t id, si
     return tok->sym_blob + tok->sym_off[id];
 }
 
-int32_t muse_tok_find_sym(const struct muse_tokenizer *tok, const uint8_t *bytes, size_t len) {
-    uint64_t i = muse_tok_hash_bytes(bytes, len) & tok->sym_hash_mask;
-    for (;;) {
-        uint32_t slot = tok->sym_hash[i];
+/* Short strings dominate: a plain loop beats a memcmp call. */
+static inline bool bytes_eq(const uint8_t *a, const uint8_t *b, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != b[i]) return false;
+    return true;
+}
+
+/* Slots hold (hash tag << 32 | id + 1), so most probes that miss never touch the strings. */
+static int32_t find_sym_h(const struct muse_tokenizer *tok, const uint8_t *bytes, size_t len, uint64_t h) {
+    uint64_t tag = h >> 32 << 32;
+    for (uint64_t i = h & tok->sym_hash_mask;; i = (i + 1) & tok->sym_hash_mask) {
+        uint64_t slot = tok->sym_hash[i];
         if (!slot) return -1;
-        size_t n;
-        const uint8_t *b = sym_bytes(tok, (int32_t)(slot - 1), &n);
-        if (n == len && memcmp(b, bytes, len) == 0) return (int32_t)(slot - 1);
-        i = (i + 1) & tok->sym_hash_mask;
+        if ((slot & 0xffffffff00000000ull) != tag) continue;
+        int32_t id = (int32_t)(uint32_t)slot - 1;
+        if (tok->sym_off[id + 1] - tok->sym_off[id] == len && bytes_eq(tok->sym_blob + tok->sym_off[id], bytes, len))
+            return id;
     }
+}
+
+int32_t muse_tok_find_sym(const struct muse_tokenizer *tok, const uint8_t *bytes, size_t len) {
+    return find_sym_h(tok, bytes, len, muse_tok_hash_bytes(bytes, len));
 }
 
 /* Put id (whose bytes are already in sym_blob) in the hash; an equal string is replaced
  * (llama.cpp's token_to_id[text] = id: the last duplicate wins). */
-static void sym_hash_put(struct muse_tokenizer *tok, int32_t id) {
+static void sym_hash_put(struct muse_tokenizer *tok, int32_t id, uint64_t h) {
     size_t len;
     const uint8_t *bytes = sym_bytes(tok, id, &len);
-    uint64_t i = muse_tok_hash_bytes(bytes, len) & tok->sym_hash_mask;
-    for (;;) {
-        uint32_t slot = tok->sym_hash[i];
+    uint64_t tag = h >> 32 << 32;
+    uint64_t i = h & tok->sym_hash_mask;
+    for (;; i = (i + 1) & tok->sym_hash_mask) {
+        uint64_t slot = tok->sym_hash[i];
         if (!slot) break;
-        size_t n;
-        const uint8_t *b = sym_bytes(tok, (int32_t)(slot - 1), &n);
-        if (n == len && memcmp(b, bytes, len) == 0) break;
-        i = (i + 1) & tok->sym_hash_mask;
+        if ((slot & 0xffffffff00000000ull) != tag) continue;
+        int32_t o = (int32_t)(uint32_t)slot - 1;
+        if (tok->sym_off[o + 1] - tok->sym_off[o] == len && bytes_eq(tok->sym_blob + tok->sym_off[o], bytes, len))
+            break;
     }
-    tok->sym_hash[i] = (uint32_t)id + 1;
+    tok->sym_hash[i] = tag | ((uint64_t)id + 1);
 }
 
 static uint64_t next_pow2(uint64_t x) {
@@ -101,21 +114,37 @@ struct sym_store {
     int64_t off_cap;    /* entries allocated in tok->sym_off */
 };
 
+/* (Re)build the hash with `cap` slots. Hashes are computed a batch ahead and their slots
+ * prefetched: the table is bigger than the caches and the load is latency-bound. */
 static muse_status sym_hash_resize(struct muse_tokenizer *tok, uint64_t cap) {
-    uint32_t *h = calloc(cap, sizeof(uint32_t));
+    uint64_t *h = calloc(cap, sizeof(uint64_t));
     if (!h) return MUSE_ERR_NOMEM;
     free(tok->sym_hash);
     tok->sym_hash = h;
     tok->sym_hash_mask = (uint32_t)(cap - 1);
-    /* re-insert in id order so that later duplicates still win */
-    for (int32_t id = 0; id < tok->n_sym; id++)
-        if (id >= tok->n_vocab || tok->decodable[id]) sym_hash_put(tok, id);
+    /* insert in id order so that later duplicates still win */
+    enum { BATCH = 32 };
+    uint64_t hashes[BATCH];
+    for (int32_t id0 = 0; id0 < tok->n_sym; id0 += BATCH) {
+        int32_t n = tok->n_sym - id0 < BATCH ? tok->n_sym - id0 : BATCH;
+        for (int32_t k = 0; k < n; k++) {
+            size_t len;
+            const uint8_t *b = sym_bytes(tok, id0 + k, &len);
+            hashes[k] = muse_tok_hash_bytes(b, len);
+            __builtin_prefetch(&tok->sym_hash[hashes[k] & tok->sym_hash_mask]);
+        }
+        for (int32_t k = 0; k < n; k++) {
+            int32_t id = id0 + k;
+            if (id >= tok->n_vocab || tok->decodable[id]) sym_hash_put(tok, id, hashes[k]);
+        }
+    }
     return MUSE_OK;
 }
 
-/* The symbol id of these bytes, creating a synthetic symbol when absent (-1 on NOMEM). */
-static int32_t sym_intern(struct muse_tokenizer *tok, struct sym_store *st, const uint8_t *bytes, size_t len) {
-    int32_t id = muse_tok_find_sym(tok, bytes, len);
+/* The symbol id of these bytes (hash h), creating a synthetic symbol when absent (-1 on NOMEM). */
+static int32_t sym_intern(struct muse_tokenizer *tok, struct sym_store *st, const uint8_t *bytes, size_t len,
+                          uint64_t h) {
+    int32_t id = find_sym_h(tok, bytes, len, h);
     if (id >= 0) return id;
     if (tok->n_sym == INT32_MAX - 1) return -1;
     if ((uint64_t)(tok->n_sym + 1) * 2 > (uint64_t)tok->sym_hash_mask + 1 &&
@@ -139,8 +168,95 @@ static int32_t sym_intern(struct muse_tokenizer *tok, struct sym_store *st, cons
     memcpy(tok->sym_blob + end, bytes, len);
     id = tok->n_sym++;
     tok->sym_off[tok->n_sym] = end + len;
-    sym_hash_put(tok, id);
+    sym_hash_put(tok, id, h);
     return id;
+}
+
+/* A merge decoded to bytes, waiting for its lookups (see load_merges). */
+struct pending_merge {
+    int64_t rank;
+    size_t off, nl, nr;       /* bytes at buf + off: left (nl) then right (nr) */
+    uint64_t hl, hr, hlr;     /* hashes of left, right, left+right */
+    uint64_t key;             /* after lookup: the merge key and the merged symbol */
+    int32_t result;
+};
+
+/*
+ * Fill the merge table from "LEFT RIGHT" strings (split at the first space after the first
+ * byte, as llama.cpp). Batched like sym_hash_resize: decode and hash MERGE_BATCH merges and
+ * prefetch their slots, then look them up.
+ */
+static muse_status load_merges(struct muse_tokenizer *tok, struct sym_store *store,
+                               const struct muse_tokenizer_vocab *v, const int16_t cp_to_byte[CP_TABLE],
+                               struct muse_error *err) {
+    enum { MERGE_BATCH = 32 };
+    struct pending_merge pm[MERGE_BATCH];
+    uint8_t *buf = NULL;
+    size_t buf_cap = 0;
+    muse_status st = MUSE_ERR_NOMEM;
+    tok->n_merges = v->n_merges;
+    tok->merge_mask = next_pow2((uint64_t)v->n_merges * 2 + 16) - 1;
+    tok->merges = calloc(tok->merge_mask + 1, sizeof(struct muse_tok_merge)); /* key 0 = empty */
+    if (!tok->merges) goto fail;
+    for (int64_t r0 = 0; r0 < v->n_merges; r0 += MERGE_BATCH) {
+        int64_t r1 = v->n_merges - r0 < MERGE_BATCH ? v->n_merges : r0 + MERGE_BATCH;
+        size_t need = 0;
+        for (int64_t r = r0; r < r1; r++) need += v->merge_lens[r];
+        if (need > buf_cap) {
+            uint8_t *p = realloc(buf, need);
+            if (!p) goto fail;
+            buf = p;
+            buf_cap = need;
+        }
+        int np = 0;
+        size_t off = 0;
+        for (int64_t r = r0; r < r1; r++) {
+            const char *s = v->merges[r];
+            uint32_t len = v->merge_lens[r];
+            const char *sp = len > 1 && s ? memchr(s + 1, ' ', len - 1) : NULL;
+            if (!sp) {
+                st = muse_error_set(err, MUSE_ERR_FORMAT, "tokenizer: merge %lld has no space separator",
+                                    (long long)r);
+                goto fail;
+            }
+            size_t ln = (size_t)(sp - s), rn = len - ln - 1;
+            int64_t lb = unicode_to_bytes(cp_to_byte, (const uint8_t *)s, ln, buf + off);
+            int64_t rb = lb < 0 ? -1 : unicode_to_bytes(cp_to_byte, (const uint8_t *)sp + 1, rn, buf + off + lb);
+            if (lb <= 0 || rb <= 0) continue; /* a side outside the byte table can never match a symbol */
+            struct pending_merge *m = &pm[np++];
+            *m = (struct pending_merge){.rank = r, .off = off, .nl = (size_t)lb, .nr = (size_t)rb};
+            m->hl = muse_tok_hash_bytes(buf + off, m->nl);
+            m->hr = muse_tok_hash_bytes(buf + off + lb, m->nr);
+            m->hlr = muse_tok_hash_bytes(buf + off, m->nl + m->nr);
+            __builtin_prefetch(&tok->sym_hash[m->hl & tok->sym_hash_mask]);
+            __builtin_prefetch(&tok->sym_hash[m->hr & tok->sym_hash_mask]);
+            __builtin_prefetch(&tok->sym_hash[m->hlr & tok->sym_hash_mask]);
+            off += m->nl + m->nr;
+        }
+        /* look the symbols up and prefetch the merge slot, then insert in rank order */
+        for (int k = 0; k < np; k++) {
+            struct pending_merge *m = &pm[k];
+            const uint8_t *b = buf + m->off;
+            int32_t left = sym_intern(tok, store, b, m->nl, m->hl);
+            int32_t right = left < 0 ? -1 : sym_intern(tok, store, b + m->nl, m->nr, m->hr);
+            m->result = right < 0 ? -1 : sym_intern(tok, store, b, m->nl + m->nr, m->hlr);
+            if (m->result < 0) goto fail;
+            m->key = muse_tok_merge_key(left, right);
+            __builtin_prefetch(&tok->merges[muse_tok_hash_pair(m->key) & tok->merge_mask]);
+        }
+        for (int k = 0; k < np; k++) {
+            const struct pending_merge *m = &pm[k];
+            uint64_t i = muse_tok_hash_pair(m->key) & tok->merge_mask;
+            while (tok->merges[i].key && tok->merges[i].key != m->key) i = (i + 1) & tok->merge_mask;
+            if (tok->merges[i].key == m->key) continue; /* duplicate pair: the lowest rank stays */
+            tok->merges[i] = (struct muse_tok_merge){.key = m->key, .rank = (uint32_t)m->rank, .result = m->result};
+        }
+    }
+    st = MUSE_OK;
+fail:
+    free(buf);
+    if (st == MUSE_ERR_NOMEM) muse_error_set(err, st, "tokenizer: out of memory");
+    return st;
 }
 
 // ---- init ----------------------------------------------------------------------------------------
@@ -351,45 +467,12 @@ muse_status muse_tokenizer_init(const struct muse_tokenizer_vocab *v, struct mus
     /* single bytes: every piece starts as bytes; a vocab without some byte gets a synthetic one */
     for (int b = 0; b < 256; b++) {
         uint8_t byte = (uint8_t)b;
-        tok->byte_sym[b] = sym_intern(tok, &store, &byte, 1);
+        tok->byte_sym[b] = sym_intern(tok, &store, &byte, 1, muse_tok_hash_bytes(&byte, 1));
         if (tok->byte_sym[b] < 0) goto fail;
     }
 
-    /* merges: "LEFT RIGHT", split at the first space after the first byte (as llama.cpp) */
-    tok->n_merges = v->n_merges;
-    tok->merge_mask = next_pow2((uint64_t)v->n_merges * 2 + 16) - 1;
-    tok->merges = malloc((tok->merge_mask + 1) * sizeof(struct muse_tok_merge));
-    if (!tok->merges) goto fail;
-    memset(tok->merges, 0xff, (tok->merge_mask + 1) * sizeof(struct muse_tok_merge));
-    for (int64_t r = 0; r < v->n_merges; r++) {
-        const char *s = v->merges[r];
-        uint32_t len = v->merge_lens[r];
-        const char *sp = len > 1 && s ? memchr(s + 1, ' ', len - 1) : NULL;
-        if (!sp) {
-            st = muse_error_set(err, MUSE_ERR_FORMAT, "tokenizer: merge %lld has no space separator", (long long)r);
-            goto fail;
-        }
-        size_t ln = (size_t)(sp - s), rn = len - ln - 1;
-        if (ln + rn > tmp_cap) {
-            uint8_t *p = realloc(tmp, ln + rn);
-            if (!p) goto fail;
-            tmp = p;
-            tmp_cap = ln + rn;
-        }
-        int64_t lb = unicode_to_bytes(cp_to_byte, (const uint8_t *)s, ln, tmp);
-        int64_t rb = lb < 0 ? -1 : unicode_to_bytes(cp_to_byte, (const uint8_t *)sp + 1, rn, tmp + lb);
-        if (lb <= 0 || rb <= 0) continue; /* a side outside the byte table can never match a symbol */
-        int32_t left = sym_intern(tok, &store, tmp, (size_t)lb);
-        int32_t right = left < 0 ? -1 : sym_intern(tok, &store, tmp + lb, (size_t)rb);
-        int32_t result = right < 0 ? -1 : sym_intern(tok, &store, tmp, (size_t)(lb + rb));
-        if (result < 0) goto fail;
-        uint64_t key = (uint64_t)(uint32_t)left << 32 | (uint32_t)right;
-        uint64_t i = muse_tok_hash_pair(key) & tok->merge_mask;
-        while (tok->merges[i].key != UINT64_MAX && tok->merges[i].key != key) i = (i + 1) & tok->merge_mask;
-        if (tok->merges[i].key == key) continue; /* duplicate pair: the lowest rank stays */
-        tok->merges[i] = (struct muse_tok_merge){.key = key, .rank = (uint32_t)r, .result = result};
-    }
-
+    st = load_merges(tok, &store, v, cp_to_byte, err);
+    if (st != MUSE_OK) goto fail;
     st = build_specials(tok);
     if (st != MUSE_OK) goto fail;
     tok->eot = v->eot_id >= 0 ? v->eot_id : find_text(tok, "<|eot|>", 7);

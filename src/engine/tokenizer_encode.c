@@ -96,8 +96,9 @@ static inline struct bigram heap_pop(struct bigram *h, size_t *n) {
 }
 
 static inline void try_pair(struct enc *e, size_t *hn, int32_t pos) {
+    if (pos < 0) return;
     int32_t right = e->next[pos];
-    if (pos < 0 || right < 0) return;
+    if (right < 0) return;
     const struct muse_tok_merge *m = muse_tok_find_merge(e->tok, e->sym[pos], e->sym[right]);
     if (!m) return;
     heap_push(e->heap, hn,

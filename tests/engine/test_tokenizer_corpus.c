@@ -18,82 +18,7 @@
 #include "engine/tokenizer.h"
 #include "gguf/gguf.h"
 #include "test.h"
-
-static char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)sz + 1);
-    if (b && fread(b, 1, (size_t)sz, f) != (size_t)sz) {
-        free(b);
-        b = NULL;
-    }
-    if (b) b[sz] = '\0';
-    fclose(f);
-    if (n) *n = (size_t)sz;
-    return b;
-}
-
-static size_t put_utf8(char *o, unsigned cp) {
-    if (cp < 0x80) { o[0] = (char)cp; return 1; }
-    if (cp < 0x800) { o[0] = (char)(0xc0 | cp >> 6); o[1] = (char)(0x80 | (cp & 0x3f)); return 2; }
-    if (cp < 0x10000) {
-        o[0] = (char)(0xe0 | cp >> 12); o[1] = (char)(0x80 | (cp >> 6 & 0x3f)); o[2] = (char)(0x80 | (cp & 0x3f));
-        return 3;
-    }
-    o[0] = (char)(0xf0 | cp >> 18); o[1] = (char)(0x80 | (cp >> 12 & 0x3f));
-    o[2] = (char)(0x80 | (cp >> 6 & 0x3f)); o[3] = (char)(0x80 | (cp & 0x3f));
-    return 4;
-}
-
-static unsigned hex4(const char *p) {
-    unsigned v = 0;
-    for (int i = 0; i < 4; i++) {
-        char c = p[i];
-        v = v * 16 + (unsigned)(c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
-    }
-    return v;
-}
-
-/* The value of "key": "..." in a JSON line, unescaped with its true length (texts hold U+0000,
- * which cJSON's NUL-terminated strings would cut). malloc'd; NULL when absent. */
-static char *json_string(const char *line, const char *key, size_t *len) {
-    char pat[64];
-    snprintf(pat, sizeof(pat), "\"%s\": \"", key);
-    const char *p = strstr(line, pat);
-    if (!p) return NULL;
-    p += strlen(pat);
-    char *out = malloc(strlen(p) + 1), *o = out;
-    while (*p && *p != '"') {
-        if (*p != '\\') { *o++ = *p++; continue; }
-        p++;
-        switch (*p) {
-        case 'n': *o++ = '\n'; p++; break;
-        case 't': *o++ = '\t'; p++; break;
-        case 'r': *o++ = '\r'; p++; break;
-        case 'b': *o++ = '\b'; p++; break;
-        case 'f': *o++ = '\f'; p++; break;
-        case 'u': {
-            unsigned cp = hex4(p + 1);
-            p += 5;
-            if (cp >= 0xd800 && cp < 0xdc00 && p[0] == '\\' && p[1] == 'u') {
-                unsigned lo = hex4(p + 2);
-                if (lo >= 0xdc00 && lo < 0xe000) {
-                    cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-                    p += 6;
-                }
-            }
-            o += put_utf8(o, cp);
-            break;
-        }
-        default: *o++ = *p++; break; /* \" \\ \/ */
-        }
-    }
-    *len = (size_t)(o - out);
-    return out;
-}
+#include "tok_corpus.h"
 
 struct line {
     char id[64];
@@ -116,11 +41,11 @@ static int32_t *json_ids(const cJSON *arr, size_t *n) {
 static size_t load_corpus(const char *dir, struct line **out) {
     char path[1100];
     snprintf(path, sizeof(path), "%s/corpus.jsonl", dir);
-    char *corpus = slurp(path, NULL);
+    char *corpus = tok_slurp(path, NULL);
     snprintf(path, sizeof(path), "%s/expected-tiktoken.jsonl", dir);
-    char *tik = slurp(path, NULL);
+    char *tik = tok_slurp(path, NULL);
     snprintf(path, sizeof(path), "%s/expected-llamacpp.jsonl", dir);
-    char *lcpp = slurp(path, NULL);
+    char *lcpp = tok_slurp(path, NULL);
     if (!corpus || !tik || !lcpp) {
         free(corpus);
         free(tik);
@@ -141,7 +66,7 @@ static size_t load_corpus(const char *dir, struct line **out) {
         const cJSON *tid = cJSON_GetObjectItem(tj, "id"), *lid = cJSON_GetObjectItem(lj, "id");
         TEST_CONDF(tid && lid && !strcmp(tid->valuestring, ln->id) && !strcmp(lid->valuestring, ln->id),
                    "expectation files line up at %s", ln->id);
-        ln->text = json_string(c, "text", &ln->len);
+        ln->text = tok_json_string(c, "text", &ln->len);
         ln->want = json_ids(cJSON_GetObjectItem(tj, "ids"), &ln->n_want);
         ln->want_special = json_ids(cJSON_GetObjectItem(lj, "ids_special"), &ln->n_want_special);
         cJSON_Delete(cj);

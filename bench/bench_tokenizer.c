@@ -61,6 +61,8 @@ int main(int argc, char **argv) {
     struct muse_error err;
     snprintf(path, sizeof(path), "%s/o200k-muse-vocab.gguf", dir);
     for (int i = 0; i < LOADS; i++) {
+        muse_tokenizer_free(tok); /* one tokenizer alive at a time, as in a real load */
+        tok = NULL;
         struct muse_gguf *g = NULL;
         struct muse_tokenizer *t = NULL;
         int64_t t0 = muse_time_us();
@@ -70,7 +72,6 @@ int main(int argc, char **argv) {
         }
         load_ms[i] = (double)(muse_time_us() - t0) / 1000.0;
         muse_gguf_free(g);
-        if (tok) muse_tokenizer_free(tok);
         tok = t;
     }
     qsort(load_ms, LOADS, sizeof(double), cmp_double);

@@ -5,6 +5,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "core/error.h"
 #include "engine/tokenizer_impl.h"
@@ -123,6 +124,26 @@ static void sym_hash_put(struct muse_tokenizer *tok, int32_t id, uint64_t h) {
     tok->sym_hash[i] = (struct muse_tok_sym_slot){.head = head, .id1 = (uint32_t)id + 1, .meta = meta};
 }
 
+/*
+ * A zeroed table for random access. Big ones are 2 MiB aligned and advised as huge pages:
+ * the symbol and merge tables are 8-16 MiB each and probing them at random missed the TLB on
+ * nearly every lookup (prefetches stalled on page walks; the load took ~30% longer).
+ * Free with free().
+ */
+static void *table_calloc(size_t n, size_t size) {
+    const size_t huge = (size_t)2 << 20;
+    size_t bytes = n * size;
+    if (bytes < huge) return calloc(n, size);
+    size_t rounded = (bytes + huge - 1) / huge * huge;
+    void *p = aligned_alloc(huge, rounded);
+    if (!p) return NULL;
+#ifdef MADV_HUGEPAGE
+    madvise(p, rounded, MADV_HUGEPAGE); /* only advice: failure just means small pages */
+#endif
+    memset(p, 0, bytes);
+    return p;
+}
+
 static uint64_t next_pow2(uint64_t x) {
     uint64_t p = 16;
     while (p < x) p <<= 1;
@@ -138,7 +159,7 @@ struct sym_store {
 /* (Re)build the hash with `cap` slots. Hashes are computed a batch ahead and their slots
  * prefetched: the table is bigger than the caches and the load is latency-bound. */
 static muse_status sym_hash_resize(struct muse_tokenizer *tok, uint64_t cap) {
-    struct muse_tok_sym_slot *h = calloc(cap, sizeof(*h));
+    struct muse_tok_sym_slot *h = table_calloc(cap, sizeof(*h));
     if (!h) return MUSE_ERR_NOMEM;
     free(tok->sym_hash);
     tok->sym_hash = h;
@@ -217,7 +238,7 @@ static muse_status load_merges(struct muse_tokenizer *tok, struct sym_store *sto
     muse_status st = MUSE_ERR_NOMEM;
     tok->n_merges = v->n_merges;
     tok->merge_mask = next_pow2((uint64_t)v->n_merges * 2 + 16) - 1;
-    tok->merges = calloc(tok->merge_mask + 1, sizeof(struct muse_tok_merge)); /* key 0 = empty */
+    tok->merges = table_calloc(tok->merge_mask + 1, sizeof(struct muse_tok_merge)); /* key 0 = empty */
     if (!tok->merges) goto fail;
     for (int64_t r0 = 0; r0 < v->n_merges; r0 += MERGE_BATCH) {
         int64_t r1 = v->n_merges - r0 < MERGE_BATCH ? v->n_merges : r0 + MERGE_BATCH;

@@ -42,7 +42,9 @@ static int32_t *expected_ids(const char *tik, const char *id, size_t *n) {
     const cJSON *arr = cJSON_GetObjectItem(j, "ids");
     *n = (size_t)cJSON_GetArraySize(arr);
     int32_t *ids = malloc((*n ? *n : 1) * sizeof(int32_t));
-    for (size_t i = 0; i < *n; i++) ids[i] = (int32_t)cJSON_GetArrayItem(arr, (int)i)->valuedouble;
+    size_t i = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, arr) ids[i++] = (int32_t)it->valuedouble; /* GetArrayItem is O(i) */
     cJSON_Delete(j);
     return ids;
 }

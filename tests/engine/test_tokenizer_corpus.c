@@ -33,7 +33,9 @@ struct line {
 static int32_t *json_ids(const cJSON *arr, size_t *n) {
     *n = (size_t)cJSON_GetArraySize(arr);
     int32_t *ids = malloc((*n ? *n : 1) * sizeof(int32_t));
-    for (size_t i = 0; i < *n; i++) ids[i] = (int32_t)cJSON_GetArrayItem(arr, (int)i)->valuedouble;
+    size_t i = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, arr) ids[i++] = (int32_t)it->valuedouble; /* GetArrayItem is O(i) */
     return ids;
 }
 

@@ -158,6 +158,13 @@ static muse_status piece_fn(void *ctx, const uint8_t *text, size_t start, size_t
     struct enc *e = ctx;
     const uint8_t *p = text + start;
     size_t n = end - start;
+    if (e->tok->ignore_merges) {
+        int32_t id = muse_tok_find_sym(e->tok, p, n);
+        if (id >= 0 && id < e->tok->n_vocab) {
+            emit(e, id);
+            return MUSE_OK;
+        }
+    }
     if (!e->cache || n > CACHE_MAX_PIECE || n < 2) return bpe(e, p, n);
     struct cache_slot *c = &e->cache[muse_tok_hash_bytes(p, n) & e->cache_mask];
     if (c->len == n && memcmp(c->bytes, p, n) == 0) {

@@ -60,6 +60,7 @@ struct muse_tokenizer {
     int32_t n_special_lens;
 
     enum muse_pretok pretok;
+    bool ignore_merges;             /* llama3: a piece that is a token is emitted whole (llama.cpp) */
     pcre2_code *re;
     bool jit;
 

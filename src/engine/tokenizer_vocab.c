@@ -435,6 +435,7 @@ muse_status muse_tokenizer_init(const struct muse_tokenizer_vocab *v, struct mus
     const int32_t n = v->n_tokens;
     tok->n_vocab = tok->n_sym = n;
     tok->pretok = v->pretok;
+    tok->ignore_merges = v->pretok == MUSE_PRETOK_LLAMA3;
     tok->add_bos = v->add_bos;
     tok->bos = v->bos_id;
     tok->eos = v->eos_id;

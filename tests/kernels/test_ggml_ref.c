@@ -2,8 +2,9 @@
  * test_ggml_ref.c - muse's reference kernels against outputs of ggml's own C code, stored in
  * tests/kernels/data/ggml_ref.json (written by data/gen_ggml_ref.c, which links ggml's
  * ggml-quants.c and ggml-cpu/quants.c): for every quantized weight type, vec_dot_ref on the
- * stored rows must return exactly ggml_vec_dot_*_generic's f32 bits, and the activation
- * quantizers Q8_0, Q8_1, Q8_K must reproduce quantize_row_*_ref's bytes. Run from the
+ * stored rows must return exactly ggml_vec_dot_*_generic's f32 bits, the activation
+ * quantizers Q8_0, Q8_1, Q8_K must reproduce quantize_row_*_ref's bytes, and the x86 variants
+ * muse_from_float_q8_{0,1}_x86 the bytes of ggml's AVX2 quantize_row_q8_{0,1}. Run from the
  * repository root (scripts/run-tests.sh does).
  */
 #include <cJSON.h>
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/quant_ref.h"
 #include "kernels/types.h"
 #include "test.h"
 
@@ -79,13 +81,19 @@ int main(void) {
         const long nf = unhex(cJSON_GetObjectItemCaseSensitive(c, "x"), (uint8_t *)f, sizeof f);
         const long nq = unhex(cJSON_GetObjectItemCaseSensitive(c, "q"), q, sizeof q);
         TEST_CONDF(nf == n * 4 && nq == (long)muse_type_row_size((enum muse_type)t, n), "quant case sizes");
+        const char *variant = cJSON_GetObjectItemCaseSensitive(c, "variant")->valuestring;
+        const bool x86 = !strcmp(variant, "x86");
+        muse_from_float_fn fq = muse_type_traits[t].from_float;
+        if (x86) fq = t == MUSE_TYPE_Q8_0 ? muse_from_float_q8_0_x86 : t == MUSE_TYPE_Q8_1 ? muse_from_float_q8_1_x86 : NULL;
+        TEST_CONDF(fq != NULL, "no %s quantizer for type %d", variant, t);
+        if (!fq) continue;
         memset(y, 0xcc, (size_t)nq);
-        muse_type_traits[t].from_float(f, y, n);
-        TEST_CONDF(memcmp(y, q, (size_t)nq) == 0, "%s from_float differs from ggml's quantize_row_*_ref",
-                   muse_type_layout_get((uint32_t)t)->name);
+        fq(f, y, n);
+        TEST_CONDF(memcmp(y, q, (size_t)nq) == 0, "%s %s quantizer differs from ggml's", muse_type_layout_get((uint32_t)t)->name,
+                   variant);
         n_quants++;
     }
-    TEST_CONDF(n_dots == 48 && n_quants == 6, "%d dot cases, %d quant cases", n_dots, n_quants);
+    TEST_CONDF(n_dots == 48 && n_quants == 10, "%d dot cases, %d quant cases", n_dots, n_quants);
     cJSON_Delete(root);
     free(text);
     return TEST_REPORT();

@@ -4,10 +4,12 @@
  * Not built by the Makefile (not named test_*). To regenerate, with G = a llama.cpp checkout's
  * ggml directory (e.g. the one vendored in the llama-cpp-python sdist):
  *
- *   for f in $G/src/ggml-quants.c $G/src/ggml-cpu/quants.c; do
- *     gcc -O1 -std=gnu11 -ffp-contract=off -I$G/include -I$G/src -I$G/src/ggml-cpu -c $f; done
+ *   I="-I$G/include -I$G/src -I$G/src/ggml-cpu"
+ *   gcc -O1 -std=gnu11 -ffp-contract=off $I -c $G/src/ggml-quants.c $G/src/ggml-cpu/quants.c
+ *   gcc -O2 -std=gnu11 -ffp-contract=off -mavx2 -mfma -mf16c $I -c $G/src/ggml-cpu/arch/x86/quants.c \
+ *       -o x86_quants.o
  *   gcc -O1 -std=gnu11 -ffp-contract=off -Isrc -o gen tests/kernels/data/gen_ggml_ref.c \
- *       ggml-quants.o quants.o build/libmuse.a -lm
+ *       ggml-quants.o quants.o x86_quants.o build/libmuse.a -lm
  *   ./gen > tests/kernels/data/ggml_ref.json
  *
  * Inputs are made with muse_quant_random_row (valid random blocks) and stored in the file, so
@@ -25,6 +27,8 @@
 
 /* ---- what ggml's objects need from the rest of ggml ---- */
 float ggml_table_f32_f16[1 << 16];
+float ggml_table_f32_e8m0_half[256];
+float ggml_table_f32_ue4m3[256];
 void ggml_abort(const char *file, int line, const char *fmt, ...) { fprintf(stderr, "%s:%d %s\n", file, line, fmt); abort(); }
 size_t ggml_row_size(int type, int64_t ne) { (void)type; (void)ne; abort(); }
 const char *ggml_type_name(int type) { (void)type; return "?"; }
@@ -40,6 +44,8 @@ VD(iq4_nl_q8_0) VD(iq4_xs_q8_K)
 void quantize_row_q8_0_ref(const float *, void *, int64_t);
 void quantize_row_q8_1_ref(const float *, void *, int64_t);
 void quantize_row_q8_K_ref(const float *, void *, int64_t);
+void quantize_row_q8_0(const float *, void *, int64_t);   /* the AVX2 versions (x86 arch file) */
+void quantize_row_q8_1(const float *, void *, int64_t);
 
 static void hex(const void *p, size_t n) {
     const uint8_t *b = p;
@@ -50,6 +56,10 @@ static void hex(const void *p, size_t n) {
 
 int main(void) {
     for (int i = 0; i < 65536; i++) ggml_table_f32_f16[i] = muse_fp16_to_fp32((uint16_t)i);
+    for (int i = 0; i < 256; i++) {
+        ggml_table_f32_e8m0_half[i] = muse_e8m0_half((uint8_t)i);
+        ggml_table_f32_ue4m3[i] = muse_ue4m3_half((uint8_t)i);
+    }
     const struct { enum muse_type t; vd_fn f; } dots[] = {
         {MUSE_TYPE_Q4_0, ggml_vec_dot_q4_0_q8_0_generic}, {MUSE_TYPE_Q4_1, ggml_vec_dot_q4_1_q8_1_generic},
         {MUSE_TYPE_Q5_0, ggml_vec_dot_q5_0_q8_0_generic}, {MUSE_TYPE_Q5_1, ggml_vec_dot_q5_1_q8_1_generic},
@@ -90,19 +100,22 @@ int main(void) {
         }
     }
     printf(" ],\n \"quants\": [\n");
-    const struct { enum muse_type t; q_fn f; } qs[] = {
-        {MUSE_TYPE_Q8_0, quantize_row_q8_0_ref}, {MUSE_TYPE_Q8_1, quantize_row_q8_1_ref}, {MUSE_TYPE_Q8_K, quantize_row_q8_K_ref},
+    const struct { enum muse_type t; q_fn f; const char *variant; } qs[] = {
+        {MUSE_TYPE_Q8_0, quantize_row_q8_0_ref, "ref"}, {MUSE_TYPE_Q8_1, quantize_row_q8_1_ref, "ref"},
+        {MUSE_TYPE_Q8_K, quantize_row_q8_K_ref, "ref"}, {MUSE_TYPE_Q8_0, quantize_row_q8_0, "x86"},
+        {MUSE_TYPE_Q8_1, quantize_row_q8_1, "x86"},
     };
-    for (int k = 0; k < 3; k++) {
+    const int nq = (int)(sizeof qs / sizeof qs[0]);
+    for (int k = 0; k < nq; k++) {
         for (int rep = 0; rep < 2; rep++) {
             muse_quant_random_row(MUSE_TYPE_F32, f, n, &rng, rep ? 1e-3f : 7.0f);
             for (int j = 0; j < n; j += 5) f[j] = (float)(int)(f[j] * 16) / 16;   /* some exact values */
             qs[k].f(f, y, n);
-            printf("  {\"type\": \"%s\", \"x\": ", muse_type_layout_get(qs[k].t)->name);
+            printf("  {\"type\": \"%s\", \"variant\": \"%s\", \"x\": ", muse_type_layout_get(qs[k].t)->name, qs[k].variant);
             hex(f, sizeof f);
             printf(", \"q\": ");
             hex(y, muse_type_row_size(qs[k].t, n));
-            printf("}%s\n", k == 2 && rep == 1 ? "" : ",");
+            printf("}%s\n", k == nq - 1 && rep == 1 ? "" : ",");
         }
     }
     printf(" ]\n}\n");

@@ -114,3 +114,10 @@ int muse_srv_swa_safe_keep(int n_cached, int n_keep, int n_swa, int ring_rows);
  * On success *out is filled; free with out->ops->destroy(out->self).
  */
 muse_status muse_srv_fake_engine_create(const char *script_path, struct muse_srv_engine *out, struct muse_error *err);
+
+/*
+ * The engine over a real GGUF model (engine_real.c). n_ctx = context per slot (0 = the model's).
+ * On success *out is filled; free with out->ops->destroy(out->self).
+ */
+muse_status muse_srv_real_engine_create(const char *model_path, int n_ctx, struct muse_srv_engine *out,
+                                        struct muse_error *err);

@@ -37,6 +37,7 @@ struct muse_srv_sched {
     int q_head, q_len, q_cap; /* q_cap = storage (>= 1) */
     int q_limit;              /* most jobs allowed to wait (--queue) */
     bool stopping;
+    bool joined; /* muse_srv_sched_stop ran */
     uint64_t tick;
 };
 
@@ -480,16 +481,19 @@ void muse_srv_sched_stats(struct muse_srv_sched *s, int *n_slots, int *n_busy, i
     pthread_mutex_unlock(&s->mu);
 }
 
-void muse_srv_sched_free(struct muse_srv_sched *s) {
+void muse_srv_sched_stop(struct muse_srv_sched *s) {
     if (!s) return;
     pthread_mutex_lock(&s->mu);
+    bool joined = s->joined;
     s->stopping = true;
     for (int i = 0; i < s->q_len; i++) muse_srv_job_cancel(s->queue[(s->q_head + i) % s->q_cap]);
     for (int i = 0; s->slots && i < s->n_slots; i++) {
         if (s->slots[i].job) muse_srv_job_cancel(s->slots[i].job);
         pthread_cond_signal(&s->slots[i].cv);
     }
+    s->joined = true;
     pthread_mutex_unlock(&s->mu);
+    if (joined) return;
     for (int i = 0; s->slots && i < s->n_slots; i++)
         if (s->slots[i].th_started) pthread_join(s->slots[i].th, NULL);
     /* jobs still queued (only when no worker ever started) end as cancelled */
@@ -498,6 +502,12 @@ void muse_srv_sched_free(struct muse_srv_sched *s) {
         job_finish(job, MUSE_SRV_FINISH_CANCELLED, NULL);
         muse_srv_job_release(job);
     }
+    s->q_len = 0;
+}
+
+void muse_srv_sched_free(struct muse_srv_sched *s) {
+    if (!s) return;
+    muse_srv_sched_stop(s);
     for (int i = 0; s->slots && i < s->n_slots; i++) {
         if (s->slots[i].es) s->eng->ops->slot_free(s->slots[i].es);
         free(s->slots[i].cache);

@@ -98,7 +98,12 @@ struct muse_srv_sched *muse_srv_sched_create(const struct muse_srv_engine *eng, 
 enum muse_srv_submit muse_srv_sched_submit(struct muse_srv_sched *s, struct muse_srv_job *job);
 /* Gauges for /metrics. */
 void muse_srv_sched_stats(struct muse_srv_sched *s, int *n_slots, int *n_busy, int *n_queued);
-/* Cancel every job, stop and join the workers, free the slots. NULL is a no-op. */
+/*
+ * Refuse new jobs, cancel every job (running and queued; each ends with FINISH_CANCELLED) and
+ * join the workers. Idempotent; submit returns CLOSED afterwards. NULL is a no-op.
+ */
+void muse_srv_sched_stop(struct muse_srv_sched *s);
+/* Stop (if not yet) and free the slots and the scheduler. NULL is a no-op. */
 void muse_srv_sched_free(struct muse_srv_sched *s);
 
 /* Length of the longest common prefix of a and b. */

@@ -442,7 +442,13 @@ enum muse_srv_submit muse_srv_sched_submit(struct muse_srv_sched *s, struct muse
         pthread_mutex_unlock(&s->mu);
         return MUSE_SRV_SUBMIT_CLOSED;
     }
-    struct slot *best = NULL;
+    /*
+     * Prefer the idle slot whose cache shares the longest prefix with the prompt, but only when
+     * that prefix is at least half of the prompt (llama.cpp's slot similarity rule); otherwise take
+     * the least recently used idle slot, so a new conversation does not evict another one's cache
+     * just because both start with the same system prompt.
+     */
+    struct slot *best = NULL, *lru = NULL;
     int best_lcp = -1;
     for (int i = 0; i < s->n_slots; i++) {
         struct slot *sl = &s->slots[i];
@@ -453,7 +459,9 @@ enum muse_srv_submit muse_srv_sched_submit(struct muse_srv_sched *s, struct muse
             best = sl;
             best_lcp = lcp;
         }
+        if (!lru || sl->last_used < lru->last_used) lru = sl;
     }
+    if (best && 2 * best_lcp < job->n_prompt) best = lru;
     atomic_fetch_add(&job->refs, 1);
     job->t_submit_us = muse_time_us();
     if (best) {

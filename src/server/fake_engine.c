@@ -252,7 +252,12 @@ static muse_status choose_script(struct fake_slot *s, struct muse_error *err) {
         if (!s->f->rules[i].match || strstr(last, s->f->rules[i].match)) r = &s->f->rules[i];
     static const struct rule echo = {NULL, " to=self<|message|>The user said something.<|eom|><|start|>assistant"
                                            " to=user<|message|>You said: {LAST}", false, -1};
-    if (!r) r = &echo;
+    static const struct rule raw_echo = {NULL, " You said: {LAST}", false, -1};
+    /* a chat prompt ends with the generation prompt `<|start|>assistant`; anything else is raw text */
+    static const char gen[] = "assistant";
+    bool chat = s->n > 9 && s->toks[s->n - 10] == TOK_START;
+    for (int i = 0; chat && i < 9; i++) chat = s->toks[s->n - 9 + i] == gen[i];
+    if (!r) r = chat ? &echo : &raw_echo;
     struct muse_srv_buf text = {0};
     for (const char *p = r->output; *p;) {
         const char *q = strstr(p, "{LAST}");

@@ -222,6 +222,7 @@ bool jinja_getitem(struct jctx *c, struct jv v, struct jv key, struct jv *out) {
         break;
     }
     case JV_LIST: case JV_STR:
+        if (v.kind == JV_LIST && v.u.l->gen) break;
         if (key.kind == JV_INT || key.kind == JV_BOOL) {
             int64_t i = key.kind == JV_INT ? key.u.i : key.u.b;
             if (v.kind == JV_LIST) {

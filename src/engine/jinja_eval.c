@@ -196,6 +196,26 @@ static bool arith(struct jctx *c, enum jop op, struct jv a, struct jv b, struct 
         default: break;
         }
     }
+    if (op == JOP_ADD && a.kind == JV_STR && b.kind == JV_STR && a.safe != b.safe) {
+        /* Markup + str escapes the plain side (markupsafe) */
+        struct jbuf tmp = {0};
+        if (a.safe) jbuf_put(&tmp, a.u.s->s, a.u.s->len);
+        else jhtml_escape(&tmp, a.u.s->s, a.u.s->len);
+        if (b.safe) jbuf_put(&tmp, b.u.s->s, b.u.s->len);
+        else jhtml_escape(&tmp, b.u.s->s, b.u.s->len);
+        *out = jv_strn(c, tmp.data ? tmp.data : "", tmp.len);
+        jbuf_free(&tmp);
+        out->safe = true;
+        return out->kind == JV_STR;
+    }
+    if (op == JOP_ADD && (a.safe || b.safe) && (a.kind == JV_STR || b.kind == JV_STR) && a.kind != b.kind) {
+        /* Markup + non-string: markupsafe escapes str(other) */
+        struct jv sa = a, sb = b;
+        if (!jv_stringify(c, a, &sa) || !jv_stringify(c, b, &sb)) return false;
+        sa.safe = a.safe;
+        sb.safe = b.safe;
+        return arith(c, op, sa, sb, out);
+    }
     if (op == JOP_ADD && a.kind == JV_STR && b.kind == JV_STR) {
         struct jstr *s = jarena_alloc(&c->arena, sizeof(*s) + a.u.s->len + b.u.s->len + 1);
         if (!s) return jerr(c, "out of memory");
@@ -204,9 +224,11 @@ static bool arith(struct jctx *c, enum jop op, struct jv a, struct jv b, struct 
         memcpy(s->s + a.u.s->len, b.u.s->s, b.u.s->len);
         s->s[s->len] = '\0';
         *out = jv_str(s);
+        out->safe = a.safe && b.safe;
         return true;
     }
-    if (op == JOP_ADD && a.kind == JV_LIST && b.kind == JV_LIST && a.u.l->tuple == b.u.l->tuple) {
+    if (op == JOP_ADD && a.kind == JV_LIST && b.kind == JV_LIST && a.u.l->tuple == b.u.l->tuple &&
+        !a.u.l->gen && !b.u.l->gen) {
         struct jlist *l = jlist_new(c, a.u.l->n + b.u.l->n);
         if (!l) return false;
         if (a.u.l->n) memcpy(l->items, a.u.l->items, a.u.l->n * sizeof(struct jv));

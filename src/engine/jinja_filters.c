@@ -41,6 +41,7 @@ static bool to_str(struct jctx *c, struct jv v, struct jstr **out) {
 static bool select_filter(struct jctx *c, struct jv v, bool attr, bool keep, struct jv *args,
                           size_t n_args, struct jv *out) {
     struct jlist *items;
+    if (!jv_truthy(v)) v = jv_undef(NULL); /* jinja2: `if value: for item in value` */
     if (!jv_iterate(c, v, &items)) return false;
     size_t ai = 0;
     struct jstr *path = NULL;
@@ -67,6 +68,7 @@ static bool select_filter(struct jctx *c, struct jv v, bool attr, bool keep, str
         }
         if (ok == keep && !jlist_push(c, r, items->items[i])) return false;
     }
+    r->gen = true;
     return jlist_value(c, r, out);
 }
 
@@ -211,37 +213,38 @@ bool jinja_apply_filter(struct jctx *c, const char *name, struct jv v, struct jv
 #define F(s) (!strcmp(name, s))
     if (F("tojson")) return f_tojson(c, v, args, n_args, kwnames, kwargs, n_kwargs, out);
     if (F("safe") || F("e") || F("escape") || F("forceescape")) {
-        if (F("safe")) {
+        struct jstr *s = NULL;
+        if (v.kind == JV_STR && (v.safe || F("safe"))) {
             *out = v;
+            out->safe = true;
             return true;
         }
-        struct jstr *s = NULL;
         if (!to_str(c, v, &s)) return false;
         struct jbuf b = {0};
-        for (size_t i = 0; i < s->len; i++) {
-            switch (s->s[i]) {
-            case '&': jbuf_puts(&b, "&amp;"); break;
-            case '<': jbuf_puts(&b, "&lt;"); break;
-            case '>': jbuf_puts(&b, "&gt;"); break;
-            case '"': jbuf_puts(&b, "&#34;"); break;
-            case '\'': jbuf_puts(&b, "&#39;"); break;
-            default: jbuf_putc(&b, s->s[i]);
-            }
-        }
+        if (F("safe")) jbuf_put(&b, s->s, s->len);
+        else jhtml_escape(&b, s->s, s->len);
         *out = jv_strn(c, b.data ? b.data : "", b.len);
         jbuf_free(&b);
+        out->safe = true;
         return out->kind == JV_STR;
     }
     if (F("length") || F("count")) {
         switch (v.kind) {
         case JV_STR: *out = jv_int((int64_t)jutf8_len(v.u.s->s, v.u.s->len)); return true;
-        case JV_LIST: *out = jv_int((int64_t)v.u.l->n); return true;
+        case JV_LIST:
+            if (v.u.l->gen) return jerr(c, "object of type 'generator' has no len()");
+            *out = jv_int((int64_t)v.u.l->n);
+            return true;
         case JV_DICT: *out = jv_int((int64_t)v.u.d->n); return true;
         case JV_UNDEF: *out = jv_int(0); return true;
         default: return jerr(c, "object of type '%s' has no len()", jv_type_name(v));
         }
     }
-    if (F("string")) return jv_stringify(c, v, out);
+    if (F("string")) {
+        if (!jv_stringify(c, v, out)) return false;
+        out->safe = v.safe;
+        return true;
+    }
     if (F("trim")) {
         struct jstr *s, *chars = NULL;
         struct jv *ch = ARG(0, "chars");
@@ -273,7 +276,9 @@ bool jinja_apply_filter(struct jctx *c, const char *name, struct jv v, struct jv
         }
         if (v.kind != JV_DICT) return jerr(c, "Can only get item pairs from a mapping.");
         struct jmethod m = {.self = v, .name = "items"};
-        return jinja_call_method(c, &m, NULL, 0, NULL, NULL, 0, out);
+        if (!jinja_call_method(c, &m, NULL, 0, NULL, NULL, 0, out)) return false;
+        out->u.l->gen = true;
+        return true;
     }
     if (F("list")) {
         struct jlist *items, *l;
@@ -316,6 +321,7 @@ bool jinja_apply_filter(struct jctx *c, const char *name, struct jv v, struct jv
     }
     if (F("map")) {
         struct jlist *items;
+        if (!jv_truthy(v)) v = jv_undef(NULL);
         if (!jv_iterate(c, v, &items)) return false;
         struct jlist *r = jlist_new(c, items->n);
         if (!r) return false;
@@ -333,6 +339,7 @@ bool jinja_apply_filter(struct jctx *c, const char *name, struct jv v, struct jv
             }
             r->items[r->n++] = x;
         }
+        r->gen = true;
         return jlist_value(c, r, out);
     }
     if (F("sort") || F("unique") || F("dictsort")) {
@@ -376,6 +383,7 @@ bool jinja_apply_filter(struct jctx *c, const char *name, struct jv v, struct jv
                 }
                 if (!seen && !jlist_push(c, r, l->items[i])) return false;
             }
+            r->gen = true;
             return jlist_value(c, r, out);
         }
         if (!sort_items(c, l->items, keys, l->n, case_s, rev && jv_truthy(*rev))) return false;
@@ -393,6 +401,7 @@ bool jinja_apply_filter(struct jctx *c, const char *name, struct jv v, struct jv
         if (!jv_iterate(c, v, &items) || !(l = jlist_new(c, items->n))) return false;
         for (size_t i = 0; i < items->n; i++) l->items[i] = items->items[items->n - 1 - i];
         l->n = items->n;
+        l->gen = v.kind != JV_STR;
         if (v.kind == JV_STR) {
             struct jbuf b = {0};
             for (size_t i = 0; i < l->n; i++) jbuf_put(&b, l->items[i].u.s->s, l->items[i].u.s->len);

@@ -151,6 +151,7 @@ struct jlist {
     struct jv *items;
     size_t n, cap;
     bool tuple;
+    bool gen;  /* a generator (map/select/items/... results): no len, no JSON, always true */
 };
 
 struct jdict {
@@ -168,6 +169,7 @@ struct jmacro {
 
 struct jv {
     enum jv_kind kind;
+    bool safe;  /* a STR that is markupsafe.Markup (|safe, |escape): `+` escapes the other side */
     union {
         bool b;
         int64_t i;
@@ -265,6 +267,8 @@ struct jjson_opts {
 };
 bool jv_to_json(struct jctx *c, struct jv v, const struct jjson_opts *o, struct jbuf *b);
 const char *jv_type_name(struct jv v);
+/* markupsafe.escape of s appended to b. */
+void jhtml_escape(struct jbuf *b, const char *s, size_t n);
 /* Python float repr (shortest round trip). */
 void jfloat_repr(double f, char *buf, size_t n);
 /* UTF-8 helpers */

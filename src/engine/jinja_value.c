@@ -292,7 +292,7 @@ bool jv_truthy(struct jv v) {
     case JV_INT: return v.u.i != 0;
     case JV_FLOAT: return v.u.f != 0.0;
     case JV_STR: return v.u.s->len != 0;
-    case JV_LIST: return v.u.l->n != 0;
+    case JV_LIST: return v.u.l->gen || v.u.l->n != 0;
     case JV_DICT: return v.u.d->n != 0;
     default: return true;
     }
@@ -375,7 +375,7 @@ const char *jv_type_name(struct jv v) {
     case JV_INT: return "int";
     case JV_FLOAT: return "float";
     case JV_STR: return "str";
-    case JV_LIST: return v.u.l->tuple ? "tuple" : "list";
+    case JV_LIST: return v.u.l->gen ? "generator" : v.u.l->tuple ? "tuple" : "list";
     case JV_DICT: return "dict";
     case JV_NS: return "Namespace";
     case JV_MACRO: return "Macro";
@@ -384,6 +384,19 @@ const char *jv_type_name(struct jv v) {
     case JV_LOOP: return "LoopContext";
     }
     return "object";
+}
+
+void jhtml_escape(struct jbuf *b, const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        switch (s[i]) {
+        case '&': jbuf_puts(b, "&amp;"); break;
+        case '<': jbuf_puts(b, "&lt;"); break;
+        case '>': jbuf_puts(b, "&gt;"); break;
+        case '"': jbuf_puts(b, "&#34;"); break;
+        case '\'': jbuf_puts(b, "&#39;"); break;
+        default: jbuf_putc(b, s[i]);
+        }
+    }
 }
 
 /* ---- float repr ---- */
@@ -551,6 +564,7 @@ static bool put_num(struct jbuf *b, struct jv v) {
 }
 
 bool jv_repr(struct jctx *c, struct jv v, struct jbuf *b) {
+    if (v.kind == JV_LIST && v.u.l->gen) return jbuf_puts(b, "<generator object>");
     if (++c->depth > c->lim.max_depth) {
         c->depth--;
         return jerr(c, "maximum recursion depth exceeded while formatting a value");
@@ -672,6 +686,7 @@ static bool json_rec(struct jctx *c, struct jv v, const struct jjson_opts *o, st
         return put_num(b, v);
     case JV_STR: json_str(b, v.u.s->s, v.u.s->len, o->ensure_ascii); return true;
     case JV_LIST:
+        if (v.u.l->gen) return jerr(c, "Object of type generator is not JSON serializable");
         if (v.u.l->n == 0) return jbuf_puts(b, "[]");
         jbuf_putc(b, '[');
         for (size_t i = 0; i < v.u.l->n; i++) {

@@ -125,6 +125,22 @@ static void test_chunking_and_ring(void) {
         TEST_COND("token id out of range", muse_eval(ctx, &bad, 1, b, 1, &err) == MUSE_ERR_INVALID_ARG);
         muse_context_free(ctx);
     }
+    /* rollback: truncate to 30 and re-evaluate 30..39 gives the same rows; too far back for the ring fails */
+    cp = muse_context_default_params();
+    cp.kv_type = MUSE_KV_TYPE_F32;
+    cp.n_batch = 16; /* SWA ring of 4 + 16 cells */
+    if (muse_context_create(m, cp, &ctx, &err) == MUSE_OK) {
+        bool ok = muse_eval(ctx, toks, NTOK, b, 1, &err) == MUSE_OK;
+        ok = ok && muse_kv_truncate(ctx, 30, &err) == MUSE_OK && muse_context_n_past(ctx) == 30;
+        ok = ok && muse_eval(ctx, toks + 30, NTOK - 30, b, 1, &err) == MUSE_OK;
+        TEST_CONDF(ok && !memcmp(a + (size_t)30 * n_vocab, b, (size_t)(NTOK - 30) * n_vocab * 4),
+                   "truncate + re-evaluate differs (%s)", err.msg);
+        muse_status st = muse_kv_truncate(ctx, 20, &err);
+        TEST_CONDF(st == MUSE_ERR_INVALID_ARG && strstr(err.msg, "re-prefill"), "rollback past the ring: %d '%s'", st, err.msg);
+        TEST_COND("failed rollback keeps n_past", muse_context_n_past(ctx) == NTOK);
+        TEST_COND("truncate beyond n_past refused", muse_kv_truncate(ctx, NTOK + 1, &err) == MUSE_ERR_INVALID_ARG);
+        muse_context_free(ctx);
+    }
     cp.n_ctx = 100000;
     TEST_COND("n_ctx above context_length refused", muse_context_create(m, cp, &ctx, &err) == MUSE_ERR_INVALID_ARG);
     muse_model_free(m);

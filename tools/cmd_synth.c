@@ -101,7 +101,7 @@ int cmd_synth(int argc, char **argv) {
         if (dim) {
             if (!parse_dim(a, cli_next(argc, argv, &i), lo, hi, dim)) return 2;
         } else if (!strcmp(a, "--preset")) {
-            i++;
+            if (!cli_next(argc, argv, &i)) return 2; /* applied in the first pass */
         } else if (!strcmp(a, "--seed")) {
             const char *v = cli_next(argc, argv, &i);
             int64_t s;

@@ -4,8 +4,8 @@
  * Three phases, all deterministic and depending only on n_vocab:
  *   1. ids 0..255: the single bytes (id = byte value);
  *   2. merges learned by plain BPE training on the built-in word list (synth_words.c), each word
- *      weighted by its rank and seen as " word", "word" and " Word" (the pieces the llama4
- *      pre-tokenizer makes), plus a few punctuation, whitespace and number pieces;
+ *      weighted by its rank and seen as " word", "word", " Word" and "Word" (the pieces the
+ *      llama4 pre-tokenizer makes), plus a few punctuation, whitespace and number pieces;
  *   3. when the word list is exhausted before the vocabulary is full (vocabularies of more than
  *      ~8k tokens), filler words: a learned word-initial token (" the") joined with a learned
  *      lower-case token ("ory"), each with its own merge, drawn with a fixed PRNG.
@@ -286,7 +286,7 @@ static int32_t store_join(struct store *s, int32_t a, int32_t b, bool *is_new) {
 
 /* Phase 2: BPE training until the store holds n_normal tokens or no pair is left. */
 static muse_status learn_merges(struct store *s, struct merge_ids *m, int32_t n_normal, struct muse_error *err) {
-    size_t cap = 3 * muse_synth_n_words + sizeof(extra_pieces) / sizeof(extra_pieces[0]);
+    size_t cap = 4 * muse_synth_n_words + sizeof(extra_pieces) / sizeof(extra_pieces[0]);
     struct piece *pieces = calloc(cap, sizeof(struct piece));
     struct pairs pairs = {0};
     muse_status st = MUSE_ERR_NOMEM;
@@ -297,6 +297,7 @@ static muse_status learn_merges(struct store *s, struct merge_ids *m, int32_t n_
         add_piece(pieces, &n, " ", muse_synth_words[r], false, w);
         add_piece(pieces, &n, "", muse_synth_words[r], false, w / 4 + 1);
         add_piece(pieces, &n, " ", muse_synth_words[r], true, w / 8 + 1);
+        add_piece(pieces, &n, "", muse_synth_words[r], true, w / 16 + 1); /* sentence start */
     }
     for (size_t i = 0; i < sizeof(extra_pieces) / sizeof(extra_pieces[0]); i++)
         add_piece(pieces, &n, "", extra_pieces[i], false, 5000);

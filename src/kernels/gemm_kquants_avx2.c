@@ -22,14 +22,22 @@
 
 // ---- Q4_K / Q5_K ------------------------------------------------------------------------
 
-/* The 8 six-bit scales and mins of a Q4_K/Q5_K super-block ("get_scale_min_k4"). */
+/* The 8 six-bit scales and mins of a Q4_K/Q5_K super-block (spec 2.5 bit map), four per u32:
+ * sc[0..3] = bits 0-5 of S[0..3]; mn[0..3] = bits 0-5 of S[4..7]; sc[4..7] = low nibbles of
+ * S[8..11] | bits 6-7 of S[0..3] << 4; mn[4..7] = high nibbles of S[8..11] | bits 6-7 of
+ * S[4..7] << 4. */
 MUSE_AVX2_INLINE void k4_scales_mins(const uint8_t *S, uint8_t *sc, uint8_t *mn) {
-    for (int j = 0; j < 4; j++) {
-        sc[j] = S[j] & 63;
-        mn[j] = S[j + 4] & 63;
-        sc[j + 4] = (uint8_t)((S[j + 8] & 15) | ((S[j] >> 6) << 4));
-        mn[j + 4] = (uint8_t)((S[j + 8] >> 4) | ((S[j + 4] >> 6) << 4));
-    }
+    uint32_t u0, u1, u2;
+    memcpy(&u0, S, 4);
+    memcpy(&u1, S + 4, 4);
+    memcpy(&u2, S + 8, 4);
+    const uint32_t s03 = u0 & 0x3f3f3f3fu, m03 = u1 & 0x3f3f3f3fu;
+    const uint32_t s47 = (u2 & 0x0f0f0f0fu) | ((u0 >> 6) & 0x03030303u) << 4;
+    const uint32_t m47 = ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 6) & 0x03030303u) << 4;
+    memcpy(sc, &s03, 4);
+    memcpy(sc + 4, &s47, 4);
+    memcpy(mn, &m03, 4);
+    memcpy(mn + 4, &m47, 4);
 }
 
 /* 16 int16 lanes [mn0, mn0, mn1, mn1, ..., mn7, mn7] to pair with the 16 bsums. */
@@ -67,20 +75,23 @@ MUSE_AVX2_INLINE void k45_row(int64_t nb, const uint8_t *wrow, size_t block_byte
         __m256i aux[NY_MAX];
         MUSE_UNROLL
         for (int r = 0; r < ny; r++) aux[r] = _mm256_setzero_si256();
-        const __m256i hbits = high ? avx2_load(((const struct muse_block_q5_K *)(const void *)b)->qh)
+        /* the class permutation commutes with the bytewise unpacking: apply it to the packed
+         * bytes once (codes and 5th bits) */
+        const __m256i hbits = high ? avx2_perm8(avx2_load(((const struct muse_block_q5_K *)(const void *)b)->qh))
                                    : _mm256_setzero_si256();
+        /* the 8 scales as int16 in both 128-bit halves; scale j is broadcast by a byte shuffle */
+        const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc)));
         MUSE_UNROLL
         for (int c = 0; c < 4; c++) {
-            const __m256i q = avx2_load(qs + 32 * c);
+            const __m256i q = avx2_perm8(avx2_load(qs + 32 * c));
             __m256i lo = _mm256_and_si256(q, m4);
             __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
             if (high) {
                 lo = _mm256_or_si256(lo, q5_high(hbits, 2 * c));
                 hi = _mm256_or_si256(hi, q5_high(hbits, 2 * c + 1));
             }
-            lo = avx2_perm8(lo);
-            hi = avx2_perm8(hi);
-            const __m256i s_lo = _mm256_set1_epi16(sc[2 * c]), s_hi = _mm256_set1_epi16(sc[2 * c + 1]);
+            const __m256i s_lo = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0100 + 0x0202 * 2 * c)));
+            const __m256i s_hi = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * c + 1))));
             MUSE_UNROLL
             for (int r = 0; r < ny; r++) {
                 const struct muse_block_q8_K *a = (const void *)(act + r * act_stride);

@@ -6,7 +6,7 @@
  *     Q8_0: sumf += (float)sumi * (d_w * d_a)      Q4_0: sumf += ((float)sumi * d_w) * d_a
  * with the products formed 4 blocks at a time in a vector (same roundings, no FMA).
  *
- * Shape: activation rows in groups of up to MUSE_GEMM_MAX_NY; for one weight row each block is
+ * Shape: activation rows in groups of up to 4; for one weight row each block is
  * unpacked once and used against every row of the group.
  */
 #include "kernels/kernels_isa.h"
@@ -15,7 +15,7 @@
 #include "kernels/kernels.h"
 #include "kernels/simd_avx2.h"
 
-#define NY_MAX MUSE_GEMM_MAX_NY
+#define NY_MAX 4   /* activation rows per pass over a weight row */
 
 /* The signed int8 weights of one block (32 lanes), unpacked. */
 MUSE_AVX2_INLINE __m256i q8_0_unpack(const struct muse_block_q8_0 *b) { return avx2_load(b->qs); }

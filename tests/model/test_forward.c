@@ -16,18 +16,21 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "model/backend.h"
 #include "model/model.h"
 #include "model_fixture.h"
 #include "test.h"
 
 static char path[256];
 static int n_vocab;
+static const char *g_backend = "ref"; /* every test runs once per backend */
 
 /* logits [n][n_vocab] of tokens through a fresh context with the given params */
 static bool run(struct muse_model *m, struct muse_context_params cp, const int32_t *toks, int n, float *out,
                 bool one_by_one) {
     struct muse_context *ctx;
     struct muse_error err;
+    if (!cp.backend) cp.backend = g_backend;
     if (muse_context_create(m, cp, &ctx, &err)) {
         fprintf(stderr, "context: %s\n", err.msg);
         return false;
@@ -114,6 +117,7 @@ static void test_chunking_and_ring(void) {
     struct muse_error err;
     cp = muse_context_default_params();
     cp.n_ctx = 16;
+    cp.backend = g_backend;
     if (muse_context_create(m, cp, &ctx, &err) == MUSE_OK) {
         muse_status st = muse_eval(ctx, toks, 17, b, 1, &err);
         TEST_CONDF(st == MUSE_ERR_CONTEXT && strstr(err.msg, "context"), "17 tokens in 16: status %d '%s'", st, err.msg);
@@ -129,6 +133,7 @@ static void test_chunking_and_ring(void) {
     cp = muse_context_default_params();
     cp.kv_type = MUSE_KV_TYPE_F32;
     cp.n_batch = 16; /* SWA ring of 4 + 16 cells */
+    cp.backend = g_backend;
     if (muse_context_create(m, cp, &ctx, &err) == MUSE_OK) {
         bool ok = muse_eval(ctx, toks, NTOK, b, 1, &err) == MUSE_OK;
         ok = ok && muse_kv_truncate(ctx, 30, &err) == MUSE_OK && muse_context_n_past(ctx) == 30;
@@ -317,6 +322,7 @@ static void test_embd_and_capture(void) {
     TEST_CONDF(rec.rows_l0 == 12 && rec.max_err_l0 < 1e-5, "layer-0 input is the normed embedding: rows %d err %g",
                rec.rows_l0, rec.max_err_l0);
     cp.capture = NULL;
+    cp.backend = g_backend;
     if (muse_context_create(m, cp, &ctx, &err) == MUSE_OK) {
         TEST_COND("embd run", muse_eval_embd(ctx, rows, 12, b, 1, &err) == MUSE_OK);
         TEST_COND("embedding rows == token rows (bitwise)", !memcmp(a, b, sz * 4));
@@ -336,12 +342,19 @@ static void test_embd_and_capture(void) {
 
 int main(void) {
     snprintf(path, sizeof path, "/tmp/muse-test-forward-%d.gguf", (int)getpid());
-    test_chunking_and_ring();
-    test_window_reach();
-    test_nope();
-    test_pattern_forms_same_logits();
-    test_trace();
-    test_embd_and_capture();
+    const char *backends[] = {"ref", "cpu"};
+    for (int i = 0; i < 2; i++) {
+        if (!muse_backend_find(backends[i])) continue;
+        g_backend = backends[i];
+        int before = test_n_failed;
+        test_chunking_and_ring();
+        test_window_reach();
+        test_nope();
+        test_pattern_forms_same_logits();
+        test_trace();
+        test_embd_and_capture();
+        if (test_n_failed != before) fprintf(stderr, "(failures above: backend %s)\n", g_backend);
+    }
     unlink(path);
     return TEST_REPORT();
 }

@@ -16,33 +16,44 @@
 
 #include "core/error.h"
 #include "engine/tokenizer_impl.h"
+#include "engine/tokenizer_unicode.h"
 
 /* Unicode White_Space, as the inside of a character class. */
 #define WS_CLASS "\\t\\n\\x{0B}\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
 
+/*
+ * Class contents. The system PCRE2 (10.42) has Unicode 14 tables; tiktoken's Rust regex has
+ * Unicode 15, so the letters, marks and digits added in 15.0 (CJK Extension H, Kawi, Nag
+ * Mundari, Kaktovik numerals, ...) are appended from the generated tokenizer_unicode.h.
+ */
+#define CL "\\p{L}" MUSE_TOK_EXTRA_L
+#define CN "\\p{N}" MUSE_TOK_EXTRA_N
+#define CUP "\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}" MUSE_TOK_EXTRA_UPPER
+#define CLO "\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}" MUSE_TOK_EXTRA_LOWER
+
 /* The patterns as published (tiktoken / HF tokenizer.json), `\s`/`\S` expanded at compile time. */
 static const char *const patterns[MUSE_PRETOK_COUNT] = {
     [MUSE_PRETOK_LLAMA4] =
-        "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
-        "|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
-        "|\\p{N}{1,3}"
-        "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*"
+        "[^\\r\\n" CL CN "]?[" CUP "]*[" CLO "]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+        "|[^\\r\\n" CL CN "]?[" CUP "]+[" CLO "]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+        "|[" CN "]{1,3}"
+        "| ?[^\\s" CL CN "]+[\\r\\n/]*"
         "|\\s*[\\r\\n]+"
         "|\\s+(?!\\S)"
         "|\\s+",
     [MUSE_PRETOK_LLAMA3] =
         "(?i:'s|'t|'re|'ve|'m|'ll|'d)"
-        "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+"
-        "|\\p{N}{1,3}"
-        "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"
+        "|[^\\r\\n" CL CN "]?[" CL "]+"
+        "|[" CN "]{1,3}"
+        "| ?[^\\s" CL CN "]+[\\r\\n]*"
         "|\\s*[\\r\\n]+"
         "|\\s+(?!\\S)"
         "|\\s+",
     [MUSE_PRETOK_GPT2] =
         "'s|'t|'re|'ve|'m|'ll|'d"
-        "| ?\\p{L}+"
-        "| ?\\p{N}+"
-        "| ?[^\\s\\p{L}\\p{N}]+"
+        "| ?[" CL "]+"
+        "| ?[" CN "]+"
+        "| ?[^\\s" CL CN "]+"
         "|\\s+(?!\\S)"
         "|\\s+",
 };

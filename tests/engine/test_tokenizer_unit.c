@@ -342,6 +342,11 @@ static void test_pretok(void) {
     check_split(tok, "a\xc2\xa0" "b", "a|\xc2\xa0" "b"); /* NBSP is White_Space */
     check_split(tok, "a\xe2\x80\x8b" "b", "a|\xe2\x80\x8b" "b"); /* ZWSP is not: punctuation-like prefix */
     check_split(tok, "ab\xff" "cd", "ab|\xff|cd");    /* invalid byte: its own piece */
+    /* Unicode 15.0 additions that PCRE2 10.42's tables lack (tokenizer_unicode.h) */
+    check_split(tok, "\xe4\xb8\xad\xf0\xb1\x8d\x90", "\xe4\xb8\xad\xf0\xb1\x8d\x90"); /* 中 + U+31350 (Lo) */
+    check_split(tok, "\xf0\x9d\x8b\x80\xf0\x9d\x8b\x81\xf0\x9d\x8b\x82\xf0\x9d\x8b\x83",
+                "\xf0\x9d\x8b\x80\xf0\x9d\x8b\x81\xf0\x9d\x8b\x82|\xf0\x9d\x8b\x83"); /* Kaktovik digits (No) */
+    check_split(tok, "ka\xe0\xb3\xb3", "ka\xe0\xb3\xb3"); /* U+0CF3 (Mc) stays in the word */
     muse_tokenizer_free(tok);
     vb_free(&v);
 }

@@ -158,6 +158,8 @@ muse_status muse_gguf_writer_set_arr(struct muse_gguf_writer *w, const char *key
                                      const void *data, uint64_t count);
 muse_status muse_gguf_writer_set_arr_str(struct muse_gguf_writer *w, const char *key,
                                          const char *const *strs, uint64_t count);
+/* Any parsed value (e.g. copied from a muse_gguf being rewritten); nested arrays are refused. */
+muse_status muse_gguf_writer_set_value(struct muse_gguf_writer *w, const char *key, const struct muse_gguf_value *v);
 /* Declare a tensor (n_dims 1..4, ne[0] first). Its nbytes follows from the type traits. */
 muse_status muse_gguf_writer_add_tensor(struct muse_gguf_writer *w, const char *name, uint32_t type,
                                         uint32_t n_dims, const int64_t *ne);

@@ -91,6 +91,17 @@ static bool header_possible(const char *h, size_t n) {
     return rest < strlen(MARK_MESSAGE) && !memcmp(h + i, MARK_MESSAGE, rest);
 }
 
+/* Is h[0..n) (the text before `<|message|>`) a whole header: `\s*(to=NAME)?\s*` with no '<' or newline in NAME? */
+static bool header_complete(const char *h, size_t n) {
+    size_t i = 0;
+    while (i < n && (h[i] == ' ' || h[i] == '\t')) i++;
+    if (i == n) return true;
+    if (n - i < 3 || memcmp(h + i, "to=", 3)) return false;
+    for (i += 3; i < n; i++)
+        if (h[i] == '<' || h[i] == '\n') return false;
+    return true;
+}
+
 /* Recipient of a complete header (text before `<|message|>`): "" = bare. Writes into out. */
 static void header_recipient(const char *h, size_t n, char *out, size_t cap) {
     size_t i = 0;
@@ -137,7 +148,7 @@ static void step(struct muse_srv_channel *ch, bool final, const struct muse_srv_
             return;
         case ST_HEADER: {
             const char *m = find(p, n, MARK_MESSAGE);
-            if (m && header_possible(p, (size_t)(m - p))) {
+            if (m && (size_t)(m - p) <= MAX_HEADER && header_complete(p, (size_t)(m - p))) {
                 char rcpt[128];
                 header_recipient(p, (size_t)(m - p), rcpt, sizeof rcpt);
                 if (!strcmp(rcpt, "self")) ch->st = ST_REASONING;
@@ -146,7 +157,7 @@ static void step(struct muse_srv_channel *ch, bool final, const struct muse_srv_
                 consume(ch, (size_t)(m - p) + strlen(MARK_MESSAGE));
                 continue;
             }
-            if (!m && !final && n <= MAX_HEADER && header_possible(p, n)) return;
+            if (!m && !final && n < MAX_HEADER + strlen(MARK_MESSAGE) && header_possible(p, n)) return;
             ch->st = ST_RAW; /* headerless reply (JSON, digits, prose): content, verbatim */
             continue;
         }

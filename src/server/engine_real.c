@@ -7,6 +7,7 @@
  * holds what the kept prefix needs, muse_kv_truncate refuses and the slot restarts from 0.
  */
 #include <cJSON.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,11 +15,11 @@
 
 #include "core/error.h"
 #include "engine/chat.h"
+#include "engine/sampler.h"
 #include "engine/tokenizer.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "server/engine_iface.h"
-#include "server/sampler.h"
 
 struct real {
     struct muse_model *model;
@@ -34,7 +35,7 @@ struct real_slot {
     struct muse_context *ctx;
     float *logits; /* [n_vocab] of the last evaluated position */
     bool has_logits;
-    struct muse_srv_sampler_scratch scratch;
+    struct muse_sampler *sampler; /* of the current request; made at its first sample */
 };
 
 static void real_info(void *self, struct muse_srv_engine_info *out) { *out = ((struct real *)self)->info; }
@@ -150,13 +151,15 @@ static void real_slot_free(void *slot) {
     struct real_slot *s = slot;
     if (!s) return;
     muse_context_free(s->ctx);
-    muse_srv_sampler_scratch_free(&s->scratch);
+    muse_sampler_free(s->sampler);
     free(s->logits);
     free(s);
 }
 
 static int real_slot_keep(void *slot, int n_keep) {
     struct real_slot *s = slot;
+    muse_sampler_free(s->sampler); /* slot_keep starts every request: a fresh sampler follows */
+    s->sampler = NULL;
     int n_past = muse_context_n_past(s->ctx);
     if (n_keep > n_past) n_keep = n_past;
     if (n_keep < n_past) s->has_logits = false;
@@ -175,15 +178,47 @@ static muse_status real_slot_eval(void *slot, const int32_t *toks, int n, struct
     return st;
 }
 
+/* probs[0..n) = the n most likely tokens of softmax(logits), descending (ties: lower id). */
+static void top_probs(const float *logits, int n_vocab, int n, struct muse_srv_prob *probs) {
+    float mx = logits[0];
+    for (int i = 1; i < n_vocab; i++) mx = logits[i] > mx ? logits[i] : mx;
+    double sum = 0;
+    for (int i = 0; i < n_vocab; i++) sum += exp((double)logits[i] - mx);
+    int k = 0; /* insertion into a sorted list of at most n entries: n is small (<= 100) */
+    for (int i = 0; i < n_vocab; i++) {
+        if (k == n && !(logits[i] > logits[probs[k - 1].token])) continue;
+        int j = k < n ? k++ : n - 1;
+        while (j > 0 && logits[probs[j - 1].token] < logits[i]) {
+            probs[j] = probs[j - 1];
+            j--;
+        }
+        probs[j].token = i;
+    }
+    for (int i = 0; i < k; i++) probs[i].prob = (float)(exp((double)logits[probs[i].token] - mx) / sum);
+}
+
 static muse_status real_slot_sample(void *slot, const struct muse_srv_sampling *sp, const int32_t *history,
                                     int n_history, uint64_t *rng, int n_probs, struct muse_srv_prob *probs,
                                     int32_t *tok, struct muse_error *err) {
+    (void)history, (void)n_history, (void)rng; /* the sampler keeps its own history and RNG */
     struct real_slot *s = slot;
     if (!s->has_logits) return muse_error_set(err, MUSE_ERR_INTERNAL, "sample before eval");
-    s->has_logits = false; /* the penalties modify the row: one sample per evaluation */
-    muse_status st = muse_srv_sample(s->logits, s->r->info.n_vocab, sp, history, n_history, rng, n_probs, probs,
-                                     &s->scratch, tok);
-    if (st != MUSE_OK) return muse_error_set(err, st, "sampler: out of memory");
+    if (!s->sampler) {
+        struct muse_sampler_params p = muse_sampler_default_params();
+        p.temperature = sp->temperature;
+        p.top_k = sp->top_k;
+        p.top_p = sp->top_p;
+        p.min_p = sp->min_p;
+        p.presence_penalty = sp->presence_penalty;
+        p.frequency_penalty = sp->frequency_penalty;
+        p.seed = sp->seed;
+        muse_status st = muse_sampler_create(p, s->r->info.n_vocab, &s->sampler, err);
+        if (st != MUSE_OK) return st;
+    }
+    if (n_probs > 0) top_probs(s->logits, s->r->info.n_vocab, n_probs < s->r->info.n_vocab ? n_probs : s->r->info.n_vocab, probs);
+    *tok = muse_sampler_sample(s->sampler, s->logits);
+    muse_sampler_accept(s->sampler, *tok); /* penalties look at what this request generated */
+    s->has_logits = false;
     return MUSE_OK;
 }
 

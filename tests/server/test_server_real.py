@@ -71,6 +71,13 @@ def main():
         rew = completion(short)
         check(rew["tokens_cached"] <= len(base) - 20, f"rewind keeps at most the common prefix ({rew['tokens_cached']})")
         check(rew["tokens"] == cold(short)["tokens"], "rewind past the window, warm == cold")
+        # n_probs on the real logits: greedy picks the most likely token; probabilities are sorted
+        st, _, pr = srv.request("POST", "/completion", {"prompt": base, "n_predict": 3, "temperature": 0,
+                                                         "n_probs": 3}, timeout=120)
+        cp = pr.get("completion_probabilities", [])
+        check(len(cp) == 3 and all(e["id"] == e["top_probs"][0]["id"] for e in cp), f"greedy == top-1: {cp}")
+        check(all(1 >= e["top_probs"][0]["prob"] >= e["top_probs"][1]["prob"] >= e["top_probs"][2]["prob"] > 0
+                  for e in cp), "top probabilities sorted and in (0, 1]")
         # OpenAI chat through the real template: two turns, the second reuses the first
         cl = openai.OpenAI(base_url=srv.base + "/v1", api_key="x", max_retries=0, timeout=120)
         msgs = [{"role": "user", "content": "Hello there, tiny model."}]

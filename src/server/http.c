@@ -295,7 +295,7 @@ muse_status muse_server_create(const struct muse_server_params *params, struct m
     s->daemon = MHD_start_daemon(flags, (uint16_t)s->p.port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, addr,
                                  MHD_OPTION_CONNECTION_LIMIT, (unsigned)(s->p.max_connections > 0 ? s->p.max_connections : 256),
                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_CONNECTION_TIMEOUT,
-                                 (unsigned)600, MHD_OPTION_END);
+                                 (unsigned)120, MHD_OPTION_END); /* idle keep-alive connections free their thread */
     if (!s->daemon) {
         muse_error_set(err, MUSE_ERR_IO, "cannot listen on %s:%d (address in use?)", s->host, s->p.port);
         goto fail;

@@ -40,7 +40,7 @@ def main():
     tmp = tempfile.TemporaryDirectory(prefix="muse-real-model-")
     model = os.path.join(tmp.name, "tiny.gguf")
     subprocess.run([MUSE, "synth", "--preset", "tiny", "-q", "-o", model], check=True)
-    with RealServer(model, "--parallel", "1", "--ctx-size", "1024", "--batch-size", "32") as srv:
+    with RealServer(model, "--parallel", "1", "--ctx-size", "2048", "--batch-size", "32") as srv:
         def completion(prompt, n=6):
             st, _, js = srv.request("POST", "/completion", {"prompt": prompt, "n_predict": n, "temperature": 0,
                                                              "return_tokens": True}, timeout=120)
@@ -102,6 +102,20 @@ def main():
         s = cl.chat.completions.create(model="m", messages=msgs, max_tokens=4, temperature=0.8, seed=3, stream=True)
         text = "".join((c.choices[0].delta.content or "") for c in s if c.choices)
         check(text == (r2.choices[0].message.content or ""), f"same seed, same sample: {text!r} vs {r2.choices[0].message.content!r}")
+        # tools and a tool-call history through the real template (arguments arrive as JSON strings)
+        from srvtest import TOOLS
+        hist = [{"role": "user", "content": "Weather in Paris?"},
+                {"role": "assistant", "content": None, "reasoning_content": "Need the tool.", "tool_calls": [
+                    {"id": "call_1", "type": "function",
+                     "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+                {"role": "tool", "tool_call_id": "call_1", "content": "sunny, 28C"}]
+        st, _, js = srv.request("POST", "/v1/chat/completions", {"messages": hist, "tools": TOOLS, "max_tokens": 1},
+                                timeout=120)
+        check(st == 200 and js["usage"]["prompt_tokens"] > 300, f"tool history renders: {st} {str(js)[:200]}")
+        bad = [dict(hist[0]), dict(hist[1], tool_calls=[{"id": "c", "type": "function",
+                                                          "function": {"name": "get_weather", "arguments": "{not json"}}])]
+        st, _, js = srv.request("POST", "/v1/chat/completions", {"messages": bad, "tools": TOOLS}, timeout=120)
+        check(st == 400 and "error" in js, f"unparsable tool-call arguments: 400 ({st})")
         m = srv.metrics()
         check(m["muse_prompt_tokens_cached_total"] > 0 and m["muse_decode_tokens_per_second"] > 0, "real metrics")
     tmp.cleanup()

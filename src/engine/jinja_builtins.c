@@ -461,7 +461,34 @@ static bool str_method(struct jctx *c, struct jstr *s, const char *name, struct 
             struct jv all;
             if (!jsplit(c, s, sep, -1, &all)) return false;
             struct jlist *l = all.u.l;
-            if ((int64_t)l->n <= maxsplit + 1 || !sep) {
+            if (!sep) {
+                /* whitespace rsplit: take up to maxsplit words from the right */
+                struct jlist *r = jlist_new(c, 0);
+                if (!r) return false;
+                size_t e = s->len;
+                int64_t done = 0;
+                struct jv words[64];
+                size_t nw = 0;
+                while (e > 0 && done < maxsplit && nw < 64) {
+                    while (e > 0 && isspace((unsigned char)s->s[e - 1])) e--;
+                    if (e == 0) break;
+                    size_t b = e;
+                    while (b > 0 && !isspace((unsigned char)s->s[b - 1])) b--;
+                    words[nw] = jv_strn(c, s->s + b, e - b);
+                    if (words[nw++].kind != JV_STR) return false;
+                    e = b;
+                    done++;
+                }
+                while (e > 0 && isspace((unsigned char)s->s[e - 1])) e--;
+                if (e > 0) {
+                    struct jv head = jv_strn(c, s->s, e);
+                    if (head.kind != JV_STR || !jlist_push(c, r, head)) return false;
+                }
+                while (nw > 0)
+                    if (!jlist_push(c, r, words[--nw])) return false;
+                return jlist_value(c, r, out);
+            }
+            if ((int64_t)l->n <= maxsplit + 1) {
                 *out = all;
                 return true;
             }

@@ -196,24 +196,24 @@ static bool arith(struct jctx *c, enum jop op, struct jv a, struct jv b, struct 
         default: break;
         }
     }
-    if (op == JOP_ADD && a.kind == JV_STR && b.kind == JV_STR && a.safe != b.safe) {
+    if (op == JOP_ADD && a.kind == JV_STR && b.kind == JV_STR && JV_SAFE(a) != JV_SAFE(b)) {
         /* Markup + str escapes the plain side (markupsafe) */
         struct jbuf tmp = {0};
-        if (a.safe) jbuf_put(&tmp, a.u.s->s, a.u.s->len);
+        if (JV_SAFE(a)) jbuf_put(&tmp, a.u.s->s, a.u.s->len);
         else jhtml_escape(&tmp, a.u.s->s, a.u.s->len);
-        if (b.safe) jbuf_put(&tmp, b.u.s->s, b.u.s->len);
+        if (JV_SAFE(b)) jbuf_put(&tmp, b.u.s->s, b.u.s->len);
         else jhtml_escape(&tmp, b.u.s->s, b.u.s->len);
         *out = jv_strn(c, tmp.data ? tmp.data : "", tmp.len);
         jbuf_free(&tmp);
         out->safe = true;
         return out->kind == JV_STR;
     }
-    if (op == JOP_ADD && (a.safe || b.safe) && (a.kind == JV_STR || b.kind == JV_STR) && a.kind != b.kind) {
+    if (op == JOP_ADD && (JV_SAFE(a) || JV_SAFE(b)) && (a.kind == JV_STR || b.kind == JV_STR) && a.kind != b.kind) {
         /* Markup + non-string: markupsafe escapes str(other) */
         struct jv sa = a, sb = b;
         if (!jv_stringify(c, a, &sa) || !jv_stringify(c, b, &sb)) return false;
-        sa.safe = a.safe;
-        sb.safe = b.safe;
+        sa.safe = JV_SAFE(a);
+        sb.safe = JV_SAFE(b);
         return arith(c, op, sa, sb, out);
     }
     if (op == JOP_ADD && a.kind == JV_STR && b.kind == JV_STR) {
@@ -224,7 +224,7 @@ static bool arith(struct jctx *c, enum jop op, struct jv a, struct jv b, struct 
         memcpy(s->s + a.u.s->len, b.u.s->s, b.u.s->len);
         s->s[s->len] = '\0';
         *out = jv_str(s);
-        out->safe = a.safe && b.safe;
+        out->safe = JV_SAFE(a) && JV_SAFE(b);
         return true;
     }
     if (op == JOP_ADD && a.kind == JV_LIST && b.kind == JV_LIST && a.u.l->tuple == b.u.l->tuple &&

@@ -214,7 +214,7 @@ bool jinja_apply_filter(struct jctx *c, const char *name, struct jv v, struct jv
     if (F("tojson")) return f_tojson(c, v, args, n_args, kwnames, kwargs, n_kwargs, out);
     if (F("safe") || F("e") || F("escape") || F("forceescape")) {
         struct jstr *s = NULL;
-        if (v.kind == JV_STR && (v.safe || F("safe"))) {
+        if (v.kind == JV_STR && (JV_SAFE(v) || F("safe"))) {
             *out = v;
             out->safe = true;
             return true;
@@ -242,7 +242,7 @@ bool jinja_apply_filter(struct jctx *c, const char *name, struct jv v, struct jv
     }
     if (F("string")) {
         if (!jv_stringify(c, v, out)) return false;
-        out->safe = v.safe;
+        out->safe = JV_SAFE(v);
         return true;
     }
     if (F("trim")) {

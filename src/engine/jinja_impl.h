@@ -169,7 +169,7 @@ struct jmacro {
 
 struct jv {
     enum jv_kind kind;
-    bool safe;  /* a STR that is markupsafe.Markup (|safe, |escape): `+` escapes the other side */
+    unsigned char safe;  /* STR only: 1 = markupsafe.Markup (|safe, |escape): `+` escapes the other side */
     union {
         bool b;
         int64_t i;
@@ -183,6 +183,9 @@ struct jv {
         struct jloop *loop;
     } u;
 };
+
+/* Whether v is a Markup string. */
+#define JV_SAFE(v) ((v).kind == JV_STR && (v).safe)
 
 struct jmethod {
     struct jv self;

@@ -425,7 +425,7 @@ void jfloat_repr(double f, char *buf, size_t n) {
     char out[64];
     size_t o = 0;
     if (neg) out[o++] = '-';
-    if (exp >= -5 && exp < 16) {
+    if (exp >= -4 && exp < 16) {
         if (exp < 0) {
             out[o++] = '0';
             out[o++] = '.';

@@ -21,7 +21,7 @@ struct bigram {
 };
 
 /* Piece cache: a direct-mapped table from piece bytes to the ids BPE gave them. */
-#define CACHE_SLOTS 4096u
+#define CACHE_MAX_SLOTS 4096u
 #define CACHE_MAX_PIECE 32u
 #define CACHE_MAX_IDS 12u
 struct cache_slot {
@@ -39,7 +39,8 @@ struct enc {
     size_t scratch_n;
     int32_t *sym, *next, *prev;     /* [scratch_n] */
     struct bigram *heap;            /* [scratch_n] */
-    struct cache_slot *cache;       /* [CACHE_SLOTS] or NULL */
+    struct cache_slot *cache;       /* [cache_mask + 1] or NULL */
+    uint64_t cache_mask;
 };
 
 static inline void emit(struct enc *e, int32_t id) {
@@ -157,8 +158,15 @@ static muse_status piece_fn(void *ctx, const uint8_t *text, size_t start, size_t
     struct enc *e = ctx;
     const uint8_t *p = text + start;
     size_t n = end - start;
+    if (e->tok->ignore_merges) {
+        int32_t id = muse_tok_find_sym(e->tok, p, n);
+        if (id >= 0 && id < e->tok->n_vocab) {
+            emit(e, id);
+            return MUSE_OK;
+        }
+    }
     if (!e->cache || n > CACHE_MAX_PIECE || n < 2) return bpe(e, p, n);
-    struct cache_slot *c = &e->cache[muse_tok_hash_bytes(p, n) & (CACHE_SLOTS - 1)];
+    struct cache_slot *c = &e->cache[muse_tok_hash_bytes(p, n) & e->cache_mask];
     if (c->len == n && memcmp(c->bytes, p, n) == 0) {
         for (unsigned i = 0; i < c->n_ids; i++) emit(e, c->ids[i]);
         return MUSE_OK;
@@ -282,10 +290,14 @@ muse_status muse_tokenizer_encode(const struct muse_tokenizer *tok, const char *
         goto fail;
     md = pcre2_match_data_create_from_pattern(tok->re, NULL);
     if (!md) goto fail;
-    /* the cache pays for itself from a few hundred bytes on */
+    /* the cache pays for itself from a few hundred bytes on; about one slot per 8 bytes of text
+     * (a piece is ~4 bytes and the common ones repeat), at most 4096 slots (~340 KB) */
     if (len >= 256) {
-        e.cache = calloc(CACHE_SLOTS, sizeof(struct cache_slot));
+        size_t slots = 32;
+        while (slots < CACHE_MAX_SLOTS && slots * 8 < len) slots *= 2;
+        e.cache = calloc(slots, sizeof(struct cache_slot));
         if (!e.cache) goto fail;
+        e.cache_mask = slots - 1;
     }
     size_t pos = 0;
     for (size_t j = 0; j < n_taken; j++) {

@@ -1,11 +1,13 @@
 /*
  * gemm_floats_avx2.c - AVX2 matrix kernels for float weights: F32 (F32 activations), F16 (F16
- * activations) and BF16 (BF16 activations). Products are exact in f32 for F16/BF16 inputs; they
- * are summed with FMA in 8 lanes (ggml's generic kernels sum in double: the results differ only
- * by summation rounding).
+ * activations) and BF16 (BF16 activations). They reproduce vec_dot_ref bit for bit: every
+ * product is formed in f32 and added to a double accumulator in element order, then rounded to
+ * f32. The parallelism is across weight rows instead: the 4 lanes of a double vector are 4
+ * weight rows, each summed strictly in order (4x8 transposes bring element i of 4 rows into
+ * one vector).
  *
- * Shape: activation rows in groups of up to MUSE_GEMM_MAX_NY; each 8-element weight chunk is
- * loaded and widened once per group.
+ * Shape: 4 weight rows at a time against activation rows in groups of up to MUSE_GEMM_MAX_NY;
+ * each weight chunk is widened and transposed once per group.
  */
 #include "kernels/kernels_isa.h"
 
@@ -30,40 +32,60 @@ MUSE_AVX2_INLINE float load1(const void *p, int64_t i, const int kind) {
     return muse_bf16_to_fp32(((const uint16_t *)p)[i]);
 }
 
-MUSE_AVX2_INLINE void float_row(int64_t n, const void *w, const char *act, size_t act_stride, const int kind,
-                                const int ny, float *out, int64_t out_stride) {
+/* One weight row, sequentially (the reference loop). */
+MUSE_AVX2_INLINE double row_tail(double sum, const void *w, const void *a, int64_t i0, int64_t n, const int kind) {
+    for (int64_t i = i0; i < n; i++) sum += (double)(load1(w, i, kind) * load1(a, i, kind));
+    return sum;
+}
+
+/* 4 weight rows x ny activation rows. */
+MUSE_AVX2_INLINE void float_quad(int64_t n, const char *w, size_t w_stride, const char *act, size_t act_stride,
+                                 const int kind, const int ny, float *out, int64_t out_stride) {
+    __m256d acc[NY_MAX];
+    for (int r = 0; r < ny; r++) acc[r] = _mm256_setzero_pd();
     int64_t i = 0;
-    float tail[NY_MAX] = {0};
-    if (ny == 1) {
-        /* decode: 4 independent accumulators over 32 elements */
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        for (; i + 32 <= n; i += 32) {
-            a0 = _mm256_fmadd_ps(load8(w, i, kind), load8(act, i, kind), a0);
-            a1 = _mm256_fmadd_ps(load8(w, i + 8, kind), load8(act, i + 8, kind), a1);
-            a2 = _mm256_fmadd_ps(load8(w, i + 16, kind), load8(act, i + 16, kind), a2);
-            a3 = _mm256_fmadd_ps(load8(w, i + 24, kind), load8(act, i + 24, kind), a3);
-        }
-        for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(load8(w, i, kind), load8(act, i, kind), a0);
-        for (; i < n; i++) tail[0] += load1(w, i, kind) * load1(act, i, kind);
-        out[0] = avx2_hsum_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3))) + tail[0];
-        return;
-    }
-    __m256 acc[NY_MAX];
-    for (int r = 0; r < ny; r++) acc[r] = _mm256_setzero_ps();
     for (; i + 8 <= n; i += 8) {
-        const __m256 wv = load8(w, i, kind);
-        for (int r = 0; r < ny; r++) acc[r] = _mm256_fmadd_ps(wv, load8(act + r * act_stride, i, kind), acc[r]);
+        const __m256 r0 = load8(w, i, kind), r1 = load8(w + w_stride, i, kind);
+        const __m256 r2 = load8(w + 2 * w_stride, i, kind), r3 = load8(w + 3 * w_stride, i, kind);
+        const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+        const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+        /* u_k: low half = element k of the 4 rows, high half = element k + 4 */
+        const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee);
+        const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee);
+        const __m128 e[8] = {_mm256_castps256_ps128(u0), _mm256_castps256_ps128(u1),
+                             _mm256_castps256_ps128(u2), _mm256_castps256_ps128(u3),
+                             _mm256_extractf128_ps(u0, 1), _mm256_extractf128_ps(u1, 1),
+                             _mm256_extractf128_ps(u2, 1), _mm256_extractf128_ps(u3, 1)};
+        for (int r = 0; r < ny; r++) {
+            const __m256 y = load8(act + r * act_stride, i, kind);
+            const __m128 ylo = _mm256_castps256_ps128(y), yhi = _mm256_extractf128_ps(y, 1);
+            __m256d s = acc[r];
+            s = _mm256_add_pd(s, _mm256_cvtps_pd(_mm_mul_ps(e[0], _mm_shuffle_ps(ylo, ylo, 0x00))));
+            s = _mm256_add_pd(s, _mm256_cvtps_pd(_mm_mul_ps(e[1], _mm_shuffle_ps(ylo, ylo, 0x55))));
+            s = _mm256_add_pd(s, _mm256_cvtps_pd(_mm_mul_ps(e[2], _mm_shuffle_ps(ylo, ylo, 0xaa))));
+            s = _mm256_add_pd(s, _mm256_cvtps_pd(_mm_mul_ps(e[3], _mm_shuffle_ps(ylo, ylo, 0xff))));
+            s = _mm256_add_pd(s, _mm256_cvtps_pd(_mm_mul_ps(e[4], _mm_shuffle_ps(yhi, yhi, 0x00))));
+            s = _mm256_add_pd(s, _mm256_cvtps_pd(_mm_mul_ps(e[5], _mm_shuffle_ps(yhi, yhi, 0x55))));
+            s = _mm256_add_pd(s, _mm256_cvtps_pd(_mm_mul_ps(e[6], _mm_shuffle_ps(yhi, yhi, 0xaa))));
+            s = _mm256_add_pd(s, _mm256_cvtps_pd(_mm_mul_ps(e[7], _mm_shuffle_ps(yhi, yhi, 0xff))));
+            acc[r] = s;
+        }
     }
-    for (; i < n; i++) {
-        const float wv = load1(w, i, kind);
-        for (int r = 0; r < ny; r++) tail[r] += wv * load1(act + r * act_stride, i, kind);
+    for (int r = 0; r < ny; r++) {
+        double l[4];
+        _mm256_storeu_pd(l, acc[r]);
+        for (int k = 0; k < 4; k++)
+            out[r * out_stride + k] = (float)row_tail(l[k], w + k * w_stride, act + r * act_stride, i, n, kind);
     }
-    for (int r = 0; r < ny; r++) out[r * out_stride] = avx2_hsum_ps(acc[r]) + tail[r];
 }
 
 MUSE_AVX2_INLINE void float_rows(int64_t n, const char *w, size_t w_stride, int64_t n_rows, const char *act,
                                  size_t act_stride, const int kind, const int ny, float *out, int64_t out_stride) {
-    for (int64_t i = 0; i < n_rows; i++) float_row(n, w + i * w_stride, act, act_stride, kind, ny, out + i, out_stride);
+    int64_t i = 0;
+    for (; i + 4 <= n_rows; i += 4) float_quad(n, w + i * w_stride, w_stride, act, act_stride, kind, ny, out + i, out_stride);
+    for (; i < n_rows; i++)
+        for (int r = 0; r < ny; r++)
+            out[r * out_stride + i] = (float)row_tail(0.0, w + i * w_stride, act + r * act_stride, 0, n, kind);
 }
 
 #define GROUPS(CALL)                                                                        \

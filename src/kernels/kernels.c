@@ -40,6 +40,25 @@ static const struct muse_kernels kernels_avx2 = {
         [MUSE_TYPE_F16] = muse_gemm_f16_avx2,
         [MUSE_TYPE_BF16] = muse_gemm_bf16_avx2,
     },
+    .act_layout = {
+        [MUSE_TYPE_Q4_K] = MUSE_ACT_Q8K_PERM8,
+        [MUSE_TYPE_Q5_K] = MUSE_ACT_Q8K_PERM8,
+        [MUSE_TYPE_Q6_K] = MUSE_ACT_Q8K_PERM8,
+    },
+    .act_prepare = {[MUSE_ACT_Q8K_PERM8] = muse_act_q8K_perm8_avx2},
+    .exact = {
+        [MUSE_TYPE_F32] = true,
+        [MUSE_TYPE_F16] = true,
+        [MUSE_TYPE_BF16] = true,
+        [MUSE_TYPE_Q8_0] = true,
+        [MUSE_TYPE_Q4_0] = true,
+        [MUSE_TYPE_IQ2_XXS] = true,
+        [MUSE_TYPE_Q4_K] = true,
+        [MUSE_TYPE_Q5_K] = true,
+        [MUSE_TYPE_Q6_K] = true,
+    },
+    .attn_kq_f16 = muse_attn_kq_f16_avx2,
+    .attn_pv_f16 = muse_attn_pv_f16_avx2,
 };
 
 const struct muse_kernels *muse_kernels_for(enum muse_cpu_level level) {
@@ -63,4 +82,9 @@ void muse_kernels_quantize_row(const struct muse_kernels *k, enum muse_type act_
     }
     muse_from_float_fn fn = k && k->quantize[act_type] ? k->quantize[act_type] : muse_type_traits[act_type].from_float;
     fn(x, y, n);
+}
+
+void muse_kernels_prepare_act(const struct muse_kernels *k, enum muse_type wtype, void *q, int64_t n) {
+    if (!k || !k->act_layout[wtype]) return;
+    k->act_prepare[k->act_layout[wtype]](q, n);
 }

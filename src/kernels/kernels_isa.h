@@ -7,6 +7,7 @@
  *   gemm_kquants_<isa>.c   Q4_K, Q5_K, Q6_K (Q8_K activations)
  *   gemm_iquants_<isa>.c   IQ2_XXS, IQ3_XXS, IQ3_S, IQ4_XS (Q8_K activations)
  *   gemm_floats_<isa>.c    F32, F16, BF16
+ *   attn_<isa>.c           attention over an F16 KV cache
  */
 #pragma once
 
@@ -24,6 +25,8 @@ void muse_quantize_q8_K_avx2(const float *x, void *y, int64_t n);
 void muse_quantize_f16_avx2(const float *x, void *y, int64_t n);
 void muse_quantize_bf16_avx2(const float *x, void *y, int64_t n);
 
+void muse_act_q8K_perm8_avx2(void *q, int64_t n);
+
 MUSE_DECLARE_GEMM(muse_gemm_q8_0_avx2);
 MUSE_DECLARE_GEMM(muse_gemm_q4_0_avx2);
 MUSE_DECLARE_GEMM(muse_gemm_q4_K_avx2);
@@ -36,3 +39,8 @@ MUSE_DECLARE_GEMM(muse_gemm_iq4_xs_avx2);
 MUSE_DECLARE_GEMM(muse_gemm_f32_avx2);
 MUSE_DECLARE_GEMM(muse_gemm_f16_avx2);
 MUSE_DECLARE_GEMM(muse_gemm_bf16_avx2);
+
+void muse_attn_kq_f16_avx2(int32_t hd, int32_t n_keys, const void *k, size_t k_stride, const float *qt, int32_t nq,
+                           float *scores, int64_t s_stride);
+void muse_attn_pv_f16_avx2(int32_t hd, int32_t n_keys, const void *v, size_t v_stride, const float *p,
+                           int64_t p_stride, int32_t nq, double *acc);

@@ -24,8 +24,11 @@ size_t muse_matmul_act_row_size(enum muse_type type, int64_t ne0) {
 void muse_matmul_quantize(const struct muse_kernels *k, enum muse_type type, int64_t ne0, const float *x,
                           int64_t x_stride, int n_act, void *q, size_t q_stride, int ith, int nth) {
     const enum muse_type act_type = muse_type_traits[type].vec_dot_type;
-    for (int r = ith; r < n_act; r += nth)
-        muse_kernels_quantize_row(k, act_type, x + (int64_t)r * x_stride, (char *)q + (size_t)r * q_stride, ne0);
+    for (int r = ith; r < n_act; r += nth) {
+        void *qr = (char *)q + (size_t)r * q_stride;
+        muse_kernels_quantize_row(k, act_type, x + (int64_t)r * x_stride, qr, ne0);
+        muse_kernels_prepare_act(k, type, qr, ne0);
+    }
 }
 
 /* Reference path for rows [i0, i1). */
@@ -51,6 +54,7 @@ void muse_matmul(const struct muse_kernels *k, const struct muse_matmul_weight *
     muse_gemm_fn fn = NULL;
     if (k) fn = n_act == 1 ? k->gemv[w->type] : k->gemm[w->type];
     if (!fn) {
+        MUSE_ASSERT(!k || !k->act_layout[w->type]);
         matmul_ref(w, q, q_stride, n_act, out, out_stride, i0, i1);
         return;
     }
@@ -58,7 +62,10 @@ void muse_matmul(const struct muse_kernels *k, const struct muse_matmul_weight *
     for (int64_t t0 = i0; t0 < i1; t0 += tile) {
         const int64_t t1 = t0 + tile < i1 ? t0 + tile : i1;
         const void *wt = (const char *)w->data + (size_t)t0 * w->row_stride;
-        if (!fn(w->ne0, wt, w->row_stride, t1 - t0, q, q_stride, n_act, out + t0, out_stride))
+        if (!fn(w->ne0, wt, w->row_stride, t1 - t0, q, q_stride, n_act, out + t0, out_stride)) {
+            /* only kernels reading the reference layout may decline */
+            MUSE_ASSERT(!k->act_layout[w->type]);
             matmul_ref(w, q, q_stride, n_act, out, out_stride, t0, t1);
+        }
     }
 }

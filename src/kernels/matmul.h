@@ -35,7 +35,8 @@ size_t muse_matmul_act_row_size(enum muse_type type, int64_t ne0);
 
 /*
  * Thread slice (ith of nth) of: quantize activation rows r = 0..n_act-1 (x + r * x_stride
- * floats) into q + r * q_stride bytes, in the vec_dot_type of `type` (F32 is copied).
+ * floats) into q + r * q_stride bytes, in the vec_dot_type of `type` (F32 is copied), in the
+ * layout k's kernels read for `type` (muse_kernels_prepare_act). Pass the same k to muse_matmul.
  */
 void muse_matmul_quantize(const struct muse_kernels *k, enum muse_type type, int64_t ne0, const float *x,
                           int64_t x_stride, int n_act, void *q, size_t q_stride, int ith, int nth);

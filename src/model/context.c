@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/cpu.h"
 #include "core/error.h"
 #include "model/model.h"
 
@@ -99,7 +100,7 @@ muse_status muse_context_create(struct muse_model *model, struct muse_context_pa
     const struct muse_hparams *hp = &model->hp;
     muse_status st;
     *out = NULL;
-    const char *bname = params.backend ? params.backend : "ref";
+    const char *bname = params.backend ? params.backend : "cpu";
     const struct muse_backend_ops *ops = muse_backend_find(bname);
     if (!ops) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "unknown backend '%s'", bname);
     if ((unsigned)params.kv_type >= MUSE_KV_TYPE_COUNT)
@@ -111,7 +112,7 @@ muse_status muse_context_create(struct muse_model *model, struct muse_context_pa
     if (params.n_ctx > INT32_MAX / 2) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "context size %u is too large", params.n_ctx);
     if (params.n_batch == 0) params.n_batch = 512;
     if (params.n_batch > params.n_ctx) params.n_batch = params.n_ctx;
-    if (params.n_threads == 0) params.n_threads = 1;
+    if (params.n_threads == 0) params.n_threads = ops == &muse_backend_ref_ops ? 1 : (uint32_t)muse_cpu_features()->n_physical;
 
     struct muse_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");

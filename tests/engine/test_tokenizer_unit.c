@@ -88,16 +88,20 @@ static void vb_free(struct vb *v) {
     for (int i = 0; i < v->n_merges; i++) free(v->merges[i]);
 }
 
-static struct muse_tokenizer *vb_build(struct vb *v, int bos, bool add_bos) {
+static struct muse_tokenizer *vb_build_pre(struct vb *v, int bos, bool add_bos, enum muse_pretok pre) {
     struct muse_tokenizer_vocab voc = {
         .n_tokens = v->n, .tokens = (const char *const *)v->texts, .token_lens = v->lens, .token_types = v->types,
         .n_merges = v->n_merges, .merges = (const char *const *)v->merges, .merge_lens = v->merge_lens,
-        .pretok = MUSE_PRETOK_LLAMA4, .bos_id = bos, .eos_id = -1, .eot_id = -1, .eom_id = -1, .add_bos = add_bos};
+        .pretok = pre, .bos_id = bos, .eos_id = -1, .eot_id = -1, .eom_id = -1, .add_bos = add_bos};
     struct muse_tokenizer *tok = NULL;
     struct muse_error err;
     muse_status st = muse_tokenizer_init(&voc, &tok, &err);
     TEST_CONDF(st == MUSE_OK, "init: %s", err.msg);
     return tok;
+}
+
+static struct muse_tokenizer *vb_build(struct vb *v, int bos, bool add_bos) {
+    return vb_build_pre(v, bos, add_bos, MUSE_PRETOK_LLAMA4);
 }
 
 /* Encode and compare with the expected ids. */
@@ -161,6 +165,27 @@ static void test_synthetic_symbols(void) {
     CHECK_IDS(tok, "through a non-token intermediate", "xyz", 0, xyz);
     CHECK_IDS(tok, "non-token final symbol falls back to bytes", "xy", 0, 'x', 'y');
     muse_tokenizer_free(tok);
+    vb_free(&v);
+}
+
+/* llama3 (llama-bpe) ignores merges when the whole piece is a token; llama4 does not. */
+static void test_ignore_merges(void) {
+    struct vb v;
+    vb_init(&v);
+    int ab = add_tok(&v, "ab", 2, MUSE_TOKEN_TYPE_NORMAL);
+    int abc = add_tok(&v, "abc", 3, MUSE_TOKEN_TYPE_NORMAL);
+    add_merge(&v, "a", "b"); /* no merge reaches "abc" */
+    struct muse_tokenizer *t4 = vb_build_pre(&v, -1, false, MUSE_PRETOK_LLAMA4);
+    struct muse_tokenizer *t3 = vb_build_pre(&v, -1, false, MUSE_PRETOK_LLAMA3);
+    struct muse_tokenizer *t2 = vb_build_pre(&v, -1, false, MUSE_PRETOK_GPT2);
+    if (t4 && t3 && t2) {
+        CHECK_IDS(t4, "llama4: BPE only", "abc", 0, ab, 'c');
+        CHECK_IDS(t3, "llama3: whole-piece token", "abc", 0, abc);
+        CHECK_IDS(t2, "gpt2: BPE only", "abc", 0, ab, 'c');
+    }
+    muse_tokenizer_free(t4);
+    muse_tokenizer_free(t3);
+    muse_tokenizer_free(t2);
     vb_free(&v);
 }
 
@@ -321,6 +346,26 @@ static void test_pretok(void) {
     vb_free(&v);
 }
 
+/* The llama3 and gpt2 patterns. */
+static void test_other_pretoks(void) {
+    struct vb v;
+    vb_init(&v);
+    struct muse_tokenizer *t3 = vb_build_pre(&v, -1, false, MUSE_PRETOK_LLAMA3);
+    struct muse_tokenizer *t2 = vb_build_pre(&v, -1, false, MUSE_PRETOK_GPT2);
+    if (t3 && t2) {
+        check_split(t2, "12345", "12345");            /* gpt2: \p{N}+ */
+        check_split(t3, "12345", "123|45");           /* llama3: \p{N}{1,3} */
+        check_split(t2, "don't", "don|'t");           /* contractions are separate pieces */
+        check_split(t3, "DON'T", "DON|'T");           /* llama3's are case-insensitive */
+        check_split(t2, "DON'T", "DON|'|T");          /* gpt2's are not */
+        check_split(t3, "helloWORLD", "helloWORLD");  /* no case split: \p{L}+ */
+        check_split(t2, " 42x", " 42|x");
+    }
+    muse_tokenizer_free(t3);
+    muse_tokenizer_free(t2);
+    vb_free(&v);
+}
+
 static void test_detok(void) {
     struct vb v;
     vb_init(&v);
@@ -393,10 +438,12 @@ static void test_errors(void) {
 int main(void) {
     test_merge_order();
     test_synthetic_symbols();
+    test_ignore_merges();
     test_specials();
     test_capacity();
     test_invalid_utf8();
     test_pretok();
+    test_other_pretoks();
     test_detok();
     test_errors();
     return TEST_REPORT();

@@ -117,12 +117,14 @@ struct case_data {
     int64_t out_stride;
     uint8_t *w;          /* [PAD][n_rows][w_stride] */
     uint8_t *a;          /* [PAD][n_act][a_stride] */
+    uint8_t *ak;         /* the same rows in the kernels' activation layout */
     float *out;          /* [n_act][out_stride] + PAD floats */
     float *wf, *af;      /* dequantized rows, for the norms */
     float *ref;          /* [n_act][n_rows] */
 };
 
-static bool case_init(struct case_data *c, enum muse_type type, int64_t ne0, int64_t n_rows, int n_act) {
+static bool case_init(const struct muse_kernels *k, struct case_data *c, enum muse_type type, int64_t ne0,
+                      int64_t n_rows, int n_act) {
     memset(c, 0, sizeof(*c));
     c->type = type;
     c->act_type = muse_type_traits[type].vec_dot_type;
@@ -151,6 +153,9 @@ static bool case_init(struct case_data *c, enum muse_type type, int64_t ne0, int
         muse_kernels_quantize_row(NULL, c->act_type, x, c->a + PAD + r * c->a_stride, ne0);
     }
     free(x);
+    c->ak = malloc(PAD + (size_t)n_act * c->a_stride);
+    memcpy(c->ak, c->a, PAD + (size_t)n_act * c->a_stride);
+    for (int r = 0; r < n_act; r++) muse_kernels_prepare_act(k, type, c->ak + PAD + r * c->a_stride, ne0);
     for (int64_t i = 0; i < n_rows; i++)
         muse_type_traits[type].to_float(c->w + PAD + i * c->w_stride, c->wf + i * ne0, ne0);
     for (int r = 0; r < n_act; r++)
@@ -165,6 +170,7 @@ static bool case_init(struct case_data *c, enum muse_type type, int64_t ne0, int
 static void case_free(struct case_data *c) {
     free(c->w);
     free(c->a);
+    free(c->ak);
     free(c->out);
     free(c->wf);
     free(c->af);
@@ -178,14 +184,15 @@ static double norm(const float *v, int64_t n) {
 }
 
 /* Compare c->out with the reference; check the poison around the outputs. Returns the failures. */
-static int check_out(const struct case_data *c, const char *who) {
+static int check_out(const struct case_data *c, const char *who, bool exact) {
     int bad = 0;
     for (int r = 0; r < c->n_act; r++) {
         const double na = norm(c->af + r * c->ne0, c->ne0);
         for (int64_t i = 0; i < c->n_rows; i++) {
             const float got = c->out[r * c->out_stride + i], want = c->ref[r * c->n_rows + i];
-            const double tol = 1e-5 * norm(c->wf + i * c->ne0, c->ne0) * na + 1e-30;
-            if (!(fabs((double)got - want) <= tol)) {
+            const double tol = exact ? 0.0 : 1e-5 * norm(c->wf + i * c->ne0, c->ne0) * na + 1e-30;
+            const bool ok = exact ? memcmp(&got, &want, 4) == 0 : fabs((double)got - want) <= tol;
+            if (!ok) {
                 if (bad < 3)
                     fprintf(stderr, "  %s %s ne0=%lld rows=%lld n_act=%d: out[%d][%lld] = %.9g, ref %.9g (tol %.3g)\n",
                             who, muse_type_layout_get(c->type)->name, (long long)c->ne0, (long long)c->n_rows,
@@ -229,7 +236,7 @@ static void test_gemm_type(const struct muse_kernels *k, enum muse_type type) {
         for (size_t ri = 0; ri < 3; ri++) {
             const int max_act = has_gemm ? 9 : 1;
             struct case_data c;
-            if (!case_init(&c, type, sizes[si], rows_list[ri], max_act)) {
+            if (!case_init(k, &c, type, sizes[si], rows_list[ri], max_act)) {
                 TEST_CONDF(0, "no random weights for %s", l->name);
                 case_free(&c);
                 return;
@@ -239,7 +246,7 @@ static void test_gemm_type(const struct muse_kernels *k, enum muse_type type) {
                 if (!fn) continue;
                 fill_poison(c.out, ((size_t)c.n_act * c.out_stride + PAD) * sizeof(float));
                 const int saved = c.n_act;
-                bool ok = fn(c.ne0, c.w + PAD, c.w_stride, c.n_rows, c.a + PAD, c.a_stride, n_act, c.out, c.out_stride);
+                bool ok = fn(c.ne0, c.w + PAD, c.w_stride, c.n_rows, c.ak + PAD, c.a_stride, n_act, c.out, c.out_stride);
                 c.n_act = n_act;
                 cases++;
                 if (!ok) {
@@ -247,7 +254,7 @@ static void test_gemm_type(const struct muse_kernels *k, enum muse_type type) {
                     failures += !all_ff((const uint8_t *)c.out, (size_t)n_act * c.out_stride * sizeof(float));
                 } else {
                     /* rows beyond n_act must stay poisoned: check_out looks at n_act rows + tail */
-                    failures += check_out(&c, muse_cpu_level_name(k->level)) > 0;
+                    failures += check_out(&c, muse_cpu_level_name(k->level), k->exact[type]) > 0;
                     if (!all_ff((const uint8_t *)&c.out[n_act * c.out_stride],
                                 (size_t)(saved - n_act) * c.out_stride * sizeof(float)))
                         failures++;
@@ -259,8 +266,8 @@ static void test_gemm_type(const struct muse_kernels *k, enum muse_type type) {
     }
     TEST_CONDF(failures == 0, "%s: %s kernels: %d of %d cases wrong", muse_cpu_level_name(k->level), l->name,
                failures, cases);
-    printf("  %s %-8s %3d cases (gemv %s, gemm %s)\n", muse_cpu_level_name(k->level), l->name, cases,
-           has_gemv ? "yes" : "no", has_gemm ? "yes" : "no");
+    printf("  %s %-8s %3d cases (gemv %s, gemm %s, %s)\n", muse_cpu_level_name(k->level), l->name, cases,
+           has_gemv ? "yes" : "no", has_gemm ? "yes" : "no", k->exact[type] ? "bit-exact" : "within 1e-5 |w||a|");
 }
 
 // ---- threaded driver ---------------------------------------------------------------------
@@ -312,7 +319,7 @@ static void test_driver(const struct muse_kernels *k, enum muse_type type) {
                    "%s: %s matmul differs between 1, 2 and 3 threads (n_act %d)", muse_cpu_level_name(k->level),
                    muse_type_layout_get(type)->name, n_act);
         /* reference path: bit-identical to vec_dot_ref on reference-quantized rows */
-        int bad = 0;
+        int bad = 0, bad_exact = 0;
         void *qr = malloc(q_stride);
         for (int r = 0; r < n_act; r++) {
             muse_kernels_quantize_row(NULL, muse_type_traits[type].vec_dot_type, x + r * ne0, qr, ne0);
@@ -320,11 +327,14 @@ static void test_driver(const struct muse_kernels *k, enum muse_type type) {
                 float s;
                 muse_type_traits[type].vec_dot_ref(ne0, &s, w + i * muse_type_row_size(type, ne0), qr);
                 bad += memcmp(&s, &outs[3][r * n_rows + i], 4) != 0;
+                if (k->exact[type]) bad_exact += memcmp(&s, &outs[0][r * n_rows + i], 4) != 0;
             }
         }
         free(qr);
         TEST_CONDF(bad == 0, "%s: reference matmul path differs from vec_dot_ref in %d outputs",
                    muse_type_layout_get(type)->name, bad);
+        TEST_CONDF(bad_exact == 0, "%s: %s matmul is marked exact but differs from vec_dot_ref in %d outputs",
+                   muse_cpu_level_name(k->level), muse_type_layout_get(type)->name, bad_exact);
         for (int t = 0; t < 4; t++) free(outs[t]);
     }
     free(w);
@@ -354,8 +364,8 @@ int main(void) {
         seen[n_seen++] = k;
         test_quantizers(k);
         for (size_t t = 0; t < sizeof(gemm_types) / sizeof(gemm_types[0]); t++) test_gemm_type(k, gemm_types[t]);
-        const enum muse_type drive_types[] = {MUSE_TYPE_Q8_0, MUSE_TYPE_Q4_K, MUSE_TYPE_IQ2_XXS, MUSE_TYPE_F16};
-        for (int t = 0; t < 4; t++) test_driver(k, drive_types[t]);
+        const enum muse_type drive_types[] = {MUSE_TYPE_Q8_0, MUSE_TYPE_Q4_K, MUSE_TYPE_Q6_K, MUSE_TYPE_IQ2_XXS, MUSE_TYPE_F16};
+        for (int t = 0; t < 5; t++) test_driver(k, drive_types[t]);
     }
     setenv("MUSE_CPU", "scalar", 1);
     const struct muse_kernels *ks = muse_kernels_active();

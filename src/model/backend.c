@@ -1,0 +1,27 @@
+/* backend.c - the registry of forward backends (backend.h). */
+#include "model/backend.h"
+
+#include <string.h>
+
+#include "kernels/types.h"
+
+/* Registered backends, the default first. A new backend adds one line here. */
+static const struct muse_backend_ops *const backends[] = {
+    &muse_backend_cpu_ops,
+    &muse_backend_ref_ops,
+};
+
+const struct muse_backend_ops *muse_backend_find(const char *name) {
+    for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++)
+        if (!strcmp(backends[i]->name, name)) return backends[i];
+    return NULL;
+}
+
+bool muse_backend_type_supported(enum muse_type type) {
+    if ((unsigned)type >= MUSE_TYPE_COUNT || !muse_type_layout_get(type)) return false;
+    const struct muse_type_traits *t = &muse_type_traits[type];
+    if (!t->vec_dot_ref) return false;
+    enum muse_type vt = t->vec_dot_type;
+    if (vt == MUSE_TYPE_F32) return true;
+    return (unsigned)vt < MUSE_TYPE_COUNT && muse_type_traits[vt].from_float != NULL;
+}

@@ -1,0 +1,209 @@
+/* context.c - the public model / context API of include/muse.h over the model floor. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/cpu.h"
+#include "core/error.h"
+#include "model/model.h"
+
+// ---- model ------------------------------------------------------------------------------------
+
+struct muse_model_params muse_model_default_params(void) {
+    struct muse_model_params p = {0};
+    return p;
+}
+
+muse_status muse_model_load(const char *path, struct muse_model_params params, struct muse_model **out,
+                            struct muse_error *err) {
+    (void)params;
+    muse_status st;
+    *out = NULL;
+    struct muse_model *m = calloc(1, sizeof *m);
+    if (!m) return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
+    if ((st = muse_gguf_open(path, &m->gguf, err))) goto fail;
+    if ((st = muse_hparams_load(&m->hp, m->gguf, err))) goto fail;
+    if ((st = muse_weights_bind(&m->w, &m->hp, m->gguf, err))) goto fail;
+    *out = m;
+    return MUSE_OK;
+fail:
+    muse_error_prefix(err, "%s: ", path);
+    muse_model_free(m);
+    return st;
+}
+
+void muse_model_free(struct muse_model *m) {
+    if (!m) return;
+    muse_weights_free(&m->w);
+    muse_gguf_free(m->gguf);
+    free(m);
+}
+
+const struct muse_hparams *muse_model_hparams(const struct muse_model *m) { return &m->hp; }
+const struct muse_weights *muse_model_weights(const struct muse_model *m) { return &m->w; }
+int32_t muse_model_n_vocab(const struct muse_model *m) { return (int32_t)m->w.n_vocab; }
+int32_t muse_model_n_ctx_train(const struct muse_model *m) { return (int32_t)m->hp.n_ctx_train; }
+int32_t muse_model_n_layer(const struct muse_model *m) { return (int32_t)m->hp.n_layer; }
+int32_t muse_model_n_embd(const struct muse_model *m) { return (int32_t)m->hp.n_embd; }
+int32_t muse_model_token_bos(const struct muse_model *m) { return m->hp.bos_token_id; }
+int32_t muse_model_token_eos(const struct muse_model *m) { return m->hp.eos_token_id; }
+int32_t muse_model_token_eot(const struct muse_model *m) { return m->hp.eot_token_id; }
+
+int muse_model_token_is_stop(const struct muse_model *m, int32_t token) {
+    return token >= 0 && (token == m->hp.eos_token_id || token == m->hp.eot_token_id);
+}
+
+void muse_model_desc(const struct muse_model *m, char *buf, size_t size) {
+    const struct muse_hparams *hp = &m->hp;
+    const char *type = hp->n_layer ? muse_type_layouts[m->w.layers[0].ffn_down.type].name : "?";
+    snprintf(buf, size, "%s %s %s: %u layers (%u SWA, window %u), n_embd %u, heads %u/%u, head_dim %u, n_ff %u, vocab %d",
+             hp->arch, muse_hparams_type_label(hp), type ? type : "?", hp->n_layer, muse_hparams_n_swa_layers(hp),
+             hp->n_swa, hp->n_embd, hp->n_head[0], hp->n_head_kv[0], hp->n_embd_head_k, hp->n_ff[0],
+             (int)m->w.n_vocab);
+}
+
+// ---- context -----------------------------------------------------------------------------------
+
+static const char *const kv_type_names[MUSE_KV_TYPE_COUNT] = {"f16", "f32", "q8_0"};
+static const enum muse_type kv_type_ids[MUSE_KV_TYPE_COUNT] = {MUSE_TYPE_F16, MUSE_TYPE_F32, MUSE_TYPE_Q8_0};
+
+int muse_kv_type_from_name(const char *name) {
+    for (int i = 0; i < MUSE_KV_TYPE_COUNT; i++)
+        if (!strcmp(name, kv_type_names[i])) return i;
+    return -1;
+}
+
+const char *muse_kv_type_name(enum muse_kv_type type) {
+    return (unsigned)type < MUSE_KV_TYPE_COUNT ? kv_type_names[type] : "?";
+}
+
+struct muse_context_params muse_context_default_params(void) {
+    struct muse_context_params p = {0};
+    p.n_ctx = 0;
+    p.n_batch = 512;
+    p.n_threads = 0;
+    p.kv_type = MUSE_KV_TYPE_F16;
+    p.backend = NULL;
+    return p;
+}
+
+void muse_context_free(struct muse_context *ctx) {
+    if (!ctx) return;
+    if (ctx->ops && ctx->backend_state) ctx->ops->free(ctx->backend_state);
+    muse_run_state_free(ctx->rs);
+    muse_kv_cache_free(ctx->kv);
+    free(ctx->pos);
+    free(ctx);
+}
+
+muse_status muse_context_create(struct muse_model *model, struct muse_context_params params, struct muse_context **out,
+                                struct muse_error *err) {
+    const struct muse_hparams *hp = &model->hp;
+    muse_status st;
+    *out = NULL;
+    const char *bname = params.backend ? params.backend : "cpu";
+    const struct muse_backend_ops *ops = muse_backend_find(bname);
+    if (!ops) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "unknown backend '%s'", bname);
+    if ((unsigned)params.kv_type >= MUSE_KV_TYPE_COUNT)
+        return muse_error_set(err, MUSE_ERR_INVALID_ARG, "bad KV cache type %d", (int)params.kv_type);
+    if (params.n_ctx == 0) params.n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
+    if (params.n_ctx > hp->n_ctx_train)
+        return muse_error_set(err, MUSE_ERR_INVALID_ARG, "context size %u exceeds the model's context_length %u",
+                              params.n_ctx, hp->n_ctx_train);
+    if (params.n_ctx > INT32_MAX / 2) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "context size %u is too large", params.n_ctx);
+    if (params.n_batch == 0) params.n_batch = 512;
+    if (params.n_batch > params.n_ctx) params.n_batch = params.n_ctx;
+    if (params.n_threads == 0) params.n_threads = ops == &muse_backend_ref_ops ? 1 : (uint32_t)muse_cpu_features()->n_physical;
+
+    struct muse_context *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
+    ctx->model = model;
+    ctx->ops = ops;
+    params.backend = ops->name;
+    ctx->params = params;
+    ctx->pos = malloc(sizeof(int32_t) * params.n_batch);
+    if (!ctx->pos) {
+        st = muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    if ((st = muse_kv_cache_create(hp, params.n_ctx, params.n_batch, kv_type_ids[params.kv_type], params.swa_full != 0,
+                                   &ctx->kv, err)))
+        goto fail;
+    if ((st = muse_run_state_create(hp, &model->w, (int32_t)params.n_batch, &ctx->rs, err))) goto fail;
+    struct muse_backend_plan plan = {
+        .n_batch = (int32_t)params.n_batch,
+        .max_ne0 = muse_weights_max_ne0(hp, &model->w),
+        .max_cells = params.n_ctx,
+        .max_head_dim = (int32_t)(hp->n_embd_head_k > hp->n_embd_head_k_swa ? hp->n_embd_head_k : hp->n_embd_head_k_swa),
+        .n_threads = (int32_t)params.n_threads,
+    };
+    if ((st = ops->init(&plan, &ctx->backend_state, err))) goto fail;
+    *out = ctx;
+    return MUSE_OK;
+fail:
+    muse_context_free(ctx);
+    return st;
+}
+
+uint32_t muse_context_n_ctx(const struct muse_context *ctx) { return ctx->params.n_ctx; }
+int32_t muse_context_n_past(const struct muse_context *ctx) { return ctx->kv->n_past; }
+const char *muse_context_backend(const struct muse_context *ctx) { return ctx->ops->name; }
+
+/* Shared body of muse_eval / muse_eval_embd: exactly one of tokens / embd is non-NULL. */
+static muse_status eval(struct muse_context *ctx, const int32_t *tokens, const float *embd, int32_t n_tokens,
+                        float *logits, int logits_all, struct muse_error *err) {
+    const struct muse_model *m = ctx->model;
+    const int32_t n_vocab = (int32_t)m->w.n_vocab;
+    const int64_t n_embd = m->hp.n_embd;
+    struct muse_kv_cache *kv = ctx->kv;
+    if (n_tokens < 1) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "nothing to evaluate (0 tokens)");
+    for (int32_t i = 0; tokens && i < n_tokens; i++)
+        if (tokens[i] < 0 || tokens[i] >= n_vocab)
+            return muse_error_set(err, MUSE_ERR_INVALID_ARG, "token id %d at index %d is out of range (vocabulary %d)",
+                                  tokens[i], i, n_vocab);
+    if ((int64_t)kv->n_past + n_tokens > (int64_t)ctx->params.n_ctx)
+        return muse_error_set(err, MUSE_ERR_CONTEXT,
+                              "%d tokens after %d already in the context exceed the context size %u (use a larger --ctx-size)",
+                              n_tokens, kv->n_past, ctx->params.n_ctx);
+    const int32_t n_batch = (int32_t)ctx->params.n_batch;
+    for (int32_t done = 0; done < n_tokens;) {
+        const int32_t n = n_tokens - done < n_batch ? n_tokens - done : n_batch;
+        const bool last_chunk = done + n == n_tokens;
+        for (int32_t i = 0; i < n; i++) ctx->pos[i] = kv->n_past + i;
+        struct muse_forward_args a = {
+            .tokens = tokens ? tokens + done : NULL, .embd = embd ? embd + (size_t)done * n_embd : NULL,
+            .pos = ctx->pos, .n_tokens = n, .first_logit_row = n, .logits = NULL,
+            .trace = ctx->params.trace, .trace_user = ctx->params.trace_user, .trace_n_pos = ctx->params.trace_n_pos,
+            .capture = ctx->params.capture, .capture_user = ctx->params.capture_user,
+        };
+        if (logits && logits_all) {
+            a.first_logit_row = 0;
+            a.logits = logits + (size_t)done * n_vocab;
+        } else if (logits && last_chunk) {
+            a.first_logit_row = n - 1;
+            a.logits = logits;
+        }
+        muse_forward(&m->hp, &m->w, ctx->ops, ctx->backend_state, ctx->rs, kv, &a);
+        kv->n_past += n;
+        done += n;
+    }
+    return MUSE_OK;
+}
+
+muse_status muse_eval(struct muse_context *ctx, const int32_t *tokens, int32_t n_tokens, float *logits, int logits_all,
+                      struct muse_error *err) {
+    if (!tokens) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "no tokens");
+    return eval(ctx, tokens, NULL, n_tokens, logits, logits_all, err);
+}
+
+muse_status muse_eval_embd(struct muse_context *ctx, const float *embd, int32_t n_tokens, float *logits, int logits_all,
+                           struct muse_error *err) {
+    if (!embd) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "no embeddings");
+    return eval(ctx, NULL, embd, n_tokens, logits, logits_all, err);
+}
+
+void muse_kv_clear(struct muse_context *ctx) { muse_kv_cache_clear(ctx->kv); }
+
+muse_status muse_kv_truncate(struct muse_context *ctx, int32_t n_keep, struct muse_error *err) {
+    return muse_kv_cache_truncate(ctx->kv, n_keep, err);
+}

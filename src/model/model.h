@@ -1,0 +1,33 @@
+/*
+ * model.h - the internals behind the public muse_model / muse_context handles (include/muse.h),
+ * for other floors that need the hyperparameters or weights directly (tools, drafter, server).
+ */
+#pragma once
+
+#include "gguf/gguf.h"
+#include "model/backend.h"
+#include "model/forward.h"
+#include "model/hparams.h"
+#include "model/kv_cache.h"
+#include "model/weights.h"
+#include "muse.h"
+
+struct muse_model {
+    struct muse_gguf *gguf;    /* owns the mapping every weight view points into */
+    struct muse_hparams hp;
+    struct muse_weights w;
+};
+
+struct muse_context {
+    struct muse_model *model;
+    struct muse_context_params params;  /* as resolved (n_ctx, n_batch, backend filled in) */
+    const struct muse_backend_ops *ops;
+    void *backend_state;
+    struct muse_run_state *rs;
+    struct muse_kv_cache *kv;
+    int32_t *pos;                       /* [n_batch] positions of the current micro-batch */
+};
+
+/* Hyperparameters / weights of a loaded model. */
+const struct muse_hparams *muse_model_hparams(const struct muse_model *model);
+const struct muse_weights *muse_model_weights(const struct muse_model *model);

@@ -379,7 +379,25 @@ static int dump_prompt(struct session *s, const char *user) {
 }
 
 static void repl_help(void) {
-    printf("commands: /reset (forget the conversation), /system TEXT (set the system prompt), /exit\n");
+    printf("commands: /reset (forget the conversation), /system TEXT (set the system prompt),\n"
+           "          /tool TEXT (answer the last tool call with TEXT and continue), /exit\n");
+}
+
+/* Add a tool result for the most recent tool call; false when there is none. */
+static bool add_tool_result(struct session *s, const char *text) {
+    const cJSON *msgs = muse_chat_messages(s->chat);
+    const cJSON *last = cJSON_GetArrayItem(msgs, cJSON_GetArraySize(msgs) - 1);
+    const cJSON *calls = cJSON_GetObjectItemCaseSensitive(last, "tool_calls");
+    const cJSON *call = cJSON_GetArrayItem(calls, cJSON_GetArraySize(calls) - 1);
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(call, "id");
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(call, "function"), "name");
+    if (!cJSON_IsString(id) || !cJSON_IsString(name)) return false;
+    cJSON *m = cJSON_CreateObject();
+    bool ok = m && cJSON_AddStringToObject(m, "role", "tool") && cJSON_AddStringToObject(m, "tool_call_id", id->valuestring) &&
+              cJSON_AddStringToObject(m, "name", name->valuestring) && cJSON_AddStringToObject(m, "content", text) &&
+              muse_chat_add_json(s->chat, m, NULL) == MUSE_OK;
+    cJSON_Delete(m);
+    return ok;
 }
 
 static int repl(struct session *s) {
@@ -408,6 +426,9 @@ static int repl(struct session *s) {
                 s->system_owned = line[7] ? strdup(line + 8) : NULL;
                 s->copts.system_prompt = s->system_owned;
                 printf(s->system_owned ? "(system prompt set)\n" : "(system prompt cleared)\n");
+            } else if (!strncmp(line, "/tool ", 6)) {
+                if (add_tool_result(s, line + 6)) run_turn(s);
+                else printf("(no tool call to answer)\n");
             } else if (!strcmp(line, "/help")) {
                 repl_help();
             } else {

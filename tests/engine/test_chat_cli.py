@@ -41,6 +41,19 @@ if m:
     check('BOS text became the BOS id, once', ids[0] == bos and ids.count(bos) == 1, str(ids[:5]))
     check('<|eot|> parsed as a special token (system and user turns)', ids.count(eot) == 2, str(ids))
 
+# --- muse template: the file's template, the built-in one, errors ---
+shared = os.environ.get('MUSE_SHARED', os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', 'shared'))
+conv = os.path.join(shared, 'golden', 'chat', 'conversations', '28_muse_public_tool_round_trip.json')
+want = open(os.path.join(shared, 'golden', 'chat', 'expected', 'muse-glimmer__28_muse_public_tool_round_trip.txt'), 'rb').read()
+for args, what in (([ '--model', model], 'template from the GGUF'), ([], 'built-in template')):
+    p = subprocess.run([MUSE, 'template'] + args + ['--conversation', conv, '--bos', '<|begin_of_text|>', '--now', '2026-11-29'],
+                       capture_output=True)
+    check('muse template with the %s matches the golden' % what, p.returncode == 0 and p.stdout == want, p.stderr.decode())
+bad = os.path.join(tmp, 'bad.jinja')
+open(bad, 'w').write('ok\n{{ messages[0].content ~ }}')
+p = subprocess.run([MUSE, 'template', '--template', bad, '--conversation', conv], capture_output=True, text=True)
+check('a template syntax error: status 1, line and column on stderr', p.returncode == 1 and 'line 2, column' in p.stderr and p.stdout == '', p.stderr)
+
 # --- a bad reasoning strength is refused ---
 p = subprocess.run([MUSE, 'chat', '-m', model, '-p', 'x', '--reasoning', 'off'], capture_output=True, text=True)
 check('--reasoning off refused', p.returncode == 2 and 'low' in p.stderr, p.stderr)

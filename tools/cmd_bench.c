@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 #include "core/cpu.h"
@@ -37,7 +38,9 @@ static void usage(FILE *f) {
             "  -d, --n-depth D      tokens already in the context before each test (default 0)\n"
             "  -r, --repetitions R  timed repeats per test, after one warm-up (default 5)\n"
             "  --json               llama-bench JSON records instead of the markdown table\n"
-            "  --roofline           also measure read bandwidth and the decode roofline\n");
+            "  --roofline           also measure read bandwidth and the decode roofline\n"
+            "  --cpu-time           time with process CPU time / threads instead of the wall clock (a\n"
+            "                       shared, oversubscribed machine: leaves out waiting for a core)\n");
     model_opts_usage(f);
 }
 
@@ -83,12 +86,20 @@ static bool prepare(struct muse_context *ctx, const int32_t *tokens, int depth) 
     return true;
 }
 
-/* One run of a test; returns its nanoseconds or -1 on error. */
+static double cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/* One run of a test; returns its nanoseconds (wall clock, or CPU time / cpu_threads when
+ * cpu_threads > 0) or -1 on error. */
 static double run_once(struct muse_context *ctx, const int32_t *tokens, int depth, int n_prompt, int n_gen,
-                       float *logits) {
+                       float *logits, int cpu_threads) {
     struct muse_error err;
     if (!prepare(ctx, tokens, depth)) return -1;
     const int32_t *t = tokens + depth;
+    const double c0 = cpu_ns();
     int64_t t0 = muse_time_us();
     if (n_prompt > 0) {
         if (muse_eval(ctx, t, n_prompt, logits, 0, &err)) {
@@ -102,6 +113,7 @@ static double run_once(struct muse_context *ctx, const int32_t *tokens, int dept
                 return -1;
             }
     }
+    if (cpu_threads > 0) return (cpu_ns() - c0) / cpu_threads;
     return (double)(muse_time_us() - t0) * 1e3;
 }
 
@@ -125,7 +137,7 @@ int cmd_bench(int argc, char **argv) {
     struct model_opts o;
     model_opts_init(&o);
     int64_t n_prompt = 512, n_gen = 128, depth = 0, reps = 5;
-    bool json = false, roofline = false;
+    bool json = false, roofline = false, cpu_time = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         int r = model_opts_parse(&o, argc, argv, &i);
@@ -143,6 +155,8 @@ int cmd_bench(int argc, char **argv) {
             json = true;
         } else if (!strcmp(a, "--roofline")) {
             roofline = true;
+        } else if (!strcmp(a, "--cpu-time")) {
+            cpu_time = true;
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             return 0;
@@ -196,9 +210,9 @@ int cmd_bench(int argc, char **argv) {
         r->n_gen = g;
         r->n_depth = (int)depth;
         r->reps = (int)reps;
-        if (run_once(ctx, tokens, (int)depth, p, p ? 0 : 1, logits) < 0) goto done;  /* warm-up */
+        if (run_once(ctx, tokens, (int)depth, p, p ? 0 : 1, logits, 0) < 0) goto done;  /* warm-up */
         for (int k = 0; k < reps; k++) {
-            double ns = run_once(ctx, tokens, (int)depth, p, g, logits);
+            double ns = run_once(ctx, tokens, (int)depth, p, g, logits, cpu_time ? n_threads : 0);
             if (ns < 0) goto done;
             r->samples_ns[k] = ns;
             r->samples_ts[k] = (p ? p : g) / (ns * 1e-9);
@@ -244,6 +258,7 @@ int cmd_bench(int argc, char **argv) {
             cJSON_AddNumberToObject(o2, "n_prompt", r->n_prompt);
             cJSON_AddNumberToObject(o2, "n_gen", r->n_gen);
             cJSON_AddNumberToObject(o2, "n_depth", r->n_depth);
+            cJSON_AddStringToObject(o2, "timing", cpu_time ? "cpu_time_per_thread" : "wall");
             cJSON_AddNumberToObject(o2, "avg_ns", round(r->avg_ns));
             cJSON_AddNumberToObject(o2, "stddev_ns", round(r->stddev_ns));
             cJSON_AddNumberToObject(o2, "avg_ts", r->avg_ts);
@@ -272,6 +287,7 @@ int cmd_bench(int argc, char **argv) {
         for (int i = 0; i < n_res; i++)
             printf("| %s | %.2f MiB | %.2f M | %s (%s) | %d | %s | %.2f ± %.2f |\n", desc, size / 1048576.0,
                    n_params * 1e-6, backend, level, n_threads, res[i].test, res[i].avg_ts, res[i].stddev_ts);
+        if (cpu_time) printf("\n(timed with process CPU time / %d threads, not the wall clock)\n", n_threads);
         if (roofline)
             printf("\nread bandwidth %.2f GB/s (%d threads); weights read per decode token %.2f MiB; "
                    "decode roofline %.2f t/s\n",

@@ -6,7 +6,7 @@
  * weight rows, each summed strictly in order (4x8 transposes bring element i of 4 rows into
  * one vector).
  *
- * Shape: 4 weight rows at a time against activation rows in groups of up to MUSE_GEMM_MAX_NY;
+ * Shape: 4 weight rows at a time against activation rows in groups of up to 4;
  * each weight chunk is widened and transposed once per group.
  */
 #include "kernels/kernels_isa.h"
@@ -15,7 +15,7 @@
 #include "kernels/kernels.h"
 #include "kernels/simd_avx2.h"
 
-#define NY_MAX MUSE_GEMM_MAX_NY
+#define NY_MAX 4   /* activation rows per pass over a weight row */
 
 enum float_kind { KIND_F32, KIND_F16, KIND_BF16 };
 

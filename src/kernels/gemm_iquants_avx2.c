@@ -5,7 +5,7 @@
  * exact and the float part is ggml's generic one, sumf += (d_w * d_a) * (float)bsum, then
  * 0.125 * sumf: the result equals vec_dot_ref bit for bit.
  *
- * Shape: activation rows in groups of up to MUSE_GEMM_MAX_NY; the grid values and sign masks
+ * Shape: activation rows in groups of up to 8; the grid values and sign masks
  * of each 32-element group are unpacked once per group of rows.
  */
 #include "kernels/kernels_isa.h"
@@ -15,7 +15,7 @@
 #include "kernels/quant_tables.h"
 #include "kernels/simd_avx2.h"
 
-#define NY_MAX MUSE_GEMM_MAX_NY
+#define NY_MAX 8   /* activation rows per pass over a weight row */
 
 /* The 8 signs of a 7-bit sign index k as bytes +1 / -1 (element j negative when bit j of
  * ksigns(k) = k | parity(k) << 7 is set), packed in a u64: one load per sub-group of 8. */
@@ -94,7 +94,11 @@ MUSE_AVX2_INLINE void iq2_xxs_rows(int64_t nb, const char *w, size_t w_stride, i
         case 1: CALL(1); break;                                                             \
         case 2: CALL(2); break;                                                             \
         case 3: CALL(3); break;                                                             \
-        default: CALL(4); break;                                                            \
+        case 4: CALL(4); break;                                                             \
+        case 5: CALL(5); break;                                                             \
+        case 6: CALL(6); break;                                                             \
+        case 7: CALL(7); break;                                                             \
+        default: CALL(8); break;                                                            \
         }                                                                                   \
     }
 

@@ -9,7 +9,7 @@
  * "class" layout (MUSE_ACT_Q8K_PERM8: each 32-byte group of qs permuted by avx2_perm8) and the
  * weight codes get the same permutation after unpacking.
  *
- * Shape: activation rows in groups of up to MUSE_GEMM_MAX_NY; the codes and scales of each
+ * Shape: activation rows in groups of up to 8; the codes and scales of each
  * weight super-block are unpacked once per group.
  */
 #include "kernels/kernels_isa.h"
@@ -18,7 +18,7 @@
 #include "kernels/kernels.h"
 #include "kernels/simd_avx2.h"
 
-#define NY_MAX MUSE_GEMM_MAX_NY
+#define NY_MAX 8   /* activation rows per pass over a weight row */
 
 // ---- Q4_K / Q5_K ------------------------------------------------------------------------
 
@@ -182,7 +182,11 @@ MUSE_AVX2_INLINE void q6_rows(int64_t nb, const char *w, size_t w_stride, int64_
         case 1: CALL(1); break;                                                             \
         case 2: CALL(2); break;                                                             \
         case 3: CALL(3); break;                                                             \
-        default: CALL(4); break;                                                            \
+        case 4: CALL(4); break;                                                             \
+        case 5: CALL(5); break;                                                             \
+        case 6: CALL(6); break;                                                             \
+        case 7: CALL(7); break;                                                             \
+        default: CALL(8); break;                                                            \
         }                                                                                   \
     }
 

@@ -44,31 +44,46 @@ MUSE_AVX2_INLINE __m128 terms4(__m128i s, __m128 dw, __m128 da, const int scale_
     return scale_q4 ? _mm_mul_ps(_mm_mul_ps(sf, dw), da) : _mm_mul_ps(sf, _mm_mul_ps(dw, da));
 }
 
+/* Rows ny >= 2: the chains of the 4 activation rows run in the 4 lanes of one vector (row r in
+ * lane r), so each row still adds its block terms in block order, 4 rows per vaddps. */
 #define LEGACY_ROWS(BLOCK, unpack, SCALE_Q4)                                                                \
     MUSE_AVX2_INLINE void BLOCK##_row(int64_t nb, const struct muse_block_##BLOCK *w, const char *act,      \
                                       size_t act_stride, const int ny, float *out, int64_t out_stride) {    \
-        float sumf[NY_MAX];                                                                                  \
-        for (int r = 0; r < ny; r++) sumf[r] = 0.0f;                                                         \
+        __m128 sumv = _mm_setzero_ps();                                                                      \
+        float sum1 = 0.0f;                                                                                   \
         int64_t ib = 0;                                                                                      \
         for (; ib + 4 <= nb; ib += 4) {                                                                      \
             __m256i q[4], aq[4];                                                                             \
+            MUSE_UNROLL \
             for (int k = 0; k < 4; k++) {                                                                    \
                 q[k] = unpack(&w[ib + k]);                                                                   \
                 aq[k] = _mm256_sign_epi8(q[k], q[k]);                                                        \
             }                                                                                                \
             const __m128 dw = _mm_setr_ps(avx2_h2f(w[ib].d), avx2_h2f(w[ib + 1].d), avx2_h2f(w[ib + 2].d),   \
                                           avx2_h2f(w[ib + 3].d));                                            \
+            __m128 t[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};          \
+            MUSE_UNROLL \
             for (int r = 0; r < ny; r++) {                                                                   \
                 const struct muse_block_q8_0 *a = (const void *)(act + r * act_stride);                      \
                 __m256i p[4];                                                                                \
+                MUSE_UNROLL \
                 for (int k = 0; k < 4; k++)                                                                  \
                     p[k] = avx2_sum_i16_pairs(                                                               \
                         _mm256_maddubs_epi16(aq[k], _mm256_sign_epi8(avx2_load(a[ib + k].qs), q[k])));      \
                 const __m128 da = _mm_setr_ps(avx2_h2f(a[ib].d), avx2_h2f(a[ib + 1].d), avx2_h2f(a[ib + 2].d), \
                                               avx2_h2f(a[ib + 3].d));                                        \
-                sumf[r] = chain4(sumf[r], terms4(hsum4_epi32(p[0], p[1], p[2], p[3]), dw, da, SCALE_Q4));     \
+                t[r] = terms4(hsum4_epi32(p[0], p[1], p[2], p[3]), dw, da, SCALE_Q4);                        \
+            }                                                                                                \
+            if (ny == 1) {                                                                                   \
+                sum1 = chain4(sum1, t[0]);                                                                   \
+            } else {                                                                                         \
+                _MM_TRANSPOSE4_PS(t[0], t[1], t[2], t[3]);                                                   \
+                sumv = _mm_add_ps(_mm_add_ps(_mm_add_ps(_mm_add_ps(sumv, t[0]), t[1]), t[2]), t[3]);         \
             }                                                                                                \
         }                                                                                                    \
+        float sumf[4];                                                                                       \
+        _mm_storeu_ps(sumf, sumv);                                                                           \
+        if (ny == 1) sumf[0] = sum1;                                                                         \
         for (; ib < nb; ib++) {                                                                              \
             const __m256i q = unpack(&w[ib]);                                                                \
             const float dw = avx2_h2f(w[ib].d);                                                              \

@@ -16,18 +16,21 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "model/backend.h"
 #include "model/model.h"
 #include "model_fixture.h"
 #include "test.h"
 
 static char path[256];
 static int n_vocab;
+static const char *g_backend = "ref"; /* every test runs once per backend */
 
 /* logits [n][n_vocab] of tokens through a fresh context with the given params */
 static bool run(struct muse_model *m, struct muse_context_params cp, const int32_t *toks, int n, float *out,
                 bool one_by_one) {
     struct muse_context *ctx;
     struct muse_error err;
+    if (!cp.backend) cp.backend = g_backend;
     if (muse_context_create(m, cp, &ctx, &err)) {
         fprintf(stderr, "context: %s\n", err.msg);
         return false;
@@ -114,6 +117,7 @@ static void test_chunking_and_ring(void) {
     struct muse_error err;
     cp = muse_context_default_params();
     cp.n_ctx = 16;
+    cp.backend = g_backend;
     if (muse_context_create(m, cp, &ctx, &err) == MUSE_OK) {
         muse_status st = muse_eval(ctx, toks, 17, b, 1, &err);
         TEST_CONDF(st == MUSE_ERR_CONTEXT && strstr(err.msg, "context"), "17 tokens in 16: status %d '%s'", st, err.msg);
@@ -129,6 +133,7 @@ static void test_chunking_and_ring(void) {
     cp = muse_context_default_params();
     cp.kv_type = MUSE_KV_TYPE_F32;
     cp.n_batch = 16; /* SWA ring of 4 + 16 cells */
+    cp.backend = g_backend;
     if (muse_context_create(m, cp, &ctx, &err) == MUSE_OK) {
         bool ok = muse_eval(ctx, toks, NTOK, b, 1, &err) == MUSE_OK;
         ok = ok && muse_kv_truncate(ctx, 30, &err) == MUSE_OK && muse_context_n_past(ctx) == 30;
@@ -272,13 +277,84 @@ static void test_trace(void) {
     muse_model_free(m);
 }
 
+struct capture_rec {
+    int calls;
+    int rows_l0;
+    double max_err_l0; /* layer-0 input vs an independent RMS norm of the embedding row */
+    const float *embd; /* token_embd data (F32 fixture) */
+    const int32_t *toks;
+};
+
+static void capture_cb(void *user, int32_t il, const int32_t *pos, int32_t n, const float *x) {
+    struct capture_rec *r = user;
+    r->calls++;
+    if (il != 0) return;
+    for (int32_t i = 0; i < n; i++, r->rows_l0++) {
+        const float *e = r->embd + (size_t)r->toks[pos[i]] * 64;
+        double ss = 0;
+        for (int j = 0; j < 64; j++) ss += (double)e[j] * e[j];
+        double sc = 1.0 / sqrt(ss / 64 + 1e-5);
+        for (int j = 0; j < 64; j++) r->max_err_l0 = fmax(r->max_err_l0, fabs(x[(size_t)i * 64 + j] - e[j] * sc));
+    }
+}
+
+static void test_embd_and_capture(void) {
+    struct fx_spec s = fx_default();
+    struct muse_model *m = load_spec(&s);
+    if (!m) return;
+    int32_t toks[12];
+    make_prompt(toks, 12, 11);
+    const struct muse_weights *w = muse_model_weights(m);
+    const float *te = w->token_embd.data; /* F32 [n_vocab][64] */
+    float *rows = malloc(sizeof(float) * 12 * 64);
+    for (int i = 0; i < 12; i++) memcpy(rows + i * 64, te + (size_t)toks[i] * 64, 64 * sizeof(float));
+    size_t sz = (size_t)12 * n_vocab;
+    float *a = malloc(sz * 4), *b = malloc(sz * 4);
+    struct muse_context_params cp = muse_context_default_params();
+    cp.n_batch = 5;
+    struct capture_rec rec = {.embd = te, .toks = toks};
+    cp.capture = capture_cb;
+    cp.capture_user = &rec;
+    struct muse_context *ctx;
+    struct muse_error err;
+    TEST_COND("token run", run(m, cp, toks, 12, a, false));
+    TEST_CONDF(rec.calls == 3 * 4, "capture calls %d, want 3 micro-batches x 4 layers", rec.calls);
+    TEST_CONDF(rec.rows_l0 == 12 && rec.max_err_l0 < 1e-5, "layer-0 input is the normed embedding: rows %d err %g",
+               rec.rows_l0, rec.max_err_l0);
+    cp.capture = NULL;
+    cp.backend = g_backend;
+    if (muse_context_create(m, cp, &ctx, &err) == MUSE_OK) {
+        TEST_COND("embd run", muse_eval_embd(ctx, rows, 12, b, 1, &err) == MUSE_OK);
+        TEST_COND("embedding rows == token rows (bitwise)", !memcmp(a, b, sz * 4));
+        /* the weightless RMS norm is applied to injected rows: scaling them changes almost nothing */
+        for (int i = 0; i < 12 * 64; i++) rows[i] *= 3.0f;
+        muse_kv_clear(ctx);
+        TEST_COND("scaled embd run", muse_eval_embd(ctx, rows, 12, b, 1, &err) == MUSE_OK);
+        double d = max_diff(a, b, sz);
+        TEST_CONDF(d < 1e-3, "scaled injected rows change logits by %g (norm not applied?)", d);
+        muse_context_free(ctx);
+    }
+    free(rows);
+    free(a);
+    free(b);
+    muse_model_free(m);
+}
+
 int main(void) {
     snprintf(path, sizeof path, "/tmp/muse-test-forward-%d.gguf", (int)getpid());
-    test_chunking_and_ring();
-    test_window_reach();
-    test_nope();
-    test_pattern_forms_same_logits();
-    test_trace();
+    const char *backends[] = {"ref", "cpu"};
+    for (int i = 0; i < 2; i++) {
+        if (!muse_backend_find(backends[i])) continue;
+        g_backend = backends[i];
+        int before = test_n_failed;
+        test_chunking_and_ring();
+        test_window_reach();
+        test_nope();
+        test_pattern_forms_same_logits();
+        test_trace();
+        test_embd_and_capture();
+        if (test_n_failed != before) fprintf(stderr, "(failures above: backend %s)\n", g_backend);
+    }
     unlink(path);
     return TEST_REPORT();
 }

@@ -127,7 +127,7 @@ int cmd_logits(int argc, char **argv) {
            desc, muse_context_backend(ctx));
     printf("\"n_vocab\": %d, \"n_ctx\": %u, \"n_threads\": %u, \"n_batch\": %d, \"n_ubatch\": %d, \"flash_attn\": \"off\", "
            "\"kv_type\": \"%s\", \"top_k\": %lld,\n",
-           n_vocab, muse_context_n_ctx(ctx), mo.cparams.n_threads ? mo.cparams.n_threads : 1, n_batch, n_batch,
+           n_vocab, muse_context_n_ctx(ctx), muse_context_n_threads(ctx), n_batch, n_batch,
            muse_kv_type_name(mo.cparams.kv_type), (long long)k);
     printf("\"prompt\": [");
     for (int32_t i = 0; i < n_prompt; i++) printf("%s%d", i ? ", " : "", prompt[i]);

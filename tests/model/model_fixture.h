@@ -34,6 +34,7 @@ struct fx_spec {
     const char *bad_tensor;     /* a tensor written with ne1 (or ne0 for vectors) + 16 */
     const char *omit_tensor;    /* a tensor left out */
     bool q8_0;                  /* matrices in Q8_0 instead of F32 */
+    int n_tokens_kv;            /* > 0: write tokenizer.ggml.tokens with this many entries */
     uint64_t seed;
 };
 
@@ -132,6 +133,12 @@ static bool fx_write(const char *path, const struct fx_spec *s) {
     case FX_PATTERN_U32: muse_gguf_writer_set_u32(w, KEY("attention.sliding_window_pattern"), s->period); break;
     case FX_PATTERN_NONE: break;
     case FX_PATTERN_SHORT: muse_gguf_writer_set_arr(w, KEY("attention.sliding_window_pattern"), MUSE_GGUF_TYPE_BOOL, b, (uint64_t)s->n_layer - 1); break;
+    }
+    if (s->n_tokens_kv > 0) {
+        const char **strs = malloc(sizeof(char *) * (size_t)s->n_tokens_kv);
+        for (int i = 0; i < s->n_tokens_kv; i++) strs[i] = "t";
+        muse_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", strs, (uint64_t)s->n_tokens_kv);
+        free(strs);
     }
     muse_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)s->n_vocab - 3);
     muse_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)s->n_vocab - 2);

@@ -64,6 +64,9 @@ static muse_status get_tensor(const struct muse_gguf *g, const char *name, bool 
     case KIND_EMBD:
         if (!lay || !muse_type_traits[t->type].to_float)
             return muse_error_set(err, MUSE_ERR_UNSUPPORTED, "tensor '%s' has type %s, which cannot be dequantized", name, tname);
+        if (ne0 % lay->block_size)
+            return muse_error_set(err, MUSE_ERR_SHAPE, "tensor '%s': row length %lld is not a multiple of the %s block size",
+                                  name, (long long)ne0, tname);
         break;
     }
     w->data = t->data;

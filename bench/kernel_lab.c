@@ -3,12 +3,16 @@
  * (vec_dot_ref), then times it at a decode shape (1 activation row: GB/s of weights) and a
  * prefill shape (many activation rows: GOP/s, and the per-token speed-up over decode).
  *
- *   build/bench/kernel_lab [-t THREADS] [-T type,type,...] [-m NE0xROWS] [-p N_ACT] [-P ROWS] [-r REPS]
+ *   build/bench/kernel_lab [-t THREADS] [-T type,type,...] [-m NE0xROWS] [-p N_ACT] [-P ROWS] [-r REPS] [-c]
+ *
+ * -c times with process CPU time divided by the threads instead of the wall clock: on a shared,
+ * oversubscribed machine it leaves out the time the threads waited for a core.
  *
  * Defaults: the 30B FFN shape 6656x19968 for decode, its first 2048 rows for prefill with 512
  * activation rows, all physical cores, 3 repeats. MUSE_CPU=scalar|avx2|avx512 picks the level.
  */
 #include <math.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,14 +39,26 @@ static void lab_fn(int ith, int nth, void *vctx) {
     muse_matmul(c->k, &c->w, c->q, c->q_stride, c->n_act, c->out, c->out_stride, ith, nth);
 }
 
-/* best and mean seconds of `reps` runs */
+/* CPU seconds of the whole process (all threads): on a shared, oversubscribed machine this
+ * excludes the time the threads waited for a core. */
+static double cpu_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int use_cpu_time;
+
+/* best and mean seconds of `reps` runs (wall clock, or CPU time / threads with -c) */
 static void time_runs(struct muse_threadpool *pool, struct lab_ctx *c, int reps, double *best, double *mean) {
     *best = 1e30;
     *mean = 0;
     for (int r = 0; r < reps; r++) {
         int64_t t0 = muse_time_us();
+        double c0 = cpu_seconds();
         muse_threadpool_run(pool, lab_fn, c);
-        double s = (double)(muse_time_us() - t0) * 1e-6;
+        double s = use_cpu_time ? (cpu_seconds() - c0) / muse_threadpool_n_threads(pool)
+                                : (double)(muse_time_us() - t0) * 1e-6;
         if (s < *best) *best = s;
         *mean += s / reps;
     }
@@ -69,6 +85,7 @@ int main(int argc, char **argv) {
         } else if (!strcmp(argv[i], "-p") && i + 1 < argc) n_act_p = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-P") && i + 1 < argc) rows_p = atoll(argv[++i]);
         else if (!strcmp(argv[i], "-r") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-c")) use_cpu_time = 1;
         else goto usage;
     }
     if (n_threads < 1 || reps < 1 || n_act_p < 1 || ne0 < 1 || rows < 1 || rows_p < 1) goto usage;
@@ -103,11 +120,14 @@ int main(int argc, char **argv) {
             else memcpy(w + i * row_size, w + (i % 64) * row_size, row_size);  /* fast fill; same bytes read */
         }
         const size_t q_stride = muse_matmul_act_row_size(type, ne0);
-        uint8_t *q = malloc(q_stride * (size_t)n_act_p);
+        uint8_t *q = malloc(q_stride * (size_t)n_act_p);   /* in the kernels' layout */
+        uint8_t *qref = malloc(q_stride * 8);              /* the first 8 rows in the reference layout */
         float *x = malloc(sizeof(float) * (size_t)ne0);
         for (int r = 0; r < n_act_p; r++) {
             for (int64_t j = 0; j < ne0; j++) x[j] = kr_float();
             muse_kernels_quantize_row(k, muse_type_traits[type].vec_dot_type, x, q + r * q_stride, ne0);
+            if (r < 8) memcpy(qref + r * q_stride, q + r * q_stride, q_stride);
+            muse_kernels_prepare_act(k, type, q + r * q_stride, ne0);
         }
         float *out = malloc(sizeof(float) * (size_t)n_act_p * (size_t)rows_p);
         float *ref = malloc(sizeof(float) * 64 * 8);
@@ -122,12 +142,13 @@ int main(int argc, char **argv) {
             muse_threadpool_run(pool, lab_fn, &c);
             c.k = NULL;
             c.out = ref;
+            c.q = qref;
             muse_threadpool_run(pool, lab_fn, &c);
             for (int64_t i = 0; i < c.w.n_rows; i++) {
                 muse_type_traits[type].to_float(w + i * row_size, wf, ne0);
                 double nw = l2(wf, ne0);
                 for (int r = 0; r < na; r++) {
-                    muse_type_traits[muse_type_traits[type].vec_dot_type].to_float(q + r * q_stride, af, ne0);
+                    muse_type_traits[muse_type_traits[type].vec_dot_type].to_float(qref + r * q_stride, af, ne0);
                     double tol = 1e-5 * nw * l2(af, ne0) + 1e-30;
                     double e = fabs((double)out[r * 64 + i] - ref[r * 64 + i]) / tol;
                     if (!(e <= worst)) worst = e;
@@ -158,6 +179,7 @@ int main(int argc, char **argv) {
         fflush(stdout);
         free(w);
         free(q);
+        free(qref);
         free(x);
         free(out);
         free(ref);
@@ -167,6 +189,6 @@ int main(int argc, char **argv) {
     muse_threadpool_free(pool);
     return 0;
 usage:
-    fprintf(stderr, "usage: %s [-t THREADS] [-T type,...] [-m NE0xROWS] [-p N_ACT] [-P ROWS] [-r REPS]\n", argv[0]);
+    fprintf(stderr, "usage: %s [-t THREADS] [-T type,...] [-m NE0xROWS] [-p N_ACT] [-P ROWS] [-r REPS] [-c]\n", argv[0]);
     return 2;
 }

@@ -85,6 +85,8 @@ muse_status muse_model_load(const char *path, struct muse_model_params params, s
 /* Free a model (NULL is fine). Every context made from it must be freed first. */
 void muse_model_free(struct muse_model *model);
 
+/* Model facts (thread-safe, never fail): vocabulary size (rows of token_embd), training context
+ * length, layer count, embedding width. */
 int32_t muse_model_n_vocab(const struct muse_model *model);
 int32_t muse_model_n_ctx_train(const struct muse_model *model);
 int32_t muse_model_n_layer(const struct muse_model *model);
@@ -153,6 +155,7 @@ muse_status muse_context_create(struct muse_model *model, struct muse_context_pa
 
 void muse_context_free(struct muse_context *ctx);
 
+/* Context size in positions (as resolved at creation). */
 uint32_t muse_context_n_ctx(const struct muse_context *ctx);
 /* Tokens stored in the KV cache (the position the next token gets). */
 int32_t muse_context_n_past(const struct muse_context *ctx);
@@ -178,7 +181,7 @@ muse_status muse_eval(struct muse_context *ctx, const int32_t *tokens, int32_t n
 muse_status muse_eval_embd(struct muse_context *ctx, const float *embd, int32_t n_tokens, float *logits,
                            int logits_all, struct muse_error *err);
 
-/* Forget every token (n_past = 0). */
+/* Forget every token (n_past = 0). Cannot fail. */
 void muse_kv_clear(struct muse_context *ctx);
 
 /*

@@ -19,7 +19,8 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: muse run -m MODEL (-p TEXT | --input FILE | --tokens IDS) [--max-tokens N] [sampling] [options]\n"
-            "Generates text from a raw prompt (no chat template). Greedy unless --temperature > 0.\n"
+            "Generates text from a raw prompt (no chat template; --chat applies it: see muse chat --help).\n"
+            "Greedy unless --temperature > 0.\n"
             "  -p, --prompt TEXT      prompt text (tokenized with the model's tokenizer, BOS added)\n"
             "  --input FILE           prompt text from a UTF-8 file\n"
             "  --tokens IDS           prompt as comma-separated token ids (used as given)\n"
@@ -88,6 +89,8 @@ static int parse_sampling(struct run_opts *o, int argc, char **argv, int *i) {
 }
 
 int cmd_run(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--chat")) return cmd_chat(argc, argv); /* chat formatting: tools/cmd_chat.c */
     struct model_opts mo;
     struct run_opts ro = {.max_tokens = 128, .sp = muse_sampler_default_params()};
     model_opts_init(&mo);

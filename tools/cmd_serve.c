@@ -19,7 +19,8 @@ static void usage(FILE *f) {
             "  --port-file FILE    write the bound port to FILE once listening\n"
             "  -np, --parallel N   slots: sequences generated in parallel, each with its own KV cache (default 1)\n"
             "  --queue N           requests that may wait for a slot; beyond that 503 + Retry-After (default 64)\n"
-            "  -c, --ctx-size N    context per slot in tokens (default: the model's)\n"
+            "  -c, --ctx-size N    context per slot in tokens (default: min(4096, the model's))\n"
+            "  -b, --batch-size N  most tokens per forward call (default 512)\n"
             "  --max-body BYTES    largest request body; larger ones get 413 (default 4194304)\n"
             "  --api-key KEY       require `Authorization: Bearer KEY` on everything but /health and /\n"
             "                      (or set MUSE_API_KEY)\n"
@@ -33,7 +34,7 @@ int cmd_serve(int argc, char **argv) {
     struct muse_server_params p = muse_server_default_params();
     const char *model = NULL, *script = NULL, *port_file = NULL;
     bool test_mode = false;
-    int n_ctx = 0;
+    int n_ctx = 0, n_batch = 0;
     int64_t v;
     double d;
     p.api_key = getenv("MUSE_API_KEY");
@@ -75,6 +76,10 @@ int cmd_serve(int argc, char **argv) {
             NEXT();
             if (!cli_parse_int(a, val, 16, 1 << 24, &v)) return 2;
             n_ctx = (int)v;
+        } else if (!strcmp(a, "--batch-size") || !strcmp(a, "-b")) {
+            NEXT();
+            if (!cli_parse_int(a, val, 1, 1 << 16, &v)) return 2;
+            n_batch = (int)v;
         } else if (!strcmp(a, "--max-body")) {
             NEXT();
             if (!cli_parse_int(a, val, 1024, (int64_t)1 << 34, &v)) return 2;
@@ -145,7 +150,8 @@ int cmd_serve(int argc, char **argv) {
         fprintf(stderr, "muse serve: TEST MODE: scripted fake engine, no model (%s)\n", script);
         st = muse_srv_fake_engine_create(script, &eng, &err);
     } else {
-        st = muse_srv_real_engine_create(model, n_ctx, &eng, &err);
+        struct muse_srv_real_params rp = {n_ctx, n_batch};
+        st = muse_srv_real_engine_create(model, &rp, &eng, &err);
     }
     if (st == MUSE_OK) st = muse_server_attach_engine(srv, eng, &err);
     if (st != MUSE_OK) {

@@ -2,10 +2,11 @@
  * cmd_template.c - `muse template`: render a chat template over a conversation file exactly as
  * transformers' apply_chat_template does (see docs/chat.md).
  *
- *   muse template [--template FILE.jinja] --conversation CONV.json [--bos TEXT] [--eos TEXT]
- *                 [--var NAME=JSON]... [--now YYYY-MM-DD]
+ *   muse template [--template FILE.jinja | --model FILE.gguf] --conversation CONV.json [--bos TEXT]
+ *                 [--eos TEXT] [--var NAME=JSON]... [--now YYYY-MM-DD]
  *
- * Without --template the built-in Muse-Glimmer template is used. Prints the rendered text with no
+ * --model takes the GGUF's tokenizer.chat_template; without either the built-in Muse-Glimmer
+ * template is used. Prints the rendered text with no
  * added newline; on a template error prints it on stderr and exits with status 1.
  */
 #include <stdio.h>
@@ -17,6 +18,7 @@
 #include "cli.h"
 #include "engine/chat.h"
 #include "engine/jinja.h"
+#include "gguf/gguf.h"
 
 static char *read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
@@ -46,18 +48,21 @@ static char *read_file(const char *path, size_t *len) {
 
 static void usage(void) {
     fprintf(stderr,
-            "usage: muse template [--template FILE.jinja] --conversation CONV.json [--bos TEXT] [--eos TEXT]\n"
-            "                     [--var NAME=JSON]... [--now YYYY-MM-DD]\n");
+            "usage: muse template [--template FILE.jinja | --model FILE.gguf] --conversation CONV.json\n"
+            "                     [--bos TEXT] [--eos TEXT] [--var NAME=JSON]... [--now YYYY-MM-DD]\n"
+            "Prints the rendered prompt exactly (no newline added); template errors go to stderr, status 1.\n"
+            "Without --template/--model the built-in Muse-Glimmer template renders.\n");
 }
 
 int cmd_template(int argc, char **argv) {
-    const char *tpath = NULL, *cpath = NULL, *bos = "", *eos = "", *now = NULL;
+    const char *tpath = NULL, *mpath = NULL, *cpath = NULL, *bos = "", *eos = "", *now = NULL;
     const char *vars[64];
     int n_vars = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char **dst = NULL;
         if (!strcmp(a, "--template")) dst = &tpath;
+        else if (!strcmp(a, "--model") || !strcmp(a, "-m")) dst = &mpath;
         else if (!strcmp(a, "--conversation")) dst = &cpath;
         else if (!strcmp(a, "--bos")) dst = &bos;
         else if (!strcmp(a, "--eos")) dst = &eos;
@@ -95,6 +100,22 @@ int cmd_template(int argc, char **argv) {
             fprintf(stderr, "muse template: cannot read %s\n", tpath);
             goto done;
         }
+    } else if (mpath) {
+        struct muse_gguf *g = NULL;
+        if (muse_gguf_open(mpath, &g, &err) != MUSE_OK) {
+            fprintf(stderr, "muse template: %s\n", err.msg);
+            goto done;
+        }
+        const struct muse_gguf_kv *kv = muse_gguf_find_kv(g, "tokenizer.chat_template");
+        if (kv && kv->value.type == MUSE_GGUF_TYPE_STRING && (tsrc = malloc(kv->value.v.str.len + 1))) {
+            tlen = (size_t)kv->value.v.str.len;
+            memcpy(tsrc, kv->value.v.str.data, tlen);
+            tsrc[tlen] = '\0';
+            tpath = mpath;
+        } else if (!kv) {
+            fprintf(stderr, "muse template: %s has no tokenizer.chat_template; using the built-in template\n", mpath);
+        }
+        muse_gguf_free(g);
     }
     if (!(csrc = read_file(cpath, &clen))) {
         fprintf(stderr, "muse template: cannot read %s\n", cpath);

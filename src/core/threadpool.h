@@ -6,8 +6,9 @@
  * per-op wake-ups and nothing is allocated per call. The calling thread takes part as thread 0,
  * so a pool of n threads starts n - 1 workers.
  *
- * Waiting: workers spin briefly for the next region, then sleep on a condition variable (an idle
- * pool costs no CPU). The barrier spins with a pause, then yields (the machine may be shared).
+ * Waiting: workers spin briefly for the next region, then sleep on a futex (an idle pool costs no
+ * CPU); the barrier and the end of a region spin a shorter while, then sleep too, so that more
+ * threads than free cores (a shared machine) still make progress.
  */
 #pragma once
 

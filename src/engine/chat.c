@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "engine/chat.h"
+#include "engine/output_parser.h"
 
 struct muse_chat {
     struct muse_jinja_template *tmpl;
@@ -126,6 +127,51 @@ muse_status muse_chat_add_json(struct muse_chat *chat, const cJSON *message, str
     if (!m) return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
     cJSON_AddItemToArray(chat->messages, m);
     return MUSE_OK;
+}
+
+muse_status muse_chat_add_parsed(struct muse_chat *chat, const struct muse_output_parser *p,
+                                 struct muse_error *err) {
+    size_t rl, cl;
+    const char *r = muse_output_parser_reasoning(p, &rl), *c = muse_output_parser_content(p, &cl);
+    const cJSON *calls = muse_output_parser_tool_calls(p);
+    cJSON *m = cJSON_CreateObject();
+    if (!m || !cJSON_AddStringToObject(m, "role", "assistant")) goto nomem;
+    int n_calls = cJSON_GetArraySize(calls);
+    if (cl == 0 && n_calls > 0) {
+        if (!cJSON_AddNullToObject(m, "content")) goto nomem;
+    } else {
+        char *cs = strndup(c, cl);
+        cJSON *cv = cs ? cJSON_CreateString(cs) : NULL;
+        free(cs);
+        if (!cv) goto nomem;
+        cJSON_AddItemToObject(m, "content", cv);
+    }
+    if (rl > 0) {
+        char *rs = strndup(r, rl);
+        cJSON *rv = rs ? cJSON_CreateString(rs) : NULL;
+        free(rs);
+        if (!rv) goto nomem;
+        cJSON_AddItemToObject(m, "reasoning_content", rv);
+    }
+    if (n_calls > 0) {
+        cJSON *tc = cJSON_Duplicate(calls, 1);
+        if (!tc) goto nomem;
+        cJSON_AddItemToObject(m, "tool_calls", tc);
+        /* arguments as objects: the template refuses JSON strings */
+        for (cJSON *call = tc->child; call; call = call->next) {
+            cJSON *fn = cJSON_GetObjectItemCaseSensitive(call, "function");
+            cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+            if (!cJSON_IsString(args)) continue;
+            cJSON *obj = cJSON_Parse(args->valuestring);
+            if (!obj) goto nomem;
+            cJSON_ReplaceItemInObjectCaseSensitive(fn, "arguments", obj);
+        }
+    }
+    cJSON_AddItemToArray(chat->messages, m);
+    return MUSE_OK;
+nomem:
+    cJSON_Delete(m);
+    return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
 }
 
 static bool has_system(const cJSON *msgs) {

@@ -78,6 +78,15 @@ muse_status muse_chat_add(struct muse_chat *chat, const char *role, const char *
  * tool_calls with arguments as objects, name, tool_call_id ...). The object is deep-copied. */
 muse_status muse_chat_add_json(struct muse_chat *chat, const cJSON *message, struct muse_error *err);
 
+struct muse_output_parser;
+/*
+ * Append the assistant message a finished output parser holds: reasoning_content (when any),
+ * content (null when empty and there are tool calls), tool_calls with arguments as JSON objects
+ * (the template renders them as ATEM again). Errors: NOMEM.
+ */
+muse_status muse_chat_add_parsed(struct muse_chat *chat, const struct muse_output_parser *p,
+                                 struct muse_error *err);
+
 /* The messages array (owned by chat; do not modify). */
 const cJSON *muse_chat_messages(const struct muse_chat *chat);
 

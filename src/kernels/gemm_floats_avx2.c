@@ -6,7 +6,7 @@
  * weight rows, each summed strictly in order (4x8 transposes bring element i of 4 rows into
  * one vector).
  *
- * Shape: 4 weight rows at a time against activation rows in groups of up to MUSE_GEMM_MAX_NY;
+ * Shape: 4 weight rows at a time against activation rows in groups of up to 4;
  * each weight chunk is widened and transposed once per group.
  */
 #include "kernels/kernels_isa.h"
@@ -15,7 +15,7 @@
 #include "kernels/kernels.h"
 #include "kernels/simd_avx2.h"
 
-#define NY_MAX MUSE_GEMM_MAX_NY
+#define NY_MAX 4   /* activation rows per pass over a weight row */
 
 enum float_kind { KIND_F32, KIND_F16, KIND_BF16 };
 
@@ -42,6 +42,7 @@ MUSE_AVX2_INLINE double row_tail(double sum, const void *w, const void *a, int64
 MUSE_AVX2_INLINE void float_quad(int64_t n, const char *w, size_t w_stride, const char *act, size_t act_stride,
                                  const int kind, const int ny, float *out, int64_t out_stride) {
     __m256d acc[NY_MAX];
+    MUSE_UNROLL
     for (int r = 0; r < ny; r++) acc[r] = _mm256_setzero_pd();
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -56,6 +57,7 @@ MUSE_AVX2_INLINE void float_quad(int64_t n, const char *w, size_t w_stride, cons
                              _mm256_castps256_ps128(u2), _mm256_castps256_ps128(u3),
                              _mm256_extractf128_ps(u0, 1), _mm256_extractf128_ps(u1, 1),
                              _mm256_extractf128_ps(u2, 1), _mm256_extractf128_ps(u3, 1)};
+        MUSE_UNROLL
         for (int r = 0; r < ny; r++) {
             const __m256 y = load8(act + r * act_stride, i, kind);
             const __m128 ylo = _mm256_castps256_ps128(y), yhi = _mm256_extractf128_ps(y, 1);
@@ -71,9 +73,11 @@ MUSE_AVX2_INLINE void float_quad(int64_t n, const char *w, size_t w_stride, cons
             acc[r] = s;
         }
     }
+    MUSE_UNROLL
     for (int r = 0; r < ny; r++) {
         double l[4];
         _mm256_storeu_pd(l, acc[r]);
+        MUSE_UNROLL
         for (int k = 0; k < 4; k++)
             out[r * out_stride + k] = (float)row_tail(l[k], w + k * w_stride, act + r * act_stride, i, n, kind);
     }
@@ -84,6 +88,7 @@ MUSE_AVX2_INLINE void float_rows(int64_t n, const char *w, size_t w_stride, int6
     int64_t i = 0;
     for (; i + 4 <= n_rows; i += 4) float_quad(n, w + i * w_stride, w_stride, act, act_stride, kind, ny, out + i, out_stride);
     for (; i < n_rows; i++)
+        MUSE_UNROLL
         for (int r = 0; r < ny; r++)
             out[r * out_stride + i] = (float)row_tail(0.0, w + i * w_stride, act + r * act_stride, 0, n, kind);
 }

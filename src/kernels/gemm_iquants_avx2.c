@@ -5,7 +5,7 @@
  * exact and the float part is ggml's generic one, sumf += (d_w * d_a) * (float)bsum, then
  * 0.125 * sumf: the result equals vec_dot_ref bit for bit.
  *
- * Shape: activation rows in groups of up to MUSE_GEMM_MAX_NY; the grid values and sign masks
+ * Shape: activation rows in groups of up to 8; the grid values and sign masks
  * of each 32-element group are unpacked once per group of rows.
  */
 #include "kernels/kernels_isa.h"
@@ -15,7 +15,7 @@
 #include "kernels/quant_tables.h"
 #include "kernels/simd_avx2.h"
 
-#define NY_MAX MUSE_GEMM_MAX_NY
+#define NY_MAX 8   /* activation rows per pass over a weight row */
 
 /* The 8 signs of a 7-bit sign index k as bytes +1 / -1 (element j negative when bit j of
  * ksigns(k) = k | parity(k) << 7 is set), packed in a u64: one load per sub-group of 8. */
@@ -45,11 +45,13 @@ MUSE_AVX2_INLINE __m256i signs_of_word(uint32_t B) {
 MUSE_AVX2_INLINE void iq2_xxs_row(int64_t nb, const struct muse_block_iq2_xxs *w, const char *act,
                                   size_t act_stride, const int ny, float *out, int64_t out_stride) {
     float sumf[NY_MAX];
+    MUSE_UNROLL
     for (int r = 0; r < ny; r++) sumf[r] = 0.0f;
     for (int64_t ib = 0; ib < nb; ib++) {
         const struct muse_block_iq2_xxs *b = &w[ib];
         const float dw = avx2_h2f(b->d);
         __m256i sumi[NY_MAX];
+        MUSE_UNROLL
         for (int r = 0; r < ny; r++) sumi[r] = _mm256_setzero_si256();
         for (int g = 0; g < 8; g++) {
             uint32_t A, B;
@@ -61,17 +63,20 @@ MUSE_AVX2_INLINE void iq2_xxs_row(int64_t nb, const struct muse_block_iq2_xxs *w
                                                    (long long)muse_iq2xxs_grid[A & 255]);
             const __m256i signs = signs_of_word(B);
             const __m256i ls = _mm256_set1_epi16((int16_t)(2 * (B >> 28) + 1));
+            MUSE_UNROLL
             for (int r = 0; r < ny; r++) {
                 const struct muse_block_q8_K *a = (const void *)(act + r * act_stride);
                 const __m256i q8 = _mm256_sign_epi8(avx2_load(a[ib].qs + 32 * g), signs);
                 sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(_mm256_maddubs_epi16(grid, q8), ls));
             }
         }
+        MUSE_UNROLL
         for (int r = 0; r < ny; r++) {
             const struct muse_block_q8_K *a = (const void *)(act + r * act_stride);
             sumf[r] += (dw * a[ib].d) * (float)avx2_hsum_epi32(sumi[r]);
         }
     }
+    MUSE_UNROLL
     for (int r = 0; r < ny; r++) out[r * out_stride] = 0.125f * sumf[r];
 }
 
@@ -89,7 +94,11 @@ MUSE_AVX2_INLINE void iq2_xxs_rows(int64_t nb, const char *w, size_t w_stride, i
         case 1: CALL(1); break;                                                             \
         case 2: CALL(2); break;                                                             \
         case 3: CALL(3); break;                                                             \
-        default: CALL(4); break;                                                            \
+        case 4: CALL(4); break;                                                             \
+        case 5: CALL(5); break;                                                             \
+        case 6: CALL(6); break;                                                             \
+        case 7: CALL(7); break;                                                             \
+        default: CALL(8); break;                                                            \
         }                                                                                   \
     }
 

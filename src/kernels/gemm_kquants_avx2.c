@@ -9,7 +9,7 @@
  * "class" layout (MUSE_ACT_Q8K_PERM8: each 32-byte group of qs permuted by avx2_perm8) and the
  * weight codes get the same permutation after unpacking.
  *
- * Shape: activation rows in groups of up to MUSE_GEMM_MAX_NY; the codes and scales of each
+ * Shape: activation rows in groups of up to 8; the codes and scales of each
  * weight super-block are unpacked once per group.
  */
 #include "kernels/kernels_isa.h"
@@ -18,18 +18,26 @@
 #include "kernels/kernels.h"
 #include "kernels/simd_avx2.h"
 
-#define NY_MAX MUSE_GEMM_MAX_NY
+#define NY_MAX 8   /* activation rows per pass over a weight row */
 
 // ---- Q4_K / Q5_K ------------------------------------------------------------------------
 
-/* The 8 six-bit scales and mins of a Q4_K/Q5_K super-block ("get_scale_min_k4"). */
+/* The 8 six-bit scales and mins of a Q4_K/Q5_K super-block (spec 2.5 bit map), four per u32:
+ * sc[0..3] = bits 0-5 of S[0..3]; mn[0..3] = bits 0-5 of S[4..7]; sc[4..7] = low nibbles of
+ * S[8..11] | bits 6-7 of S[0..3] << 4; mn[4..7] = high nibbles of S[8..11] | bits 6-7 of
+ * S[4..7] << 4. */
 MUSE_AVX2_INLINE void k4_scales_mins(const uint8_t *S, uint8_t *sc, uint8_t *mn) {
-    for (int j = 0; j < 4; j++) {
-        sc[j] = S[j] & 63;
-        mn[j] = S[j + 4] & 63;
-        sc[j + 4] = (uint8_t)((S[j + 8] & 15) | ((S[j] >> 6) << 4));
-        mn[j + 4] = (uint8_t)((S[j + 8] >> 4) | ((S[j + 4] >> 6) << 4));
-    }
+    uint32_t u0, u1, u2;
+    memcpy(&u0, S, 4);
+    memcpy(&u1, S + 4, 4);
+    memcpy(&u2, S + 8, 4);
+    const uint32_t s03 = u0 & 0x3f3f3f3fu, m03 = u1 & 0x3f3f3f3fu;
+    const uint32_t s47 = (u2 & 0x0f0f0f0fu) | ((u0 >> 6) & 0x03030303u) << 4;
+    const uint32_t m47 = ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 6) & 0x03030303u) << 4;
+    memcpy(sc, &s03, 4);
+    memcpy(sc + 4, &s47, 4);
+    memcpy(mn, &m03, 4);
+    memcpy(mn + 4, &m47, 4);
 }
 
 /* 16 int16 lanes [mn0, mn0, mn1, mn1, ..., mn7, mn7] to pair with the 16 bsums. */
@@ -49,6 +57,7 @@ MUSE_AVX2_INLINE void k45_row(int64_t nb, const uint8_t *wrow, size_t block_byte
                               const char *act, size_t act_stride, const int ny, float *out, int64_t out_stride) {
     __m256 sums[NY_MAX];
     float sumf[NY_MAX];
+    MUSE_UNROLL
     for (int r = 0; r < ny; r++) {
         sums[r] = _mm256_setzero_ps();
         sumf[r] = 0.0f;
@@ -64,20 +73,26 @@ MUSE_AVX2_INLINE void k45_row(int64_t nb, const uint8_t *wrow, size_t block_byte
         const __m256i mins16 = k4_mins16(mn);
         const float dw = avx2_h2f(b4->d), dminw = avx2_h2f(b4->dmin);
         __m256i aux[NY_MAX];
+        MUSE_UNROLL
         for (int r = 0; r < ny; r++) aux[r] = _mm256_setzero_si256();
-        const __m256i hbits = high ? avx2_load(((const struct muse_block_q5_K *)(const void *)b)->qh)
+        /* the class permutation commutes with the bytewise unpacking: apply it to the packed
+         * bytes once (codes and 5th bits) */
+        const __m256i hbits = high ? avx2_perm8(avx2_load(((const struct muse_block_q5_K *)(const void *)b)->qh))
                                    : _mm256_setzero_si256();
+        /* the 8 scales as int16 in both 128-bit halves; scale j is broadcast by a byte shuffle */
+        const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc)));
+        MUSE_UNROLL
         for (int c = 0; c < 4; c++) {
-            const __m256i q = avx2_load(qs + 32 * c);
+            const __m256i q = avx2_perm8(avx2_load(qs + 32 * c));
             __m256i lo = _mm256_and_si256(q, m4);
             __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
             if (high) {
                 lo = _mm256_or_si256(lo, q5_high(hbits, 2 * c));
                 hi = _mm256_or_si256(hi, q5_high(hbits, 2 * c + 1));
             }
-            lo = avx2_perm8(lo);
-            hi = avx2_perm8(hi);
-            const __m256i s_lo = _mm256_set1_epi16(sc[2 * c]), s_hi = _mm256_set1_epi16(sc[2 * c + 1]);
+            const __m256i s_lo = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0100 + 0x0202 * 2 * c)));
+            const __m256i s_hi = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * c + 1))));
+            MUSE_UNROLL
             for (int r = 0; r < ny; r++) {
                 const struct muse_block_q8_K *a = (const void *)(act + r * act_stride);
                 const int8_t *aq = a[ib].qs + 64 * c;
@@ -86,6 +101,7 @@ MUSE_AVX2_INLINE void k45_row(int64_t nb, const uint8_t *wrow, size_t block_byte
                 aux[r] = _mm256_add_epi32(aux[r], _mm256_add_epi32(p_lo, p_hi));
             }
         }
+        MUSE_UNROLL
         for (int r = 0; r < ny; r++) {
             const struct muse_block_q8_K *a = (const void *)(act + r * act_stride);
             const int32_t summins = avx2_hsum_epi32(_mm256_madd_epi16(avx2_load(a[ib].bsums), mins16));
@@ -93,6 +109,7 @@ MUSE_AVX2_INLINE void k45_row(int64_t nb, const uint8_t *wrow, size_t block_byte
             sumf[r] -= (dminw * a[ib].d) * (float)summins;
         }
     }
+    MUSE_UNROLL
     for (int r = 0; r < ny; r++) out[r * out_stride] = avx2_lanes_total(sumf[r], sums[r]);
 }
 
@@ -101,16 +118,19 @@ MUSE_AVX2_INLINE void k45_row(int64_t nb, const uint8_t *wrow, size_t block_byte
 MUSE_AVX2_INLINE void q6_row(int64_t nb, const struct muse_block_q6_K *w, const char *act, size_t act_stride,
                              const int ny, float *out, int64_t out_stride) {
     __m256 sums[NY_MAX];
+    MUSE_UNROLL
     for (int r = 0; r < ny; r++) sums[r] = _mm256_setzero_ps();
     const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x03), m32 = _mm256_set1_epi8(32);
     for (int64_t ib = 0; ib < nb; ib++) {
         const struct muse_block_q6_K *b = &w[ib];
         const float dw = avx2_h2f(b->d);
         __m256i aux[NY_MAX];
+        MUSE_UNROLL
         for (int r = 0; r < ny; r++) aux[r] = _mm256_setzero_si256();
         for (int h = 0; h < 2; h++) {
             const __m256i ql0 = avx2_load(b->ql + 64 * h), ql1 = avx2_load(b->ql + 64 * h + 32);
             const __m256i qh = avx2_load(b->qh + 32 * h);
+            MUSE_UNROLL
             for (int k = 0; k < 4; k++) {
                 __m256i lo = (k & 1) ? ql1 : ql0;
                 lo = (k < 2) ? _mm256_and_si256(lo, m4) : _mm256_and_si256(_mm256_srli_epi16(lo, 4), m4);
@@ -121,6 +141,7 @@ MUSE_AVX2_INLINE void q6_row(int64_t nb, const struct muse_block_q6_K *w, const 
                 const int s = 8 * h + 2 * k;   /* sub-blocks s (elements 0-15) and s+1 (16-31) */
                 const __m256i sv = _mm256_set1_epi32((int)((uint32_t)(uint16_t)b->scales[s + 1] << 16 |
                                                            (uint16_t)b->scales[s]));
+                MUSE_UNROLL
                 for (int r = 0; r < ny; r++) {
                     const struct muse_block_q8_K *a = (const void *)(act + r * act_stride);
                     const __m256i p = _mm256_maddubs_epi16(aq, _mm256_sign_epi8(avx2_load(a[ib].qs + 128 * h + 32 * k), q));
@@ -128,11 +149,13 @@ MUSE_AVX2_INLINE void q6_row(int64_t nb, const struct muse_block_q6_K *w, const 
                 }
             }
         }
+        MUSE_UNROLL
         for (int r = 0; r < ny; r++) {
             const struct muse_block_q8_K *a = (const void *)(act + r * act_stride);
             sums[r] = _mm256_add_ps(sums[r], _mm256_mul_ps(_mm256_set1_ps(dw * a[ib].d), _mm256_cvtepi32_ps(aux[r])));
         }
     }
+    MUSE_UNROLL
     for (int r = 0; r < ny; r++) out[r * out_stride] = avx2_lanes_total(0.0f, sums[r]);
 }
 
@@ -159,7 +182,11 @@ MUSE_AVX2_INLINE void q6_rows(int64_t nb, const char *w, size_t w_stride, int64_
         case 1: CALL(1); break;                                                             \
         case 2: CALL(2); break;                                                             \
         case 3: CALL(3); break;                                                             \
-        default: CALL(4); break;                                                            \
+        case 4: CALL(4); break;                                                             \
+        case 5: CALL(5); break;                                                             \
+        case 6: CALL(6); break;                                                             \
+        case 7: CALL(7); break;                                                             \
+        default: CALL(8); break;                                                            \
         }                                                                                   \
     }
 

@@ -23,9 +23,9 @@
 #include "core/cpu.h"
 #include "kernels/types.h"
 
-/* Activation rows one gemm kernel call keeps in registers at most (callers may pass more: the
- * kernel walks them in groups). */
-#define MUSE_GEMM_MAX_NY 4
+/* Activation rows a gemm kernel works on together at most (callers may pass any number: the
+ * kernels walk them in groups of up to this many). */
+#define MUSE_GEMM_MAX_NY 8
 
 /*
  * For every weight row i in [0, n_rows) and activation row r in [0, n_act):

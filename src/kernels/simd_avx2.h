@@ -14,6 +14,14 @@
 
 #define MUSE_AVX2_INLINE static inline __attribute__((always_inline))
 
+/* Fully unroll a short loop over activation rows (the trip count is a constant after inlining):
+ * keeps per-row accumulators in registers instead of a stack array. */
+#if defined(__clang__)
+#define MUSE_UNROLL _Pragma("unroll")
+#else
+#define MUSE_UNROLL _Pragma("GCC unroll 8")
+#endif
+
 /* fp16 bits -> f32 (exact). */
 MUSE_AVX2_INLINE float avx2_h2f(uint16_t h) { return _cvtsh_ss(h); }
 

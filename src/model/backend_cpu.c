@@ -31,6 +31,10 @@
 #include "model/backend.h"
 
 #define ATTN_QB 8   /* query heads per attention work item */
+/* Below this many multiply-adds an op runs on the calling thread alone: waking the pool costs
+ * more than it saves (and a loaded machine may not schedule every worker promptly). The split
+ * never changes results. */
+#define MIN_PARALLEL_MACS (1 << 20)
 
 /* Per-thread attention scratch. */
 struct attn_scratch {
@@ -115,7 +119,7 @@ static void matmul_region(int ith, int nth, void *vs) {
     struct cpu_state *s = vs;
     const struct muse_weight *w = s->mm_w;
     muse_matmul_quantize(s->k, w->type, w->ne0, s->mm_x, w->ne0, s->mm_rows, s->xq, s->xq_stride, ith, nth);
-    muse_threadpool_barrier(s->pool);
+    if (nth > 1) muse_threadpool_barrier(s->pool);
     const struct muse_matmul_weight mw = {w->type, w->ne0, w->ne1, w->data, w->row_size};
     muse_matmul(s->k, &mw, s->xq, s->xq_stride, s->mm_rows, s->mm_y, w->ne1, ith, nth);
 }
@@ -127,7 +131,8 @@ static void cpu_matmul(void *state, const struct muse_weight *w, const float *x,
     s->mm_x = x;
     s->mm_rows = n_rows;
     s->mm_y = y;
-    muse_threadpool_run(s->pool, matmul_region, s);
+    if ((double)w->ne0 * (double)w->ne1 * n_rows < MIN_PARALLEL_MACS) matmul_region(0, 1, s);
+    else muse_threadpool_run(s->pool, matmul_region, s);
 }
 
 // ---- attention --------------------------------------------------------------------------------
@@ -248,6 +253,13 @@ static void attn_item(const struct cpu_state *s, struct attn_scratch *t, const s
     }
 }
 
+/* Sum over the queries of the visible keys (for the serial/parallel choice). */
+static double attn_work(const struct muse_attn_args *a) {
+    double keys = 0;
+    for (int32_t t = 0; t < a->n_tokens; t++) keys += a->pos[t] - attn_lo(a, a->pos[t]) + 1;
+    return keys * a->n_head * a->head_dim * 2.0;
+}
+
 static void attention_region(int ith, int nth, void *vs) {
     struct cpu_state *s = vs;
     const struct muse_attn_args *a = s->at;
@@ -268,7 +280,8 @@ static void cpu_attention(void *state, const struct muse_attn_args *args) {
     struct cpu_state *s = state;
     MUSE_ASSERT(args->head_dim <= s->plan.max_head_dim && args->n_head % args->n_head_kv == 0);
     s->at = args;
-    muse_threadpool_run(s->pool, attention_region, s);
+    if (attn_work(args) < MIN_PARALLEL_MACS) attention_region(0, 1, s);
+    else muse_threadpool_run(s->pool, attention_region, s);
 }
 
 const struct muse_backend_ops muse_backend_cpu_ops = {

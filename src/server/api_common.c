@@ -72,7 +72,8 @@ bool srv_parse_common(struct muse_server *srv, const cJSON *req, struct muse_srv
     sp->top_k = (int)tk;
     sp->presence_penalty = (float)pp;
     sp->frequency_penalty = (float)fp;
-    sp->seed = has_seed ? (uint64_t)(int64_t)seed : (uint64_t)muse_time_us() ^ (job->id * 0x9e3779b97f4a7c15ull);
+    if (has_seed) sp->seed = seed < 0 ? (uint64_t)(int64_t)seed : (uint64_t)seed;
+    else sp->seed = (uint64_t)muse_time_us() ^ (job->id * 0x9e3779b97f4a7c15ull);
     job->n_predict = has_max ? (int)np : -1;
 
     const cJSON *stop = cJSON_GetObjectItemCaseSensitive(req, "stop"), *s;

@@ -224,6 +224,7 @@ enum MHD_Result srv_api_chat(struct srv_req *r) {
     }
     if (!srv_tokenize_prompt(r, prompt, false, job)) goto out;
     job->parse_channels = true;
+    job->no_tool_calls = no_tools;
     if (use_tools) job->tools = cJSON_Duplicate(use_tools, true);
     free(prompt);
     cJSON_Delete(req);

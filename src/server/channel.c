@@ -26,14 +26,16 @@ enum state {
 struct muse_srv_channel {
     enum state st;
     const cJSON *tools;
+    bool allow_calls;
     struct muse_srv_buf pend; /* bytes not yet consumed by the state machine */
 };
 
-struct muse_srv_channel *muse_srv_channel_new(bool parse, const cJSON *tools) {
+struct muse_srv_channel *muse_srv_channel_new(bool parse, const cJSON *tools, bool allow_calls) {
     struct muse_srv_channel *ch = calloc(1, sizeof *ch);
     if (!ch) return NULL;
     ch->st = parse ? ST_HEADER : ST_RAW;
     ch->tools = tools;
+    ch->allow_calls = allow_calls;
     return ch;
 }
 
@@ -126,7 +128,7 @@ static void consume(struct muse_srv_channel *ch, size_t k) {
 /* A finished tool body: emit the call, or degrade the raw body to content. */
 static void end_tool(struct muse_srv_channel *ch, const char *body, size_t n, const struct muse_srv_channel_sink *sink) {
     char *name = NULL, *args = NULL;
-    if (muse_srv_atem_parse(body, n, ch->tools, &name, &args)) {
+    if (ch->allow_calls && muse_srv_atem_parse(body, n, ch->tools, &name, &args)) {
         if (sink->tool_call) sink->tool_call(sink->ud, name, args);
     } else {
         emit(sink, ST_CONTENT, body, n);

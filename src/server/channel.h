@@ -27,9 +27,10 @@ struct muse_srv_channel;
 
 /*
  * A new parser. parse = false: every byte is content, verbatim (raw completions). tools (may be
- * NULL; borrowed, must outlive the parser) types tool-call arguments. NULL on allocation failure.
+ * NULL; borrowed, must outlive the parser) types tool-call arguments. allow_calls = false
+ * (tool_choice "none"): a ` to=NAME` message is content, never a call. NULL on allocation failure.
  */
-struct muse_srv_channel *muse_srv_channel_new(bool parse, const struct cJSON *tools);
+struct muse_srv_channel *muse_srv_channel_new(bool parse, const struct cJSON *tools, bool allow_calls);
 void muse_srv_channel_free(struct muse_srv_channel *ch);
 /* Feed generated text; emits whatever is now unambiguous through sink. */
 void muse_srv_channel_feed(struct muse_srv_channel *ch, const char *text, size_t n,

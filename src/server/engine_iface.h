@@ -115,9 +115,16 @@ int muse_srv_swa_safe_keep(int n_cached, int n_keep, int n_swa, int ring_rows);
  */
 muse_status muse_srv_fake_engine_create(const char *script_path, struct muse_srv_engine *out, struct muse_error *err);
 
+/* Options of the real engine. */
+struct muse_srv_real_params {
+    int n_ctx;   /* context per slot; 0 = min(4096, the model's) */
+    int n_batch; /* most tokens per forward call; 0 = libmuse's default. Sliding-window rings hold
+                    n_swa + n_batch rows, so it also bounds how far a slot can rewind in place */
+};
+
 /*
- * The engine over a real GGUF model (engine_real.c). n_ctx = context per slot (0 = the model's).
- * On success *out is filled; free with out->ops->destroy(out->self).
+ * The engine over a real GGUF model (engine_real.c). On success *out is filled; free with
+ * out->ops->destroy(out->self).
  */
-muse_status muse_srv_real_engine_create(const char *model_path, int n_ctx, struct muse_srv_engine *out,
-                                        struct muse_error *err);
+muse_status muse_srv_real_engine_create(const char *model_path, const struct muse_srv_real_params *params,
+                                        struct muse_srv_engine *out, struct muse_error *err);

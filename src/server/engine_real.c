@@ -3,10 +3,15 @@
  * slot (muse.h), the GGUF tokenizer (engine/tokenizer.h), the chat template of the file or the
  * built-in one (engine/chat.h), and the server's sampler (sampler.h).
  *
- * Prefix reuse: slot_keep truncates the context's KV cache; when a sliding-window layer no longer
- * holds what the kept prefix needs, muse_kv_truncate refuses and the slot restarts from 0.
+ * Prefix reuse: slot_keep truncates the context's KV cache. Sliding-window layers keep a ring of
+ * n_swa + n_batch rows, so a rewind further than that is refused by muse_kv_truncate. The typical
+ * case is a chat client that sends the history without the reasoning the model generated: the
+ * new prompt diverges where the generation began. So each slot keeps a checkpoint of its rings
+ * taken where the prompt ended (the first sample of a request) - llama.cpp's "context
+ * checkpoints" - and rewinds from there; only when that fails too does the slot restart at 0.
  */
 #include <cJSON.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,11 +19,11 @@
 
 #include "core/error.h"
 #include "engine/chat.h"
+#include "engine/sampler.h"
 #include "engine/tokenizer.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "server/engine_iface.h"
-#include "server/sampler.h"
 
 struct real {
     struct muse_model *model;
@@ -27,6 +32,7 @@ struct real {
     pthread_mutex_t chat_mu;
     char bos_text[64], eos_text[64];
     struct muse_srv_engine_info info;
+    int n_batch; /* context n_batch; 0 = libmuse's default */
 };
 
 struct real_slot {
@@ -34,8 +40,34 @@ struct real_slot {
     struct muse_context *ctx;
     float *logits; /* [n_vocab] of the last evaluated position */
     bool has_logits;
-    struct muse_srv_sampler_scratch scratch;
+    struct muse_sampler *sampler; /* of the current request; made at its first sample */
+    void *ckpt;                   /* copies of every sliding-window ring's k and v, [ckpt_size] */
+    size_t ckpt_size;
+    int32_t ckpt_pos;             /* n_past when the checkpoint was taken; -1 = none */
 };
+
+/* Bytes of the sliding-window rings of ctx (what a checkpoint copies). */
+static size_t swa_bytes(const struct muse_kv_cache *kv) {
+    size_t n = 0;
+    for (uint32_t il = 0; il < kv->n_layer; il++)
+        if (kv->n_swa[il] && kv->layers[il].n_cells < kv->n_ctx)
+            n += (size_t)kv->layers[il].n_cells * (kv->layers[il].k_row_size + kv->layers[il].v_row_size);
+    return n;
+}
+
+/* Copy the rings into (save) or out of (restore) the checkpoint. */
+static void swa_copy(struct real_slot *s, bool save) {
+    struct muse_kv_cache *kv = s->ctx->kv;
+    char *p = s->ckpt;
+    for (uint32_t il = 0; il < kv->n_layer; il++) {
+        struct muse_kv_layer *l = &kv->layers[il];
+        if (!kv->n_swa[il] || l->n_cells >= kv->n_ctx) continue;
+        size_t nk = (size_t)l->n_cells * l->k_row_size, nv = (size_t)l->n_cells * l->v_row_size;
+        if (save) memcpy(p, l->k, nk), memcpy(p + nk, l->v, nv);
+        else memcpy(l->k, p, nk), memcpy(l->v, p + nk, nv);
+        p += nk + nv;
+    }
+}
 
 static void real_info(void *self, struct muse_srv_engine_info *out) { *out = ((struct real *)self)->info; }
 
@@ -138,7 +170,17 @@ static void *real_slot_create(void *self, struct muse_error *err) {
     struct muse_context_params cp = muse_context_default_params();
     cp.n_ctx = (uint32_t)r->info.n_ctx;
     if (!s->logits) muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
+    if (r->n_batch > 0) cp.n_batch = (uint32_t)r->n_batch;
+    s->ckpt_pos = -1;
     if (!s->logits || muse_context_create(r->model, cp, &s->ctx, err) != MUSE_OK) {
+        free(s->logits);
+        free(s);
+        return NULL;
+    }
+    s->ckpt_size = swa_bytes(s->ctx->kv);
+    if (s->ckpt_size && !(s->ckpt = malloc(s->ckpt_size))) {
+        muse_error_set(err, MUSE_ERR_NOMEM, "out of memory (sliding-window checkpoint of %zu bytes)", s->ckpt_size);
+        muse_context_free(s->ctx);
         free(s->logits);
         free(s);
         return NULL;
@@ -150,20 +192,35 @@ static void real_slot_free(void *slot) {
     struct real_slot *s = slot;
     if (!s) return;
     muse_context_free(s->ctx);
-    muse_srv_sampler_scratch_free(&s->scratch);
+    muse_sampler_free(s->sampler);
+    free(s->ckpt);
     free(s->logits);
     free(s);
 }
 
 static int real_slot_keep(void *slot, int n_keep) {
     struct real_slot *s = slot;
+    muse_sampler_free(s->sampler); /* slot_keep starts every request: a fresh sampler follows */
+    s->sampler = NULL;
     int n_past = muse_context_n_past(s->ctx);
     if (n_keep > n_past) n_keep = n_past;
     if (n_keep < n_past) s->has_logits = false;
     if (n_keep == n_past) return n_keep;
-    if (n_keep > 0 && muse_kv_truncate(s->ctx, n_keep, NULL) == MUSE_OK) return n_keep;
-    /* a sliding-window layer lost the rows the prefix needs (or n_keep is 0): start over */
+    if (n_keep > 0 && muse_kv_truncate(s->ctx, n_keep, NULL) == MUSE_OK) {
+        if (s->ckpt_pos > n_keep) s->ckpt_pos = -1; /* the rows after n_keep will be overwritten */
+        return n_keep;
+    }
+    /* the rings lost the rows: go back to the checkpoint taken where the last prompt ended */
+    if (n_keep > 0 && s->ckpt && s->ckpt_pos >= n_keep && s->ckpt_pos <= n_past) {
+        swa_copy(s, false);
+        s->ctx->kv->n_past = s->ckpt_pos; /* full layers still hold every row below n_past */
+        if (muse_kv_truncate(s->ctx, n_keep, NULL) == MUSE_OK) {
+            if (s->ckpt_pos > n_keep) s->ckpt_pos = -1;
+            return n_keep;
+        }
+    }
     muse_kv_clear(s->ctx);
+    s->ckpt_pos = -1;
     return 0;
 }
 
@@ -175,15 +232,52 @@ static muse_status real_slot_eval(void *slot, const int32_t *toks, int n, struct
     return st;
 }
 
+/* probs[0..n) = the n most likely tokens of softmax(logits), descending (ties: lower id). */
+static void top_probs(const float *logits, int n_vocab, int n, struct muse_srv_prob *probs) {
+    float mx = logits[0];
+    for (int i = 1; i < n_vocab; i++) mx = logits[i] > mx ? logits[i] : mx;
+    double sum = 0;
+    for (int i = 0; i < n_vocab; i++) sum += exp((double)logits[i] - mx);
+    int k = 0; /* insertion into a sorted list of at most n entries: n is small (<= 100) */
+    for (int i = 0; i < n_vocab; i++) {
+        if (k == n && !(logits[i] > logits[probs[k - 1].token])) continue;
+        int j = k < n ? k++ : n - 1;
+        while (j > 0 && logits[probs[j - 1].token] < logits[i]) {
+            probs[j] = probs[j - 1];
+            j--;
+        }
+        probs[j].token = i;
+    }
+    for (int i = 0; i < k; i++) probs[i].prob = (float)(exp((double)logits[probs[i].token] - mx) / sum);
+}
+
 static muse_status real_slot_sample(void *slot, const struct muse_srv_sampling *sp, const int32_t *history,
                                     int n_history, uint64_t *rng, int n_probs, struct muse_srv_prob *probs,
                                     int32_t *tok, struct muse_error *err) {
+    (void)history, (void)n_history, (void)rng; /* the sampler keeps its own history and RNG */
     struct real_slot *s = slot;
     if (!s->has_logits) return muse_error_set(err, MUSE_ERR_INTERNAL, "sample before eval");
-    s->has_logits = false; /* the penalties modify the row: one sample per evaluation */
-    muse_status st = muse_srv_sample(s->logits, s->r->info.n_vocab, sp, history, n_history, rng, n_probs, probs,
-                                     &s->scratch, tok);
-    if (st != MUSE_OK) return muse_error_set(err, st, "sampler: out of memory");
+    if (!s->sampler) {
+        /* the first sample of a request: the prompt ends here, checkpoint the rings */
+        if (s->ckpt) {
+            swa_copy(s, true);
+            s->ckpt_pos = muse_context_n_past(s->ctx);
+        }
+        struct muse_sampler_params p = muse_sampler_default_params();
+        p.temperature = sp->temperature;
+        p.top_k = sp->top_k;
+        p.top_p = sp->top_p;
+        p.min_p = sp->min_p;
+        p.presence_penalty = sp->presence_penalty;
+        p.frequency_penalty = sp->frequency_penalty;
+        p.seed = sp->seed;
+        muse_status st = muse_sampler_create(p, s->r->info.n_vocab, &s->sampler, err);
+        if (st != MUSE_OK) return st;
+    }
+    if (n_probs > 0) top_probs(s->logits, s->r->info.n_vocab, n_probs < s->r->info.n_vocab ? n_probs : s->r->info.n_vocab, probs);
+    *tok = muse_sampler_sample(s->sampler, s->logits);
+    muse_sampler_accept(s->sampler, *tok); /* penalties look at what this request generated */
+    s->has_logits = false;
     return MUSE_OK;
 }
 
@@ -220,11 +314,13 @@ static void token_text(const struct muse_tokenizer *tok, int32_t id, char *buf, 
     buf[len] = 0;
 }
 
-muse_status muse_srv_real_engine_create(const char *model_path, int n_ctx, struct muse_srv_engine *out,
-                                        struct muse_error *err) {
+muse_status muse_srv_real_engine_create(const char *model_path, const struct muse_srv_real_params *params,
+                                        struct muse_srv_engine *out, struct muse_error *err) {
+    int n_ctx = params ? params->n_ctx : 0;
     struct real *r = calloc(1, sizeof *r);
     if (!r) return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
     pthread_mutex_init(&r->chat_mu, NULL);
+    r->n_batch = params ? params->n_batch : 0;
     muse_status st = muse_model_load(model_path, muse_model_default_params(), &r->model, err);
     if (st != MUSE_OK) goto fail;
     const struct muse_gguf *g = r->model->gguf;

@@ -221,8 +221,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
         r->fd = ci ? ci->connect_fd : -1;
         *req_cls = r;
+        atomic_fetch_add(&s->active, 1);
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > s->p.max_body) r->too_large = true;
+        if (cl && strtoull(cl, NULL, 10) > s->p.max_body) {
+            /* answer at once: MHD then closes the connection instead of reading the body */
+            r->too_large = true;
+            return srv_reply_error(r, 413, "invalid_request_error", NULL, "request body larger than %zu bytes (--max-body)",
+                                   s->p.max_body);
+        }
         return MHD_YES;
     }
     if (*upload_size) {
@@ -243,9 +249,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls, enum MHD_RequestTerminationCode toe) {
-    (void)cls, (void)conn, (void)toe;
+    (void)conn, (void)toe;
+    struct muse_server *s = cls;
     struct srv_req *r = *req_cls;
     if (!r) return;
+    atomic_fetch_sub(&s->active, 1);
     muse_srv_buf_free(&r->body);
     free(r);
     *req_cls = NULL;
@@ -263,6 +271,7 @@ muse_status muse_server_create(const struct muse_server_params *params, struct m
     s->created = (long long)time(NULL);
     s->id_base = (uint64_t)s->created << 24;
     atomic_init(&s->next_id, 0);
+    atomic_init(&s->active, 0);
     s->host = strdup(params->host ? params->host : "127.0.0.1");
     if (params->api_key && params->api_key[0]) s->api_key = strdup(params->api_key);
     if (!s->host || (params->api_key && params->api_key[0] && !s->api_key)) {
@@ -295,7 +304,7 @@ muse_status muse_server_create(const struct muse_server_params *params, struct m
     s->daemon = MHD_start_daemon(flags, (uint16_t)s->p.port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, addr,
                                  MHD_OPTION_CONNECTION_LIMIT, (unsigned)(s->p.max_connections > 0 ? s->p.max_connections : 256),
                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_CONNECTION_TIMEOUT,
-                                 (unsigned)600, MHD_OPTION_END);
+                                 (unsigned)120, MHD_OPTION_END); /* idle keep-alive connections free their thread */
     if (!s->daemon) {
         muse_error_set(err, MUSE_ERR_IO, "cannot listen on %s:%d (address in use?)", s->host, s->p.port);
         goto fail;
@@ -326,6 +335,12 @@ void muse_server_free(struct muse_server *s) {
     int listen_fd = -1;
     if (s->daemon) listen_fd = MHD_quiesce_daemon(s->daemon); /* stop accepting; open connections go on */
     muse_srv_sched_stop(s->sched); /* cancel all generations: open streams send their last event */
+    /* let answers in flight (last stream events, 503s of cancelled waits) reach their clients
+     * before MHD closes every connection; a stuck upload delays shutdown by at most 3 s */
+    for (int i = 0; i < 300 && atomic_load(&s->active) > 0; i++) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
     if (s->daemon) MHD_stop_daemon(s->daemon);
     if (listen_fd >= 0) close(listen_fd);
     muse_srv_sched_free(s->sched);

@@ -297,7 +297,7 @@ static void run_job(struct slot *sl, struct muse_srv_job *job) {
     job->t_prefill_end_us = muse_time_us();
     pthread_mutex_unlock(&job->mu);
 
-    g.ch = muse_srv_channel_new(job->parse_channels, job->tools);
+    g.ch = muse_srv_channel_new(job->parse_channels, job->tools, !job->no_tool_calls);
     if (job->n_probs > 0) probs = calloc((size_t)job->n_probs, sizeof *probs);
     if (!g.ch || (job->n_probs > 0 && !probs)) {
         job_finish(job, MUSE_SRV_FINISH_ERROR, "out of memory");

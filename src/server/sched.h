@@ -47,6 +47,7 @@ struct muse_srv_job {
     int n_stops;
     int n_probs;         /* top-k list per generated token; 0 = none */
     bool parse_channels; /* Muse-Glimmer channel parser (chat) vs raw text */
+    bool no_tool_calls;  /* tool_choice "none": a tool-call message is content */
     struct cJSON *tools; /* types tool-call arguments; may be NULL */
     uint64_t id;         /* unique per server: tool-call ids derive from it */
 

@@ -24,6 +24,7 @@ struct muse_server {
     struct muse_srv_sched *sched;
     struct muse_srv_metrics metrics;
     atomic_uint_fast64_t next_id;
+    atomic_int active;    /* requests not yet completed (shutdown lets them finish) */
     uint64_t id_base;     /* start time, so ids differ across restarts */
     long long created;    /* unix time at start */
 };

@@ -416,6 +416,30 @@ static void test_detok(void) {
     vb_free(&v);
 }
 
+/* A 12 MB whitespace run exceeds PCRE2's default match limit (10M); the split must retry with
+ * bigger limits instead of failing. Skipped under sanitizers (memory). */
+static void test_huge_run(void) {
+    if (getenv("MUSE_SANITIZER")) return;
+    struct vb v;
+    vb_init(&v);
+    struct muse_tokenizer *tok = vb_build(&v, -1, false);
+    size_t len = (size_t)12 << 20;
+    char *s = malloc(len);
+    if (tok && s) {
+        memset(s, ' ', len);
+        int32_t *ids = NULL;
+        size_t n = 0;
+        struct muse_error err;
+        muse_status st = muse_tokenizer_encode_alloc(tok, s, len, 0, &ids, &n, &err);
+        TEST_CONDF(st == MUSE_OK && n == len && ids[0] == ' ' && ids[len - 1] == ' ', "12 MB of spaces: %s",
+                   st == MUSE_OK ? "ok" : err.msg);
+        free(ids);
+    }
+    free(s);
+    muse_tokenizer_free(tok);
+    vb_free(&v);
+}
+
 static void test_errors(void) {
     struct muse_error err;
     enum muse_pretok p;
@@ -450,6 +474,7 @@ int main(void) {
     test_pretok();
     test_other_pretoks();
     test_detok();
+    test_huge_run();
     test_errors();
     return TEST_REPORT();
 }

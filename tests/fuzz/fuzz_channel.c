@@ -28,7 +28,7 @@ static void on_t(void *ud, const char *name, const char *args) {
 }
 
 static void run(const char *text, size_t n, size_t step, struct out *o) {
-    struct muse_srv_channel *ch = muse_srv_channel_new(true, NULL);
+    struct muse_srv_channel *ch = muse_srv_channel_new(true, NULL, true);
     struct muse_srv_channel_sink sink = {o, on_r, on_c, on_t};
     for (size_t i = 0; i < n; i += step) muse_srv_channel_feed(ch, text + i, i + step <= n ? step : n - i, &sink);
     muse_srv_channel_finish(ch, &sink);

@@ -39,7 +39,7 @@ static void on_tool(void *ud, const char *name, const char *args) {
 /* Parse text fed in pieces of `step` bytes (0 = all at once). */
 static void run(const char *text, size_t step, bool parse, const cJSON *tools, struct out *o) {
     memset(o, 0, sizeof *o);
-    struct muse_srv_channel *ch = muse_srv_channel_new(parse, tools);
+    struct muse_srv_channel *ch = muse_srv_channel_new(parse, tools, true);
     struct muse_srv_channel_sink sink = {o, on_reasoning, on_content, on_tool};
     size_t n = strlen(text);
     if (!step) step = n ? n : 1;
@@ -129,6 +129,20 @@ int main(void) {
         TEST_COND("invoke in reasoning: answer", !strcmp(muse_srv_buf_str(&o.content), "no"));
         out_free(&o);
     }
+    /* tool_choice "none": the same message is content */
+    {
+        struct out o = {0};
+        struct muse_srv_channel *ch = muse_srv_channel_new(true, tools, false);
+        struct muse_srv_channel_sink sink = {&o, on_reasoning, on_content, on_tool};
+        const char *t = " to=get_weather<|message|><atem:function_calls><atem:invoke name=\"get_weather\">"
+                        "</atem:invoke></atem:function_calls>";
+        muse_srv_channel_feed(ch, t, strlen(t), &sink);
+        muse_srv_channel_finish(ch, &sink);
+        TEST_COND("calls disabled: no call", o.calls.len == 0);
+        TEST_COND("calls disabled: content", strstr(muse_srv_buf_str(&o.content), "<atem:invoke") != NULL);
+        muse_srv_channel_free(ch);
+        out_free(&o);
+    }
     /* headerless replies (JSON, digits) are content, verbatim (TensorSharp's content:null bug) */
     expect("headerless JSON", "{\"a\": 1}", true, NULL, "", "{\"a\": 1}", "", false);
     expect("headerless digits", "42 is the answer", true, NULL, "", "42 is the answer", "", false);
@@ -148,7 +162,7 @@ int main(void) {
     /* streaming hold-back: after "hello <|eo" only "hello " may be out */
     {
         struct out o = {0};
-        struct muse_srv_channel *ch = muse_srv_channel_new(true, NULL);
+        struct muse_srv_channel *ch = muse_srv_channel_new(true, NULL, true);
         struct muse_srv_channel_sink sink = {&o, on_reasoning, on_content, on_tool};
         const char *a = " to=user<|message|>hello <|eo";
         muse_srv_channel_feed(ch, a, strlen(a), &sink);

@@ -90,6 +90,10 @@ def chat_tools(cl):
         {"role": "tool", "tool_call_id": ids[0], "content": "sunny"},
         {"role": "user", "content": "thanks"}], tools=TOOLS)
     check(r2.choices[0].message.content == "You said: thanks", f"turn after tool result: {r2.choices[0].message}")
+    r4 = cl.chat.completions.create(model="muse-test", messages=[{"role": "user", "content": "weather?"}], tools=TOOLS,
+                                    tool_choice="none")
+    check(not r4.choices[0].message.tool_calls and r4.choices[0].finish_reason == "stop" and
+          "get_weather" in (r4.choices[0].message.content or ""), f"tool_choice none: no call {r4.choices[0]}")
     # tool-call ids differ across turns (hermes-agent PR #83824)
     r3 = cl.chat.completions.create(model="muse-test", messages=[{"role": "user", "content": "weather?"}], tools=TOOLS)
     check(r3.choices[0].message.tool_calls[0].id != r.choices[0].message.tool_calls[0].id, "unique tool-call ids")

@@ -85,9 +85,12 @@ muse_status muse_model_load(const char *path, struct muse_model_params params, s
 /* Free a model (NULL is fine). Every context made from it must be freed first. */
 void muse_model_free(struct muse_model *model);
 
+/* Model facts (thread-safe, never fail): vocabulary size (rows of token_embd), training context
+ * length, layer count, embedding width. */
 int32_t muse_model_n_vocab(const struct muse_model *model);
 int32_t muse_model_n_ctx_train(const struct muse_model *model);
 int32_t muse_model_n_layer(const struct muse_model *model);
+int32_t muse_model_n_embd(const struct muse_model *model);
 /* Special token ids from the file; -1 when absent. */
 int32_t muse_model_token_bos(const struct muse_model *model);
 int32_t muse_model_token_eos(const struct muse_model *model);
@@ -116,6 +119,15 @@ const char *muse_kv_type_name(enum muse_kv_type type);
 typedef void (*muse_layer_trace_fn)(void *user, int32_t pos, int32_t il, double sum, double sumsq,
                                     const float first[4]);
 
+/*
+ * Layer-input capture hook (DFlash feature capture, debugging): called at the top of every layer
+ * il (0..n_layer-1) of every micro-batch with the residual entering it (`t_layer_inp`; for
+ * layer 0 the normed embedding), x = [n_tokens][n_embd] f32 for positions pos[0..n_tokens).
+ * The pointers are valid only during the call.
+ */
+typedef void (*muse_layer_capture_fn)(void *user, int32_t il, const int32_t *pos, int32_t n_tokens,
+                                      const float *x);
+
 struct muse_context_params {
     uint32_t n_ctx;               /* positions; 0 = min(4096, the model's context_length) */
     uint32_t n_batch;             /* most tokens per forward (prompt chunk); default 512 */
@@ -126,6 +138,8 @@ struct muse_context_params {
     muse_layer_trace_fn trace;    /* NULL = no trace */
     void *trace_user;
     int32_t trace_n_pos;          /* trace positions 0..trace_n_pos-1 */
+    muse_layer_capture_fn capture; /* NULL = none */
+    void *capture_user;
 };
 
 /* Defaults for muse_context_create. */
@@ -141,6 +155,7 @@ muse_status muse_context_create(struct muse_model *model, struct muse_context_pa
 
 void muse_context_free(struct muse_context *ctx);
 
+/* Context size in positions (as resolved at creation). */
 uint32_t muse_context_n_ctx(const struct muse_context *ctx);
 /* Tokens stored in the KV cache (the position the next token gets). */
 int32_t muse_context_n_past(const struct muse_context *ctx);
@@ -158,7 +173,15 @@ const char *muse_context_backend(const struct muse_context *ctx);
 muse_status muse_eval(struct muse_context *ctx, const int32_t *tokens, int32_t n_tokens, float *logits, int logits_all,
                       struct muse_error *err);
 
-/* Forget every token (n_past = 0). */
+/*
+ * Like muse_eval, with embedding rows instead of token ids (image rows from a vision projector):
+ * embd = [n_tokens][n_embd] f32, used in place of token_embd rows; the weightless embedding
+ * RMSNorm is still applied, as llama.cpp does. n_embd = muse_model_n_embd(model).
+ */
+muse_status muse_eval_embd(struct muse_context *ctx, const float *embd, int32_t n_tokens, float *logits,
+                           int logits_all, struct muse_error *err);
+
+/* Forget every token (n_past = 0). Cannot fail. */
 void muse_kv_clear(struct muse_context *ctx);
 
 /*

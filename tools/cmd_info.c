@@ -100,7 +100,8 @@ static void shape_str(const struct muse_gguf_tensor *t, char *buf, size_t size) 
 
 static void print_hparams(const struct info *in) {
     const struct info_hparams *hp = &in->hp;
-    printf("\nhyperparameters (%s, llama.cpp defaults applied):\n", in->arch);
+    printf("\nhyperparameters (%s, llama.cpp defaults applied%s):\n", in->arch,
+           in->kind == KIND_TEXT ? ", as muse_hparams_load reads them" : "");
     printf("  n_layer %u, n_embd %u, n_ctx_train %u, n_vocab %u\n", hp->n_layer, hp->n_embd, hp->n_ctx_train,
            hp->n_vocab);
     printf("  n_head %u%s, n_head_kv %u%s, n_ff %u%s\n", hp->n_head[0], hp->head_per_layer ? " (per layer)" : "",
@@ -500,7 +501,8 @@ int cmd_info(int argc, char **argv) {
         goto done;
     }
     if (in.kind == KIND_TEXT || in.kind == KIND_DRAFTER) {
-        if ((st = info_hparams_load(g, in.arch, &in.hp, &err))) {
+        st = in.kind == KIND_TEXT ? info_hparams_load_glimmer(g, &in.hp, &err) : info_hparams_load(g, in.arch, &in.hp, &err);
+        if (st) {
             fail_line(path, err.msg, false);
             goto done;
         }

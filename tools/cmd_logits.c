@@ -107,7 +107,8 @@ int cmd_logits(int argc, char **argv) {
     if (k > n_vocab) k = n_vocab;
     int rc = 1;
     struct muse_error err;
-    float *logits = malloc(sizeof(float) * (size_t)n_vocab * (size_t)n_batch);
+    const int32_t n_rows = n_prompt < n_batch ? n_prompt : n_batch; /* logits rows of one chunk */
+    float *logits = malloc(sizeof(float) * (size_t)n_vocab * (size_t)n_rows);
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)k);
     float *vals = malloc(sizeof(float) * (size_t)k);
     int32_t *greedy = malloc(sizeof(int32_t) * (size_t)(n_predict + 1));

@@ -1,11 +1,220 @@
-/* cmd_run.c - `muse run`. (placeholder until its issue lands) */
+/*
+ * cmd_run.c - `muse run`: one-shot generation. Processes the prompt (chunked by --batch), then
+ * samples token by token (greedy unless --temperature > 0), streaming each token to stdout as
+ * it is produced; stops at EOS / EOT (never at EOM), at --max-tokens or when the context is
+ * full. Prompt and generation speed go to stderr at the end.
+ */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "cli.h"
+#include "core/timer.h"
+#include "engine/sampler.h"
+#include "model_opts.h"
+#include "muse.h"
+#include "run_text.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: muse run -m MODEL (-p TEXT | --input FILE | --tokens IDS) [--max-tokens N] [sampling] [options]\n"
+            "Generates text from a raw prompt (no chat template; --chat applies it: see muse chat --help).\n"
+            "Greedy unless --temperature > 0.\n"
+            "  -p, --prompt TEXT      prompt text (tokenized with the model's tokenizer, BOS added)\n"
+            "  --input FILE           prompt text from a UTF-8 file\n"
+            "  --tokens IDS           prompt as comma-separated token ids (used as given)\n"
+            "  -n, --max-tokens N     tokens to generate at most (default 128; 0 = prompt only)\n"
+            "  --ids                  print generated token ids instead of text\n"
+            "sampling (llama.cpp order: penalties, top-k, top-p, min-p, temperature):\n"
+            "  --temperature T        0 = greedy (default); the model card recommends 1.0\n"
+            "  --top-k K              0 = off (default); recommended 64\n"
+            "  --top-p P              1 = off (default); recommended 0.95\n"
+            "  --min-p P              0 = off (default)\n"
+            "  --repeat-penalty R     1 = off (default)\n"
+            "  --repeat-last-n N      history the penalties look at (default 64)\n"
+            "  --presence-penalty P   0 = off (default)\n"
+            "  --frequency-penalty P  0 = off (default)\n"
+            "  --seed N               RNG seed (default: random, printed at the end)\n");
+    model_opts_usage(f);
+}
+
+struct run_opts {
+    const char *prompt_text;
+    const char *input_file;
+    int32_t *tokens;
+    int n_tokens;
+    int64_t max_tokens;
+    bool print_ids;
+    bool seed_given;
+    struct muse_sampler_params sp;
+};
+
+/* Parse a sampling option; 1 consumed, 0 not a sampling option, -1 error. */
+static int parse_sampling(struct run_opts *o, int argc, char **argv, int *i) {
+    const char *a = argv[*i], *v;
+    double d;
+    int64_t n;
+    struct {
+        const char *name;
+        float *dst;
+    } floats[] = {
+        {"--temperature", &o->sp.temperature}, {"--top-p", &o->sp.top_p}, {"--min-p", &o->sp.min_p},
+        {"--repeat-penalty", &o->sp.repeat_penalty}, {"--presence-penalty", &o->sp.presence_penalty},
+        {"--frequency-penalty", &o->sp.frequency_penalty},
+    };
+    for (size_t k = 0; k < sizeof floats / sizeof floats[0]; k++) {
+        if (strcmp(a, floats[k].name)) continue;
+        if (!(v = cli_next(argc, argv, i)) || !cli_parse_float(a, v, &d)) return -1;
+        *floats[k].dst = (float)d;
+        return 1;
+    }
+    if (!strcmp(a, "--top-k")) {
+        if (!(v = cli_next(argc, argv, i)) || !cli_parse_int(a, v, 0, INT32_MAX, &n)) return -1;
+        o->sp.top_k = (int32_t)n;
+        return 1;
+    }
+    if (!strcmp(a, "--repeat-last-n")) {
+        if (!(v = cli_next(argc, argv, i)) || !cli_parse_int(a, v, 0, 1 << 20, &n)) return -1;
+        o->sp.repeat_last_n = (int32_t)n;
+        return 1;
+    }
+    if (!strcmp(a, "--seed")) {
+        if (!(v = cli_next(argc, argv, i)) || !cli_parse_int(a, v, 0, INT64_MAX, &n)) return -1;
+        o->sp.seed = (uint64_t)n;
+        o->seed_given = true;
+        return 1;
+    }
+    return 0;
+}
 
 int cmd_run(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "muse run: not implemented yet\n");
-    return 1;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--chat")) return cmd_chat(argc, argv); /* chat formatting: tools/cmd_chat.c */
+    struct model_opts mo;
+    struct run_opts ro = {.max_tokens = 128, .sp = muse_sampler_default_params()};
+    model_opts_init(&mo);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        int r = model_opts_parse(&mo, argc, argv, &i);
+        if (r == 0) r = parse_sampling(&ro, argc, argv, &i);
+        if (r < 0) goto usage_fail;
+        if (r > 0) continue;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            free(ro.tokens);
+            return 0;
+        } else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
+            if (!(ro.prompt_text = cli_next(argc, argv, &i))) goto usage_fail;
+        } else if (!strcmp(a, "--input")) {
+            if (!(ro.input_file = cli_next(argc, argv, &i))) goto usage_fail;
+        } else if (!strcmp(a, "--tokens")) {
+            free(ro.tokens);
+            ro.tokens = NULL;
+            if (!(v = cli_next(argc, argv, &i)) || !cli_parse_ids(a, v, &ro.tokens, &ro.n_tokens)) goto usage_fail;
+        } else if (!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) {
+            if (!(v = cli_next(argc, argv, &i)) || !cli_parse_int(a, v, 0, INT32_MAX, &ro.max_tokens)) goto usage_fail;
+        } else if (!strcmp(a, "--ids")) {
+            ro.print_ids = true;
+        } else {
+            fprintf(stderr, "muse run: unknown option '%s'\n", a);
+            goto usage_fail;
+        }
+    }
+    if (!mo.model_path || (!ro.prompt_text && !ro.input_file && !ro.tokens) ||
+        (!!ro.prompt_text + !!ro.input_file + !!ro.tokens) > 1) {
+        fprintf(stderr, "muse run: -m MODEL and exactly one of -p TEXT, --input FILE, --tokens IDS are required\n");
+        goto usage_fail;
+    }
+    if (!ro.seed_given) ro.sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
+
+    struct muse_model *model = NULL;
+    struct muse_context *ctx = NULL;
+    struct muse_sampler *smp = NULL;
+    struct run_text *rt = NULL;
+    float *logits = NULL;
+    int rc = 1;
+    struct muse_error err;
+    if (!model_opts_open(&mo, "run", &model, &ctx)) {
+        free(ro.tokens);
+        return 1;
+    }
+    /* text in and out (the tokenizer), or ids only */
+    if (run_text_open(mo.model_path, &rt, &err)) {
+        if (ro.prompt_text || ro.input_file) {
+            fprintf(stderr, "muse run: %s\n", err.msg);
+            goto done;
+        }
+        rt = NULL; /* ids in, ids out */
+        ro.print_ids = true;
+    }
+    if (!ro.tokens && run_text_encode_prompt(rt, ro.prompt_text, ro.input_file, &ro.tokens, &ro.n_tokens, &err)) {
+        fprintf(stderr, "muse run: %s\n", err.msg);
+        goto done;
+    }
+    const int32_t n_vocab = muse_model_n_vocab(model);
+    const int32_t n_ctx = (int32_t)muse_context_n_ctx(ctx);
+    if (ro.n_tokens > n_ctx) {
+        fprintf(stderr, "muse run: the prompt has %d tokens but the context holds %d (use a larger --ctx-size)\n",
+                ro.n_tokens, n_ctx);
+        goto done;
+    }
+    logits = malloc(sizeof(float) * (size_t)n_vocab);
+    if (!logits || muse_sampler_create(ro.sp, n_vocab, &smp, &err)) {
+        fprintf(stderr, "muse run: %s\n", logits ? err.msg : "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < ro.n_tokens; i++) muse_sampler_accept(smp, ro.tokens[i]);
+
+    int64_t t0 = muse_time_us();
+    if (muse_eval(ctx, ro.tokens, ro.n_tokens, logits, 0, &err)) {
+        fprintf(stderr, "muse run: %s\n", err.msg);
+        goto done;
+    }
+    int64_t t1 = muse_time_us();
+    int64_t n_gen = 0;
+    const char *stop = "max-tokens";
+    while (n_gen < ro.max_tokens) {
+        int32_t tok = muse_sampler_sample(smp, logits);
+        muse_sampler_accept(smp, tok);
+        n_gen++;
+        if (muse_model_token_is_stop(model, tok)) {
+            stop = "end of turn (EOS/EOT)";
+            break;
+        }
+        if (ro.print_ids || !rt) printf("%s%d", n_gen > 1 ? " " : "", tok);
+        else run_text_print_token(rt, tok, stdout);
+        fflush(stdout);
+        if (n_gen == ro.max_tokens) break;
+        if (muse_context_n_past(ctx) >= n_ctx) {
+            stop = "context full";
+            break;
+        }
+        if (muse_eval(ctx, &tok, 1, logits, 0, &err)) {
+            fprintf(stderr, "\nmuse run: %s\n", err.msg);
+            goto done;
+        }
+    }
+    if (rt && !ro.print_ids) run_text_flush(rt, stdout);
+    printf("\n");
+    fflush(stdout);
+    int64_t t2 = muse_time_us();
+    double tp = (double)(t1 - t0) / 1e6, tg = (double)(t2 - t1) / 1e6;
+    fprintf(stderr, "muse run: prompt %d tokens in %.3f s (%.2f tok/s); generated %lld tokens in %.3f s (%.2f tok/s); "
+                    "stop: %s; backend %s; seed %llu\n",
+            ro.n_tokens, tp, tp > 0 ? ro.n_tokens / tp : 0.0, (long long)n_gen, tg, tg > 0 ? (double)n_gen / tg : 0.0, stop,
+            muse_context_backend(ctx), (unsigned long long)ro.sp.seed);
+    rc = 0;
+done:
+    free(logits);
+    muse_sampler_free(smp);
+    run_text_close(rt);
+    muse_context_free(ctx);
+    muse_model_free(model);
+    free(ro.tokens);
+    return rc;
+usage_fail:
+    free(ro.tokens);
+    usage(stderr);
+    return 2;
 }

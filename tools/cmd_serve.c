@@ -1,11 +1,169 @@
-/* cmd_serve.c - `muse serve`. (placeholder until its issue lands) */
+/* cmd_serve.c - `muse serve`: the OpenAI-compatible HTTP server (src/server, docs/server.md). */
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
+#include "server/engine_iface.h"
+#include "server/server.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: muse serve --model FILE.gguf [options]\n"
+            "\n"
+            "  --model FILE        the GGUF model to serve\n"
+            "  --host ADDR         numeric address to bind (default 127.0.0.1; 0.0.0.0 = every interface)\n"
+            "  --port N            TCP port (default 8080; 0 = any free port)\n"
+            "  --port-file FILE    write the bound port to FILE once listening\n"
+            "  -np, --parallel N   slots: sequences generated in parallel, each with its own KV cache (default 1)\n"
+            "  --queue N           requests that may wait for a slot; beyond that 503 + Retry-After (default 64)\n"
+            "  -c, --ctx-size N    context per slot in tokens (default: min(4096, the model's))\n"
+            "  -b, --batch-size N  most tokens per forward call (default 512)\n"
+            "  --max-body BYTES    largest request body; larger ones get 413 (default 4194304)\n"
+            "  --api-key KEY       require `Authorization: Bearer KEY` on everything but /health and /\n"
+            "                      (or set MUSE_API_KEY)\n"
+            "  --temperature T, --top-p P, --top-k K, --min-p P\n"
+            "                      sampling defaults for requests that omit them (default 1.0, 0.95, 64, 0)\n"
+            "  --max-connections N concurrent HTTP connections (default 256)\n"
+            "  --test-script FILE  TEST ONLY: no model; play scripted outputs from FILE (docs/server.md)\n");
+}
 
 int cmd_serve(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "muse serve: not implemented yet\n");
-    return 1;
+    struct muse_server_params p = muse_server_default_params();
+    const char *model = NULL, *script = NULL, *port_file = NULL;
+    bool test_mode = false;
+    int n_ctx = 0, n_batch = 0;
+    int64_t v;
+    double d;
+    p.api_key = getenv("MUSE_API_KEY");
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val;
+#define NEXT()                                            \
+    do {                                                  \
+        if (!(val = cli_next(argc, argv, &i))) return 2;  \
+    } while (0)
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--model") || !strcmp(a, "-m")) {
+            NEXT();
+            model = val;
+        } else if (!strcmp(a, "--test-script")) {
+            NEXT();
+            script = val;
+            test_mode = true;
+        } else if (!strcmp(a, "--host")) {
+            NEXT();
+            p.host = val;
+        } else if (!strcmp(a, "--port")) {
+            NEXT();
+            if (!cli_parse_int(a, val, 0, 65535, &v)) return 2;
+            p.port = (int)v;
+        } else if (!strcmp(a, "--port-file")) {
+            NEXT();
+            port_file = val;
+        } else if (!strcmp(a, "--parallel") || !strcmp(a, "-np")) {
+            NEXT();
+            if (!cli_parse_int(a, val, 1, 256, &v)) return 2;
+            p.n_slots = (int)v;
+        } else if (!strcmp(a, "--queue")) {
+            NEXT();
+            if (!cli_parse_int(a, val, 0, 100000, &v)) return 2;
+            p.queue = (int)v;
+        } else if (!strcmp(a, "--ctx-size") || !strcmp(a, "-c")) {
+            NEXT();
+            if (!cli_parse_int(a, val, 16, 1 << 24, &v)) return 2;
+            n_ctx = (int)v;
+        } else if (!strcmp(a, "--batch-size") || !strcmp(a, "-b")) {
+            NEXT();
+            if (!cli_parse_int(a, val, 1, 1 << 16, &v)) return 2;
+            n_batch = (int)v;
+        } else if (!strcmp(a, "--max-body")) {
+            NEXT();
+            if (!cli_parse_int(a, val, 1024, (int64_t)1 << 34, &v)) return 2;
+            p.max_body = (size_t)v;
+        } else if (!strcmp(a, "--max-connections")) {
+            NEXT();
+            if (!cli_parse_int(a, val, 1, 100000, &v)) return 2;
+            p.max_connections = (int)v;
+        } else if (!strcmp(a, "--api-key")) {
+            NEXT();
+            p.api_key = val;
+        } else if (!strcmp(a, "--temperature") || !strcmp(a, "--temp")) {
+            NEXT();
+            if (!cli_parse_float(a, val, &d) || d < 0) return 2;
+            p.temperature = (float)d;
+        } else if (!strcmp(a, "--top-p")) {
+            NEXT();
+            if (!cli_parse_float(a, val, &d) || d < 0 || d > 1) return 2;
+            p.top_p = (float)d;
+        } else if (!strcmp(a, "--min-p")) {
+            NEXT();
+            if (!cli_parse_float(a, val, &d) || d < 0 || d > 1) return 2;
+            p.min_p = (float)d;
+        } else if (!strcmp(a, "--top-k")) {
+            NEXT();
+            if (!cli_parse_int(a, val, 0, 1 << 30, &v)) return 2;
+            p.top_k = (int)v;
+        } else {
+            fprintf(stderr, "muse serve: unknown option '%s'\n\n", a);
+            usage(stderr);
+            return 2;
+        }
+#undef NEXT
+    }
+    if (!model && !test_mode) {
+        fprintf(stderr, "muse serve: --model is required\n\n");
+        usage(stderr);
+        return 2;
+    }
+
+    /* SIGINT/SIGTERM are taken by sigwait below; every thread started from here inherits the mask */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    struct muse_error err = {0};
+    struct muse_server *srv = NULL;
+    if (muse_server_create(&p, &srv, &err) != MUSE_OK) {
+        fprintf(stderr, "muse serve: %s\n", err.msg);
+        return 1;
+    }
+    int port = muse_server_port(srv);
+    fprintf(stderr, "muse serve: listening on http://%s:%d (loading)\n", p.host, port);
+    if (port_file) {
+        FILE *f = fopen(port_file, "w");
+        if (!f || fprintf(f, "%d\n", port) < 0 || fclose(f)) {
+            fprintf(stderr, "muse serve: cannot write %s\n", port_file);
+            muse_server_free(srv);
+            return 1;
+        }
+    }
+    struct muse_srv_engine eng = {0};
+    muse_status st;
+    if (test_mode) {
+        fprintf(stderr, "muse serve: TEST MODE: scripted fake engine, no model (%s)\n", script);
+        st = muse_srv_fake_engine_create(script, &eng, &err);
+    } else {
+        struct muse_srv_real_params rp = {n_ctx, n_batch};
+        st = muse_srv_real_engine_create(model, &rp, &eng, &err);
+    }
+    if (st == MUSE_OK) st = muse_server_attach_engine(srv, eng, &err);
+    if (st != MUSE_OK) {
+        fprintf(stderr, "muse serve: %s\n", err.msg);
+        muse_server_free(srv);
+        return 1;
+    }
+    fprintf(stderr, "muse serve: ready: %d slot(s), queue %d%s\n", p.n_slots, p.queue, p.api_key ? ", API key required" : "");
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    fprintf(stderr, "muse serve: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    muse_server_free(srv);
+    fprintf(stderr, "muse serve: stopped\n");
+    return 0;
 }

@@ -3,8 +3,9 @@
  * the Muse-Glimmer hyperparameters shown in the "derived" section.
  *
  * The hyperparameter struct mirrors the field names of src/model/hparams.h (struct
- * muse_hparams, the forward engineer's loader with llama.cpp's defaults); once that lands in
- * main, info_hparams_load() becomes a thin wrapper over muse_hparams_load().
+ * muse_hparams). For muse-glimmer files the values come from muse_hparams_load() (the loader
+ * the engine itself uses, so `muse info` shows exactly what `muse run` will use); the DFlash
+ * drafter has the same key layout under the `dflash.` prefix and is read here.
  */
 #pragma once
 
@@ -52,8 +53,14 @@ struct info_hparams {
 };
 
 /*
+ * Muse-Glimmer text models: muse_hparams_load() (src/model/hparams.h), copied into *hp. The
+ * `*_per_layer` flags are set where the file stores the key as an array. Errors as that loader.
+ */
+muse_status info_hparams_load_glimmer(const struct muse_gguf *g, struct info_hparams *hp, struct muse_error *err);
+
+/*
  * Read the hyperparameters of an architecture that follows the Muse-Glimmer key layout
- * (`prefix` = "muse-glimmer" or "dflash") with llama.cpp's defaults (text-model.md 3).
+ * (`prefix` = "dflash" for drafters) with llama.cpp's defaults (text-model.md 3).
  * Returns MUSE_OK, MUSE_ERR_MISSING (required key absent) or MUSE_ERR_FORMAT (wrong type,
  * wrong array length, out of range); `err` names the key.
  */

@@ -62,9 +62,9 @@ void model_opts_usage(FILE *f) {
             "  -m, --model FILE     Muse-Glimmer text GGUF (required)\n"
             "  -c, --ctx-size N     context positions (default: min(4096, the model's context_length))\n"
             "  -b, --batch N        prompt chunk size, tokens per forward (default 512)\n"
-            "  -t, --threads N      threads for the backend (the ref backend uses 1)\n"
+            "  -t, --threads N      threads for the backend (default: physical cores; the ref backend uses 1)\n"
             "  --kv f16|f32|q8_0    KV cache type (default f16, as llama.cpp)\n"
-            "  --backend NAME       forward backend: ref (the plain-C reference, default)\n"
+            "  --backend NAME       forward backend: cpu (threads + SIMD kernels, default) or ref (the plain-C reference)\n"
             "  --swa-full           sliding-window layers keep the whole context (no ring)\n"
             "environment: MUSE_LAYER_TRACE=1 prints a residual checksum per layer for the first\n"
             "  MUSE_LAYER_TRACE_POS (default 4) positions on stderr\n");

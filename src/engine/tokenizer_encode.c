@@ -21,7 +21,7 @@ struct bigram {
 };
 
 /* Piece cache: a direct-mapped table from piece bytes to the ids BPE gave them. */
-#define CACHE_SLOTS 4096u
+#define CACHE_MAX_SLOTS 4096u
 #define CACHE_MAX_PIECE 32u
 #define CACHE_MAX_IDS 12u
 struct cache_slot {
@@ -38,8 +38,11 @@ struct enc {
     /* BPE scratch, sized for the longest piece seen so far */
     size_t scratch_n;
     int32_t *sym, *next, *prev;     /* [scratch_n] */
-    struct bigram *heap;            /* [scratch_n] */
-    struct cache_slot *cache;       /* [CACHE_SLOTS] or NULL */
+    struct bigram *heap;            /* [heap_cap], grown on demand */
+    size_t heap_cap;
+    bool nomem;                     /* a heap growth failed */
+    struct cache_slot *cache;       /* [cache_mask + 1] or NULL */
+    uint64_t cache_mask;
 };
 
 static inline void emit(struct enc *e, int32_t id) {
@@ -57,18 +60,28 @@ static muse_status reserve(struct enc *e, size_t n) {
     if (next) e->next = next;
     int32_t *prev = realloc(e->prev, cap * sizeof(int32_t));
     if (prev) e->prev = prev;
-    struct bigram *heap = realloc(e->heap, cap * sizeof(struct bigram));
-    if (heap) e->heap = heap;
-    if (!sym || !next || !prev || !heap) return MUSE_ERR_NOMEM;
+    if (!sym || !next || !prev) return MUSE_ERR_NOMEM;
     e->scratch_n = cap;
     return MUSE_OK;
 }
 
 // ---- BPE ------------------------------------------------------------------------------------------
 
-/* A min-heap of bigrams; at most one live entry per symbol position, so n-1 slots suffice
- * (stale entries are dropped at pop time, and each merge pushes at most two: we bound the heap
- * by checking the size before each push and growing the scratch if needed). */
+/*
+ * A min-heap of bigrams; stale entries are dropped at pop time. It never holds more than 2n
+ * entries (n-1 initial pairs; each merge pops one and pushes at most two, so after k pops with
+ * m <= k merges the size is n-1 + 2m - k), and usually far fewer (a run of a character with no
+ * merges has none), so it grows on demand instead of being sized for the worst case.
+ */
+static bool heap_grow(struct enc *e) {
+    size_t cap = e->heap_cap ? e->heap_cap * 2 : 256;
+    struct bigram *h = realloc(e->heap, cap * sizeof(struct bigram));
+    if (!h) return false;
+    e->heap = h;
+    e->heap_cap = cap;
+    return true;
+}
+
 static inline void heap_push(struct bigram *h, size_t *n, struct bigram b) {
     size_t i = (*n)++;
     while (i > 0) {
@@ -101,6 +114,10 @@ static inline void try_pair(struct enc *e, size_t *hn, int32_t pos) {
     if (right < 0) return;
     const struct muse_tok_merge *m = muse_tok_find_merge(e->tok, e->sym[pos], e->sym[right]);
     if (!m) return;
+    if (*hn == e->heap_cap && !heap_grow(e)) {
+        e->nomem = true;
+        return;
+    }
     heap_push(e->heap, hn,
               (struct bigram){.key = (uint64_t)m->rank << 32 | (uint32_t)pos,
                               .right_pos = right, .left = e->sym[pos], .right = e->sym[right], .result = m->result});
@@ -126,8 +143,8 @@ static muse_status bpe(struct enc *e, const uint8_t *p, size_t n) {
         emit_sym(e, tok->byte_sym[p[0]]);
         return MUSE_OK;
     }
-    /* the heap holds at most n-1 initial pairs plus 2 per merge (n-1 merges): 3n slots */
-    if (reserve(e, 3 * n) != MUSE_OK) return MUSE_ERR_NOMEM;
+    if (n > INT32_MAX) return MUSE_ERR_INVALID_ARG; /* positions are 32-bit */
+    if (reserve(e, n) != MUSE_OK) return MUSE_ERR_NOMEM;
     int32_t *sym = e->sym, *next = e->next, *prev = e->prev;
     for (size_t i = 0; i < n; i++) {
         sym[i] = tok->byte_sym[p[i]];
@@ -149,6 +166,7 @@ static muse_status bpe(struct enc *e, const uint8_t *p, size_t n) {
         try_pair(e, &hn, prev[pos]);
         try_pair(e, &hn, pos);
     }
+    if (e->nomem) return MUSE_ERR_NOMEM;
     for (int32_t i = 0; i >= 0; i = next[i]) emit_sym(e, sym[i]);
     return MUSE_OK;
 }
@@ -157,8 +175,15 @@ static muse_status piece_fn(void *ctx, const uint8_t *text, size_t start, size_t
     struct enc *e = ctx;
     const uint8_t *p = text + start;
     size_t n = end - start;
+    if (e->tok->ignore_merges) {
+        int32_t id = muse_tok_find_sym(e->tok, p, n);
+        if (id >= 0 && id < e->tok->n_vocab) {
+            emit(e, id);
+            return MUSE_OK;
+        }
+    }
     if (!e->cache || n > CACHE_MAX_PIECE || n < 2) return bpe(e, p, n);
-    struct cache_slot *c = &e->cache[muse_tok_hash_bytes(p, n) & (CACHE_SLOTS - 1)];
+    struct cache_slot *c = &e->cache[muse_tok_hash_bytes(p, n) & e->cache_mask];
     if (c->len == n && memcmp(c->bytes, p, n) == 0) {
         for (unsigned i = 0; i < c->n_ids; i++) emit(e, c->ids[i]);
         return MUSE_OK;
@@ -261,7 +286,9 @@ nomem:
 static muse_status encode_text(struct enc *e, pcre2_match_data *md, const uint8_t *text, size_t len,
                                struct muse_error *err) {
     if (!len) return MUSE_OK;
-    return muse_tok_pretok_split(e->tok, md, text, len, piece_fn, e, err);
+    muse_status st = muse_tok_pretok_split(e->tok, md, text, len, piece_fn, e, err);
+    if (st == MUSE_ERR_INVALID_ARG) muse_error_set(err, st, "tokenize: a pre-tokenizer piece longer than 2 GiB");
+    return st;
 }
 
 muse_status muse_tokenizer_encode(const struct muse_tokenizer *tok, const char *text, size_t len, unsigned flags,
@@ -282,10 +309,14 @@ muse_status muse_tokenizer_encode(const struct muse_tokenizer *tok, const char *
         goto fail;
     md = pcre2_match_data_create_from_pattern(tok->re, NULL);
     if (!md) goto fail;
-    /* the cache pays for itself from a few hundred bytes on */
+    /* the cache pays for itself from a few hundred bytes on; about one slot per 8 bytes of text
+     * (a piece is ~4 bytes and the common ones repeat), at most 4096 slots (~340 KB) */
     if (len >= 256) {
-        e.cache = calloc(CACHE_SLOTS, sizeof(struct cache_slot));
+        size_t slots = 32;
+        while (slots < CACHE_MAX_SLOTS && slots * 8 < len) slots *= 2;
+        e.cache = calloc(slots, sizeof(struct cache_slot));
         if (!e.cache) goto fail;
+        e.cache_mask = slots - 1;
     }
     size_t pos = 0;
     for (size_t j = 0; j < n_taken; j++) {

@@ -20,6 +20,13 @@ struct muse_tok_merge {
     int32_t result;
 };
 
+/* One slot of the symbol table (bytes -> symbol id). */
+struct muse_tok_sym_slot {
+    uint64_t head;    /* first 8 bytes of the string, zero-padded */
+    uint32_t id1;     /* symbol id + 1; 0 = empty slot */
+    uint32_t meta;    /* hash bits << 8 | min(length, 255) */
+};
+
 struct muse_tokenizer {
     int32_t n_vocab;
     int32_t n_sym;                  /* n_vocab + synthetic merge symbols */
@@ -33,7 +40,7 @@ struct muse_tokenizer {
     uint64_t *sym_off;              /* [n_sym + 1] */
     uint8_t *decodable;             /* [n_vocab] 1 = text is valid byte-to-unicode form */
 
-    uint64_t *sym_hash;             /* [sym_hash_mask + 1] hash tag << 32 | symbol id + 1, 0 = empty */
+    struct muse_tok_sym_slot *sym_hash; /* [sym_hash_mask + 1] open addressing, key = bytes */
     uint32_t sym_hash_mask;
 
     struct muse_tok_merge *merges;  /* [merge_mask + 1] open addressing */
@@ -53,6 +60,7 @@ struct muse_tokenizer {
     int32_t n_special_lens;
 
     enum muse_pretok pretok;
+    bool ignore_merges;             /* llama3: a piece that is a token is emitted whole (llama.cpp) */
     pcre2_code *re;
     bool jit;
 

@@ -16,33 +16,44 @@
 
 #include "core/error.h"
 #include "engine/tokenizer_impl.h"
+#include "engine/tokenizer_unicode.h"
 
 /* Unicode White_Space, as the inside of a character class. */
 #define WS_CLASS "\\t\\n\\x{0B}\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
 
+/*
+ * Class contents. The system PCRE2 (10.42) has Unicode 14 tables; tiktoken's Rust regex has
+ * Unicode 15, so the letters, marks and digits added in 15.0 (CJK Extension H, Kawi, Nag
+ * Mundari, Kaktovik numerals, ...) are appended from the generated tokenizer_unicode.h.
+ */
+#define CL "\\p{L}" MUSE_TOK_EXTRA_L
+#define CN "\\p{N}" MUSE_TOK_EXTRA_N
+#define CUP "\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}" MUSE_TOK_EXTRA_UPPER
+#define CLO "\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}" MUSE_TOK_EXTRA_LOWER
+
 /* The patterns as published (tiktoken / HF tokenizer.json), `\s`/`\S` expanded at compile time. */
 static const char *const patterns[MUSE_PRETOK_COUNT] = {
     [MUSE_PRETOK_LLAMA4] =
-        "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
-        "|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
-        "|\\p{N}{1,3}"
-        "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*"
+        "[^\\r\\n" CL CN "]?[" CUP "]*[" CLO "]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+        "|[^\\r\\n" CL CN "]?[" CUP "]+[" CLO "]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+        "|[" CN "]{1,3}"
+        "| ?[^\\s" CL CN "]+[\\r\\n/]*"
         "|\\s*[\\r\\n]+"
         "|\\s+(?!\\S)"
         "|\\s+",
     [MUSE_PRETOK_LLAMA3] =
         "(?i:'s|'t|'re|'ve|'m|'ll|'d)"
-        "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+"
-        "|\\p{N}{1,3}"
-        "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"
+        "|[^\\r\\n" CL CN "]?[" CL "]+"
+        "|[" CN "]{1,3}"
+        "| ?[^\\s" CL CN "]+[\\r\\n]*"
         "|\\s*[\\r\\n]+"
         "|\\s+(?!\\S)"
         "|\\s+",
     [MUSE_PRETOK_GPT2] =
         "'s|'t|'re|'ve|'m|'ll|'d"
-        "| ?\\p{L}+"
-        "| ?\\p{N}+"
-        "| ?[^\\s\\p{L}\\p{N}]+"
+        "| ?[" CL "]+"
+        "| ?[" CN "]+"
+        "| ?[^\\s" CL CN "]+"
         "|\\s+(?!\\S)"
         "|\\s+",
 };
@@ -97,26 +108,54 @@ muse_status muse_tok_pretok_compile(struct muse_tokenizer *tok, struct muse_erro
     return MUSE_OK;
 }
 
-/* One match from `start`; on a JIT stack overflow retry with the interpreter (heap-backed). */
+/*
+ * Resources for long matches, created only when the default ones run out (per call, so that
+ * concurrent encodes share nothing). The default JIT stack (32 KiB on the machine stack) is
+ * exhausted by a whitespace run of some hundred KB (`\s+(?!\S)` backtracks over it).
+ */
+struct big_match {
+    pcre2_jit_stack *jit_stack;
+    pcre2_match_context *mctx;
+};
+
+/* One match from `start`. On a resource limit: JIT with a 1 GiB (virtual) stack, then the
+ * interpreter without match/depth limits and a 4 GiB heap limit. */
 static int match_at(const struct muse_tokenizer *tok, pcre2_match_data *md, const uint8_t *text, size_t len,
-                    size_t start) {
-    int rc = pcre2_match(tok->re, (PCRE2_SPTR)text, len, start, 0, md, NULL);
-    if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
-        rc = pcre2_match(tok->re, (PCRE2_SPTR)text, len, start, PCRE2_NO_JIT, md, NULL);
-    return rc;
+                    size_t start, struct big_match *big) {
+    int rc = pcre2_match(tok->re, (PCRE2_SPTR)text, len, start, 0, md, big->mctx);
+    if (rc != PCRE2_ERROR_JIT_STACKLIMIT && rc != PCRE2_ERROR_MATCHLIMIT && rc != PCRE2_ERROR_DEPTHLIMIT &&
+        rc != PCRE2_ERROR_HEAPLIMIT)
+        return rc;
+    if (!big->mctx) {
+        big->mctx = pcre2_match_context_create(NULL);
+        if (!big->mctx) return PCRE2_ERROR_NOMEMORY;
+        pcre2_set_match_limit(big->mctx, UINT32_MAX);
+        pcre2_set_depth_limit(big->mctx, UINT32_MAX);
+        pcre2_set_heap_limit(big->mctx, 4u << 20); /* KiB */
+        if (tok->jit) {
+            big->jit_stack = pcre2_jit_stack_create(1 << 20, (size_t)1 << 30, NULL);
+            if (big->jit_stack) pcre2_jit_stack_assign(big->mctx, NULL, big->jit_stack);
+        }
+        rc = pcre2_match(tok->re, (PCRE2_SPTR)text, len, start, 0, md, big->mctx);
+        if (rc != PCRE2_ERROR_JIT_STACKLIMIT) return rc;
+    }
+    return pcre2_match(tok->re, (PCRE2_SPTR)text, len, start, PCRE2_NO_JIT, md, big->mctx);
 }
 
 muse_status muse_tok_pretok_split(const struct muse_tokenizer *tok, pcre2_match_data *md, const uint8_t *text,
                                   size_t len, muse_tok_piece_fn fn, void *ctx, struct muse_error *err) {
+    struct big_match big = {0};
+    muse_status st = MUSE_OK;
     size_t pos = 0, done = 0; /* done: end of the last piece handed out */
     while (pos < len) {
-        int rc = match_at(tok, md, text, len, pos);
+        int rc = match_at(tok, md, text, len, pos, &big);
         if (rc == PCRE2_ERROR_NOMATCH) break;
         if (rc < 0) {
             PCRE2_UCHAR msg[256];
             pcre2_get_error_message(rc, msg, sizeof(msg));
-            return muse_error_set(err, MUSE_ERR_INTERNAL, "tokenizer: regex match failed at byte %zu: %s", pos,
-                                  (const char *)msg);
+            st = muse_error_set(err, rc == PCRE2_ERROR_NOMEMORY ? MUSE_ERR_NOMEM : MUSE_ERR_INTERNAL,
+                                "tokenizer: regex match failed at byte %zu: %s", pos, (const char *)msg);
+            goto done;
         }
         const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
         size_t s = ov[0], e = ov[1];
@@ -124,11 +163,13 @@ muse_status muse_tok_pretok_split(const struct muse_tokenizer *tok, pcre2_match_
             pos = s + 1;
             continue;
         }
-        muse_status st;
-        if (s > done && (st = fn(ctx, text, done, s)) != MUSE_OK) return st; /* invalid UTF-8 stretch */
-        if ((st = fn(ctx, text, s, e)) != MUSE_OK) return st;
+        if (s > done && (st = fn(ctx, text, done, s)) != MUSE_OK) goto done; /* invalid UTF-8 stretch */
+        if ((st = fn(ctx, text, s, e)) != MUSE_OK) goto done;
         done = pos = e;
     }
-    if (done < len) return fn(ctx, text, done, len);
-    return MUSE_OK;
+    if (done < len) st = fn(ctx, text, done, len);
+done:
+    if (big.mctx) pcre2_match_context_free(big.mctx);
+    if (big.jit_stack) pcre2_jit_stack_free(big.jit_stack);
+    return st;
 }

@@ -304,24 +304,26 @@ void muse_from_float_mxfp4(const float *x, void *vy, int64_t n) {
     }
 }
 
-/* f32 -> UE4M3 byte (spec 2.11): 0 for v <= 0 (and NaN), clamp to 448, subnormal below 2^-6,
- * otherwise 3 mantissa bits rounded half up by the next bit, saturating at 0x7E. */
+/* f32 -> UE4M3 byte as ggml_fp32_to_ue4m3: 0 for v <= 0 (and NaN), clamp to 448, subnormal
+ * (round(v * 512), at most 7) below 2^-6, else 3 mantissa bits rounded half up by the next bit.
+ * Every value with the top exponent (v >= 256, or rounding up into it) saturates to 0x7E = 448:
+ * ggml never emits 0x78..0x7D. */
 static uint8_t ue4m3_encode(float v) {
     if (!(v > 0.0f)) return 0;
     if (v > 448.0f) v = 448.0f;
     const uint32_t bits = muse_f32_to_bits(v);
-    const int exp = (int)((bits >> 23) & 0xff) - 127;
-    int man = (int)((bits >> 20) & 7);
-    int e = exp + 7;
+    int e = (int)((bits >> 23) & 0xff) - 127 + 7;
     if (e <= 0) {
         int m = (int)(v * 512.0f + 0.5f);
         if (m > 7) m = 7;
         return m < 1 ? 0 : (uint8_t)m;
     }
-    if ((bits >> 19) & 1) {   /* round half up on the first dropped bit */
-        if (++man > 7) { man = 0; e++; }
+    if (e >= 15) return 0x7e;
+    int man = (int)((bits >> 20) & 7) + (int)((bits >> 19) & 1);
+    if (man > 7) {
+        man = 0;
+        if (++e >= 15) return 0x7e;
     }
-    if (e > 15 || (e == 15 && man > 6)) return 0x7e;
     return (uint8_t)(e << 3 | man);
 }
 

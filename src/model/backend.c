@@ -7,6 +7,7 @@
 
 /* Registered backends, the default first. A new backend adds one line here. */
 static const struct muse_backend_ops *const backends[] = {
+    &muse_backend_cpu_ops,
     &muse_backend_ref_ops,
 };
 

@@ -84,6 +84,7 @@ struct muse_backend_ops {
 };
 
 extern const struct muse_backend_ops muse_backend_ref_ops;
+extern const struct muse_backend_ops muse_backend_cpu_ops;  /* backend_cpu.c: threads + SIMD kernels */
 
 /* The backend registered under `name` ("ref", "cpu", ...); NULL when unknown. */
 const struct muse_backend_ops *muse_backend_find(const char *name);

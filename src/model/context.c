@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/cpu.h"
 #include "core/error.h"
 #include "model/model.h"
 
@@ -43,6 +44,7 @@ const struct muse_weights *muse_model_weights(const struct muse_model *m) { retu
 int32_t muse_model_n_vocab(const struct muse_model *m) { return (int32_t)m->w.n_vocab; }
 int32_t muse_model_n_ctx_train(const struct muse_model *m) { return (int32_t)m->hp.n_ctx_train; }
 int32_t muse_model_n_layer(const struct muse_model *m) { return (int32_t)m->hp.n_layer; }
+int32_t muse_model_n_embd(const struct muse_model *m) { return (int32_t)m->hp.n_embd; }
 int32_t muse_model_token_bos(const struct muse_model *m) { return m->hp.bos_token_id; }
 int32_t muse_model_token_eos(const struct muse_model *m) { return m->hp.eos_token_id; }
 int32_t muse_model_token_eot(const struct muse_model *m) { return m->hp.eot_token_id; }
@@ -99,7 +101,7 @@ muse_status muse_context_create(struct muse_model *model, struct muse_context_pa
     const struct muse_hparams *hp = &model->hp;
     muse_status st;
     *out = NULL;
-    const char *bname = params.backend ? params.backend : "ref";
+    const char *bname = params.backend ? params.backend : "cpu";
     const struct muse_backend_ops *ops = muse_backend_find(bname);
     if (!ops) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "unknown backend '%s'", bname);
     if ((unsigned)params.kv_type >= MUSE_KV_TYPE_COUNT)
@@ -111,7 +113,7 @@ muse_status muse_context_create(struct muse_model *model, struct muse_context_pa
     if (params.n_ctx > INT32_MAX / 2) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "context size %u is too large", params.n_ctx);
     if (params.n_batch == 0) params.n_batch = 512;
     if (params.n_batch > params.n_ctx) params.n_batch = params.n_ctx;
-    if (params.n_threads == 0) params.n_threads = 1;
+    if (params.n_threads == 0) params.n_threads = ops == &muse_backend_ref_ops ? 1 : (uint32_t)muse_cpu_features()->n_physical;
 
     struct muse_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
@@ -147,13 +149,15 @@ uint32_t muse_context_n_ctx(const struct muse_context *ctx) { return ctx->params
 int32_t muse_context_n_past(const struct muse_context *ctx) { return ctx->kv->n_past; }
 const char *muse_context_backend(const struct muse_context *ctx) { return ctx->ops->name; }
 
-muse_status muse_eval(struct muse_context *ctx, const int32_t *tokens, int32_t n_tokens, float *logits, int logits_all,
-                      struct muse_error *err) {
+/* Shared body of muse_eval / muse_eval_embd: exactly one of tokens / embd is non-NULL. */
+static muse_status eval(struct muse_context *ctx, const int32_t *tokens, const float *embd, int32_t n_tokens,
+                        float *logits, int logits_all, struct muse_error *err) {
     const struct muse_model *m = ctx->model;
     const int32_t n_vocab = (int32_t)m->w.n_vocab;
+    const int64_t n_embd = m->hp.n_embd;
     struct muse_kv_cache *kv = ctx->kv;
     if (n_tokens < 1) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "nothing to evaluate (0 tokens)");
-    for (int32_t i = 0; i < n_tokens; i++)
+    for (int32_t i = 0; tokens && i < n_tokens; i++)
         if (tokens[i] < 0 || tokens[i] >= n_vocab)
             return muse_error_set(err, MUSE_ERR_INVALID_ARG, "token id %d at index %d is out of range (vocabulary %d)",
                                   tokens[i], i, n_vocab);
@@ -167,8 +171,10 @@ muse_status muse_eval(struct muse_context *ctx, const int32_t *tokens, int32_t n
         const bool last_chunk = done + n == n_tokens;
         for (int32_t i = 0; i < n; i++) ctx->pos[i] = kv->n_past + i;
         struct muse_forward_args a = {
-            .tokens = tokens + done, .pos = ctx->pos, .n_tokens = n, .first_logit_row = n, .logits = NULL,
+            .tokens = tokens ? tokens + done : NULL, .embd = embd ? embd + (size_t)done * n_embd : NULL,
+            .pos = ctx->pos, .n_tokens = n, .first_logit_row = n, .logits = NULL,
             .trace = ctx->params.trace, .trace_user = ctx->params.trace_user, .trace_n_pos = ctx->params.trace_n_pos,
+            .capture = ctx->params.capture, .capture_user = ctx->params.capture_user,
         };
         if (logits && logits_all) {
             a.first_logit_row = 0;
@@ -182,6 +188,18 @@ muse_status muse_eval(struct muse_context *ctx, const int32_t *tokens, int32_t n
         done += n;
     }
     return MUSE_OK;
+}
+
+muse_status muse_eval(struct muse_context *ctx, const int32_t *tokens, int32_t n_tokens, float *logits, int logits_all,
+                      struct muse_error *err) {
+    if (!tokens) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "no tokens");
+    return eval(ctx, tokens, NULL, n_tokens, logits, logits_all, err);
+}
+
+muse_status muse_eval_embd(struct muse_context *ctx, const float *embd, int32_t n_tokens, float *logits, int logits_all,
+                           struct muse_error *err) {
+    if (!embd) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "no embeddings");
+    return eval(ctx, NULL, embd, n_tokens, logits, logits_all, err);
 }
 
 void muse_kv_clear(struct muse_context *ctx) { muse_kv_cache_clear(ctx->kv); }

@@ -209,14 +209,18 @@ static void linear(const struct fwd *f, const struct muse_weight *wt, bool has_s
         for (int32_t r = 0; r < n; r++) add(y + (size_t)r * wt->ne1, b->data, wt->ne1);
 }
 
-/* x = embd_norm(token_embd[tok]): the dequantized row, RMS-normed WITHOUT a weight. */
+/* x = embd_norm(token_embd[tok]) (or an injected row): RMS-normed WITHOUT a weight. */
 static void embed_tokens(const struct fwd *f) {
     const struct muse_weight *te = &f->w->token_embd;
     const int64_t n_embd = f->hp->n_embd;
     for (int32_t r = 0; r < f->a->n_tokens; r++) {
         float *xr = f->rs->x + (size_t)r * n_embd;
-        const uint8_t *row = (const uint8_t *)te->data + (size_t)f->a->tokens[r] * te->row_size;
-        muse_type_traits[te->type].to_float(row, xr, n_embd);
+        if (f->a->embd) {
+            memcpy(xr, f->a->embd + (size_t)r * n_embd, sizeof(float) * (size_t)n_embd);
+        } else {
+            const uint8_t *row = (const uint8_t *)te->data + (size_t)f->a->tokens[r] * te->row_size;
+            muse_type_traits[te->type].to_float(row, xr, n_embd);
+        }
         rms_norm(xr, xr, n_embd, f->hp->f_norm_rms_eps);
     }
 }
@@ -341,6 +345,7 @@ void muse_forward(const struct muse_hparams *hp, const struct muse_weights *w, c
     embed_tokens(&f);
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         trace_rows(args, rs->x, hp->n_embd, (int32_t)il); /* the residual entering layer il */
+        if (args->capture) args->capture(args->capture_user, (int32_t)il, args->pos, args->n_tokens, rs->x);
         attention_block(&f, il);
         ffn_block(&f, il);
     }

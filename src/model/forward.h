@@ -22,7 +22,8 @@ muse_status muse_run_state_create(const struct muse_hparams *hp, const struct mu
 void muse_run_state_free(struct muse_run_state *rs);
 
 struct muse_forward_args {
-    const int32_t *tokens;   /* [n_tokens], each in 0..n_vocab-1 (checked by the caller) */
+    const int32_t *tokens;   /* [n_tokens], each in 0..n_vocab-1 (checked by the caller); or NULL and: */
+    const float *embd;       /* [n_tokens][n_embd] input rows used instead of token_embd rows */
     const int32_t *pos;      /* [n_tokens] positions; contiguous, continuing the KV cache */
     int32_t n_tokens;        /* 1..n_batch */
     int32_t first_logit_row; /* rows first_logit_row..n_tokens-1 get logits (n_tokens: none) */
@@ -30,6 +31,8 @@ struct muse_forward_args {
     muse_layer_trace_fn trace;
     void *trace_user;
     int32_t trace_n_pos;
+    muse_layer_capture_fn capture;
+    void *capture_user;
 };
 
 /*

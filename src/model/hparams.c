@@ -284,6 +284,11 @@ muse_status muse_hparams_load(struct muse_hparams *hp, const struct muse_gguf *g
         if (hp->n_head_kv[il] == 0 || hp->n_head[il] % hp->n_head_kv[il] != 0)
             return muse_error_set(err, MUSE_ERR_FORMAT, "layer %u: head_count %u is not a multiple of head_count_kv %u", il,
                                   hp->n_head[il], hp->n_head_kv[il]);
+        /* keep every derived width well inside int32 (hostile files must not wrap a product) */
+        uint64_t hd_max = hp->n_embd_head_k > hp->n_embd_head_k_swa ? hp->n_embd_head_k : hp->n_embd_head_k_swa;
+        if ((uint64_t)hp->n_head[il] * hd_max > (1u << 24) || hp->n_ff[il] > (1u << 24) || hp->n_embd > (1u << 20))
+            return muse_error_set(err, MUSE_ERR_FORMAT, "layer %u: sizes out of range (n_embd %u, n_head %u x head %llu, n_ff %u)",
+                                  il, hp->n_embd, hp->n_head[il], (unsigned long long)hd_max, hp->n_ff[il]);
         if (hp->n_ff[il] == 0)
             return muse_error_set(err, MUSE_ERR_FORMAT, "layer %u: feed_forward_length is 0 or missing (key '%s.feed_forward_length')",
                                   il, MUSE_ARCH_MUSE_GLIMMER);

@@ -88,16 +88,20 @@ static void vb_free(struct vb *v) {
     for (int i = 0; i < v->n_merges; i++) free(v->merges[i]);
 }
 
-static struct muse_tokenizer *vb_build(struct vb *v, int bos, bool add_bos) {
+static struct muse_tokenizer *vb_build_pre(struct vb *v, int bos, bool add_bos, enum muse_pretok pre) {
     struct muse_tokenizer_vocab voc = {
         .n_tokens = v->n, .tokens = (const char *const *)v->texts, .token_lens = v->lens, .token_types = v->types,
         .n_merges = v->n_merges, .merges = (const char *const *)v->merges, .merge_lens = v->merge_lens,
-        .pretok = MUSE_PRETOK_LLAMA4, .bos_id = bos, .eos_id = -1, .eot_id = -1, .eom_id = -1, .add_bos = add_bos};
+        .pretok = pre, .bos_id = bos, .eos_id = -1, .eot_id = -1, .eom_id = -1, .add_bos = add_bos};
     struct muse_tokenizer *tok = NULL;
     struct muse_error err;
     muse_status st = muse_tokenizer_init(&voc, &tok, &err);
     TEST_CONDF(st == MUSE_OK, "init: %s", err.msg);
     return tok;
+}
+
+static struct muse_tokenizer *vb_build(struct vb *v, int bos, bool add_bos) {
+    return vb_build_pre(v, bos, add_bos, MUSE_PRETOK_LLAMA4);
 }
 
 /* Encode and compare with the expected ids. */
@@ -161,6 +165,27 @@ static void test_synthetic_symbols(void) {
     CHECK_IDS(tok, "through a non-token intermediate", "xyz", 0, xyz);
     CHECK_IDS(tok, "non-token final symbol falls back to bytes", "xy", 0, 'x', 'y');
     muse_tokenizer_free(tok);
+    vb_free(&v);
+}
+
+/* llama3 (llama-bpe) ignores merges when the whole piece is a token; llama4 does not. */
+static void test_ignore_merges(void) {
+    struct vb v;
+    vb_init(&v);
+    int ab = add_tok(&v, "ab", 2, MUSE_TOKEN_TYPE_NORMAL);
+    int abc = add_tok(&v, "abc", 3, MUSE_TOKEN_TYPE_NORMAL);
+    add_merge(&v, "a", "b"); /* no merge reaches "abc" */
+    struct muse_tokenizer *t4 = vb_build_pre(&v, -1, false, MUSE_PRETOK_LLAMA4);
+    struct muse_tokenizer *t3 = vb_build_pre(&v, -1, false, MUSE_PRETOK_LLAMA3);
+    struct muse_tokenizer *t2 = vb_build_pre(&v, -1, false, MUSE_PRETOK_GPT2);
+    if (t4 && t3 && t2) {
+        CHECK_IDS(t4, "llama4: BPE only", "abc", 0, ab, 'c');
+        CHECK_IDS(t3, "llama3: whole-piece token", "abc", 0, abc);
+        CHECK_IDS(t2, "gpt2: BPE only", "abc", 0, ab, 'c');
+    }
+    muse_tokenizer_free(t4);
+    muse_tokenizer_free(t3);
+    muse_tokenizer_free(t2);
     vb_free(&v);
 }
 
@@ -317,7 +342,32 @@ static void test_pretok(void) {
     check_split(tok, "a\xc2\xa0" "b", "a|\xc2\xa0" "b"); /* NBSP is White_Space */
     check_split(tok, "a\xe2\x80\x8b" "b", "a|\xe2\x80\x8b" "b"); /* ZWSP is not: punctuation-like prefix */
     check_split(tok, "ab\xff" "cd", "ab|\xff|cd");    /* invalid byte: its own piece */
+    /* Unicode 15.0 additions that PCRE2 10.42's tables lack (tokenizer_unicode.h) */
+    check_split(tok, "\xe4\xb8\xad\xf0\xb1\x8d\x90", "\xe4\xb8\xad\xf0\xb1\x8d\x90"); /* 中 + U+31350 (Lo) */
+    check_split(tok, "\xf0\x9d\x8b\x80\xf0\x9d\x8b\x81\xf0\x9d\x8b\x82\xf0\x9d\x8b\x83",
+                "\xf0\x9d\x8b\x80\xf0\x9d\x8b\x81\xf0\x9d\x8b\x82|\xf0\x9d\x8b\x83"); /* Kaktovik digits (No) */
+    check_split(tok, "ka\xe0\xb3\xb3", "ka\xe0\xb3\xb3"); /* U+0CF3 (Mc) stays in the word */
     muse_tokenizer_free(tok);
+    vb_free(&v);
+}
+
+/* The llama3 and gpt2 patterns. */
+static void test_other_pretoks(void) {
+    struct vb v;
+    vb_init(&v);
+    struct muse_tokenizer *t3 = vb_build_pre(&v, -1, false, MUSE_PRETOK_LLAMA3);
+    struct muse_tokenizer *t2 = vb_build_pre(&v, -1, false, MUSE_PRETOK_GPT2);
+    if (t3 && t2) {
+        check_split(t2, "12345", "12345");            /* gpt2: \p{N}+ */
+        check_split(t3, "12345", "123|45");           /* llama3: \p{N}{1,3} */
+        check_split(t2, "don't", "don|'t");           /* contractions are separate pieces */
+        check_split(t3, "DON'T", "DON|'T");           /* llama3's are case-insensitive */
+        check_split(t2, "DON'T", "DON|'|T");          /* gpt2's are not */
+        check_split(t3, "helloWORLD", "helloWORLD");  /* no case split: \p{L}+ */
+        check_split(t2, " 42x", " 42|x");
+    }
+    muse_tokenizer_free(t3);
+    muse_tokenizer_free(t2);
     vb_free(&v);
 }
 
@@ -366,6 +416,30 @@ static void test_detok(void) {
     vb_free(&v);
 }
 
+/* A 12 MB whitespace run exceeds PCRE2's default match limit (10M); the split must retry with
+ * bigger limits instead of failing. Skipped under sanitizers (memory). */
+static void test_huge_run(void) {
+    if (getenv("MUSE_SANITIZER")) return;
+    struct vb v;
+    vb_init(&v);
+    struct muse_tokenizer *tok = vb_build(&v, -1, false);
+    size_t len = (size_t)12 << 20;
+    char *s = malloc(len);
+    if (tok && s) {
+        memset(s, ' ', len);
+        int32_t *ids = NULL;
+        size_t n = 0;
+        struct muse_error err;
+        muse_status st = muse_tokenizer_encode_alloc(tok, s, len, 0, &ids, &n, &err);
+        TEST_CONDF(st == MUSE_OK && n == len && ids[0] == ' ' && ids[len - 1] == ' ', "12 MB of spaces: %s",
+                   st == MUSE_OK ? "ok" : err.msg);
+        free(ids);
+    }
+    free(s);
+    muse_tokenizer_free(tok);
+    vb_free(&v);
+}
+
 static void test_errors(void) {
     struct muse_error err;
     enum muse_pretok p;
@@ -393,11 +467,14 @@ static void test_errors(void) {
 int main(void) {
     test_merge_order();
     test_synthetic_symbols();
+    test_ignore_merges();
     test_specials();
     test_capacity();
     test_invalid_utf8();
     test_pretok();
+    test_other_pretoks();
     test_detok();
+    test_huge_run();
     test_errors();
     return TEST_REPORT();
 }

@@ -1,18 +1,32 @@
 /*
  * fuzz_tokenizer.c - libFuzzer target: tokenize arbitrary bytes and check the round trips.
- *   input[0] bit 0: PARSE_SPECIAL; the rest is the text.
+ *   input[0] bit 0: PARSE_SPECIAL; bit 1: use the golden o200k vocabulary
+ *   ($MUSE_SHARED/golden/tokenizer/o200k-muse-vocab.gguf, when it loads) instead of the small
+ *   hand-made one; the rest is the text.
  *   - encode never fails on any bytes; every id is in range;
  *   - decode(encode(x)) == x (with MUSE_DECODE_SPECIAL when specials were parsed);
  *   - the streaming detokenizer emits valid UTF-8, and exactly x when x is valid UTF-8.
  * The vocabulary is small and hand-made (bytes, a few merges incl. multi-byte characters,
  * CONTROL/USER_DEFINED specials), so each run is fast and every code path is reachable.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/tokenizer.h"
+#include "gguf/gguf.h"
 
-static struct muse_tokenizer *tok;
+static struct muse_tokenizer *small_tok, *big_tok;
+static int loaded;
+
+static void load_big(void) {
+    const char *shared = getenv("MUSE_SHARED") ? getenv("MUSE_SHARED") : "../shared";
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/golden/tokenizer/o200k-muse-vocab.gguf", shared);
+    struct muse_gguf *g = NULL;
+    if (muse_gguf_open(path, &g, NULL) == MUSE_OK) muse_tokenizer_init_from_gguf(g, &big_tok, NULL);
+    muse_gguf_free(g);
+}
 
 static unsigned byte_cp(unsigned b) {
     unsigned n = 0;
@@ -82,7 +96,7 @@ static void build(void) {
         .n_tokens = n, .tokens = tokens, .token_lens = tlens, .token_types = types, .n_merges = NP,
         .merges = merges, .merge_lens = mlens, .pretok = MUSE_PRETOK_LLAMA4, .bos_id = -1, .eos_id = -1,
         .eot_id = -1, .eom_id = -1};
-    if (muse_tokenizer_init(&v, &tok, NULL) != MUSE_OK) abort();
+    if (muse_tokenizer_init(&v, &small_tok, NULL) != MUSE_OK) abort();
 }
 
 static int valid_utf8(const uint8_t *s, size_t n) {
@@ -106,8 +120,13 @@ static int valid_utf8(const uint8_t *s, size_t n) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    if (!tok) build();
+    if (!loaded) {
+        build();
+        load_big();
+        loaded = 1;
+    }
     if (size == 0) return 0;
+    const struct muse_tokenizer *tok = data[0] & 2 && big_tok ? big_tok : small_tok;
     unsigned flags = data[0] & 1 ? MUSE_TOKENIZE_PARSE_SPECIAL : 0;
     const char *text = (const char *)data + 1;
     size_t len = size - 1;

@@ -276,6 +276,17 @@ static void test_exact_round_trips(void) {
     TEST_CONDF(q[0] == 0x38 && q[3] == 0x38, "nvfp4 scale byte for amax 6 = %02x, want 38", q[0]);
     muse_type_traits[MUSE_TYPE_NVFP4].to_float(q, back, 512);
     TEST_COND("nvfp4 exact E2M1 round trip", memcmp(x, back, sizeof x) == 0);
+    /* UE4M3 scale encoding (ggml_fp32_to_ue4m3): amax/6 = 200 -> 1.5625 * 2^7 rounds half up to
+     * 0x75; anything reaching the top exponent (300, 250 rounding up) saturates to 0x7E; below 2^-6
+     * the subnormal code is (int)(v * 512 + 0.5): 2^-10 -> 1, 2^-11 -> 0 */
+    const float amaxes[5] = {1200.0f, 1800.0f, 1500.0f, 6.0f * 0x1p-10f, 6.0f * 0x1p-11f};
+    const uint8_t want_u[5] = {0x75, 0x7e, 0x7e, 0x01, 0x00};
+    for (int k = 0; k < 5; k++) {
+        float row[64] = {amaxes[k]};
+        uint8_t blk[36];
+        muse_type_traits[MUSE_TYPE_NVFP4].from_float(row, blk, 64);
+        TEST_CONDF(blk[0] == want_u[k], "nvfp4 scale byte for amax %g = %02x, want %02x", amaxes[k], blk[0], want_u[k]);
+    }
     /* Q8_0 of integers with amax 127: d = 1, exact */
     for (int j = 0; j < 512; j++) x[j] = (float)((j * 37) % 255 - 127);
     for (int j = 0; j < 512; j += 32) x[j] = 127.0f;

@@ -1,0 +1,101 @@
+/*
+ * kernels.h - the fast CPU kernels: one table per SIMD level, chosen once at start-up.
+ *
+ * Per weight type a level may provide a matrix kernel (muse_gemm_fn) for one activation row
+ * (decode, `gemv`) and for many activation rows (prefill/verify, `gemm`: each unpacked weight
+ * block is reused across several activation rows held in registers), plus the activation
+ * quantizers. The activations are always quantized exactly as the reference path quantizes
+ * them (muse_type_traits[].from_float of the weight's vec_dot_type: the SIMD quantizers give the
+ * same bytes), so a kernel differs from vec_dot_ref only in the order of float additions.
+ *
+ * Protocol (after llamafile's tinyBLAS): a NULL entry, or a kernel that returns false, means
+ * "declined"; the caller (muse_matmul) then uses the reference path (vec_dot_ref row by row).
+ * The scalar level has no kernels of its own: it is the reference path.
+ *
+ * The tables are immutable process-wide constants; every function here is thread-safe.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/cpu.h"
+#include "kernels/types.h"
+
+/* Activation rows a gemm kernel works on together at most (callers may pass any number: the
+ * kernels walk them in groups of up to this many). */
+#define MUSE_GEMM_MAX_NY 8
+
+/*
+ * For every weight row i in [0, n_rows) and activation row r in [0, n_act):
+ *     out[r * out_stride + i] = dot(W row i, A row r)
+ * W row i: n elements of the weight type at (char *)w + i * w_stride.
+ * A row r: n elements of the weight type's vec_dot_type at (char *)act + r * act_stride.
+ * n must be a multiple of both block sizes. Returns false (having written nothing) when the
+ * kernel does not handle this shape.
+ */
+typedef bool (*muse_gemm_fn)(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,
+                             size_t act_stride, int n_act, float *out, int64_t out_stride);
+
+/*
+ * Attention over an F16 KV cache, bit-identical to the reference (products of F16 values in
+ * f32, summed in double in the reference's order). NULL at levels without them: callers use
+ * the reference dot products. K/V rows: head_dim F16 values, row j at (char *)base + j * stride.
+ *   kq: scores[h * s_stride + j] = (float) sum over d in order of (double)(K_j[d] * q_h[d]),
+ *       j < n_keys, h < nq; q is transposed: q_h[d] = qt[d * nq4 + h], nq4 = nq rounded up to 4
+ *   pv: acc[h * hd + d] += (double)(p[h * p_stride + j] * V_j[d]) for j = 0, 1, ... in order
+ * hd must be a multiple of 16 and at most 512.
+ */
+typedef void (*muse_attn_kq_fn)(int32_t hd, int32_t n_keys, const void *k, size_t k_stride, const float *qt,
+                                int32_t nq, float *scores, int64_t s_stride);
+typedef void (*muse_attn_pv_fn)(int32_t hd, int32_t n_keys, const void *v, size_t v_stride, const float *p,
+                                int64_t p_stride, int32_t nq, double *acc);
+
+/* Activation layouts a level's kernels may ask for (muse_kernels.act_layout). */
+enum muse_act_layout {
+    MUSE_ACT_REF = 0,          /* the reference bytes of the vec_dot_type */
+    MUSE_ACT_Q8K_PERM8 = 1,    /* Q8_K with the qs of each 32-element group permuted so that int32 unit m
+                                  holds elements m, m+8, m+16, m+24 (d and bsums unchanged) */
+    MUSE_ACT_LAYOUT_COUNT
+};
+
+/* In place: turn n elements of quantized activations (reference layout) into `layout`. */
+typedef void (*muse_act_prepare_fn)(void *q, int64_t n);
+
+struct muse_kernels {
+    enum muse_cpu_level level;
+    /* Activation quantizers indexed by the activation type (Q8_0, Q8_K, F16, BF16): the same
+     * bytes as muse_type_traits[type].from_float. NULL = use the reference quantizer. */
+    muse_from_float_fn quantize[MUSE_TYPE_COUNT];
+    muse_gemm_fn gemv[MUSE_TYPE_COUNT];  /* by weight type; called with n_act == 1 */
+    muse_gemm_fn gemm[MUSE_TYPE_COUNT];  /* by weight type; any n_act >= 1 */
+    /* Activation layout gemv/gemm of a weight type read (MUSE_ACT_REF unless set). Kernels that
+     * want another layout never decline a shape muse_matmul_supported() accepts. */
+    uint8_t act_layout[MUSE_TYPE_COUNT];
+    muse_act_prepare_fn act_prepare[MUSE_ACT_LAYOUT_COUNT];
+    /* True when gemv/gemm of the type reproduce vec_dot_ref bit for bit (same integer lanes and
+     * float order); otherwise they agree to float rounding (1e-5 of |w|*|a|). */
+    bool exact[MUSE_TYPE_COUNT];
+    muse_attn_kq_fn attn_kq_f16;
+    muse_attn_pv_fn attn_pv_f16;
+};
+
+/*
+ * The table of `level`, or NULL when this machine cannot run that level (level above
+ * muse_cpu_level_max()) or muse was built without it.
+ */
+const struct muse_kernels *muse_kernels_for(enum muse_cpu_level level);
+
+/* The table of muse_cpu_level_active() (MUSE_CPU=scalar|avx2|avx512 forces a lower level). */
+const struct muse_kernels *muse_kernels_active(void);
+
+/* Convert quantized activation rows for weights of `wtype` (n elements each, in the reference
+ * layout) into the layout k's kernels read for that type; nothing to do for MUSE_ACT_REF. */
+void muse_kernels_prepare_act(const struct muse_kernels *k, enum muse_type wtype, void *q, int64_t n);
+
+/* Quantize one activation row of n floats into type `act_type` with the kernels of `k`
+ * (falling back to the reference quantizer). F32 is a plain copy. n: a multiple of the block
+ * size. */
+void muse_kernels_quantize_row(const struct muse_kernels *k, enum muse_type act_type, const float *x, void *y,
+                               int64_t n);

@@ -1,0 +1,71 @@
+/* matmul.c - threaded matmul driver: row split, tiling, kernel choice, reference fallback. */
+#include "kernels/matmul.h"
+
+#include "core/assert.h"
+
+/* Weight rows per tile in the many-rows case: the tile (a few KB to tens of KB) stays in L1/L2
+ * while every group of activation rows streams past it. */
+#define ROW_TILE 16
+
+bool muse_matmul_supported(enum muse_type type, int64_t ne0) {
+    if ((unsigned)type >= MUSE_TYPE_COUNT) return false;
+    const struct muse_type_traits *t = &muse_type_traits[type];
+    const struct muse_type_layout *l = muse_type_layout_get(type);
+    if (!l || !t->vec_dot_ref) return false;
+    const struct muse_type_layout *la = muse_type_layout_get(t->vec_dot_type);
+    if (!la || (t->vec_dot_type != MUSE_TYPE_F32 && !muse_type_traits[t->vec_dot_type].from_float)) return false;
+    return ne0 > 0 && ne0 % l->block_size == 0 && ne0 % la->block_size == 0;
+}
+
+size_t muse_matmul_act_row_size(enum muse_type type, int64_t ne0) {
+    return muse_type_row_size(muse_type_traits[type].vec_dot_type, ne0);
+}
+
+void muse_matmul_quantize(const struct muse_kernels *k, enum muse_type type, int64_t ne0, const float *x,
+                          int64_t x_stride, int n_act, void *q, size_t q_stride, int ith, int nth) {
+    const enum muse_type act_type = muse_type_traits[type].vec_dot_type;
+    for (int r = ith; r < n_act; r += nth) {
+        void *qr = (char *)q + (size_t)r * q_stride;
+        muse_kernels_quantize_row(k, act_type, x + (int64_t)r * x_stride, qr, ne0);
+        muse_kernels_prepare_act(k, type, qr, ne0);
+    }
+}
+
+/* Reference path for rows [i0, i1). */
+static void matmul_ref(const struct muse_matmul_weight *w, const void *q, size_t q_stride, int n_act, float *out,
+                       int64_t out_stride, int64_t i0, int64_t i1) {
+    muse_vec_dot_fn dot = muse_type_traits[w->type].vec_dot_ref;
+    for (int64_t i = i0; i < i1; i++) {
+        const void *wr = (const char *)w->data + (size_t)i * w->row_stride;
+        for (int r = 0; r < n_act; r++)
+            dot(w->ne0, &out[(int64_t)r * out_stride + i], wr, (const char *)q + (size_t)r * q_stride);
+    }
+}
+
+void muse_matmul(const struct muse_kernels *k, const struct muse_matmul_weight *w, const void *q, size_t q_stride,
+                 int n_act, float *out, int64_t out_stride, int ith, int nth) {
+    MUSE_ASSERT(muse_matmul_supported(w->type, w->ne0));
+    /* contiguous share of rows, boundaries on multiples of 8 rows (cache lines of out) */
+    const int64_t n_rows = w->n_rows;
+    const int64_t per = ((n_rows + nth - 1) / nth + 7) & ~(int64_t)7;
+    const int64_t i0 = per * ith < n_rows ? per * ith : n_rows;
+    const int64_t i1 = i0 + per < n_rows ? i0 + per : n_rows;
+    if (i0 >= i1) return;
+    muse_gemm_fn fn = NULL;
+    if (k) fn = n_act == 1 ? k->gemv[w->type] : k->gemm[w->type];
+    if (!fn) {
+        MUSE_ASSERT(!k || !k->act_layout[w->type]);
+        matmul_ref(w, q, q_stride, n_act, out, out_stride, i0, i1);
+        return;
+    }
+    const int64_t tile = n_act == 1 ? i1 - i0 : ROW_TILE;
+    for (int64_t t0 = i0; t0 < i1; t0 += tile) {
+        const int64_t t1 = t0 + tile < i1 ? t0 + tile : i1;
+        const void *wt = (const char *)w->data + (size_t)t0 * w->row_stride;
+        if (!fn(w->ne0, wt, w->row_stride, t1 - t0, q, q_stride, n_act, out + t0, out_stride)) {
+            /* only kernels reading the reference layout may decline */
+            MUSE_ASSERT(!k->act_layout[w->type]);
+            matmul_ref(w, q, q_stride, n_act, out, out_stride, t0, t1);
+        }
+    }
+}

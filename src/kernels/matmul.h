@@ -1,0 +1,51 @@
+/*
+ * matmul.h - the threaded matrix-times-activations driver of the fast CPU backend.
+ *
+ * out[r][i] = dot(W row i, x row r) for a weight matrix W (rows of a ggml type) and n_act
+ * activation rows x. Two steps, each called by every thread of a parallel region with its
+ * (ith, nth) and separated by a barrier (the caller's): muse_matmul_quantize converts the f32
+ * activation rows to the weight's vec_dot_type (bit-identical to the reference quantizers),
+ * muse_matmul computes this thread's contiguous share of output rows with the kernels of a
+ * muse_kernels table, falling back to vec_dot_ref where a kernel is missing or declines.
+ * Nothing here allocates; both functions are safe to call concurrently on disjoint slices.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/kernels.h"
+
+/* A weight matrix: n_rows rows of ne0 elements of `type`, row i at data + i * row_stride. */
+struct muse_matmul_weight {
+    enum muse_type type;
+    int64_t ne0;        /* elements per row (the input dimension) */
+    int64_t n_rows;     /* output dimension */
+    const void *data;
+    size_t row_stride;  /* bytes; muse_type_row_size(type, ne0) when contiguous */
+};
+
+/* True when `type` can be a matmul weight (it has a vec_dot_ref and a to_float) and ne0 is a
+ * multiple of the block sizes of the type and of its vec_dot_type. */
+bool muse_matmul_supported(enum muse_type type, int64_t ne0);
+
+/* Bytes of one quantized activation row for weights of `type` with rows of ne0 elements. */
+size_t muse_matmul_act_row_size(enum muse_type type, int64_t ne0);
+
+/*
+ * Thread slice (ith of nth) of: quantize activation rows r = 0..n_act-1 (x + r * x_stride
+ * floats) into q + r * q_stride bytes, in the vec_dot_type of `type` (F32 is copied), in the
+ * layout k's kernels read for `type` (muse_kernels_prepare_act). Pass the same k to muse_matmul.
+ */
+void muse_matmul_quantize(const struct muse_kernels *k, enum muse_type type, int64_t ne0, const float *x,
+                          int64_t x_stride, int n_act, void *q, size_t q_stride, int ith, int nth);
+
+/*
+ * Thread slice (ith of nth) of out[r * out_stride + i] = dot(W row i, q row r) for all i and
+ * r < n_act, where q holds n_act rows from muse_matmul_quantize (q_stride bytes apart). The rows
+ * of W are split in contiguous chunks over the threads. k = NULL means the reference path only.
+ * Preconditions (MUSE_ASSERT): muse_matmul_supported(w->type, w->ne0).
+ */
+void muse_matmul(const struct muse_kernels *k, const struct muse_matmul_weight *w, const void *q, size_t q_stride,
+                 int n_act, float *out, int64_t out_stride, int ith, int nth);

@@ -1,0 +1,82 @@
+/*
+ * simd_avx2.h - small AVX2 helpers shared by the *_avx2.c kernel files. Include only from
+ * translation units compiled with the AVX2 flags (files named *_avx2.c).
+ */
+#pragma once
+
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+#if !defined(__AVX2__) || !defined(__FMA__) || !defined(__F16C__)
+#error "simd_avx2.h needs -mavx2 -mfma -mf16c (only *_avx2.c files get them)"
+#endif
+
+#define MUSE_AVX2_INLINE static inline __attribute__((always_inline))
+
+/* Fully unroll a short loop over activation rows (the trip count is a constant after inlining):
+ * keeps per-row accumulators in registers instead of a stack array. */
+#if defined(__clang__)
+#define MUSE_UNROLL _Pragma("unroll")
+#else
+#define MUSE_UNROLL _Pragma("GCC unroll 8")
+#endif
+
+/* fp16 bits -> f32 (exact). */
+MUSE_AVX2_INLINE float avx2_h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+/* Sum of the 8 lanes. */
+MUSE_AVX2_INLINE float avx2_hsum_ps(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* Sum of the 8 int32 lanes. */
+MUSE_AVX2_INLINE int32_t avx2_hsum_epi32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* Pairwise sums of 16-bit lanes into 8 int32 lanes. */
+MUSE_AVX2_INLINE __m256i avx2_sum_i16_pairs(__m256i v) { return _mm256_madd_epi16(v, _mm256_set1_epi16(1)); }
+
+/* int32 lanes of sum over groups of 4 of x[i]*y[i], x and y signed int8 (x != -128 needed
+ * only when y is -128; activations never hold -128). */
+MUSE_AVX2_INLINE __m256i avx2_dot_i8(__m256i x, __m256i y) {
+    __m256i ax = _mm256_sign_epi8(x, x);
+    __m256i sy = _mm256_sign_epi8(y, x);
+    return avx2_sum_i16_pairs(_mm256_maddubs_epi16(ax, sy));
+}
+
+/* 32 unsigned nibbles from 16 bytes: low nibbles in bytes 0-15, high nibbles in bytes 16-31. */
+MUSE_AVX2_INLINE __m256i avx2_nibbles_16(const uint8_t *p) {
+    __m128i b = _mm_loadu_si128((const __m128i *)p);
+    __m256i v = _mm256_set_m128i(_mm_srli_epi16(b, 4), b);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
+}
+
+MUSE_AVX2_INLINE __m256i avx2_load(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+
+/*
+ * The "class" permutation of a 32-byte group: int32 unit m of the result holds the bytes of
+ * elements m, m+8, m+16, m+24 (in that order). After it, maddubs + madd put into int32 lane m
+ * exactly the sum over the elements e with e % 8 == m: the lanes of ggml's generic K-quant dot
+ * products (aux[e % 8]), so the float part can follow their order bit for bit.
+ */
+MUSE_AVX2_INLINE __m256i avx2_perm8(__m256i v) {
+    v = _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
+    return _mm256_shuffle_epi8(v, _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15,
+                                                   0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
+}
+
+/* Sequential float sum start + v[0] + v[1] + ... + v[7] (the order of ggml's lane totals). */
+MUSE_AVX2_INLINE float avx2_lanes_total(float start, __m256 v) {
+    float l[8];
+    _mm256_storeu_ps(l, v);
+    for (int i = 0; i < 8; i++) start += l[i];
+    return start;
+}

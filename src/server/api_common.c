@@ -1,0 +1,556 @@
+/* api_common.c - request fields shared by the generating endpoints, and running a job to a reply. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/timer.h"
+#include "server/server_int.h"
+
+#define MAX_STOPS 16
+#define MAX_STOP_LEN 127
+
+/* ---- request fields ---- */
+
+/* A number field: absent = keep *out; wrong type or out of [lo, hi] = false. */
+static bool get_number(const cJSON *req, const char *key, double lo, double hi, bool integer, double *out,
+                       bool *present, char *msg, size_t cap) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(req, key);
+    if (present) *present = false;
+    if (!v || cJSON_IsNull(v)) return true;
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) {
+        snprintf(msg, cap, "'%s' must be a number", key);
+        return false;
+    }
+    double d = v->valuedouble;
+    if (integer && d != floor(d)) {
+        snprintf(msg, cap, "'%s' must be an integer", key);
+        return false;
+    }
+    if (d < lo || d > hi) {
+        snprintf(msg, cap, "'%s' must be between %g and %g", key, lo, hi);
+        return false;
+    }
+    *out = d;
+    if (present) *present = true;
+    return true;
+}
+
+bool srv_parse_common(struct muse_server *srv, const cJSON *req, struct muse_srv_job *job, bool openai, char *msg,
+                      size_t cap, const char **param) {
+    struct muse_srv_sampling *sp = &job->sp;
+    double t = srv->p.temperature, tp = srv->p.top_p, mp = srv->p.min_p, tk = srv->p.top_k;
+    double pp = 0, fp = 0, seed = -1, np = -1, n = 1;
+    bool has_seed = false, has_max = false;
+#define FIELD(key, lo, hi, integer, var, present)                                   \
+    do {                                                                            \
+        if (!get_number(req, key, lo, hi, integer, &var, present, msg, cap)) {      \
+            *param = key;                                                           \
+            return false;                                                           \
+        }                                                                           \
+    } while (0)
+    FIELD("temperature", 0, 100, false, t, NULL);
+    FIELD("top_p", 0, 1, false, tp, NULL);
+    FIELD("min_p", 0, 1, false, mp, NULL);
+    FIELD("top_k", 0, 1e9, true, tk, NULL);
+    FIELD("presence_penalty", -2, 2, false, pp, NULL);
+    FIELD("frequency_penalty", -2, 2, false, fp, NULL);
+    FIELD("seed", -9.2e18, 1.8e19, true, seed, &has_seed);
+    if (openai) {
+        FIELD("n", 1, 1, true, n, NULL);
+        FIELD("max_tokens", 0, 1e9, true, np, &has_max);
+        if (!has_max) FIELD("max_completion_tokens", 0, 1e9, true, np, &has_max);
+    } else {
+        FIELD("n_predict", -1, 1e9, true, np, &has_max);
+        if (!has_max) FIELD("max_tokens", 0, 1e9, true, np, &has_max);
+    }
+#undef FIELD
+    sp->temperature = (float)t;
+    sp->top_p = (float)tp;
+    sp->min_p = (float)mp;
+    sp->top_k = (int)tk;
+    sp->presence_penalty = (float)pp;
+    sp->frequency_penalty = (float)fp;
+    if (has_seed) sp->seed = seed < 0 ? (uint64_t)(int64_t)seed : (uint64_t)seed;
+    else sp->seed = (uint64_t)muse_time_us() ^ (job->id * 0x9e3779b97f4a7c15ull);
+    job->n_predict = has_max ? (int)np : -1;
+
+    const cJSON *stop = cJSON_GetObjectItemCaseSensitive(req, "stop"), *s;
+    const cJSON *items[MAX_STOPS];
+    int count = 0;
+    bool bad = false;
+    if (cJSON_IsString(stop)) {
+        items[count++] = stop;
+    } else if (cJSON_IsArray(stop)) {
+        cJSON_ArrayForEach(s, stop) {
+            if (count == MAX_STOPS) bad = true;
+            else items[count++] = s;
+        }
+    } else if (stop && !cJSON_IsNull(stop)) {
+        bad = true;
+    }
+    for (int i = 0; i < count; i++)
+        bad |= !cJSON_IsString(items[i]) || !items[i]->valuestring[0] || strlen(items[i]->valuestring) > MAX_STOP_LEN;
+    if (bad) {
+        snprintf(msg, cap, "'stop' must be a non-empty string or an array of at most %d non-empty strings of at most %d bytes",
+                 MAX_STOPS, MAX_STOP_LEN);
+        *param = "stop";
+        return false;
+    }
+    if (count) {
+        job->stops = calloc((size_t)count, sizeof *job->stops);
+        for (int i = 0; job->stops && i < count; i++)
+            if ((job->stops[job->n_stops] = strdup(items[i]->valuestring))) job->n_stops++;
+        if (!job->stops || job->n_stops < count) {
+            snprintf(msg, cap, "out of memory");
+            *param = "stop";
+            return false;
+        }
+    }
+    const cJSON *stream = cJSON_GetObjectItemCaseSensitive(req, "stream");
+    if (stream && !cJSON_IsBool(stream) && !cJSON_IsNull(stream)) {
+        snprintf(msg, cap, "'stream' must be a boolean");
+        *param = "stream";
+        return false;
+    }
+    return true;
+}
+
+bool srv_tokenize_prompt(struct srv_req *r, const char *text, bool add_special, struct muse_srv_job *job) {
+    struct muse_server *s = r->srv;
+    struct muse_error err = {0};
+    if (s->eng.ops->tokenize(s->eng.self, text, strlen(text), add_special, true, &job->prompt, &job->n_prompt, &err) !=
+        MUSE_OK) {
+        srv_reply_error(r, 500, "server_error", NULL, "tokenizer failed: %s", err.msg);
+        return false;
+    }
+    if (job->n_prompt < 1) {
+        srv_reply_error(r, 400, "invalid_request_error", "prompt", "the prompt is empty");
+        return false;
+    }
+    if (job->n_prompt >= s->info.n_ctx) {
+        srv_reply_error(r, 400, "invalid_request_error", "messages",
+                        "the prompt is %d tokens but the context of a slot is %d tokens: shorten the input or start "
+                        "the server with a larger --ctx-size",
+                        job->n_prompt, s->info.n_ctx);
+        return false;
+    }
+    return true;
+}
+
+/* Valid UTF-8 copy of s[0..n) with invalid bytes replaced by U+FFFD (malloc'd). */
+char *srv_utf8_clean(const char *s, size_t n) {
+    char *out = malloc(3 * n + 1);
+    if (!out) return NULL;
+    size_t o = 0;
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        unsigned c = p[i];
+        size_t k = c < 0x80 ? 1 : (c >= 0xc2 && c <= 0xdf) ? 2 : (c >= 0xe0 && c <= 0xef) ? 3 : (c >= 0xf0 && c <= 0xf4) ? 4 : 0;
+        bool ok = k > 0 && i + k <= n;
+        for (size_t j = 1; ok && j < k; j++) ok = (p[i + j] & 0xc0) == 0x80;
+        if (ok) {
+            memcpy(out + o, s + i, k);
+            o += k;
+            i += k;
+        } else {
+            memcpy(out + o, "\xef\xbf\xbd", 3);
+            o += 3;
+            i++;
+        }
+    }
+    out[o] = 0;
+    return out;
+}
+
+cJSON *srv_piece_json(struct muse_server *srv, int32_t tok) {
+    char piece[256];
+    int n = srv->eng.ops->token_piece(srv->eng.self, tok, piece, sizeof piece);
+    if (n < 0) n = 0;
+    if (n > (int)sizeof piece) n = (int)sizeof piece;
+    char *clean = srv_utf8_clean(piece, (size_t)n);
+    cJSON *j = cJSON_CreateString(clean ? clean : "");
+    free(clean);
+    return j;
+}
+
+/* ---- formatting ---- */
+
+static const char *chat_finish(const struct muse_srv_job *job) {
+    switch (job->finish) {
+    case MUSE_SRV_FINISH_LENGTH: return "length";
+    default: return job->n_calls > 0 ? "tool_calls" : "stop";
+    }
+}
+
+static const char *native_stop_type(const struct muse_srv_job *job) {
+    switch (job->finish) {
+    case MUSE_SRV_FINISH_EOG: return "eos";
+    case MUSE_SRV_FINISH_WORD: return "word";
+    case MUSE_SRV_FINISH_LENGTH: return "limit";
+    default: return "none";
+    }
+}
+
+static cJSON *usage_json(const struct muse_srv_job *job) {
+    cJSON *u = cJSON_CreateObject();
+    cJSON_AddNumberToObject(u, "prompt_tokens", job->n_prompt);
+    cJSON_AddNumberToObject(u, "completion_tokens", job->n_out);
+    cJSON_AddNumberToObject(u, "total_tokens", job->n_prompt + job->n_out);
+    cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
+    cJSON_AddNumberToObject(d, "cached_tokens", job->n_cached);
+    return u;
+}
+
+static cJSON *timings_json(const struct muse_srv_job *job) {
+    cJSON *t = cJSON_CreateObject();
+    double pms = (double)(job->t_prefill_end_us - job->t_start_us) / 1000.0;
+    double dms = (double)(job->t_end_us - job->t_prefill_end_us) / 1000.0;
+    int evaluated = job->n_prompt - job->n_cached;
+    cJSON_AddNumberToObject(t, "cache_n", job->n_cached);
+    cJSON_AddNumberToObject(t, "prompt_n", evaluated);
+    cJSON_AddNumberToObject(t, "prompt_ms", pms);
+    cJSON_AddNumberToObject(t, "prompt_per_second", pms > 0 ? evaluated / (pms / 1000.0) : 0);
+    cJSON_AddNumberToObject(t, "predicted_n", job->n_out);
+    cJSON_AddNumberToObject(t, "predicted_ms", dms);
+    cJSON_AddNumberToObject(t, "predicted_per_second", dms > 0 ? job->n_out / (dms / 1000.0) : 0);
+    cJSON_AddNumberToObject(t, "queue_ms", (double)(job->t_start_us - job->t_submit_us) / 1000.0);
+    return t;
+}
+
+static cJSON *tool_call_json(const struct muse_srv_tool_call *c, int index, bool with_index) {
+    cJSON *o = cJSON_CreateObject();
+    if (with_index) cJSON_AddNumberToObject(o, "index", index);
+    cJSON_AddStringToObject(o, "id", c->id);
+    cJSON_AddStringToObject(o, "type", "function");
+    cJSON *fn = cJSON_AddObjectToObject(o, "function");
+    cJSON_AddStringToObject(fn, "name", c->name);
+    cJSON_AddStringToObject(fn, "arguments", c->arguments);
+    return o;
+}
+
+static cJSON *probs_json(struct muse_server *srv, const struct muse_srv_job *job, int from, int to) {
+    cJSON *arr = cJSON_CreateArray();
+    for (int i = from; i < to; i++) {
+        const struct muse_srv_prob *pr = job->probs + (size_t)i * (size_t)job->n_probs;
+        int32_t tok = job->out_toks[i];
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "id", tok);
+        cJSON_AddItemToObject(e, "token", srv_piece_json(srv, tok));
+        double p = 0;
+        for (int k = 0; k < job->n_probs; k++)
+            if (pr[k].token == tok) p = pr[k].prob;
+        cJSON_AddNumberToObject(e, "prob", p);
+        if (p > 0) cJSON_AddNumberToObject(e, "logprob", log(p));
+        cJSON *top = cJSON_AddArrayToObject(e, "top_probs");
+        for (int k = 0; k < job->n_probs; k++) {
+            cJSON *t = cJSON_CreateObject();
+            cJSON_AddNumberToObject(t, "id", pr[k].token);
+            cJSON_AddItemToObject(t, "token", srv_piece_json(srv, pr[k].token));
+            cJSON_AddNumberToObject(t, "prob", pr[k].prob);
+            if (pr[k].prob > 0) cJSON_AddNumberToObject(t, "logprob", log(pr[k].prob));
+            cJSON_AddItemToArray(top, t);
+        }
+        cJSON_AddItemToArray(arr, e);
+    }
+    return arr;
+}
+
+static cJSON *openai_base(struct muse_server *srv, const struct srv_gen_opts *o, const char *object) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "id", o->id);
+    cJSON_AddStringToObject(root, "object", object);
+    cJSON_AddNumberToObject(root, "created", (double)time(NULL));
+    cJSON_AddStringToObject(root, "model", srv->info.model_name);
+    char fp[64];
+    snprintf(fp, sizeof fp, "muse-%s", muse_version());
+    cJSON_AddStringToObject(root, "system_fingerprint", fp);
+    return root;
+}
+
+/* The whole answer of a finished job as one JSON document (job->mu held). */
+static cJSON *final_json(struct muse_server *srv, const struct muse_srv_job *job, const struct srv_gen_opts *o) {
+    if (o->api == SRV_API_NATIVE) {
+        cJSON *root = cJSON_CreateObject();
+        cJSON_AddStringToObject(root, "content", muse_srv_buf_str(&job->content));
+        cJSON_AddStringToObject(root, "model", srv->info.model_name);
+        cJSON_AddNumberToObject(root, "id_slot", job->slot);
+        cJSON_AddBoolToObject(root, "stop", true);
+        cJSON_AddStringToObject(root, "stop_type", native_stop_type(job));
+        cJSON_AddStringToObject(root, "stopping_word", job->stop_word);
+        cJSON_AddNumberToObject(root, "tokens_predicted", job->n_out);
+        cJSON_AddNumberToObject(root, "tokens_evaluated", job->n_prompt);
+        cJSON_AddNumberToObject(root, "tokens_cached", job->n_cached);
+        cJSON_AddBoolToObject(root, "truncated", false);
+        if (o->return_tokens) cJSON_AddItemToObject(root, "tokens", cJSON_CreateIntArray(job->out_toks, job->n_out));
+        if (job->n_probs > 0) cJSON_AddItemToObject(root, "completion_probabilities", probs_json(srv, job, 0, job->n_out));
+        cJSON_AddItemToObject(root, "timings", timings_json(job));
+        return root;
+    }
+    bool chat = o->api == SRV_API_CHAT;
+    cJSON *root = openai_base(srv, o, chat ? "chat.completion" : "text_completion");
+    cJSON *choices = cJSON_AddArrayToObject(root, "choices"), *c = cJSON_CreateObject();
+    cJSON_AddItemToArray(choices, c);
+    cJSON_AddNumberToObject(c, "index", 0);
+    if (chat) {
+        cJSON *m = cJSON_AddObjectToObject(c, "message");
+        cJSON_AddStringToObject(m, "role", "assistant");
+        if (job->n_calls > 0 && !job->content.len) cJSON_AddNullToObject(m, "content");
+        else cJSON_AddStringToObject(m, "content", muse_srv_buf_str(&job->content));
+        if (job->reasoning.len) cJSON_AddStringToObject(m, "reasoning_content", muse_srv_buf_str(&job->reasoning));
+        if (job->n_calls > 0) {
+            cJSON *calls = cJSON_AddArrayToObject(m, "tool_calls");
+            for (int i = 0; i < job->n_calls; i++) cJSON_AddItemToArray(calls, tool_call_json(&job->calls[i], i, false));
+        }
+        cJSON_AddStringToObject(c, "finish_reason", chat_finish(job));
+    } else {
+        cJSON_AddStringToObject(c, "text", muse_srv_buf_str(&job->content));
+        cJSON_AddStringToObject(c, "finish_reason", job->finish == MUSE_SRV_FINISH_LENGTH ? "length" : "stop");
+    }
+    cJSON_AddNullToObject(c, "logprobs");
+    cJSON_AddItemToObject(root, "usage", usage_json(job));
+    cJSON_AddItemToObject(root, "timings", timings_json(job));
+    return root;
+}
+
+/* ---- streaming ---- */
+
+struct srv_stream {
+    struct muse_server *srv;
+    struct muse_srv_job *job;
+    struct srv_gen_opts o;
+    int fd;
+    size_t sent_content, sent_reasoning;
+    int sent_calls, sent_toks;
+    bool sent_role, finished;
+    struct muse_srv_buf out;
+    size_t out_pos;
+};
+
+static void sse(struct srv_stream *st, cJSON *obj) {
+    char *text = cJSON_PrintUnformatted(obj);
+    cJSON_Delete(obj);
+    if (!text) return;
+    muse_srv_buf_puts(&st->out, "data: ");
+    muse_srv_buf_puts(&st->out, text);
+    muse_srv_buf_puts(&st->out, "\n\n");
+    free(text);
+}
+
+/* A chat/completions chunk with one choice; returns the root and the delta (chat) or the choice. */
+static cJSON *chunk(struct srv_stream *st, cJSON **slot) {
+    bool chat = st->o.api == SRV_API_CHAT;
+    cJSON *root = openai_base(st->srv, &st->o, chat ? "chat.completion.chunk" : "text_completion");
+    cJSON *choices = cJSON_AddArrayToObject(root, "choices"), *c = cJSON_CreateObject();
+    cJSON_AddItemToArray(choices, c);
+    cJSON_AddNumberToObject(c, "index", 0);
+    *slot = chat ? cJSON_AddObjectToObject(c, "delta") : c;
+    cJSON_AddNullToObject(c, "logprobs");
+    cJSON_AddNullToObject(c, "finish_reason");
+    return root;
+}
+
+static void set_finish(cJSON *root, const char *reason) {
+    cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "choices"), 0);
+    cJSON_ReplaceItemInObjectCaseSensitive(c, "finish_reason", cJSON_CreateString(reason));
+}
+
+/* Format what is new in the job (job->mu held). */
+static void stream_collect(struct srv_stream *st) {
+    struct muse_srv_job *job = st->job;
+    struct muse_server *srv = st->srv;
+    if (st->o.api == SRV_API_NATIVE) {
+        if (job->n_out > st->sent_toks || job->content.len > st->sent_content) {
+            cJSON *root = cJSON_CreateObject();
+            cJSON_AddStringToObject(root, "content", job->content.p ? job->content.p + st->sent_content : "");
+            cJSON_AddBoolToObject(root, "stop", false);
+            cJSON_AddNumberToObject(root, "id_slot", job->slot);
+            if (st->o.return_tokens)
+                cJSON_AddItemToObject(root, "tokens", cJSON_CreateIntArray(job->out_toks + st->sent_toks, job->n_out - st->sent_toks));
+            if (job->n_probs > 0)
+                cJSON_AddItemToObject(root, "completion_probabilities", probs_json(srv, job, st->sent_toks, job->n_out));
+            st->sent_toks = job->n_out;
+            st->sent_content = job->content.len;
+            sse(st, root);
+        }
+        if (job->done) {
+            if (job->finish == MUSE_SRV_FINISH_ERROR || job->finish == MUSE_SRV_FINISH_CANCELLED) goto error;
+            cJSON *root = final_json(srv, job, &st->o);
+            cJSON_ReplaceItemInObjectCaseSensitive(root, "content", cJSON_CreateString(""));
+            sse(st, root);
+            st->finished = true;
+        }
+        return;
+    }
+    bool chat = st->o.api == SRV_API_CHAT;
+    cJSON *slot;
+    if (chat && !st->sent_role) {
+        cJSON *root = chunk(st, &slot);
+        cJSON_AddStringToObject(slot, "role", "assistant");
+        cJSON_AddStringToObject(slot, "content", "");
+        sse(st, root);
+        st->sent_role = true;
+    }
+    if (chat && job->reasoning.len > st->sent_reasoning) {
+        cJSON *root = chunk(st, &slot);
+        cJSON_AddStringToObject(slot, "reasoning_content", job->reasoning.p + st->sent_reasoning);
+        st->sent_reasoning = job->reasoning.len;
+        sse(st, root);
+    }
+    if (job->content.len > st->sent_content) {
+        cJSON *root = chunk(st, &slot);
+        cJSON_AddStringToObject(slot, chat ? "content" : "text", job->content.p + st->sent_content);
+        st->sent_content = job->content.len;
+        sse(st, root);
+    }
+    while (chat && st->sent_calls < job->n_calls) {
+        cJSON *root = chunk(st, &slot);
+        cJSON *arr = cJSON_AddArrayToObject(slot, "tool_calls");
+        cJSON_AddItemToArray(arr, tool_call_json(&job->calls[st->sent_calls], st->sent_calls, true));
+        st->sent_calls++;
+        sse(st, root);
+    }
+    if (!job->done) return;
+    if (job->finish == MUSE_SRV_FINISH_ERROR || job->finish == MUSE_SRV_FINISH_CANCELLED) goto error;
+    cJSON *root = chunk(st, &slot);
+    if (!chat) cJSON_AddStringToObject(slot, "text", "");
+    set_finish(root, chat ? chat_finish(job) : job->finish == MUSE_SRV_FINISH_LENGTH ? "length" : "stop");
+    cJSON_AddItemToObject(root, "usage", usage_json(job));
+    cJSON_AddItemToObject(root, "timings", timings_json(job));
+    sse(st, root);
+    if (st->o.include_usage) {
+        root = openai_base(srv, &st->o, chat ? "chat.completion.chunk" : "text_completion");
+        cJSON_AddArrayToObject(root, "choices");
+        cJSON_AddItemToObject(root, "usage", usage_json(job));
+        sse(st, root);
+    }
+    muse_srv_buf_puts(&st->out, "data: [DONE]\n\n");
+    st->finished = true;
+    return;
+error:;
+    cJSON *e = cJSON_CreateObject(), *eo = cJSON_AddObjectToObject(e, "error");
+    bool cancelled = job->finish == MUSE_SRV_FINISH_CANCELLED;
+    cJSON_AddStringToObject(eo, "message", cancelled ? "generation cancelled (server shutting down)" : job->err);
+    cJSON_AddStringToObject(eo, "type", cancelled ? "unavailable_error" : "server_error");
+    cJSON_AddNumberToObject(eo, "code", cancelled ? 503 : 500);
+    sse(st, e);
+    if (st->o.api != SRV_API_NATIVE) muse_srv_buf_puts(&st->out, "data: [DONE]\n\n");
+    st->finished = true;
+}
+
+static bool job_has_news(const struct srv_stream *st) {
+    const struct muse_srv_job *job = st->job;
+    return job->done || job->content.len > st->sent_content || job->reasoning.len > st->sent_reasoning ||
+           job->n_calls > st->sent_calls || (st->o.api == SRV_API_NATIVE && job->n_out > st->sent_toks) ||
+           (st->o.api == SRV_API_CHAT && !st->sent_role);
+}
+
+static void deadline_in(struct timespec *ts, long ms) {
+    clock_gettime(CLOCK_REALTIME, ts);
+    ts->tv_nsec += ms * 1000000L;
+    ts->tv_sec += ts->tv_nsec / 1000000000L;
+    ts->tv_nsec %= 1000000000L;
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    struct srv_stream *st = cls;
+    for (;;) {
+        if (st->out_pos < st->out.len) {
+            size_t n = st->out.len - st->out_pos;
+            if (n > max) n = max;
+            memcpy(buf, st->out.p + st->out_pos, n);
+            st->out_pos += n;
+            return (ssize_t)n;
+        }
+        if (st->finished) return MHD_CONTENT_READER_END_OF_STREAM;
+        st->out.len = st->out_pos = 0;
+        struct muse_srv_job *job = st->job;
+        pthread_mutex_lock(&job->mu);
+        while (!job_has_news(st)) {
+            struct timespec ts;
+            deadline_in(&ts, 50);
+            pthread_cond_timedwait(&job->cv, &job->mu, &ts);
+            if (!job_has_news(st) && srv_client_gone(st->fd)) {
+                pthread_mutex_unlock(&job->mu);
+                muse_srv_job_cancel(job); /* the worker stops at its next token and frees the slot */
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+            }
+        }
+        stream_collect(st);
+        pthread_mutex_unlock(&job->mu);
+    }
+}
+
+static void stream_free(void *cls) {
+    struct srv_stream *st = cls;
+    muse_srv_job_cancel(st->job); /* no-op when finished; stops generation when the client went away */
+    muse_srv_job_release(st->job);
+    muse_srv_buf_free(&st->out);
+    free(st);
+}
+
+enum MHD_Result srv_run_job(struct srv_req *r, struct muse_srv_job *job, const struct srv_gen_opts *o) {
+    struct muse_server *srv = r->srv;
+    enum muse_srv_submit sub = muse_srv_sched_submit(srv->sched, job);
+    if (sub != MUSE_SRV_SUBMIT_OK) {
+        muse_srv_job_release(job);
+        if (sub == MUSE_SRV_SUBMIT_FULL)
+            return srv_reply_error(r, 503, "unavailable_error", NULL,
+                                   "server busy: all %d slots are busy and the queue (%d) is full; retry later",
+                                   srv->p.n_slots, srv->p.queue);
+        return srv_reply_error(r, 503, "unavailable_error", NULL, "the server is shutting down");
+    }
+    if (o->stream) {
+        struct srv_stream *st = calloc(1, sizeof *st);
+        if (!st) {
+            muse_srv_job_cancel(job);
+            muse_srv_job_release(job);
+            return MHD_NO;
+        }
+        st->srv = srv;
+        st->job = job;
+        st->o = *o;
+        st->fd = r->fd;
+        struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, st, stream_free);
+        if (!resp) {
+            stream_free(st);
+            return MHD_NO;
+        }
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream; charset=utf-8");
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+        MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+        MHD_add_response_header(resp, "Access-Control-Allow-Origin", "*");
+        enum MHD_Result ret = MHD_queue_response(r->conn, 200, resp);
+        MHD_destroy_response(resp);
+        r->answered = true;
+        muse_srv_metrics_request(&srv->metrics, 200);
+        return ret;
+    }
+    /* non-streaming: wait here (this connection has its own thread), watching for a disconnect */
+    bool gone = false;
+    pthread_mutex_lock(&job->mu);
+    while (!job->done) {
+        struct timespec ts;
+        deadline_in(&ts, 50);
+        pthread_cond_timedwait(&job->cv, &job->mu, &ts);
+        if (!job->done && !gone && srv_client_gone(r->fd)) {
+            gone = true;
+            muse_srv_job_cancel(job);
+        }
+    }
+    enum MHD_Result ret;
+    if (gone) {
+        ret = MHD_NO;
+    } else if (job->finish == MUSE_SRV_FINISH_ERROR) {
+        ret = srv_reply_error(r, 500, "server_error", NULL, "generation failed: %s", job->err);
+    } else if (job->finish == MUSE_SRV_FINISH_CANCELLED) {
+        ret = srv_reply_error(r, 503, "unavailable_error", NULL, "generation cancelled (server shutting down)");
+    } else {
+        ret = srv_reply_json(r, 200, final_json(srv, job, o));
+    }
+    pthread_mutex_unlock(&job->mu);
+    muse_srv_job_release(job);
+    return ret;
+}

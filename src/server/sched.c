@@ -1,0 +1,528 @@
+/* sched.c - slots, queue and the per-slot generation loop. */
+#include "server/sched.h"
+
+#include <cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/timer.h"
+#include "server/channel.h"
+
+#define PREFILL_CHUNK 256 /* tokens per eval call during prefill: cancellation is checked between */
+#define MAX_PIECE 256
+
+struct slot {
+    struct muse_srv_sched *s;
+    int idx;
+    void *es;               /* the engine's slot */
+    int32_t *cache;         /* [n_ctx] tokens now in the engine slot's KV cache */
+    int n_cache;
+    struct muse_srv_job *job; /* assigned job (under s->mu) */
+    uint64_t last_used;
+    pthread_t th;
+    bool th_started;
+    pthread_cond_t cv;
+};
+
+struct muse_srv_sched {
+    const struct muse_srv_engine *eng;
+    struct muse_srv_engine_info info;
+    struct muse_srv_metrics *metrics;
+    pthread_mutex_t mu;
+    struct slot *slots; /* [n_slots] */
+    int n_slots;
+    struct muse_srv_job **queue; /* ring [q_cap] */
+    int q_head, q_len, q_cap; /* q_cap = storage (>= 1) */
+    int q_limit;              /* most jobs allowed to wait (--queue) */
+    bool stopping;
+    bool joined; /* muse_srv_sched_stop ran */
+    uint64_t tick;
+};
+
+/* ---- jobs ---- */
+
+struct muse_srv_job *muse_srv_job_new(void) {
+    struct muse_srv_job *job = calloc(1, sizeof *job);
+    if (!job) return NULL;
+    pthread_mutex_init(&job->mu, NULL);
+    pthread_cond_init(&job->cv, NULL);
+    job->n_predict = -1;
+    job->slot = -1;
+    job->sp.top_p = 1.0f;
+    atomic_init(&job->cancel, false);
+    atomic_init(&job->refs, 1);
+    return job;
+}
+
+void muse_srv_job_release(struct muse_srv_job *job) {
+    if (!job || atomic_fetch_sub(&job->refs, 1) != 1) return;
+    free(job->prompt);
+    for (int i = 0; i < job->n_stops; i++) free(job->stops[i]);
+    free(job->stops);
+    cJSON_Delete(job->tools);
+    muse_srv_buf_free(&job->content);
+    muse_srv_buf_free(&job->reasoning);
+    for (int i = 0; i < job->n_calls; i++) {
+        free(job->calls[i].name);
+        free(job->calls[i].arguments);
+    }
+    free(job->calls);
+    free(job->out_toks);
+    free(job->probs);
+    pthread_mutex_destroy(&job->mu);
+    pthread_cond_destroy(&job->cv);
+    free(job);
+}
+
+void muse_srv_job_cancel(struct muse_srv_job *job) { atomic_store(&job->cancel, true); }
+
+static void job_finish(struct muse_srv_job *job, enum muse_srv_finish f, const char *err) {
+    pthread_mutex_lock(&job->mu);
+    if (!job->done) {
+        job->finish = f;
+        if (err) snprintf(job->err, sizeof job->err, "%s", err);
+        job->t_end_us = muse_time_us();
+        if (!job->t_start_us) job->t_start_us = job->t_end_us;
+        if (!job->t_prefill_end_us) job->t_prefill_end_us = job->t_end_us;
+        job->done = true;
+    }
+    pthread_cond_broadcast(&job->cv);
+    pthread_mutex_unlock(&job->mu);
+}
+
+/* ---- the generation loop's text pipeline ---- */
+
+struct gen {
+    struct muse_srv_job *job;
+    struct muse_srv_channel *ch;
+    struct muse_srv_buf utf8; /* piece bytes not yet forming complete UTF-8 */
+    struct muse_srv_buf raw;  /* valid UTF-8 generated text */
+    size_t fed;               /* raw[0..fed) went to the channel parser */
+    bool stopped_by_word;
+};
+
+/* Sink callbacks: called with job->mu held by the worker. */
+static void sink_reasoning(void *ud, const char *s, size_t n) {
+    muse_srv_buf_append(&((struct muse_srv_job *)ud)->reasoning, s, n);
+}
+static void sink_content(void *ud, const char *s, size_t n) {
+    muse_srv_buf_append(&((struct muse_srv_job *)ud)->content, s, n);
+}
+static void sink_tool(void *ud, const char *name, const char *args) {
+    struct muse_srv_job *job = ud;
+    if (job->n_calls == job->cap_calls) {
+        int cap = job->cap_calls ? job->cap_calls * 2 : 4;
+        struct muse_srv_tool_call *c = realloc(job->calls, (size_t)cap * sizeof *c);
+        if (!c) return;
+        job->calls = c;
+        job->cap_calls = cap;
+    }
+    struct muse_srv_tool_call *c = &job->calls[job->n_calls];
+    c->name = strdup(name);
+    c->arguments = strdup(args);
+    if (!c->name || !c->arguments) {
+        free(c->name);
+        free(c->arguments);
+        return;
+    }
+    snprintf(c->id, sizeof c->id, "call_%016llx_%d", (unsigned long long)job->id, job->n_calls);
+    job->n_calls++;
+}
+
+/* Bytes of a UTF-8 sequence from its lead byte; 0 = not a lead byte. */
+static int utf8_len(unsigned char c) {
+    if (c < 0x80) return 1;
+    if (c >= 0xc2 && c <= 0xdf) return 2;
+    if (c >= 0xe0 && c <= 0xef) return 3;
+    if (c >= 0xf0 && c <= 0xf4) return 4;
+    return 0;
+}
+
+/* Move complete UTF-8 from g->utf8 to g->raw (invalid bytes become U+FFFD); flush = take all. */
+static void utf8_drain(struct gen *g, bool flush) {
+    const unsigned char *p = (const unsigned char *)g->utf8.p;
+    size_t n = g->utf8.len, i = 0;
+    while (i < n) {
+        int k = utf8_len(p[i]);
+        bool ok = k > 0;
+        if (ok && i + (size_t)k > n) {
+            bool prefix_ok = true;
+            for (size_t j = i + 1; j < n; j++) prefix_ok &= (p[j] & 0xc0) == 0x80;
+            if (prefix_ok && !flush) break; /* wait for the rest of the sequence */
+            ok = false;
+        }
+        for (int j = 1; ok && j < k; j++) ok = (p[i + (size_t)j] & 0xc0) == 0x80;
+        if (ok) {
+            muse_srv_buf_append(&g->raw, (const char *)p + i, (size_t)k);
+            i += (size_t)k;
+        } else {
+            muse_srv_buf_append(&g->raw, "\xef\xbf\xbd", 3);
+            i++;
+        }
+    }
+    memmove(g->utf8.p, g->utf8.p + i, n - i);
+    g->utf8.len = n - i;
+}
+
+/* Longest suffix of s[0..n) that is a proper prefix of stop. */
+static size_t stop_partial(const char *s, size_t n, const char *stop) {
+    size_t m = strlen(stop);
+    size_t max = n < m ? n : m - 1;
+    for (size_t k = max; k > 0; k--)
+        if (!memcmp(s + n - k, stop, k)) return k;
+    return 0;
+}
+
+/* Feed newly completed text to the parser, stopping at a stop string. Called with job->mu held. */
+static void text_advance(struct gen *g, bool final, const struct muse_srv_channel_sink *sink) {
+    struct muse_srv_job *job = g->job;
+    const char *r = muse_srv_buf_str(&g->raw);
+    size_t n = g->raw.len;
+    size_t maxlen = 0;
+    for (int i = 0; i < job->n_stops; i++) {
+        size_t l = strlen(job->stops[i]);
+        if (l > maxlen) maxlen = l;
+    }
+    size_t from = g->fed > maxlen ? g->fed - maxlen : 0;
+    const char *hit = NULL;
+    int hit_i = -1;
+    for (int i = 0; i < job->n_stops; i++) {
+        size_t l = strlen(job->stops[i]);
+        for (size_t p = from; l && p + l <= n; p++) {
+            if (hit && r + p >= hit) break;
+            if (!memcmp(r + p, job->stops[i], l)) {
+                hit = r + p;
+                hit_i = i;
+                break;
+            }
+        }
+    }
+    size_t safe = n;
+    if (hit) {
+        safe = (size_t)(hit - r);
+        snprintf(job->stop_word, sizeof job->stop_word, "%s", job->stops[hit_i]);
+        g->stopped_by_word = true;
+    } else if (!final) {
+        size_t hold = 0;
+        for (int i = 0; i < job->n_stops; i++) {
+            size_t h = stop_partial(r, n, job->stops[i]);
+            if (h > hold) hold = h;
+        }
+        safe = n - hold;
+    }
+    if (safe > g->fed) {
+        muse_srv_channel_feed(g->ch, r + g->fed, safe - g->fed, sink);
+        g->fed = safe;
+    }
+    if (final || hit) muse_srv_channel_finish(g->ch, sink);
+}
+
+static bool record_token(struct muse_srv_job *job, int32_t tok, const struct muse_srv_prob *probs) {
+    if (job->n_out == job->cap_out) {
+        int cap = job->cap_out ? job->cap_out * 2 : 64;
+        int32_t *t = realloc(job->out_toks, (size_t)cap * sizeof *t);
+        if (!t) return false;
+        job->out_toks = t;
+        if (job->n_probs > 0) {
+            struct muse_srv_prob *p = realloc(job->probs, (size_t)cap * (size_t)job->n_probs * sizeof *p);
+            if (!p) return false;
+            job->probs = p;
+        }
+        job->cap_out = cap;
+    }
+    job->out_toks[job->n_out] = tok;
+    if (job->n_probs > 0)
+        memcpy(job->probs + (size_t)job->n_out * (size_t)job->n_probs, probs, (size_t)job->n_probs * sizeof *probs);
+    job->n_out++;
+    return true;
+}
+
+/* Evaluate toks in the slot and mirror them in its cache; on failure the slot cache is dropped. */
+static muse_status slot_eval(struct slot *sl, const int32_t *toks, int n, struct muse_error *err) {
+    const struct muse_srv_engine *eng = sl->s->eng;
+    muse_status st = eng->ops->slot_eval(sl->es, toks, n, err);
+    if (st != MUSE_OK) {
+        sl->n_cache = eng->ops->slot_keep(sl->es, 0);
+        return st;
+    }
+    memcpy(sl->cache + sl->n_cache, toks, (size_t)n * sizeof *toks);
+    sl->n_cache += n;
+    return MUSE_OK;
+}
+
+static void run_job(struct slot *sl, struct muse_srv_job *job) {
+    struct muse_srv_sched *s = sl->s;
+    const struct muse_srv_engine *eng = s->eng;
+    struct muse_error err = {0};
+    struct gen g = {.job = job};
+    struct muse_srv_prob *probs = NULL;
+    enum muse_srv_finish fin = MUSE_SRV_FINISH_NONE;
+    const struct muse_srv_channel_sink sink = {job, sink_reasoning, sink_content, sink_tool};
+
+    pthread_mutex_lock(&job->mu);
+    job->started = true;
+    job->slot = sl->idx;
+    job->t_start_us = muse_time_us();
+    pthread_mutex_unlock(&job->mu);
+    if (atomic_load(&job->cancel)) {
+        job_finish(job, MUSE_SRV_FINISH_CANCELLED, NULL);
+        goto done;
+    }
+    if (job->n_prompt < 1 || job->n_prompt >= s->info.n_ctx) {
+        job_finish(job, MUSE_SRV_FINISH_ERROR, "prompt does not fit the context");
+        goto done;
+    }
+
+    /* prompt cache: keep the common prefix (as far as the engine can rewind), evaluate the rest */
+    int keep = muse_srv_common_prefix(sl->cache, sl->n_cache, job->prompt, job->n_prompt);
+    if (keep >= job->n_prompt) keep = job->n_prompt - 1; /* re-evaluate one token for fresh logits */
+    sl->n_cache = eng->ops->slot_keep(sl->es, keep);
+    pthread_mutex_lock(&job->mu);
+    job->n_cached = sl->n_cache;
+    pthread_mutex_unlock(&job->mu);
+    for (int i = sl->n_cache; i < job->n_prompt; i += PREFILL_CHUNK) {
+        if (atomic_load(&job->cancel)) {
+            job_finish(job, MUSE_SRV_FINISH_CANCELLED, NULL);
+            goto done;
+        }
+        int k = job->n_prompt - i < PREFILL_CHUNK ? job->n_prompt - i : PREFILL_CHUNK;
+        if (slot_eval(sl, job->prompt + i, k, &err) != MUSE_OK) {
+            job_finish(job, MUSE_SRV_FINISH_ERROR, err.msg);
+            goto done;
+        }
+    }
+    pthread_mutex_lock(&job->mu);
+    job->t_prefill_end_us = muse_time_us();
+    pthread_mutex_unlock(&job->mu);
+
+    g.ch = muse_srv_channel_new(job->parse_channels, job->tools, !job->no_tool_calls);
+    if (job->n_probs > 0) probs = calloc((size_t)job->n_probs, sizeof *probs);
+    if (!g.ch || (job->n_probs > 0 && !probs)) {
+        job_finish(job, MUSE_SRV_FINISH_ERROR, "out of memory");
+        goto done;
+    }
+    uint64_t rng = job->sp.seed;
+    for (;;) {
+        if (atomic_load(&job->cancel)) { fin = MUSE_SRV_FINISH_CANCELLED; break; }
+        if (job->n_predict >= 0 && job->n_out >= job->n_predict) { fin = MUSE_SRV_FINISH_LENGTH; break; }
+        int32_t tok;
+        if (eng->ops->slot_sample(sl->es, &job->sp, job->out_toks, job->n_out, &rng, job->n_probs, probs, &tok,
+                                  &err) != MUSE_OK) {
+            fin = MUSE_SRV_FINISH_ERROR;
+            break;
+        }
+        bool eog = eng->ops->is_eog(eng->self, tok);
+        char piece[MAX_PIECE];
+        int np = eog ? 0 : eng->ops->token_piece(eng->self, tok, piece, sizeof piece);
+        if (np < 0) np = 0;
+        if (np > (int)sizeof piece) np = (int)sizeof piece; /* no real token is that long */
+        pthread_mutex_lock(&job->mu);
+        bool ok = record_token(job, tok, probs);
+        if (ok && np) {
+            muse_srv_buf_append(&g.utf8, piece, (size_t)np);
+            utf8_drain(&g, false);
+            text_advance(&g, false, &sink);
+        }
+        pthread_cond_broadcast(&job->cv);
+        pthread_mutex_unlock(&job->mu);
+        if (!ok) { snprintf(err.msg, sizeof err.msg, "out of memory"); fin = MUSE_SRV_FINISH_ERROR; break; }
+        if (eog) { fin = MUSE_SRV_FINISH_EOG; break; }
+        if (g.stopped_by_word) { fin = MUSE_SRV_FINISH_WORD; break; }
+        if (job->n_predict >= 0 && job->n_out >= job->n_predict) { fin = MUSE_SRV_FINISH_LENGTH; break; }
+        if (sl->n_cache >= s->info.n_ctx) { fin = MUSE_SRV_FINISH_LENGTH; break; }
+        if (slot_eval(sl, &tok, 1, &err) != MUSE_OK) { fin = MUSE_SRV_FINISH_ERROR; break; }
+    }
+    pthread_mutex_lock(&job->mu);
+    if (!g.stopped_by_word) {
+        utf8_drain(&g, true);
+        text_advance(&g, true, &sink);
+    }
+    pthread_mutex_unlock(&job->mu);
+    job_finish(job, fin, fin == MUSE_SRV_FINISH_ERROR ? err.msg : NULL);
+done:
+    if (s->metrics) {
+        pthread_mutex_lock(&job->mu);
+        double pre = (double)(job->t_prefill_end_us - job->t_start_us) / 1e6;
+        double dec = (double)(job->t_end_us - job->t_prefill_end_us) / 1e6;
+        int n_gen = job->n_out, n_cached = job->n_cached;
+        bool cancelled = job->finish == MUSE_SRV_FINISH_CANCELLED;
+        pthread_mutex_unlock(&job->mu);
+        muse_srv_metrics_job(s->metrics, job->n_prompt, n_cached, n_gen, pre, dec, cancelled);
+    }
+    muse_srv_channel_free(g.ch);
+    muse_srv_buf_free(&g.utf8);
+    muse_srv_buf_free(&g.raw);
+    free(probs);
+}
+
+/* ---- slots and queue ---- */
+
+static void *worker(void *arg) {
+    struct slot *sl = arg;
+    struct muse_srv_sched *s = sl->s;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (!sl->job && !s->stopping) pthread_cond_wait(&sl->cv, &s->mu);
+        struct muse_srv_job *job = sl->job;
+        if (!job) break;
+        pthread_mutex_unlock(&s->mu);
+        run_job(sl, job);
+        muse_srv_job_release(job);
+        pthread_mutex_lock(&s->mu);
+        sl->last_used = ++s->tick;
+        sl->job = NULL;
+        if (s->q_len > 0) {
+            sl->job = s->queue[s->q_head];
+            s->q_head = (s->q_head + 1) % s->q_cap;
+            s->q_len--;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+struct muse_srv_sched *muse_srv_sched_create(const struct muse_srv_engine *eng, int n_slots, int queue_cap,
+                                             struct muse_srv_metrics *metrics, struct muse_error *err) {
+    struct muse_srv_sched *s = calloc(1, sizeof *s);
+    if (!s) {
+        muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&s->mu, NULL);
+    s->eng = eng;
+    s->metrics = metrics;
+    eng->ops->info(eng->self, &s->info);
+    if (n_slots < 1 || queue_cap < 0 || s->info.n_ctx < 2) {
+        muse_error_set(err, MUSE_ERR_INVALID_ARG, "bad scheduler parameters (slots %d, queue %d, n_ctx %d)", n_slots,
+                       queue_cap, s->info.n_ctx);
+        goto fail;
+    }
+    s->q_cap = queue_cap > 0 ? queue_cap : 1;
+    s->q_limit = queue_cap;
+    s->queue = calloc((size_t)s->q_cap, sizeof *s->queue);
+    s->slots = calloc((size_t)n_slots, sizeof *s->slots);
+    if (!s->queue || !s->slots) {
+        muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    s->n_slots = n_slots;
+    for (int i = 0; i < n_slots; i++) {
+        s->slots[i].s = s;
+        s->slots[i].idx = i;
+        pthread_cond_init(&s->slots[i].cv, NULL);
+    }
+    for (int i = 0; i < n_slots; i++) {
+        struct slot *sl = &s->slots[i];
+        sl->cache = malloc((size_t)s->info.n_ctx * sizeof *sl->cache);
+        if (!sl->cache) {
+            muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
+            goto fail;
+        }
+        sl->es = eng->ops->slot_create(eng->self, err);
+        if (!sl->es) goto fail;
+    }
+    for (int i = 0; i < n_slots; i++) {
+        if (pthread_create(&s->slots[i].th, NULL, worker, &s->slots[i])) {
+            muse_error_set(err, MUSE_ERR_INTERNAL, "cannot start a slot thread");
+            goto fail;
+        }
+        s->slots[i].th_started = true;
+    }
+    return s;
+fail:
+    muse_srv_sched_free(s);
+    return NULL;
+}
+
+enum muse_srv_submit muse_srv_sched_submit(struct muse_srv_sched *s, struct muse_srv_job *job) {
+    pthread_mutex_lock(&s->mu);
+    if (s->stopping) {
+        pthread_mutex_unlock(&s->mu);
+        return MUSE_SRV_SUBMIT_CLOSED;
+    }
+    /*
+     * Prefer the idle slot whose cache shares the longest prefix with the prompt, but only when
+     * that prefix is at least half of the prompt (llama.cpp's slot similarity rule); otherwise take
+     * the least recently used idle slot, so a new conversation does not evict another one's cache
+     * just because both start with the same system prompt.
+     */
+    struct slot *best = NULL, *lru = NULL;
+    int best_lcp = -1;
+    for (int i = 0; i < s->n_slots; i++) {
+        struct slot *sl = &s->slots[i];
+        if (sl->job) continue;
+        /* the worker only changes cache/n_cache while it holds a job, so reading them here is safe */
+        int lcp = muse_srv_common_prefix(sl->cache, sl->n_cache, job->prompt, job->n_prompt);
+        if (lcp > best_lcp || (lcp == best_lcp && sl->last_used < best->last_used)) {
+            best = sl;
+            best_lcp = lcp;
+        }
+        if (!lru || sl->last_used < lru->last_used) lru = sl;
+    }
+    if (best && 2 * best_lcp < job->n_prompt) best = lru;
+    atomic_fetch_add(&job->refs, 1);
+    job->t_submit_us = muse_time_us();
+    if (best) {
+        best->job = job;
+        pthread_cond_signal(&best->cv);
+    } else if (s->q_len < s->q_limit) {
+        s->queue[(s->q_head + s->q_len) % s->q_cap] = job;
+        s->q_len++;
+    } else {
+        atomic_fetch_sub(&job->refs, 1);
+        pthread_mutex_unlock(&s->mu);
+        return MUSE_SRV_SUBMIT_FULL;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return MUSE_SRV_SUBMIT_OK;
+}
+
+void muse_srv_sched_stats(struct muse_srv_sched *s, int *n_slots, int *n_busy, int *n_queued) {
+    pthread_mutex_lock(&s->mu);
+    int busy = 0;
+    for (int i = 0; i < s->n_slots; i++) busy += s->slots[i].job != NULL;
+    *n_slots = s->n_slots;
+    *n_busy = busy;
+    *n_queued = s->q_len;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void muse_srv_sched_stop(struct muse_srv_sched *s) {
+    if (!s) return;
+    pthread_mutex_lock(&s->mu);
+    bool joined = s->joined;
+    s->stopping = true;
+    for (int i = 0; i < s->q_len; i++) muse_srv_job_cancel(s->queue[(s->q_head + i) % s->q_cap]);
+    for (int i = 0; s->slots && i < s->n_slots; i++) {
+        if (s->slots[i].job) muse_srv_job_cancel(s->slots[i].job);
+        pthread_cond_signal(&s->slots[i].cv);
+    }
+    s->joined = true;
+    pthread_mutex_unlock(&s->mu);
+    if (joined) return;
+    for (int i = 0; s->slots && i < s->n_slots; i++)
+        if (s->slots[i].th_started) pthread_join(s->slots[i].th, NULL);
+    /* jobs still queued (only when no worker ever started) end as cancelled */
+    for (int i = 0; i < s->q_len; i++) {
+        struct muse_srv_job *job = s->queue[(s->q_head + i) % s->q_cap];
+        job_finish(job, MUSE_SRV_FINISH_CANCELLED, NULL);
+        muse_srv_job_release(job);
+    }
+    s->q_len = 0;
+}
+
+void muse_srv_sched_free(struct muse_srv_sched *s) {
+    if (!s) return;
+    muse_srv_sched_stop(s);
+    for (int i = 0; s->slots && i < s->n_slots; i++) {
+        if (s->slots[i].es) s->eng->ops->slot_free(s->slots[i].es);
+        free(s->slots[i].cache);
+        pthread_cond_destroy(&s->slots[i].cv);
+    }
+    free(s->slots);
+    free(s->queue);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}

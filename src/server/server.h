@@ -1,0 +1,45 @@
+/*
+ * server.h - `muse serve`: an OpenAI-compatible HTTP server over an engine (engine_iface.h).
+ *
+ * Lifecycle: muse_server_create() binds and starts answering at once (GET /health says 503
+ * "loading" and API calls 503 until an engine is attached); muse_server_attach_engine() starts the
+ * slots; muse_server_free() shuts down gracefully (stops accepting, cancels generations, lets
+ * open streams finish their last event, joins every thread). Endpoints: docs/server.md.
+ */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "muse.h"
+#include "server/engine_iface.h"
+
+struct muse_server_params {
+    const char *host;       /* numeric IPv4/IPv6 address to bind; "127.0.0.1" by default */
+    int port;               /* 0 = any free port (see muse_server_port) */
+    int n_slots;            /* parallel sequences, each with its own KV cache */
+    int queue;              /* requests that may wait for a slot; beyond: 503 + Retry-After */
+    size_t max_body;        /* request bodies above this many bytes: 413 */
+    const char *api_key;    /* NULL = no auth; else `Authorization: Bearer KEY` on all but /health and / */
+    int max_connections;    /* concurrent HTTP connections (each has its own thread) */
+    float temperature, top_p, min_p; /* sampling defaults when a request omits them */
+    int top_k;
+};
+
+/* The defaults: 127.0.0.1:8080, 1 slot, queue 64, 4 MiB bodies, published sampling (T 1, p .95, k 64). */
+struct muse_server_params muse_server_default_params(void);
+
+struct muse_server;
+
+/* Bind and start serving (503 until an engine is attached). *out owned by the caller. */
+muse_status muse_server_create(const struct muse_server_params *params, struct muse_server **out,
+                               struct muse_error *err);
+/* The bound TCP port. */
+int muse_server_port(const struct muse_server *s);
+/*
+ * Hand the server its engine (ownership moves to the server, also on failure) and start the
+ * slots. After this the API endpoints answer. Call at most once, from the thread that created s.
+ */
+muse_status muse_server_attach_engine(struct muse_server *s, struct muse_srv_engine eng, struct muse_error *err);
+/* Graceful shutdown and free (NULL is a no-op). Not callable from a request thread. */
+void muse_server_free(struct muse_server *s);

@@ -1,0 +1,375 @@
+/*
+ * test_kernels_simd.c - every SIMD kernel variant this machine can run, against the reference
+ * (`_ref`) numerics of kernels/types.h:
+ *   - activation quantizers: the same bytes as the reference quantizers (random rows, rounding
+ *     ties, zero blocks, special floats), output padding untouched;
+ *   - matrix kernels: each output within 1e-5 of ||w||*||a|| of vec_dot_ref, random weights and
+ *     activations, odd row counts, 1..9 activation rows, NaN-poisoned padding around every input
+ *     row and around the outputs (a read of padding or a missed/extra write shows up as NaN or a
+ *     changed poison value);
+ *   - the threaded driver (muse_matmul): identical bits for 1, 2 and 3 threads, and the
+ *     kernel-less path equals vec_dot_ref exactly.
+ * Levels the machine lacks (e.g. AVX-512 here) are reported as skipped, never as passed.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fp16.h"
+#include "core/threadpool.h"
+#include "kernels/kernels.h"
+#include "kernels/matmul.h"
+#include "test.h"
+
+#include "kernels/kernel_random.h"
+
+static void fill_poison(void *p, size_t n) { memset(p, 0xff, n); }  /* 0xff..: NaN in f32, f16, bf16 */
+
+static bool all_ff(const uint8_t *p, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != 0xff) return false;
+    return true;
+}
+
+// ---- quantizers --------------------------------------------------------------------------
+
+static void check_quantizer(const struct muse_kernels *k, enum muse_type act, const float *x, int64_t n,
+                            const char *what) {
+    const size_t sz = muse_type_row_size(act, n);
+    const size_t pad = 64;
+    uint8_t *got = malloc(sz + 2 * pad), *want = malloc(sz);
+    fill_poison(got, sz + 2 * pad);
+    memset(want, 0, sz);
+    k->quantize[act](x, got + pad, n);
+    muse_type_traits[act].from_float(x, want, n);
+    TEST_CONDF(memcmp(got + pad, want, sz) == 0, "%s: %s quantizer (%s, n=%lld) differs from reference",
+               muse_cpu_level_name(k->level), muse_type_layout_get(act)->name, what, (long long)n);
+    TEST_CONDF(all_ff(got, pad) && all_ff(got + pad + sz, pad), "%s: %s quantizer wrote outside its row",
+               muse_cpu_level_name(k->level), muse_type_layout_get(act)->name);
+    free(got);
+    free(want);
+}
+
+static void test_quantizers(const struct muse_kernels *k) {
+    static const enum muse_type acts[] = {MUSE_TYPE_Q8_0, MUSE_TYPE_Q8_K, MUSE_TYPE_F16, MUSE_TYPE_BF16};
+    enum { N = 256 * 5 };
+    static float x[N];
+    for (size_t t = 0; t < sizeof(acts) / sizeof(acts[0]); t++) {
+        const enum muse_type act = acts[t];
+        if (!k->quantize[act]) continue;
+        /* random rows at several scales */
+        for (int rep = 0; rep < 20; rep++) {
+            float scale = ldexpf(1.0f, (int)(kr_u32() % 40) - 20);
+            for (int i = 0; i < N; i++) x[i] = kr_float() * scale;
+            check_quantizer(k, act, x, N, "random");
+        }
+        /* rounding ties: x*id lands on .5 for many elements (d = 1 when amax = 127) */
+        for (int i = 0; i < N; i++) x[i] = (float)((int)(kr_u32() % 254) - 127) + ((kr_u32() & 1) ? 0.5f : 0.0f);
+        for (int b = 0; b < N; b += 32) x[b] = (b & 64) ? 127.0f : -127.0f;
+        check_quantizer(k, act, x, N, "ties");
+        /* a zero block, a block whose largest magnitude appears with both signs, small values */
+        for (int i = 0; i < N; i++) x[i] = kr_float();
+        for (int i = 0; i < 256; i++) x[i] = 0.0f;
+        x[300] = -5.0f;
+        x[301] = 5.0f;
+        x[600] = 5.0f;
+        x[601] = -5.0f;
+        for (int i = 768; i < 1024; i++) x[i] = kr_float() * 1e-30f;
+        check_quantizer(k, act, x, N, "zeros/ties of max/tiny");
+        if (act == MUSE_TYPE_F16 || act == MUSE_TYPE_BF16) {
+            const float specials[] = {INFINITY, -INFINITY, NAN, -NAN, 65504.0f, 65519.0f, 65520.0f, -1e9f,
+                                      5.9604645e-08f, 2.9802322e-08f, 1e-40f, -0.0f, 3.4e38f};
+            for (int i = 0; i < N; i++) x[i] = specials[i % 13] * ((i / 13) % 2 ? 1.0f : 0.5f);
+            uint32_t snan = 0x7f800001u, pnan = 0xffc12345u;
+            memcpy(&x[5], &snan, 4);
+            memcpy(&x[77], &pnan, 4);
+            check_quantizer(k, act, x, N, "special values");
+            check_quantizer(k, act, x, 7, "7 elements");
+        }
+    }
+    /* the spec's verified ties (gguf-and-quants.md 2.11) */
+    if (k->quantize[MUSE_TYPE_Q8_0]) {
+        float v[32] = {127, 0.5f, 1.5f, -2.5f, -0.5f, 2.5f, 126.5f, -126.5f};
+        uint8_t q[34];
+        k->quantize[MUSE_TYPE_Q8_0](v, q, 32);
+        const int8_t want[8] = {127, 1, 2, -3, -1, 3, 127, -127};
+        TEST_CONDF(memcmp(q + 2, want, 8) == 0, "%s: Q8_0 spec tie example", muse_cpu_level_name(k->level));
+    }
+    if (k->quantize[MUSE_TYPE_Q8_K]) {
+        float v[256] = {-127, 0.5f, 1.5f, -2.5f, -0.5f, 2.5f, 3.5f, -3.5f};
+        uint8_t q[292];
+        k->quantize[MUSE_TYPE_Q8_K](v, q, 256);
+        const int8_t want[8] = {-127, 0, 2, -2, 0, 2, 4, -4};
+        TEST_CONDF(memcmp(q + 4, want, 8) == 0, "%s: Q8_K spec tie example", muse_cpu_level_name(k->level));
+    }
+}
+
+// ---- matrix kernels ----------------------------------------------------------------------
+
+#define PAD 64
+
+struct case_data {
+    enum muse_type type, act_type;
+    int64_t ne0, n_rows;
+    int n_act;
+    size_t w_row, w_stride, a_row, a_stride;
+    int64_t out_stride;
+    uint8_t *w;          /* [PAD][n_rows][w_stride] */
+    uint8_t *a;          /* [PAD][n_act][a_stride] */
+    uint8_t *ak;         /* the same rows in the kernels' activation layout */
+    float *out;          /* [n_act][out_stride] + PAD floats */
+    float *wf, *af;      /* dequantized rows, for the norms */
+    float *ref;          /* [n_act][n_rows] */
+};
+
+static bool case_init(const struct muse_kernels *k, struct case_data *c, enum muse_type type, int64_t ne0,
+                      int64_t n_rows, int n_act) {
+    memset(c, 0, sizeof(*c));
+    c->type = type;
+    c->act_type = muse_type_traits[type].vec_dot_type;
+    c->ne0 = ne0;
+    c->n_rows = n_rows;
+    c->n_act = n_act;
+    c->w_row = muse_type_row_size(type, ne0);
+    c->w_stride = c->w_row + PAD;
+    c->a_row = muse_type_row_size(c->act_type, ne0);
+    c->a_stride = c->a_row + PAD;
+    c->out_stride = n_rows + 5;
+    c->w = malloc(PAD + (size_t)n_rows * c->w_stride);
+    c->a = malloc(PAD + (size_t)n_act * c->a_stride);
+    c->out = malloc(((size_t)n_act * c->out_stride + PAD) * sizeof(float));
+    c->wf = malloc((size_t)n_rows * ne0 * sizeof(float));
+    c->af = malloc((size_t)n_act * ne0 * sizeof(float));
+    c->ref = malloc((size_t)n_act * n_rows * sizeof(float));
+    fill_poison(c->w, PAD + (size_t)n_rows * c->w_stride);
+    fill_poison(c->a, PAD + (size_t)n_act * c->a_stride);
+    for (int64_t i = 0; i < n_rows; i++)
+        if (!kr_weight_row(type, ne0, c->w + PAD + i * c->w_stride)) return false;
+    float *x = malloc((size_t)ne0 * sizeof(float));
+    for (int r = 0; r < n_act; r++) {
+        float scale = (r % 3 == 2) ? 100.0f : 1.0f;
+        for (int64_t j = 0; j < ne0; j++) x[j] = (r == 4) ? 0.0f : kr_float() * scale;  /* row 4: all zero */
+        muse_kernels_quantize_row(NULL, c->act_type, x, c->a + PAD + r * c->a_stride, ne0);
+    }
+    free(x);
+    c->ak = malloc(PAD + (size_t)n_act * c->a_stride);
+    memcpy(c->ak, c->a, PAD + (size_t)n_act * c->a_stride);
+    for (int r = 0; r < n_act; r++) muse_kernels_prepare_act(k, type, c->ak + PAD + r * c->a_stride, ne0);
+    for (int64_t i = 0; i < n_rows; i++)
+        muse_type_traits[type].to_float(c->w + PAD + i * c->w_stride, c->wf + i * ne0, ne0);
+    for (int r = 0; r < n_act; r++)
+        muse_type_traits[c->act_type].to_float(c->a + PAD + r * c->a_stride, c->af + r * ne0, ne0);
+    for (int r = 0; r < n_act; r++)
+        for (int64_t i = 0; i < n_rows; i++)
+            muse_type_traits[type].vec_dot_ref(ne0, &c->ref[r * n_rows + i], c->w + PAD + i * c->w_stride,
+                                               c->a + PAD + r * c->a_stride);
+    return true;
+}
+
+static void case_free(struct case_data *c) {
+    free(c->w);
+    free(c->a);
+    free(c->ak);
+    free(c->out);
+    free(c->wf);
+    free(c->af);
+    free(c->ref);
+}
+
+static double norm(const float *v, int64_t n) {
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += (double)v[i] * v[i];
+    return sqrt(s);
+}
+
+/* Compare c->out with the reference; check the poison around the outputs. Returns the failures. */
+static int check_out(const struct case_data *c, const char *who, bool exact) {
+    int bad = 0;
+    for (int r = 0; r < c->n_act; r++) {
+        const double na = norm(c->af + r * c->ne0, c->ne0);
+        for (int64_t i = 0; i < c->n_rows; i++) {
+            const float got = c->out[r * c->out_stride + i], want = c->ref[r * c->n_rows + i];
+            const double tol = exact ? 0.0 : 1e-5 * norm(c->wf + i * c->ne0, c->ne0) * na + 1e-30;
+            const bool ok = exact ? memcmp(&got, &want, 4) == 0 : fabs((double)got - want) <= tol;
+            if (!ok) {
+                if (bad < 3)
+                    fprintf(stderr, "  %s %s ne0=%lld rows=%lld n_act=%d: out[%d][%lld] = %.9g, ref %.9g (tol %.3g)\n",
+                            who, muse_type_layout_get(c->type)->name, (long long)c->ne0, (long long)c->n_rows,
+                            c->n_act, r, (long long)i, got, want, tol);
+                bad++;
+            }
+        }
+        for (int64_t i = c->n_rows; i < c->out_stride; i++)
+            if (!all_ff((const uint8_t *)&c->out[r * c->out_stride + i], 4)) bad++;
+    }
+    if (!all_ff((const uint8_t *)&c->out[c->n_act * c->out_stride], PAD * sizeof(float))) bad++;
+    return bad;
+}
+
+static const enum muse_type gemm_types[] = {
+    MUSE_TYPE_IQ2_XXS, MUSE_TYPE_Q4_K, MUSE_TYPE_Q6_K, MUSE_TYPE_Q8_0, MUSE_TYPE_Q5_K, MUSE_TYPE_F16,
+    MUSE_TYPE_BF16,    MUSE_TYPE_F32,  MUSE_TYPE_IQ3_XXS, MUSE_TYPE_IQ3_S, MUSE_TYPE_IQ4_XS, MUSE_TYPE_Q4_0,
+};
+
+static void test_gemm_type(const struct muse_kernels *k, enum muse_type type) {
+    const struct muse_type_layout *l = muse_type_layout_get(type);
+    const bool has_gemv = k->gemv[type] != NULL, has_gemm = k->gemm[type] != NULL;
+    if (!has_gemv && !has_gemm) return;
+    const int64_t bs = l->block_size == 1 ? 1 : l->block_size;
+    /* sizes in elements: 1 block, 3 blocks, 11 blocks (odd), plus odd float lengths */
+    int64_t sizes[5] = {bs, 3 * bs, 11 * bs, 0, 0};
+    int n_sizes = 3;
+    if (bs == 1) {
+        sizes[0] = 7;
+        sizes[1] = 40;
+        sizes[2] = 257;
+        sizes[3] = 1000;
+        n_sizes = 4;
+    } else if (bs == 32) {
+        sizes[3] = 37 * 32;
+        n_sizes = 4;
+    }
+    const int64_t rows_list[] = {1, 3, 17};
+    int cases = 0, failures = 0;
+    for (int si = 0; si < n_sizes; si++) {
+        for (size_t ri = 0; ri < 3; ri++) {
+            const int max_act = has_gemm ? 9 : 1;
+            struct case_data c;
+            if (!case_init(k, &c, type, sizes[si], rows_list[ri], max_act)) {
+                TEST_CONDF(0, "no random weights for %s", l->name);
+                case_free(&c);
+                return;
+            }
+            for (int n_act = 1; n_act <= max_act; n_act++) {
+                muse_gemm_fn fn = n_act == 1 && has_gemv ? k->gemv[type] : k->gemm[type];
+                if (!fn) continue;
+                fill_poison(c.out, ((size_t)c.n_act * c.out_stride + PAD) * sizeof(float));
+                const int saved = c.n_act;
+                bool ok = fn(c.ne0, c.w + PAD, c.w_stride, c.n_rows, c.ak + PAD, c.a_stride, n_act, c.out, c.out_stride);
+                c.n_act = n_act;
+                cases++;
+                if (!ok) {
+                    /* declining is allowed but must leave the output untouched */
+                    failures += !all_ff((const uint8_t *)c.out, (size_t)n_act * c.out_stride * sizeof(float));
+                } else {
+                    /* rows beyond n_act must stay poisoned: check_out looks at n_act rows + tail */
+                    failures += check_out(&c, muse_cpu_level_name(k->level), k->exact[type]) > 0;
+                    if (!all_ff((const uint8_t *)&c.out[n_act * c.out_stride],
+                                (size_t)(saved - n_act) * c.out_stride * sizeof(float)))
+                        failures++;
+                }
+                c.n_act = saved;
+            }
+            case_free(&c);
+        }
+    }
+    TEST_CONDF(failures == 0, "%s: %s kernels: %d of %d cases wrong", muse_cpu_level_name(k->level), l->name,
+               failures, cases);
+    printf("  %s %-8s %3d cases (gemv %s, gemm %s, %s)\n", muse_cpu_level_name(k->level), l->name, cases,
+           has_gemv ? "yes" : "no", has_gemm ? "yes" : "no", k->exact[type] ? "bit-exact" : "within 1e-5 |w||a|");
+}
+
+// ---- threaded driver ---------------------------------------------------------------------
+
+struct drive_ctx {
+    const struct muse_kernels *k;
+    struct muse_threadpool *pool;
+    struct muse_matmul_weight w;
+    const float *x;
+    void *q;
+    size_t q_stride;
+    int n_act;
+    float *out;
+};
+
+static void drive_fn(int ith, int nth, void *vctx) {
+    struct drive_ctx *c = vctx;
+    muse_matmul_quantize(c->k, c->w.type, c->w.ne0, c->x, c->w.ne0, c->n_act, c->q, c->q_stride, ith, nth);
+    muse_threadpool_barrier(c->pool);
+    muse_matmul(c->k, &c->w, c->q, c->q_stride, c->n_act, c->out, c->w.n_rows, ith, nth);
+}
+
+static void test_driver(const struct muse_kernels *k, enum muse_type type) {
+    const int64_t ne0 = 512, n_rows = 203;
+    const int n_act_list[] = {1, 6};
+    uint8_t *w = malloc((size_t)n_rows * muse_type_row_size(type, ne0));
+    for (int64_t i = 0; i < n_rows; i++) kr_weight_row(type, ne0, w + i * muse_type_row_size(type, ne0));
+    float *x = malloc((size_t)6 * ne0 * sizeof(float));
+    for (int64_t i = 0; i < 6 * ne0; i++) x[i] = kr_float();
+    const size_t q_stride = muse_matmul_act_row_size(type, ne0);
+    void *q = malloc(6 * q_stride);
+    float *outs[4];
+    for (int a = 0; a < 2; a++) {
+        const int n_act = n_act_list[a];
+        for (int t = 0; t < 4; t++) {
+            /* t = 0..2: 1, 2, 3 threads with the kernels; t = 3: reference path, 2 threads */
+            const int nth = t < 3 ? t + 1 : 2;
+            struct drive_ctx c = {.k = t < 3 ? k : NULL,
+                                  .w = {type, ne0, n_rows, w, muse_type_row_size(type, ne0)},
+                                  .x = x, .q = q, .q_stride = q_stride, .n_act = n_act};
+            outs[t] = malloc((size_t)n_act * n_rows * sizeof(float));
+            c.out = outs[t];
+            muse_threadpool_create(nth, &c.pool, NULL);
+            muse_threadpool_run(c.pool, drive_fn, &c);
+            muse_threadpool_free(c.pool);
+        }
+        const size_t bytes = (size_t)n_act * n_rows * sizeof(float);
+        TEST_CONDF(memcmp(outs[0], outs[1], bytes) == 0 && memcmp(outs[0], outs[2], bytes) == 0,
+                   "%s: %s matmul differs between 1, 2 and 3 threads (n_act %d)", muse_cpu_level_name(k->level),
+                   muse_type_layout_get(type)->name, n_act);
+        /* reference path: bit-identical to vec_dot_ref on reference-quantized rows */
+        int bad = 0, bad_exact = 0;
+        void *qr = malloc(q_stride);
+        for (int r = 0; r < n_act; r++) {
+            muse_kernels_quantize_row(NULL, muse_type_traits[type].vec_dot_type, x + r * ne0, qr, ne0);
+            for (int64_t i = 0; i < n_rows; i++) {
+                float s;
+                muse_type_traits[type].vec_dot_ref(ne0, &s, w + i * muse_type_row_size(type, ne0), qr);
+                bad += memcmp(&s, &outs[3][r * n_rows + i], 4) != 0;
+                if (k->exact[type]) bad_exact += memcmp(&s, &outs[0][r * n_rows + i], 4) != 0;
+            }
+        }
+        free(qr);
+        TEST_CONDF(bad == 0, "%s: reference matmul path differs from vec_dot_ref in %d outputs",
+                   muse_type_layout_get(type)->name, bad);
+        TEST_CONDF(bad_exact == 0, "%s: %s matmul is marked exact but differs from vec_dot_ref in %d outputs",
+                   muse_cpu_level_name(k->level), muse_type_layout_get(type)->name, bad_exact);
+        for (int t = 0; t < 4; t++) free(outs[t]);
+    }
+    free(w);
+    free(x);
+    free(q);
+}
+
+int main(void) {
+    const enum muse_cpu_level max = muse_cpu_level_max();
+    printf("cpu level: max %s, active %s\n", muse_cpu_level_name(max), muse_cpu_level_name(muse_cpu_level_active()));
+    const struct muse_kernels *seen[MUSE_CPU_LEVEL_COUNT];
+    int n_seen = 0;
+    for (int lv = MUSE_CPU_LEVEL_AVX2; lv < MUSE_CPU_LEVEL_COUNT; lv++) {
+        const struct muse_kernels *k = muse_kernels_for((enum muse_cpu_level)lv);
+        if (!k) {
+            printf("SKIP %s kernels: this machine does not support them (not counted as passed)\n",
+                   muse_cpu_level_name((enum muse_cpu_level)lv));
+            continue;
+        }
+        bool dup = false;
+        for (int i = 0; i < n_seen; i++) dup |= seen[i] == k;
+        if (dup || (int)k->level != lv) {
+            printf("note: level %s uses the %s table (no kernels of its own)\n",
+                   muse_cpu_level_name((enum muse_cpu_level)lv), muse_cpu_level_name(k->level));
+            continue;
+        }
+        seen[n_seen++] = k;
+        test_quantizers(k);
+        for (size_t t = 0; t < sizeof(gemm_types) / sizeof(gemm_types[0]); t++) test_gemm_type(k, gemm_types[t]);
+        const enum muse_type drive_types[] = {MUSE_TYPE_Q8_0, MUSE_TYPE_Q4_K, MUSE_TYPE_Q6_K, MUSE_TYPE_IQ2_XXS, MUSE_TYPE_F16};
+        for (int t = 0; t < 5; t++) test_driver(k, drive_types[t]);
+    }
+    setenv("MUSE_CPU", "scalar", 1);
+    const struct muse_kernels *ks = muse_kernels_active();
+    unsetenv("MUSE_CPU");
+    TEST_COND("MUSE_CPU=scalar gives the scalar table", ks && ks->level == MUSE_CPU_LEVEL_SCALAR);
+    return TEST_REPORT();
+}

@@ -1,0 +1,180 @@
+/*
+ * model_fixture.h - writes small synthetic Muse-Glimmer GGUF files with chosen metadata for the
+ * model tests (header-only, static functions; used by tests/model/test_*.c). Values are seeded
+ * normal draws; matrices may be F32 or Q8_0.
+ */
+#pragma once
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf/gguf.h"
+#include "kernels/types.h"
+
+enum fx_pattern {
+    FX_PATTERN_BOOL_ARRAY, /* bool[n_layer] from `swa` */
+    FX_PATTERN_INT_ARRAY,  /* i32[n_layer] from `swa` */
+    FX_PATTERN_U32,        /* the scalar `period` */
+    FX_PATTERN_NONE,       /* key absent */
+    FX_PATTERN_SHORT,      /* bool array one element too short */
+};
+
+struct fx_spec {
+    const char *arch;           /* default "muse-glimmer" */
+    int n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff, n_vocab, window, ctx;
+    enum fx_pattern pattern;
+    bool swa[16];               /* per layer, for the array forms */
+    unsigned period;            /* for FX_PATTERN_U32 */
+    bool no_softcap;            /* omit final_logit_softcapping */
+    float freq_base_swa;        /* 0 = omit rope.freq_base_swa */
+    const char *omit_key;       /* a key (without the arch prefix) to leave out */
+    const char *bad_tensor;     /* a tensor written with ne1 (or ne0 for vectors) + 16 */
+    const char *omit_tensor;    /* a tensor left out */
+    bool q8_0;                  /* matrices in Q8_0 instead of F32 */
+    uint64_t seed;
+};
+
+static struct fx_spec fx_default(void) {
+    struct fx_spec s = {0};
+    s.arch = "muse-glimmer";
+    s.n_layer = 4, s.n_embd = 64, s.n_head = 4, s.n_head_kv = 2, s.head_dim = 32, s.n_ff = 96, s.n_vocab = 300;
+    s.window = 4, s.ctx = 256;
+    s.pattern = FX_PATTERN_BOOL_ARRAY;
+    for (int i = 0; i < 16; i++) s.swa[i] = i % 4 != 3;
+    s.period = 4;
+    s.seed = 1;
+    return s;
+}
+
+static double fx_normal(uint64_t *st) {
+    double u[2];
+    for (int i = 0; i < 2; i++) {
+        *st = *st * 6364136223846793005ull + 1442695040888963407ull;
+        u[i] = ((double)(*st >> 11) + 0.5) / 9007199254740992.0;
+    }
+    return sqrt(-2.0 * log(u[0])) * cos(6.283185307179586 * u[1]);
+}
+
+struct fx_tensor {
+    char name[64];
+    int64_t ne0, ne1; /* ne1 == 0: a vector */
+    double mean, std;
+    bool matrix;
+};
+
+static int fx_tensors(const struct fx_spec *s, struct fx_tensor *t) {
+    int n = 0;
+    const int64_t E = s->n_embd, Q = (int64_t)s->n_head * s->head_dim, K = (int64_t)s->n_head_kv * s->head_dim;
+#define T(nm, a, b, m, sd, mat) \
+    do { snprintf(t[n].name, sizeof t[n].name, "%s", nm); t[n].ne0 = a; t[n].ne1 = b; t[n].mean = m; t[n].std = sd; t[n].matrix = mat; n++; } while (0)
+    T("token_embd.weight", E, s->n_vocab, 0, 1, true);
+    T("output_norm.weight", E, 0, 1, 0.1, false);
+    T("output.weight", E, s->n_vocab, 0, 0.5, true);
+    char nm[64];
+    for (int il = 0; il < s->n_layer; il++) {
+#define L(sfx, a, b, m, sd, mat) do { snprintf(nm, sizeof nm, "blk.%d." sfx, il); T(nm, a, b, m, sd, mat); } while (0)
+        L("attn_norm.weight", E, 0, 1, 0.1, false);
+        L("attn_q.weight", E, Q, 0, 1 / sqrt((double)E), true);
+        L("attn_k.weight", E, K, 0, 1 / sqrt((double)E), true);
+        L("attn_v.weight", E, K, 0, 1 / sqrt((double)E), true);
+        L("attn_q_norm.weight", s->head_dim, 0, 1.5, 0.1, false);
+        L("attn_k_norm.weight", s->head_dim, 0, 1, 0.1, false);
+        L("attn_gate.weight", E, Q, 0, 1 / sqrt((double)E), true);
+        L("attn_output.weight", Q, E, 0, 1 / sqrt((double)Q), true);
+        L("post_attention_norm.weight", E, 0, 0.3, 0.03, false);
+        L("ffn_norm.weight", E, 0, 1, 0.1, false);
+        L("ffn_gate.weight", E, s->n_ff, 0, 1 / sqrt((double)E), true);
+        L("ffn_up.weight", E, s->n_ff, 0, 1 / sqrt((double)E), true);
+        L("ffn_down.weight", s->n_ff, E, 0, 1 / sqrt((double)s->n_ff), true);
+        L("post_ffw_norm.weight", E, 0, 0.3, 0.03, false);
+#undef L
+    }
+#undef T
+    return n;
+}
+
+/* Write `s` to `path`; returns false (after printing why) on a writer error. */
+static bool fx_write(const char *path, const struct fx_spec *s) {
+    struct muse_error err;
+    struct muse_gguf_writer *w;
+    if (muse_gguf_writer_open(path, &w, &err)) {
+        fprintf(stderr, "fixture: %s\n", err.msg);
+        return false;
+    }
+    char key[128];
+#define KEY(sfx) (snprintf(key, sizeof key, "%s.%s", s->arch, sfx), key)
+#define OMIT(sfx) (s->omit_key && !strcmp(s->omit_key, sfx))
+    muse_gguf_writer_set_str(w, "general.architecture", s->arch);
+    muse_gguf_writer_set_str(w, "general.name", "fixture");
+    if (!OMIT("context_length")) muse_gguf_writer_set_u32(w, KEY("context_length"), (uint32_t)s->ctx);
+    if (!OMIT("embedding_length")) muse_gguf_writer_set_u32(w, KEY("embedding_length"), (uint32_t)s->n_embd);
+    if (!OMIT("block_count")) muse_gguf_writer_set_u32(w, KEY("block_count"), (uint32_t)s->n_layer);
+    if (!OMIT("feed_forward_length")) muse_gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)s->n_ff);
+    if (!OMIT("attention.head_count")) muse_gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)s->n_head);
+    if (!OMIT("attention.head_count_kv")) muse_gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)s->n_head_kv);
+    if (!OMIT("attention.key_length")) muse_gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)s->head_dim);
+    if (!OMIT("attention.value_length")) muse_gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)s->head_dim);
+    if (!OMIT("attention.layer_norm_rms_epsilon")) muse_gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-5f);
+    if (!OMIT("rope.freq_base")) muse_gguf_writer_set_f32(w, KEY("rope.freq_base"), 10000.0f);
+    if (s->freq_base_swa > 0) muse_gguf_writer_set_f32(w, KEY("rope.freq_base_swa"), s->freq_base_swa);
+    if (!s->no_softcap) muse_gguf_writer_set_f32(w, KEY("final_logit_softcapping"), 20.0f);
+    if (!OMIT("logit_scale")) muse_gguf_writer_set_f32(w, KEY("logit_scale"), 0.5f);
+    if (!OMIT("attention.sliding_window")) muse_gguf_writer_set_u32(w, KEY("attention.sliding_window"), (uint32_t)s->window);
+    bool b[16];
+    int32_t i32[16];
+    for (int i = 0; i < 16; i++) b[i] = s->swa[i], i32[i] = s->swa[i];
+    switch (s->pattern) {
+    case FX_PATTERN_BOOL_ARRAY: muse_gguf_writer_set_arr(w, KEY("attention.sliding_window_pattern"), MUSE_GGUF_TYPE_BOOL, b, (uint64_t)s->n_layer); break;
+    case FX_PATTERN_INT_ARRAY: muse_gguf_writer_set_arr(w, KEY("attention.sliding_window_pattern"), MUSE_GGUF_TYPE_INT32, i32, (uint64_t)s->n_layer); break;
+    case FX_PATTERN_U32: muse_gguf_writer_set_u32(w, KEY("attention.sliding_window_pattern"), s->period); break;
+    case FX_PATTERN_NONE: break;
+    case FX_PATTERN_SHORT: muse_gguf_writer_set_arr(w, KEY("attention.sliding_window_pattern"), MUSE_GGUF_TYPE_BOOL, b, (uint64_t)s->n_layer - 1); break;
+    }
+    muse_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)s->n_vocab - 3);
+    muse_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)s->n_vocab - 2);
+    muse_gguf_writer_set_u32(w, "tokenizer.ggml.eot_token_id", (uint32_t)s->n_vocab - 1);
+#undef KEY
+#undef OMIT
+    static struct fx_tensor t[8 + 16 * 14];
+    int n = fx_tensors(s, t);
+    for (int i = 0; i < n; i++) {
+        if (s->omit_tensor && !strcmp(s->omit_tensor, t[i].name)) continue;
+        bool bad = s->bad_tensor && !strcmp(s->bad_tensor, t[i].name);
+        int64_t ne[2] = {t[i].ne0, t[i].ne1};
+        if (bad) ne[t[i].ne1 ? 1 : 0] += 16;
+        uint32_t type = t[i].matrix && s->q8_0 ? MUSE_TYPE_Q8_0 : MUSE_TYPE_F32;
+        muse_gguf_writer_add_tensor(w, t[i].name, type, t[i].ne1 ? 2 : 1, ne);
+    }
+    if (muse_gguf_writer_begin_data(w)) goto fail;
+    uint64_t rng = s->seed * 0x9E3779B97F4A7C15ull + 7;
+    for (int i = 0; i < n; i++) {
+        if (s->omit_tensor && !strcmp(s->omit_tensor, t[i].name)) continue;
+        bool bad = s->bad_tensor && !strcmp(s->bad_tensor, t[i].name);
+        int64_t ne0 = t[i].ne0 + (bad && !t[i].ne1 ? 16 : 0), ne1 = (t[i].ne1 ? t[i].ne1 : 1) + (bad && t[i].ne1 ? 16 : 0);
+        float *row = malloc(sizeof(float) * (size_t)ne0);
+        uint8_t *q = malloc((size_t)ne0 * 2 + 64);
+        for (int64_t r = 0; r < ne1; r++) {
+            for (int64_t j = 0; j < ne0; j++) row[j] = (float)(t[i].mean + t[i].std * fx_normal(&rng));
+            if (t[i].matrix && s->q8_0) {
+                muse_type_traits[MUSE_TYPE_Q8_0].from_float(row, q, ne0);
+                muse_gguf_writer_write_data(w, q, muse_type_row_size(MUSE_TYPE_Q8_0, ne0));
+            } else {
+                muse_gguf_writer_write_data(w, row, sizeof(float) * (size_t)ne0);
+            }
+        }
+        free(row);
+        free(q);
+    }
+    if (muse_gguf_writer_close(w, &err)) {
+        fprintf(stderr, "fixture: %s\n", err.msg);
+        return false;
+    }
+    return true;
+fail:
+    fprintf(stderr, "fixture: %s\n", muse_gguf_writer_error(w));
+    muse_gguf_writer_close(w, &err);
+    return false;
+}

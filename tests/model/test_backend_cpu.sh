@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The cpu backend against the ref backend on every case of $MUSE_SHARED/golden/text/cases.json:
+# `muse logits` output (every prompt position's top-64 logits, the greedy tokens and every greedy
+# step's logits, printed with 9 significant digits) must be identical for --backend ref and
+# --backend cpu with 1, 2 and 3 threads, and, with MUSE_CPU=scalar, for the scalar kernel table.
+# The cpu output is also checked against the llama.cpp golden by the shared comparator.
+set -euo pipefail
+MUSE="${MUSE:-build/muse}"
+SHARED="${MUSE_SHARED:-../shared}"
+GOLDEN="$SHARED/golden/text"
+CASES="$GOLDEN/cases.json"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+[ -f "$CASES" ] || { echo "no $CASES"; exit 1; }
+
+python3 - "$CASES" > "$tmp/list" <<'PY'
+import json, sys
+for r in json.load(open(sys.argv[1])):
+    print(r["case"], r["gguf"], r["prompt"], r.get("kv", "f16"))
+PY
+
+# identical: every field but the backend name and the thread count
+same() {
+    python3 - "$1" "$2" <<'PY'
+import json, sys
+def load(p):
+    d = json.load(open(p))
+    for k in ("backend", "n_threads"):
+        d.pop(k, None)
+    return d
+a, b = load(sys.argv[1]), load(sys.argv[2])
+if a != b:
+    for k in a:
+        if a.get(k) != b.get(k):
+            print("  first differing field:", k)
+            break
+    sys.exit(1)
+PY
+}
+
+n=0; fail=0
+while read -r name gguf prompt kv; do
+    read -r toks npred < <(python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); print(",".join(map(str,p["tokens"])), p.get("n_predict", 0))' "$GOLDEN/$prompt")
+    args=(logits -m "$GOLDEN/$gguf" --tokens "$toks" -n "$npred" --top 64 --kv "$kv")
+    "$MUSE" "${args[@]}" --backend ref > "$tmp/$name.ref.json"
+    for variant in t1 t2 t3 scalar; do
+        n=$((n + 1))
+        case $variant in
+            scalar) MUSE_CPU=scalar "$MUSE" "${args[@]}" --backend cpu -t 2 > "$tmp/$name.$variant.json" ;;
+            *) "$MUSE" "${args[@]}" --backend cpu -t "${variant#t}" > "$tmp/$name.$variant.json" ;;
+        esac
+        if same "$tmp/$name.ref.json" "$tmp/$name.$variant.json"; then
+            echo "$name: cpu ($variant) == ref"
+        else
+            echo "$name: FAIL cpu ($variant) differs from ref"; fail=$((fail + 1))
+        fi
+    done
+    n=$((n + 1))
+    if ! python3 "$SHARED/tools/compare_golden.py" "$CASES" "$name" "$tmp/$name.t2.json"; then fail=$((fail + 1)); fi
+done < "$tmp/list"
+echo "cpu backend: $((n - fail))/$n checks pass"
+[ "$n" -gt 0 ] && [ "$fail" -eq 0 ]

@@ -1,0 +1,126 @@
+"""test_server_real.py - `muse serve --model` on a synthetic GGUF (muse synth --preset tiny: 4 layers,
+sliding window 8): the real tokenizer, chat template, forward and sampler behind the server.
+Prompt-cache reuse must not change greedy output: a warm slot (prefix kept, rewound through the
+sliding-window checkpoint, or restarted) gives the same tokens as a cold one. With --batch-size 32
+the rings hold 8 + 32 rows, so a rewind of more than ~33 positions needs the checkpoint."""
+import os
+import pathlib
+import subprocess
+import tempfile
+import time
+
+from srvtest import MUSE, check, ensure_venv, report
+import srvtest
+
+ensure_venv(["openai"])
+import openai  # noqa: E402
+
+
+class RealServer(srvtest.Server):
+    def __init__(self, model, *args):  # noqa: D107 - same as Server, with --model instead of a script
+        self.dir = tempfile.TemporaryDirectory(prefix="muse-srv-real-")
+        self.port_file = pathlib.Path(self.dir.name) / "port"
+        self.log = open(pathlib.Path(self.dir.name) / "log", "w+")
+        self.proc = subprocess.Popen([MUSE, "serve", "--model", model, "--port", "0", "--port-file",
+                                      str(self.port_file), *args], stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 60
+        while not self.port_file.exists() or not self.port_file.read_text().strip():
+            if self.proc.poll() is not None or time.time() > deadline:
+                raise RuntimeError("server did not start: " + self.logtext())
+            time.sleep(0.05)
+        self.port = int(self.port_file.read_text())
+        self.base = f"http://127.0.0.1:{self.port}"
+        while self.request("GET", "/health")[0] != 200:
+            if self.proc.poll() is not None or time.time() > deadline:
+                raise RuntimeError("server never became ready: " + self.logtext())
+            time.sleep(0.05)
+
+
+def main():
+    tmp = tempfile.TemporaryDirectory(prefix="muse-real-model-")
+    model = os.path.join(tmp.name, "tiny.gguf")
+    subprocess.run([MUSE, "synth", "--preset", "tiny", "-q", "-o", model], check=True)
+    with RealServer(model, "--parallel", "1", "--ctx-size", "2048", "--batch-size", "32") as srv:
+        def completion(prompt, n=6):
+            st, _, js = srv.request("POST", "/completion", {"prompt": prompt, "n_predict": n, "temperature": 0,
+                                                             "return_tokens": True}, timeout=120)
+            assert st == 200, js
+            return js
+
+        def cold(prompt, n=6):
+            completion([5], 1)  # an unrelated prompt: the slot keeps nothing of what follows
+            js = completion(prompt, n)
+            check(js["tokens_cached"] == 0, f"cold run cached {js['tokens_cached']}")
+            return js
+
+        st, _, tk = srv.request("POST", "/tokenize", {"content": "The quick brown fox jumps over the lazy dog. " * 3,
+                                                       "add_special": True})
+        base = tk["tokens"]
+        check(len(base) > 30, f"tokenized prompt ({len(base)} tokens)")
+        a = cold(base)
+        again = completion(base)
+        check(again["tokens_cached"] == len(base) - 1, f"identical prompt: {again['tokens_cached']} cached")
+        check(again["tokens"] == a["tokens"], "identical prompt, warm: same greedy tokens")
+        # live continuation: the prompt extends what the slot holds
+        ext = base + a["tokens"] + base[1:6]
+        warm = completion(ext)
+        check(warm["tokens_cached"] >= len(base), f"extension reuses the cache ({warm['tokens_cached']})")
+        check(warm["tokens"] == cold(ext)["tokens"], "extension, warm == cold")
+        # a client that drops the generated turn: the prompt diverges where generation began, 60
+        # positions back (more than the rings hold): the checkpoint at the prompt's end serves it
+        long_gen = completion(base, 60)
+        dropped = base + [300, 301]
+        warm = completion(dropped)
+        check(warm["tokens_cached"] == len(base), f"rewind through the checkpoint keeps {warm['tokens_cached']} "
+              f"of {len(base)} (0 = restarted)")
+        check(warm["tokens"] == cold(dropped)["tokens"], "checkpoint rewind, warm == cold")
+        check(len(long_gen["tokens"]) == 60, "60 tokens generated")
+        # a rewind deep into the prompt: kept where the rings allow, else restarted; output unchanged
+        completion(dropped, 60)
+        short = base[:5] + [7, 8]
+        rew = completion(short)
+        check(rew["tokens_cached"] in (0, 5), f"deep rewind keeps 0 or the common prefix ({rew['tokens_cached']})")
+        check(rew["tokens"] == cold(short)["tokens"], "deep rewind, warm == cold")
+        # n_probs on the real logits: greedy picks the most likely token; probabilities are sorted
+        st, _, pr = srv.request("POST", "/completion", {"prompt": base, "n_predict": 3, "temperature": 0,
+                                                         "n_probs": 3}, timeout=120)
+        cp = pr.get("completion_probabilities", [])
+        check(len(cp) == 3 and all(e["id"] == e["top_probs"][0]["id"] for e in cp), f"greedy == top-1: {cp}")
+        check(all(1 >= e["top_probs"][0]["prob"] >= e["top_probs"][1]["prob"] >= e["top_probs"][2]["prob"] > 0
+                  for e in cp), "top probabilities sorted and in (0, 1]")
+        # OpenAI chat through the real template: two turns, the second reuses the first
+        cl = openai.OpenAI(base_url=srv.base + "/v1", api_key="x", max_retries=0, timeout=120)
+        msgs = [{"role": "user", "content": "Hello there, tiny model."}]
+        r1 = cl.chat.completions.create(model="m", messages=msgs, max_tokens=8, temperature=0)
+        check(isinstance(r1.choices[0].message.content, str) and r1.usage.completion_tokens == 8,
+              f"real chat answer {r1.choices[0]}")
+        msgs += [{"role": "assistant", "content": r1.choices[0].message.content or ""},
+                 {"role": "user", "content": "And again?"}]
+        r2 = cl.chat.completions.create(model="m", messages=msgs, max_tokens=4, temperature=0.8, seed=3)
+        check(r2.usage.prompt_tokens_details.cached_tokens >= r1.usage.prompt_tokens - 1,
+              f"turn 2 reuses turn 1's prompt: {r2.usage.prompt_tokens_details.cached_tokens} of {r1.usage.prompt_tokens}")
+        s = cl.chat.completions.create(model="m", messages=msgs, max_tokens=4, temperature=0.8, seed=3, stream=True)
+        text = "".join((c.choices[0].delta.content or "") for c in s if c.choices)
+        check(text == (r2.choices[0].message.content or ""), f"same seed, same sample: {text!r} vs {r2.choices[0].message.content!r}")
+        # tools and a tool-call history through the real template (arguments arrive as JSON strings)
+        from srvtest import TOOLS
+        hist = [{"role": "user", "content": "Weather in Paris?"},
+                {"role": "assistant", "content": None, "reasoning_content": "Need the tool.", "tool_calls": [
+                    {"id": "call_1", "type": "function",
+                     "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+                {"role": "tool", "tool_call_id": "call_1", "content": "sunny, 28C"}]
+        st, _, js = srv.request("POST", "/v1/chat/completions", {"messages": hist, "tools": TOOLS, "max_tokens": 1},
+                                timeout=120)
+        check(st == 200 and js["usage"]["prompt_tokens"] > 300, f"tool history renders: {st} {str(js)[:200]}")
+        bad = [dict(hist[0]), dict(hist[1], tool_calls=[{"id": "c", "type": "function",
+                                                          "function": {"name": "get_weather", "arguments": "{not json"}}])]
+        st, _, js = srv.request("POST", "/v1/chat/completions", {"messages": bad, "tools": TOOLS}, timeout=120)
+        check(st == 400 and "error" in js, f"unparsable tool-call arguments: 400 ({st})")
+        m = srv.metrics()
+        check(m["muse_prompt_tokens_cached_total"] > 0 and m["muse_decode_tokens_per_second"] > 0, "real metrics")
+    tmp.cleanup()
+    report("test_server_real.py")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# `muse bench`: the llama-bench JSON records (field names, counts, positive rates, samples per
+# repeat, depth), the markdown table, and the usage errors.
+set -euo pipefail
+MUSE="${MUSE:-build/muse}"
+SHARED="${MUSE_SHARED:-../shared}"
+MODEL="$SHARED/golden/text/small-q8_0.gguf"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+
+"$MUSE" bench -m "$MODEL" -p 16 -n 4 -d 8 -r 3 -t 2 --json > "$tmp/b.json"
+python3 - "$tmp/b.json" <<'PY' || fail=1
+import json, sys
+recs = json.load(open(sys.argv[1]))
+assert isinstance(recs, list) and len(recs) == 2, recs
+pp, tg = recs
+for r in recs:
+    for k in ("test", "n_prompt", "n_gen", "n_depth", "n_threads", "avg_ts", "stddev_ts", "samples_ts",
+              "avg_ns", "stddev_ns", "samples_ns", "model_filename", "model_size", "model_n_params"):
+        assert k in r, ("missing", k)
+    assert r["n_threads"] == 2 and r["n_depth"] == 8, r
+    assert len(r["samples_ts"]) == 3 and len(r["samples_ns"]) == 3, r
+    assert all(x > 0 for x in r["samples_ts"]) and r["avg_ts"] > 0, r
+    mean = sum(r["samples_ts"]) / 3
+    assert abs(mean - r["avg_ts"]) <= 1e-6 * mean, (mean, r["avg_ts"])
+    assert r["stddev_ts"] >= 0
+    # rate and time agree: tokens / seconds
+    n = r["n_prompt"] or r["n_gen"]
+    for ts, ns in zip(r["samples_ts"], r["samples_ns"]):
+        assert abs(ts - n / (ns * 1e-9)) <= 1e-3 * ts, (ts, ns)
+assert pp["test"] == "pp16 @ d8" and pp["n_prompt"] == 16 and pp["n_gen"] == 0, pp
+assert tg["test"] == "tg4 @ d8" and tg["n_prompt"] == 0 and tg["n_gen"] == 4, tg
+assert pp["model_n_params"] > 6e6 and pp["model_size"] > 6e6, pp
+print("json ok")
+PY
+
+"$MUSE" bench -m "$MODEL" -p 8 -n 0 -r 1 > "$tmp/b.md"
+grep -q '^| model | size | params | backend | threads | test | t/s |' "$tmp/b.md" || { echo "no table header"; fail=1; }
+grep -q '| pp8 | ' "$tmp/b.md" || { echo "no pp8 row"; fail=1; }
+if grep -q 'tg' "$tmp/b.md"; then echo "tg row despite -n 0"; fail=1; fi
+
+if "$MUSE" bench -p 8 > /dev/null 2>&1; then echo "missing -m accepted"; fail=1; fi
+if "$MUSE" bench -m "$MODEL" -p 0 -n 0 > /dev/null 2>&1; then echo "-p 0 -n 0 accepted"; fail=1; fi
+if "$MUSE" bench -m "$MODEL" -r 0 > /dev/null 2>&1; then echo "-r 0 accepted"; fail=1; fi
+if "$MUSE" bench -m "$MODEL" -c 8 -p 16 > /dev/null 2>&1; then echo "context smaller than the test accepted"; fail=1; fi
+[ "$fail" -eq 0 ] && echo "test_bench: ok"
+exit "$fail"

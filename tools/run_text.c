@@ -1,0 +1,114 @@
+/* run_text.c - prompt tokenization and streaming detokenization for `muse run` (run_text.h). */
+#include "run_text.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "engine/tokenizer.h"
+#include "gguf/gguf.h"
+
+struct run_text {
+    struct muse_tokenizer *tok;
+    struct muse_detok *detok;
+};
+
+muse_status run_text_open(const char *path, struct run_text **out, struct muse_error *err) {
+    struct muse_gguf *g = NULL;
+    muse_status st;
+    *out = NULL;
+    struct run_text *rt = calloc(1, sizeof *rt);
+    if (!rt) return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
+    if ((st = muse_gguf_open(path, &g, err))) goto fail;
+    if ((st = muse_tokenizer_init_from_gguf(g, &rt->tok, err))) {
+        muse_error_prefix(err, "the model's tokenizer: ");
+        goto fail;
+    }
+    muse_gguf_free(g);
+    g = NULL;
+    rt->detok = muse_detok_init(rt->tok, 0);
+    if (!rt->detok) {
+        st = muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    *out = rt;
+    return MUSE_OK;
+fail:
+    muse_gguf_free(g);
+    run_text_close(rt);
+    return st;
+}
+
+void run_text_close(struct run_text *rt) {
+    if (!rt) return;
+    muse_detok_free(rt->detok);
+    muse_tokenizer_free(rt->tok);
+    free(rt);
+}
+
+static muse_status read_file(const char *file, char **text, size_t *len, struct muse_error *err) {
+    FILE *f = fopen(file, "rb");
+    if (!f) return muse_error_set(err, MUSE_ERR_IO, "cannot open %s", file);
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (n < cap) break;
+        char *nb = realloc(buf, cap * 2);
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = nb;
+        cap *= 2;
+    }
+    bool bad = ferror(f);
+    fclose(f);
+    if (!buf) return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory reading %s", file);
+    if (bad) {
+        free(buf);
+        return muse_error_set(err, MUSE_ERR_IO, "cannot read %s", file);
+    }
+    *text = buf;
+    *len = n;
+    return MUSE_OK;
+}
+
+muse_status run_text_encode_prompt(struct run_text *rt, const char *text, const char *file, int32_t **ids, int *n_ids,
+                                   struct muse_error *err) {
+    char *owned = NULL;
+    size_t len = text ? strlen(text) : 0;
+    muse_status st;
+    if (!rt) return muse_error_set(err, MUSE_ERR_UNSUPPORTED, "text prompts need the model's tokenizer");
+    if (!text) {
+        if ((st = read_file(file, &owned, &len, err))) return st;
+        text = owned;
+    }
+    /* a raw completion prompt: BOS as the file asks, special-token texts parsed like llama.cpp's CLI */
+    unsigned flags = MUSE_TOKENIZE_PARSE_SPECIAL | (muse_tokenizer_add_bos(rt->tok) ? MUSE_TOKENIZE_ADD_BOS : 0);
+    size_t n = 0;
+    st = muse_tokenizer_encode_alloc(rt->tok, text, len, flags, ids, &n, err);
+    free(owned);
+    if (st) return st;
+    if (n == 0 || n > INT32_MAX) {
+        free(*ids);
+        *ids = NULL;
+        return muse_error_set(err, MUSE_ERR_INVALID_ARG, "the prompt is empty");
+    }
+    *n_ids = (int)n;
+    return MUSE_OK;
+}
+
+void run_text_print_token(struct run_text *rt, int32_t id, FILE *f) {
+    const char *s = NULL;
+    size_t n = 0;
+    if (muse_detok_push(rt->detok, id, &s, &n) == MUSE_OK && n) fwrite(s, 1, n, f);
+}
+
+void run_text_flush(struct run_text *rt, FILE *f) {
+    const char *s = NULL;
+    size_t n = 0;
+    if (muse_detok_flush(rt->detok, &s, &n) == MUSE_OK && n) fwrite(s, 1, n, f);
+}

@@ -135,8 +135,38 @@ static void vec_dot_q4_0_x86(int64_t n, float *s, const void *vx, const void *vy
     *s = muse_x86_hsum8(acc);
 }
 
+/* tinyBLAS over F32/F16/BF16 operands (k a multiple of 8; else llamafile declines and
+ * ggml_vec_dot_f32 runs, which muse_x86_dot_vec reproduces for F32). */
+static void vec_dot_f32_x86(int64_t n, float *s, const void *vx, const void *vy) {
+    *s = n % 8 ? muse_x86_dot_vec(n, vx, vy, 0) : muse_x86_dot_tinyblas(n, vx, vy);
+}
+
+static void vec_dot_half_x86(int64_t n, float *s, const uint16_t *x, const uint16_t *y, int bf16) {
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t i = 0; i < n; i += 8)
+        for (int l = 0; l < 8; l++) {
+            const float a = bf16 ? muse_bf16_to_fp32(x[i + l]) : muse_fp16_to_fp32(x[i + l]);
+            const float b = bf16 ? muse_bf16_to_fp32(y[i + l]) : muse_fp16_to_fp32(y[i + l]);
+            acc[l] = fmaf(a, b, acc[l]);
+        }
+    *s = muse_x86_hsum8(acc);
+}
+
+static void vec_dot_f16_x86(int64_t n, float *s, const void *vx, const void *vy) {
+    if (n % 8) muse_type_traits[MUSE_TYPE_F16].vec_dot_ref(n, s, vx, vy);
+    else vec_dot_half_x86(n, s, vx, vy, 0);
+}
+
+static void vec_dot_bf16_x86(int64_t n, float *s, const void *vx, const void *vy) {
+    if (n % 8) muse_type_traits[MUSE_TYPE_BF16].vec_dot_ref(n, s, vx, vy);
+    else vec_dot_half_x86(n, s, vx, vy, 1);
+}
+
 muse_vec_dot_fn muse_x86_vec_dot(enum muse_type type) {
     switch (type) {
+    case MUSE_TYPE_F32: return vec_dot_f32_x86;
+    case MUSE_TYPE_F16: return vec_dot_f16_x86;
+    case MUSE_TYPE_BF16: return vec_dot_bf16_x86;
     case MUSE_TYPE_Q8_0: return vec_dot_q8_0_x86;
     case MUSE_TYPE_Q4_0: return vec_dot_q4_0_x86;
     default: return muse_type_traits[type].vec_dot_ref;

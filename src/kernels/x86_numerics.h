@@ -56,7 +56,10 @@ double muse_x86_softmax_exp(float *x, int32_t n, int32_t pos0, float max);
 
 /*
  * The dot product ggml's x86 AVX2+FMA build uses for weights of `type` (the x86 kernels and
- * llamafile's tinyBLAS agree on it), or the type's vec_dot_ref where muse has no x86 variant:
+ * llamafile's tinyBLAS agree on it; for float weights tinyBLAS, i.e. the order of batches of two
+ * or more rows, which muse uses for every batch), or the type's vec_dot_ref where muse has no x86 variant:
+ *   F32, F16, BF16 (activations converted to the same type): tinyBLAS, muse_x86_dot_tinyblas
+ *     (n % 8 != 0: ggml_vec_dot_f32 for F32, the reference for F16/BF16);
  *   Q8_0, Q4_0 x Q8_0: per block d = d_w * d_a; lane l (0..7) = the exact integer sum of the
  *     products of elements 4l..4l+3; acc[l] = fmaf(d, lane, acc[l]); muse_x86_hsum8 at the end.
  */

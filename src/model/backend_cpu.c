@@ -3,15 +3,14 @@
  * pool with the SIMD kernels of kernels/kernels.h (level chosen at start-up, MUSE_CPU forces one).
  *
  * matmul: one parallel region per call: every thread quantizes its share of the activation rows
- * (bit-identical to the reference quantizers), a barrier, then every thread computes a
+ * (the forward's quantizers, x86_numerics.h), a barrier, then every thread computes a
  * contiguous share of the output rows (kernels/matmul.h; reference fallback per type). With
  * kernels marked exact (kernels.h) the results equal the ref backend's bit for bit, for any
  * thread count.
- * attention: the numerics of the ref backend bit for bit (llama.cpp's non-flash CPU path: q
- * rounded to the cache type's dot partner, softmax with exp/max/double sum, p rounded to F16 for
- * an F16 cache, V·p summed in double), split over (token, KV head, block of query heads) work
- * items; the query heads that share a KV head read each K/V row together (GQA); sliding-window
- * layers read only their window. An F16 cache uses the SIMD helpers of kernels.h.
+ * attention: split over (token, KV head, block of query heads) work items; each query head is
+ * computed by the ref backend's muse_attn_head_ref (ggml's x86 numerics: tinyBLAS lane orders,
+ * vector exp in the softmax), so the two backends agree bit for bit. (The double-accumulating
+ * AVX2 attention helpers of kernels.h no longer match that order and are not called.)
  *
  * Everything is sized from the plan at init; the per-token path allocates nothing. Workers spin
  * briefly between regions, so the back-to-back regions of one forward do not sleep.

@@ -7,6 +7,8 @@
 #include "core/fp16.h"
 #include "kernels/blocks.h"
 #include "kernels/quant_ref.h"
+#include "kernels/quant_tables.h"
+#include "kernels/quant_util.h"
 
 static float f_from_bits(uint32_t u) {
     float f;
@@ -162,6 +164,38 @@ static void vec_dot_bf16_x86(int64_t n, float *s, const void *vx, const void *vy
     else vec_dot_half_x86(n, s, vx, vy, 1);
 }
 
+/* ggml_vec_dot_iq2_xxs_q8_K (AVX2): per super-block d = d_w * d_a and eight int32 lanes, lane l
+ * holding, over the 8 sub-blocks, scale * (the 4 products of elements 4l..4l+3);
+ * acc[l] = fma(d, lane, acc[l]); the result is 0.125f * hsum. */
+static void vec_dot_iq2_xxs_x86(int64_t n, float *s, const void *vx, const void *vy) {
+    const struct muse_block_iq2_xxs *x = vx;
+    const struct muse_block_q8_K *y = vy;
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t i = 0; i < n / 256; i++) {
+        const float d = muse_fp16_to_fp32(x[i].d) * y[i].d;
+        const uint8_t *rec = (const uint8_t *)x[i].qs;
+        int32_t lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (int g = 0; g < 8; g++) {
+            const uint32_t A = muse_rd_le32(rec + 8 * g), B = muse_rd_le32(rec + 8 * g + 4);
+            const int32_t ls = 2 * (int32_t)(B >> 28) + 1;
+            const int8_t *q8 = y[i].qs + 32 * g;
+            for (int l = 0; l < 8; l++) {
+                int32_t t = 0;
+                for (int k = 0; k < 4; k++) {
+                    const int e = 4 * l + k; /* element of the sub-block */
+                    const uint64_t grid = muse_iq2xxs_grid[(A >> (8 * (e / 8))) & 255];
+                    const uint8_t signs = muse_ksigns_iq2xs[(B >> (7 * (e / 8))) & 127];
+                    const int32_t w = (int32_t)((grid >> (8 * (e % 8))) & 255);
+                    t += (signs >> (e % 8) & 1 ? -w : w) * q8[e];
+                }
+                lanes[l] += ls * t;
+            }
+        }
+        for (int l = 0; l < 8; l++) acc[l] = fmaf(d, (float)lanes[l], acc[l]);
+    }
+    *s = 0.125f * muse_x86_hsum8(acc);
+}
+
 muse_vec_dot_fn muse_x86_vec_dot(enum muse_type type) {
     switch (type) {
     case MUSE_TYPE_F32: return vec_dot_f32_x86;
@@ -169,6 +203,7 @@ muse_vec_dot_fn muse_x86_vec_dot(enum muse_type type) {
     case MUSE_TYPE_BF16: return vec_dot_bf16_x86;
     case MUSE_TYPE_Q8_0: return vec_dot_q8_0_x86;
     case MUSE_TYPE_Q4_0: return vec_dot_q4_0_x86;
+    case MUSE_TYPE_IQ2_XXS: return vec_dot_iq2_xxs_x86;
     default: return muse_type_traits[type].vec_dot_ref;
     }
 }

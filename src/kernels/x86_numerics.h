@@ -60,6 +60,9 @@ double muse_x86_softmax_exp(float *x, int32_t n, int32_t pos0, float max);
  * or more rows, which muse uses for every batch), or the type's vec_dot_ref where muse has no x86 variant:
  *   F32, F16, BF16 (activations converted to the same type): tinyBLAS, muse_x86_dot_tinyblas
  *     (n % 8 != 0: ggml_vec_dot_f32 for F32, the reference for F16/BF16);
+ *   IQ2_XXS x Q8_K: per super-block d = d_w * d_a; lane l = the exact integer sum over the 8
+ *     sub-blocks of (2 * ls + 1) * (products of elements 4l..4l+3); acc[l] = fmaf(d, lane,
+ *     acc[l]); the result is 0.125f * muse_x86_hsum8(acc);
  *   Q8_0, Q4_0 x Q8_0: per block d = d_w * d_a; lane l (0..7) = the exact integer sum of the
  *     products of elements 4l..4l+3; acc[l] = fmaf(d, lane, acc[l]); muse_x86_hsum8 at the end.
  */

@@ -2,6 +2,7 @@
 #include "kernels/matmul.h"
 
 #include "core/assert.h"
+#include "kernels/x86_numerics.h"
 
 /* Weight rows per tile in the many-rows case: the tile (a few KB to tens of KB) stays in L1/L2
  * while every group of activation rows streams past it. */
@@ -26,7 +27,10 @@ void muse_matmul_quantize(const struct muse_kernels *k, enum muse_type type, int
     const enum muse_type act_type = muse_type_traits[type].vec_dot_type;
     for (int r = ith; r < n_act; r += nth) {
         void *qr = (char *)q + (size_t)r * q_stride;
-        muse_kernels_quantize_row(k, act_type, x + (int64_t)r * x_stride, qr, ne0);
+        if (muse_x86_act_from_float(act_type) != muse_type_traits[act_type].from_float)
+            muse_x86_act_from_float(act_type)(x + (int64_t)r * x_stride, qr, ne0); /* ggml's x86 quantizer */
+        else
+            muse_kernels_quantize_row(k, act_type, x + (int64_t)r * x_stride, qr, ne0);
         muse_kernels_prepare_act(k, type, qr, ne0);
     }
 }
@@ -34,7 +38,7 @@ void muse_matmul_quantize(const struct muse_kernels *k, enum muse_type type, int
 /* Reference path for rows [i0, i1). */
 static void matmul_ref(const struct muse_matmul_weight *w, const void *q, size_t q_stride, int n_act, float *out,
                        int64_t out_stride, int64_t i0, int64_t i1) {
-    muse_vec_dot_fn dot = muse_type_traits[w->type].vec_dot_ref;
+    muse_vec_dot_fn dot = muse_x86_vec_dot(w->type);
     for (int64_t i = i0; i < i1; i++) {
         const void *wr = (const char *)w->data + (size_t)i * w->row_stride;
         for (int r = 0; r < n_act; r++)
@@ -52,7 +56,10 @@ void muse_matmul(const struct muse_kernels *k, const struct muse_matmul_weight *
     const int64_t i1 = i0 + per < n_rows ? i0 + per : n_rows;
     if (i0 >= i1) return;
     muse_gemm_fn fn = NULL;
-    if (k) fn = n_act == 1 ? k->gemv[w->type] : k->gemm[w->type];
+    /* types with an x86 dot order of their own (x86_numerics.h) run it; the SIMD kernels
+     * reproduce vec_dot_ref's order */
+    if (k && muse_x86_vec_dot(w->type) == muse_type_traits[w->type].vec_dot_ref)
+        fn = n_act == 1 ? k->gemv[w->type] : k->gemm[w->type];
     if (!fn) {
         MUSE_ASSERT(!k || !k->act_layout[w->type]);
         matmul_ref(w, q, q_stride, n_act, out, out_stride, i0, i1);

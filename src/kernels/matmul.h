@@ -4,8 +4,11 @@
  * out[r][i] = dot(W row i, x row r) for a weight matrix W (rows of a ggml type) and n_act
  * activation rows x. Two steps, each called by every thread of a parallel region with its
  * (ith, nth) and separated by a barrier (the caller's): muse_matmul_quantize converts the f32
- * activation rows to the weight's vec_dot_type (bit-identical to the reference quantizers),
- * muse_matmul computes this thread's contiguous share of output rows with the kernels of a
+ * activation rows to the weight's vec_dot_type with the forward's quantizer
+ * (muse_x86_act_from_float: ggml's x86 rounding for Q8_0/Q8_1, the reference otherwise),
+ * muse_matmul computes this thread's contiguous share of output rows. Weight types with an x86
+ * dot order of their own (muse_x86_vec_dot: F32/F16/BF16, Q8_0, Q4_0, IQ2_XXS) always run that scalar
+ * dot (the SIMD kernels reproduce the generic order); the others use the kernels of a
  * muse_kernels table, falling back to vec_dot_ref where a kernel is missing or declines.
  * Nothing here allocates; both functions are safe to call concurrently on disjoint slices.
  */

@@ -83,6 +83,16 @@ struct muse_backend_ops {
     void (*attention)(void *state, const struct muse_attn_args *args);
 };
 
+/*
+ * One query head of the attention, with the numerics of llama.cpp's non-flash CPU path on an
+ * x86-64 AVX2+FMA build (backend_ref.c; every backend calls it so that they agree bit for bit):
+ * query t, head h of `a`, written to a->out. Scratch: scores [a->kv->n_cells] floats,
+ * fscratch [10 * head_dim] floats, qc [4 * head_dim + 64] bytes. Thread-safe for distinct
+ * (t, h) and scratch.
+ */
+void muse_attn_head_ref(const struct muse_attn_args *a, int32_t t, int32_t h, float *scores, float *fscratch,
+                        uint8_t *qc);
+
 extern const struct muse_backend_ops muse_backend_ref_ops;
 extern const struct muse_backend_ops muse_backend_cpu_ops;  /* backend_cpu.c: threads + SIMD kernels */
 

@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "core/fp16.h"
 #include "kernels/types.h"
+#include "kernels/x86_numerics.h"
 #include "model/backend.h"
 
 struct ref_state {
@@ -26,8 +27,7 @@ struct ref_state {
     uint8_t *xq;      /* [n_batch][4 * max_ne0 bytes]: activation rows in vec_dot_type */
     size_t xq_stride; /* bytes per row of xq */
     float *scores;    /* [max_cells] */
-    float *vrow;      /* [max_head_dim] one dequantized V head */
-    double *acc;      /* [max_head_dim] */
+    float *fscratch;  /* [10 * max_head_dim] muse_attn_head_ref's scratch */
     uint8_t *qc;      /* [4 * max_head_dim + 64] one query head in the K cache's dot partner */
 };
 
@@ -36,8 +36,7 @@ static void ref_free(void *state) {
     if (!s) return;
     free(s->xq);
     free(s->scores);
-    free(s->vrow);
-    free(s->acc);
+    free(s->fscratch);
     free(s->qc);
     free(s);
 }
@@ -50,10 +49,9 @@ static muse_status ref_init(const struct muse_backend_plan *plan, void **state, 
     s->xq_stride = (size_t)plan->max_ne0 * 4 + 64;
     s->xq = malloc((size_t)plan->n_batch * s->xq_stride);
     s->scores = malloc(sizeof(float) * (plan->max_cells ? plan->max_cells : 1));
-    s->vrow = malloc(sizeof(float) * (size_t)plan->max_head_dim);
-    s->acc = malloc(sizeof(double) * (size_t)plan->max_head_dim);
+    s->fscratch = malloc(sizeof(float) * 10 * (size_t)plan->max_head_dim);
     s->qc = malloc((size_t)plan->max_head_dim * 4 + 64);
-    if (!s->xq || !s->scores || !s->vrow || !s->acc || !s->qc) goto fail;
+    if (!s->xq || !s->scores || !s->fscratch || !s->qc) goto fail;
     *state = s;
     return MUSE_OK;
 fail:
@@ -68,85 +66,97 @@ static void ref_matmul(void *state, const struct muse_weight *w, const float *x,
     const struct muse_type_traits *wt = &muse_type_traits[w->type];
     enum muse_type vt = wt->vec_dot_type;
     const int64_t ne0 = w->ne0, ne1 = w->ne1;
-    MUSE_ASSERT(n_rows <= s->plan.n_batch && ne0 <= s->plan.max_ne0 && wt->vec_dot_ref);
+    const muse_vec_dot_fn dot = muse_x86_vec_dot(w->type);
+    MUSE_ASSERT(n_rows <= s->plan.n_batch && ne0 <= s->plan.max_ne0 && dot);
 
     /* convert the activation rows once: x [n_rows][ne0] f32 -> xq [n_rows][row in vt] */
     const uint8_t *xq = (const uint8_t *)x;
     size_t xq_stride = (size_t)ne0 * sizeof(float);
     if (vt != MUSE_TYPE_F32) {
-        for (int32_t r = 0; r < n_rows; r++) muse_type_traits[vt].from_float(x + (size_t)r * ne0, s->xq + r * s->xq_stride, ne0);
+        for (int32_t r = 0; r < n_rows; r++) muse_x86_act_from_float(vt)(x + (size_t)r * ne0, s->xq + r * s->xq_stride, ne0);
         xq = s->xq;
         xq_stride = s->xq_stride;
     }
     /* weight row outer, activation row inner: each weight row is read once per call */
     const uint8_t *wrow = w->data;
     for (int64_t i = 0; i < ne1; i++, wrow += w->row_size)
-        for (int32_t r = 0; r < n_rows; r++) wt->vec_dot_ref(ne0, &y[(size_t)r * ne1 + i], wrow, xq + r * xq_stride);
+        for (int32_t r = 0; r < n_rows; r++) dot(ne0, &y[(size_t)r * ne1 + i], wrow, xq + r * xq_stride);
 }
 
 // ---- attention --------------------------------------------------------------------------------
 
-static void ref_attention(void *state, const struct muse_attn_args *a) {
-    struct ref_state *s = state;
+/*
+ * ggml's kernels per cache type (llama.cpp non-flash path, x86 AVX2+FMA build, prompt batches):
+ *   F16: K·q is a mul_mat of the F16 keys with q rounded to F16, run by tinyBLAS (f32 FMA lanes,
+ *        muse_x86_dot_tinyblas); V·p likewise, with p rounded to F16 and the lanes running over
+ *        the KV cells (cell = position).
+ *   F32: K·q needs no conversion, so ggml_vec_dot_f32 runs it (muse_x86_dot_vec); V·p is
+ *        tinyBLAS over the cells.
+ *   Q8_0 (llama.cpp only supports it with flash attention; an approximation): K·q with q
+ *        quantized to Q8_0 and the reference dot, V dequantized, V·p as for F32.
+ * Softmax: muse_x86_softmax_exp, then p = e * (float)(1/sum).
+ * Single-token batches run ggml_vec_dot_f16/f32 instead of tinyBLAS in llama.cpp; muse keeps the
+ * prompt order for every batch size, so that results never depend on the chunking.
+ */
+void muse_attn_head_ref(const struct muse_attn_args *a, int32_t t, int32_t h, float *scores, float *fscratch,
+                        uint8_t *qc) {
     const struct muse_kv_layer *kv = a->kv;
     const int32_t hd = a->head_dim;
-    const int32_t group = a->n_head / a->n_head_kv;
-    const struct muse_type_traits *kt = &muse_type_traits[kv->type];
-    const struct muse_type_traits *vtr = &muse_type_traits[kv->type];
-    const enum muse_type qt = kt->vec_dot_type;  /* F16 -> F16, F32 -> F32, Q8_0 -> Q8_0 */
+    const int32_t kvh = h / (a->n_head / a->n_head_kv);
+    const struct muse_type_traits *tt = &muse_type_traits[kv->type];
     const size_t head_bytes = muse_type_row_size(kv->type, hd);
-    const bool v_f16 = kv->type == MUSE_TYPE_F16; /* ggml rounds p to F16 before V·p */
-    MUSE_ASSERT(hd <= s->plan.max_head_dim);
+    const bool f16 = kv->type == MUSE_TYPE_F16, f32 = kv->type == MUSE_TYPE_F32;
+    float *qf = fscratch, *row = fscratch + hd; /* [hd] query as ggml sees it, [hd] one K/V row */
+    float *lanes = fscratch + 2 * hd;           /* [hd][8] V·p accumulators */
+    const int32_t p = a->pos[t];
+    const int32_t lo = a->n_swa > 0 && p - a->n_swa + 1 > 0 ? p - a->n_swa + 1 : 0;
+    const int32_t n = p - lo + 1; /* visible keys: positions lo..p */
+    MUSE_ASSERT(n >= 1 && (uint32_t)n <= kv->n_cells && hd % 8 == 0);
 
-    for (int32_t t = 0; t < a->n_tokens; t++) {
-        const int32_t p = a->pos[t];
-        const int32_t lo = a->n_swa > 0 && p - a->n_swa + 1 > 0 ? p - a->n_swa + 1 : 0;
-        const int32_t n = p - lo + 1; /* visible keys: positions lo..p */
-        MUSE_ASSERT(n >= 1 && (uint32_t)n <= kv->n_cells);
-        for (int32_t h = 0; h < a->n_head; h++) {
-            const int32_t kvh = h / group;
-            const float *qh = a->q + ((size_t)t * a->n_head + h) * hd;
-            const void *qc = qh;
-            if (qt != MUSE_TYPE_F32) {
-                muse_type_traits[qt].from_float(qh, s->qc, hd);
-                qc = s->qc;
-            }
-            /* kq = K·q, scaled; the mask adds 0 for visible keys */
-            float max = -INFINITY;
-            for (int32_t j = 0; j < n; j++) {
-                uint32_t cell = (uint32_t)(lo + j) % kv->n_cells;
-                const uint8_t *kh = (const uint8_t *)kv->k + cell * kv->k_row_size + (size_t)kvh * head_bytes;
-                float kq;
-                kt->vec_dot_ref(hd, &kq, kh, qc);
-                float w = kq * a->scale;
-                s->scores[j] = w;
-                if (w > max) max = w;
-            }
-            /* softmax: exp(w - max), sum in double, multiply by the f32 reciprocal */
-            double sum = 0.0;
-            for (int32_t j = 0; j < n; j++) {
-                float e = expf(s->scores[j] - max);
-                sum += (double)e;
-                s->scores[j] = e;
-            }
-            const float inv = (float)(1.0 / sum);
-            for (int32_t j = 0; j < n; j++) {
-                float pj = s->scores[j] * inv;
-                s->scores[j] = v_f16 ? muse_fp16_to_fp32(muse_fp32_to_fp16(pj)) : pj;
-            }
-            /* out = V·p, each product in f32 (exact for F16 operands), accumulated in double */
-            for (int32_t d = 0; d < hd; d++) s->acc[d] = 0.0;
-            for (int32_t j = 0; j < n; j++) {
-                uint32_t cell = (uint32_t)(lo + j) % kv->n_cells;
-                const uint8_t *vh = (const uint8_t *)kv->v + cell * kv->v_row_size + (size_t)kvh * head_bytes;
-                vtr->to_float(vh, s->vrow, hd);
-                const float pj = s->scores[j];
-                for (int32_t d = 0; d < hd; d++) s->acc[d] += (double)(pj * s->vrow[d]);
-            }
-            float *oh = a->out + ((size_t)t * a->n_head + h) * hd;
-            for (int32_t d = 0; d < hd; d++) oh[d] = (float)s->acc[d];
-        }
+    const float *qh = a->q + ((size_t)t * a->n_head + h) * hd;
+    if (f16) {
+        for (int32_t d = 0; d < hd; d++) qf[d] = muse_fp16_to_fp32(muse_fp32_to_fp16(qh[d]));
+    } else if (!f32) {
+        muse_type_traits[tt->vec_dot_type].from_float(qh, qc, hd);
     }
+    /* scores = (K·q) * scale; the mask adds 0 to the visible keys */
+    float max = -INFINITY;
+    for (int32_t j = 0; j < n; j++) {
+        const uint8_t *kh = (const uint8_t *)kv->k + ((uint32_t)(lo + j) % kv->n_cells) * kv->k_row_size + (size_t)kvh * head_bytes;
+        float kq;
+        if (f16) {
+            tt->to_float(kh, row, hd);
+            kq = muse_x86_dot_tinyblas(hd, row, qf);
+        } else if (f32) {
+            kq = muse_x86_dot_vec(hd, (const float *)kh, qh, 0);
+        } else {
+            tt->vec_dot_ref(hd, &kq, kh, qc);
+        }
+        scores[j] = kq * a->scale;
+        if (scores[j] > max) max = scores[j];
+    }
+    const float inv = (float)(1.0 / muse_x86_softmax_exp(scores, n, lo, max));
+    for (int32_t j = 0; j < n; j++) {
+        const float pj = scores[j] * inv;
+        scores[j] = f16 ? muse_fp16_to_fp32(muse_fp32_to_fp16(pj)) : pj;
+    }
+    /* out[d] = V[., d]·p: lane pos % 8 accumulates with FMA in increasing position, then hsum */
+    memset(lanes, 0, sizeof(float) * 8 * (size_t)hd);
+    for (int32_t j = 0; j < n; j++) {
+        const uint8_t *vh = (const uint8_t *)kv->v + ((uint32_t)(lo + j) % kv->n_cells) * kv->v_row_size + (size_t)kvh * head_bytes;
+        tt->to_float(vh, row, hd);
+        const int32_t lane = (lo + j) & 7;
+        for (int32_t d = 0; d < hd; d++) lanes[d * 8 + lane] = fmaf(row[d], scores[j], lanes[d * 8 + lane]);
+    }
+    float *oh = a->out + ((size_t)t * a->n_head + h) * hd;
+    for (int32_t d = 0; d < hd; d++) oh[d] = muse_x86_hsum8(lanes + d * 8);
+}
+
+static void ref_attention(void *state, const struct muse_attn_args *a) {
+    struct ref_state *s = state;
+    MUSE_ASSERT(a->head_dim <= s->plan.max_head_dim);
+    for (int32_t t = 0; t < a->n_tokens; t++)
+        for (int32_t h = 0; h < a->n_head; h++) muse_attn_head_ref(a, t, h, s->scores, s->fscratch, s->qc);
 }
 
 const struct muse_backend_ops muse_backend_ref_ops = {

@@ -14,6 +14,7 @@
 #include "core/assert.h"
 #include "core/error.h"
 #include "kernels/types.h"
+#include "kernels/x86_numerics.h"
 
 struct muse_run_state {
     int32_t n_batch;
@@ -171,6 +172,16 @@ static void rope_apply(float *x, int32_t n_heads, int32_t hd, int32_t n_rot, con
 static float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 static float silu(float x) { return x / (1.0f + expf(-x)); }
 
+/*
+ * y[i] = silu(g[i]) * u[i] over one row of n, as ggml_vec_swiglu_f32 on x86 AVX2+FMA: whole
+ * groups of 8 use ggml's vector exp (muse_x86_silu), the n % 8 tail the scalar expf.
+ */
+static void swiglu_row(float *y, const float *g, const float *u, int64_t n) {
+    const int64_t n8 = n & ~(int64_t)7;
+    for (int64_t i = 0; i < n8; i++) y[i] = muse_x86_silu(g[i]) * u[i];
+    for (int64_t i = n8; i < n; i++) y[i] = silu(g[i]) * u[i];
+}
+
 static void trace_rows(const struct muse_forward_args *a, const float *x, int64_t n_embd, int32_t il) {
     if (!a->trace) return;
     for (int32_t r = 0; r < a->n_tokens; r++) {
@@ -307,7 +318,8 @@ static void ffn_block(const struct fwd *f, uint32_t il) {
     linear(f, &l->ffn_gate, false, 1.0f, NULL, rs->h, rs->fg);
     linear(f, &l->ffn_up, false, 1.0f, NULL, rs->h, rs->fu);
     /* fg = silu(fg) * fu (SwiGLU) */
-    for (int64_t i = 0; i < (int64_t)n * n_ff; i++) rs->fg[i] = silu(rs->fg[i]) * rs->fu[i];
+    for (int32_t r = 0; r < n; r++)
+        swiglu_row(rs->fg + (size_t)r * n_ff, rs->fg + (size_t)r * n_ff, rs->fu + (size_t)r * n_ff, n_ff);
     /* o = W_down·fg                                                        [n][n_embd] */
     linear(f, &l->ffn_down, false, 1.0f, NULL, rs->fg, rs->o);
     /* x += rms(o, 1e-8) * post_ffw_norm */

@@ -1,0 +1,76 @@
+/*
+ * x86_numerics.h - scalar emulations of the arithmetic ggml's CPU backend performs on an x86-64
+ * AVX2+FMA build (the build that produced the parity goldens), for the operations where that
+ * arithmetic differs from ggml's generic C code. Plain C, one element or one dot product at a
+ * time, bit-exact with the SIMD code they describe (fmaf is a true fused multiply-add).
+ *
+ * Sources (llama.cpp, ggml/src/ggml-cpu): vec.h ggml_v_expf / ggml_v_silu (AVX2 + FMA),
+ * vec.cpp ggml_vec_soft_max_f32 (8-lane groups, each group summed in f32, groups added in
+ * double), llamafile/sgemm.cpp tinyBLAS (one 8-lane FMA accumulator per output, hsum),
+ * vec.cpp ggml_vec_dot_f32 / ggml_vec_dot_f16 (four 8-lane FMA accumulators, GGML_F32x8_REDUCE).
+ *
+ * All functions are pure and thread-safe.
+ */
+#pragma once
+
+#include <stdint.h>
+
+/* ggml_v_expf (AVX2 + FMA) for one lane: exp(x) within 1.5 ulp; exp(-inf) = 0. */
+float muse_x86_expf(float x);
+
+/* ggml_v_silu for one lane: x / (1 + ggml_v_expf(-x)). */
+float muse_x86_silu(float x);
+
+/* The horizontal sum of tinyBLAS (hsum) and of ggml's hsum_float_8 over 8 f32 lanes:
+ * ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)). */
+float muse_x86_hsum8(const float l[8]);
+
+/*
+ * tinyBLAS dot product (prompt matmuls with F32/F16/BF16 operands, n a multiple of 8): lane
+ * i % 8 accumulates fmaf(x[i], y[i], lane) in increasing i, then muse_x86_hsum8.
+ */
+float muse_x86_dot_tinyblas(int64_t n, const float *x, const float *y);
+
+/*
+ * ggml_vec_dot_f32 / ggml_vec_dot_f16 (AVX, GGML_F32_STEP 32): element i goes to accumulator
+ * (i / 8) % 4, lane i % 8, with FMA, for i below n rounded down to 32; the four accumulators
+ * are reduced as GGML_F32x8_REDUCE does. The tail (n % 32 elements) is added in double when
+ * tail_double (the F16 dot) or in f32 (the F32 dot).
+ */
+float muse_x86_dot_vec(int64_t n, const float *x, const float *y, int tail_double);
+
+/*
+ * The exponentials and the denominator of one softmax row as ggml_vec_soft_max_f32 computes them
+ * (AVX2+FMA). x holds the n scores of positions pos0 .. pos0 + n - 1 (each already scaled); every
+ * other position of the row is masked (-inf, an exact 0 after the exp). x[j] becomes
+ * muse_x86_expf(x[j] - max); the returned sum adds, for each group of 8 positions aligned at
+ * position 0 (llama.cpp's KV cell of position p is p, and the row length is padded to a multiple
+ * of 256), the f32 horizontal sum of its lanes (muse_x86_hsum8, masked lanes 0) in double, in
+ * increasing position order.
+ */
+double muse_x86_softmax_exp(float *x, int32_t n, int32_t pos0, float max);
+
+/* ---- matmul numerics of ggml's x86 backend ------------------------------------------------- */
+
+#include "kernels/types.h"
+
+/*
+ * The dot product ggml's x86 AVX2+FMA build uses for weights of `type` (the x86 kernels and
+ * llamafile's tinyBLAS agree on it; for float weights tinyBLAS, i.e. the order of batches of two
+ * or more rows, which muse uses for every batch), or the type's vec_dot_ref where muse has no x86 variant:
+ *   F32, F16, BF16 (activations converted to the same type): tinyBLAS, muse_x86_dot_tinyblas
+ *     (n % 8 != 0: ggml_vec_dot_f32 for F32, the reference for F16/BF16);
+ *   IQ2_XXS x Q8_K: per super-block d = d_w * d_a; lane l = the exact integer sum over the 8
+ *     sub-blocks of (2 * ls + 1) * (products of elements 4l..4l+3); acc[l] = fmaf(d, lane,
+ *     acc[l]); the result is 0.125f * muse_x86_hsum8(acc);
+ *   Q8_0, Q4_0 x Q8_0: per block d = d_w * d_a; lane l (0..7) = the exact integer sum of the
+ *     products of elements 4l..4l+3; acc[l] = fmaf(d, lane, acc[l]); muse_x86_hsum8 at the end.
+ */
+muse_vec_dot_fn muse_x86_vec_dot(enum muse_type type);
+
+/*
+ * The activation quantizer ggml's x86 build uses for activation format `act_type`: the x86
+ * Q8_0/Q8_1 quantizers (muse_from_float_q8_0_x86: id = 127/amax, round half to even) for
+ * Q8_0/Q8_1, the reference from_float otherwise.
+ */
+muse_from_float_fn muse_x86_act_from_float(enum muse_type act_type);

@@ -1,9 +1,11 @@
 /*
  * gemm_iquants_avx2.c - AVX2 matrix kernels for the I-quants with Q8_K activations (IQ2_XXS).
  * The grid magnitudes stay unsigned; the 8 signs of each sub-group are applied to the
- * activation bytes (sign_epi8), so maddubs sees |w| x +-a. The integer sum of a super-block is
- * exact and the float part is ggml's generic one, sumf += (d_w * d_a) * (float)bsum, then
- * 0.125 * sumf: the result equals vec_dot_ref bit for bit.
+ * activation bytes (sign_epi8), so maddubs sees |w| x +-a. The order is ggml's AVX2 one
+ * (ggml_vec_dot_iq2_xxs_q8_K; muse_x86_vec_dot in x86_numerics.h): per super-block, int32 lane
+ * l (0..7) = the exact sum over the 8 sub-blocks of (2 * ls + 1) * (products of elements
+ * 4l..4l+3); acc[l] = fma(d_w * d_a, (float)lane, acc[l]); the result is 0.125f * hsum(acc)
+ * (avx2_hsum_ps): bit for bit muse_x86_vec_dot.
  *
  * Shape: activation rows in groups of up to 8; the grid values and sign masks
  * of each 32-element group are unpacked once per group of rows.
@@ -49,9 +51,9 @@ MUSE_AVX2_INLINE __m256i signs_of_word(uint32_t B) {
 
 MUSE_AVX2_INLINE void iq2_xxs_row(int64_t nb, const struct muse_block_iq2_xxs *w, const char *act,
                                   size_t act_stride, const int ny, float *out, int64_t out_stride) {
-    float sumf[NY_MAX];
+    __m256 acc[NY_MAX];
     MUSE_UNROLL
-    for (int r = 0; r < ny; r++) sumf[r] = 0.0f;
+    for (int r = 0; r < ny; r++) acc[r] = _mm256_setzero_ps();
     for (int64_t ib = 0; ib < nb; ib++) {
         const struct muse_block_iq2_xxs *b = &w[ib];
         const float dw = avx2_h2f(b->d);
@@ -78,11 +80,11 @@ MUSE_AVX2_INLINE void iq2_xxs_row(int64_t nb, const struct muse_block_iq2_xxs *w
         MUSE_UNROLL
         for (int r = 0; r < ny; r++) {
             const struct muse_block_q8_K *a = (const void *)(act + r * act_stride);
-            sumf[r] += (dw * a[ib].d) * (float)avx2_hsum_epi32(sumi[r]);
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a[ib].d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
         }
     }
     MUSE_UNROLL
-    for (int r = 0; r < ny; r++) out[r * out_stride] = 0.125f * sumf[r];
+    for (int r = 0; r < ny; r++) out[r * out_stride] = 0.125f * avx2_hsum_ps(acc[r]);
 }
 
 MUSE_AVX2_INLINE void iq2_xxs_rows(int64_t nb, const char *w, size_t w_stride, int64_t n_rows, const char *act,

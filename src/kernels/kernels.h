@@ -5,8 +5,9 @@
  * (decode, `gemv`) and for many activation rows (prefill/verify, `gemm`: each unpacked weight
  * block is reused across several activation rows held in registers), plus the activation
  * quantizers. The activations are always quantized exactly as the reference path quantizes
- * them (muse_type_traits[].from_float of the weight's vec_dot_type: the SIMD quantizers give the
- * same bytes), so a kernel differs from vec_dot_ref only in the order of float additions.
+ * them (the SIMD quantizers give the same bytes as muse_type_traits[].from_float; the matmul
+ * driver uses muse_x86_act_from_float where that differs), and each kernel declares the dot
+ * order it reproduces (`order`: ggml's generic vec_dot_ref or ggml's x86 muse_x86_vec_dot).
  *
  * Protocol (after llamafile's tinyBLAS): a NULL entry, or a kernel that returns false, means
  * "declined"; the caller (muse_matmul) then uses the reference path (vec_dot_ref row by row).
@@ -60,6 +61,13 @@ enum muse_act_layout {
     MUSE_ACT_LAYOUT_COUNT
 };
 
+/* The float order a level's kernels of a weight type follow (muse_kernels.order). A kernel is
+ * used only when its order is the one the forward uses for the type (muse_matmul_order). */
+enum muse_dot_order {
+    MUSE_ORDER_GENERIC = 0,    /* vec_dot_ref: ggml's generic C order */
+    MUSE_ORDER_X86 = 1,        /* muse_x86_vec_dot: ggml's x86 AVX2 / tinyBLAS order */
+};
+
 /* In place: turn n elements of quantized activations (reference layout) into `layout`. */
 typedef void (*muse_act_prepare_fn)(void *q, int64_t n);
 
@@ -74,8 +82,11 @@ struct muse_kernels {
      * want another layout never decline a shape muse_matmul_supported() accepts. */
     uint8_t act_layout[MUSE_TYPE_COUNT];
     muse_act_prepare_fn act_prepare[MUSE_ACT_LAYOUT_COUNT];
-    /* True when gemv/gemm of the type reproduce vec_dot_ref bit for bit (same integer lanes and
-     * float order); otherwise they agree to float rounding (1e-5 of |w|*|a|). */
+    /* The order gemv/gemm of the type implement (enum muse_dot_order; MUSE_ORDER_GENERIC unless
+     * set). */
+    uint8_t order[MUSE_TYPE_COUNT];
+    /* True when gemv/gemm of the type reproduce the dot product of their order (vec_dot_ref or
+     * muse_x86_vec_dot) bit for bit; otherwise they agree to float rounding (1e-5 of |w|*|a|). */
     bool exact[MUSE_TYPE_COUNT];
     muse_attn_kq_fn attn_kq_f16;
     muse_attn_pv_fn attn_pv_f16;

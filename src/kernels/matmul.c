@@ -22,6 +22,15 @@ size_t muse_matmul_act_row_size(enum muse_type type, int64_t ne0) {
     return muse_type_row_size(muse_type_traits[type].vec_dot_type, ne0);
 }
 
+enum muse_dot_order muse_matmul_order(enum muse_type type) {
+    return muse_x86_vec_dot(type) != muse_type_traits[type].vec_dot_ref ? MUSE_ORDER_X86 : MUSE_ORDER_GENERIC;
+}
+
+muse_gemm_fn muse_matmul_kernel(const struct muse_kernels *k, enum muse_type type, int n_act) {
+    if (!k || (unsigned)type >= MUSE_TYPE_COUNT || k->order[type] != muse_matmul_order(type)) return NULL;
+    return n_act == 1 ? k->gemv[type] : k->gemm[type];
+}
+
 void muse_matmul_quantize(const struct muse_kernels *k, enum muse_type type, int64_t ne0, const float *x,
                           int64_t x_stride, int n_act, void *q, size_t q_stride, int ith, int nth) {
     const enum muse_type act_type = muse_type_traits[type].vec_dot_type;
@@ -31,7 +40,8 @@ void muse_matmul_quantize(const struct muse_kernels *k, enum muse_type type, int
             muse_x86_act_from_float(act_type)(x + (int64_t)r * x_stride, qr, ne0); /* ggml's x86 quantizer */
         else
             muse_kernels_quantize_row(k, act_type, x + (int64_t)r * x_stride, qr, ne0);
-        muse_kernels_prepare_act(k, type, qr, ne0);
+        /* the kernels' layout only when they run (a kernel in another order is never called) */
+        if (muse_matmul_kernel(k, type, 2) || muse_matmul_kernel(k, type, 1)) muse_kernels_prepare_act(k, type, qr, ne0);
     }
 }
 
@@ -55,13 +65,10 @@ void muse_matmul(const struct muse_kernels *k, const struct muse_matmul_weight *
     const int64_t i0 = per * ith < n_rows ? per * ith : n_rows;
     const int64_t i1 = i0 + per < n_rows ? i0 + per : n_rows;
     if (i0 >= i1) return;
-    muse_gemm_fn fn = NULL;
-    /* types with an x86 dot order of their own (x86_numerics.h) run it; the SIMD kernels
-     * reproduce vec_dot_ref's order */
-    if (k && muse_x86_vec_dot(w->type) == muse_type_traits[w->type].vec_dot_ref)
-        fn = n_act == 1 ? k->gemv[w->type] : k->gemm[w->type];
+    /* a SIMD kernel only where it follows the order in force for the type (muse_matmul_order) */
+    muse_gemm_fn fn = muse_matmul_kernel(k, w->type, n_act);
     if (!fn) {
-        MUSE_ASSERT(!k || !k->act_layout[w->type]);
+        MUSE_ASSERT(!k || !k->act_layout[w->type] || !muse_matmul_kernel(k, w->type, n_act == 1 ? 2 : 1));
         matmul_ref(w, q, q_stride, n_act, out, out_stride, i0, i1);
         return;
     }

@@ -6,10 +6,12 @@
  * (ith, nth) and separated by a barrier (the caller's): muse_matmul_quantize converts the f32
  * activation rows to the weight's vec_dot_type with the forward's quantizer
  * (muse_x86_act_from_float: ggml's x86 rounding for Q8_0/Q8_1, the reference otherwise),
- * muse_matmul computes this thread's contiguous share of output rows. Weight types with an x86
- * dot order of their own (muse_x86_vec_dot: F32/F16/BF16, Q8_0, Q4_0, IQ2_XXS) always run that scalar
- * dot (the SIMD kernels reproduce the generic order); the others use the kernels of a
- * muse_kernels table, falling back to vec_dot_ref where a kernel is missing or declines.
+ * muse_matmul computes this thread's contiguous share of output rows. The dot order in force
+ * for a weight type is ggml's x86 one where x86_numerics.h has one (muse_x86_vec_dot:
+ * F32/F16/BF16, Q8_0, Q4_0, IQ2_XXS), vec_dot_ref otherwise (muse_matmul_order); the kernels
+ * of a muse_kernels table run only when they declare that order (muse_kernels.order), and the
+ * scalar dot of that order runs where a kernel is missing, follows another order, or declines:
+ * the output is the same bits either way.
  * Nothing here allocates; both functions are safe to call concurrently on disjoint slices.
  */
 #pragma once
@@ -32,6 +34,15 @@ struct muse_matmul_weight {
 /* True when `type` can be a matmul weight (it has a vec_dot_ref and a to_float) and ne0 is a
  * multiple of the block sizes of the type and of its vec_dot_type. */
 bool muse_matmul_supported(enum muse_type type, int64_t ne0);
+
+/* The dot order the forward uses for weights of `type`: MUSE_ORDER_X86 where
+ * muse_x86_vec_dot(type) differs from vec_dot_ref, else MUSE_ORDER_GENERIC. Pure. */
+enum muse_dot_order muse_matmul_order(enum muse_type type);
+
+/* The kernel of k that muse_matmul runs for `type` and n_act activation rows (gemv for 1, gemm
+ * otherwise), or NULL when k is NULL, has none, or its kernels follow another order than
+ * muse_matmul_order(type). Pure. */
+muse_gemm_fn muse_matmul_kernel(const struct muse_kernels *k, enum muse_type type, int n_act);
 
 /* Bytes of one quantized activation row for weights of `type` with rows of ne0 elements. */
 size_t muse_matmul_act_row_size(enum muse_type type, int64_t ne0);

@@ -3,10 +3,14 @@
  * (`_ref`) numerics of kernels/types.h:
  *   - activation quantizers: the same bytes as the reference quantizers (random rows, rounding
  *     ties, zero blocks, special floats), output padding untouched;
- *   - matrix kernels: each output within 1e-5 of ||w||*||a|| of vec_dot_ref, random weights and
- *     activations, odd row counts, 1..9 activation rows, NaN-poisoned padding around every input
- *     row and around the outputs (a read of padding or a missed/extra write shows up as NaN or a
- *     changed poison value);
+ *   - matrix kernels: each kernel declares the dot order it follows (muse_kernels.order), which
+ *     must be the order the forward uses for the type (muse_matmul_order: ggml's x86 order,
+ *     muse_x86_vec_dot, where x86_numerics.h has one, else vec_dot_ref); every output is
+ *     compared with the scalar dot of that order - bit for bit where the kernel is marked exact,
+ *     else within 1e-5 of ||w||*||a|| - on random weights and activations (quantized by the
+ *     forward's quantizer, muse_x86_act_from_float), odd sizes and row counts, 1..9 activation
+ *     rows, NaN-poisoned padding around every input row and around the outputs (a read of
+ *     padding or a missed/extra write shows up as NaN or a changed poison value);
  *   - the threaded driver (muse_matmul): identical bits for 1, 2 and 3 threads, and the
  *     kernel-less path equals vec_dot_ref exactly.
  * Levels the machine lacks (e.g. AVX-512 here) are reported as skipped, never as passed.
@@ -151,7 +155,8 @@ static bool case_init(const struct muse_kernels *k, struct case_data *c, enum mu
     for (int r = 0; r < n_act; r++) {
         float scale = (r % 3 == 2) ? 100.0f : 1.0f;
         for (int64_t j = 0; j < ne0; j++) x[j] = (r == 4) ? 0.0f : kr_float() * scale;  /* row 4: all zero */
-        muse_kernels_quantize_row(NULL, c->act_type, x, c->a + PAD + r * c->a_stride, ne0);
+        if (c->act_type == MUSE_TYPE_F32) muse_kernels_quantize_row(NULL, c->act_type, x, c->a + PAD + r * c->a_stride, ne0);
+        else muse_x86_act_from_float(c->act_type)(x, c->a + PAD + r * c->a_stride, ne0);
     }
     free(x);
     c->ak = malloc(PAD + (size_t)n_act * c->a_stride);
@@ -161,10 +166,11 @@ static bool case_init(const struct muse_kernels *k, struct case_data *c, enum mu
         muse_type_traits[type].to_float(c->w + PAD + i * c->w_stride, c->wf + i * ne0, ne0);
     for (int r = 0; r < n_act; r++)
         muse_type_traits[c->act_type].to_float(c->a + PAD + r * c->a_stride, c->af + r * ne0, ne0);
+    /* the scalar dot of the order the kernel declares (checked against the order in force) */
+    const muse_vec_dot_fn dot = k->order[type] == MUSE_ORDER_X86 ? muse_x86_vec_dot(type) : muse_type_traits[type].vec_dot_ref;
     for (int r = 0; r < n_act; r++)
         for (int64_t i = 0; i < n_rows; i++)
-            muse_type_traits[type].vec_dot_ref(ne0, &c->ref[r * n_rows + i], c->w + PAD + i * c->w_stride,
-                                               c->a + PAD + r * c->a_stride);
+            dot(ne0, &c->ref[r * n_rows + i], c->w + PAD + i * c->w_stride, c->a + PAD + r * c->a_stride);
     return true;
 }
 
@@ -217,24 +223,32 @@ static void test_gemm_type(const struct muse_kernels *k, enum muse_type type) {
     const struct muse_type_layout *l = muse_type_layout_get(type);
     const bool has_gemv = k->gemv[type] != NULL, has_gemm = k->gemm[type] != NULL;
     if (!has_gemv && !has_gemm) return;
+    /* a kernel in another order than the forward's would never run (muse_matmul falls back) */
+    TEST_CONDF(k->order[type] == muse_matmul_order(type) && muse_matmul_kernel(k, type, 1) &&
+                   muse_matmul_kernel(k, type, 5),
+               "%s: %s kernels follow the %s order, the forward uses the %s order", muse_cpu_level_name(k->level),
+               l->name, k->order[type] == MUSE_ORDER_X86 ? "x86" : "generic",
+               muse_matmul_order(type) == MUSE_ORDER_X86 ? "x86" : "generic");
     const int64_t bs = l->block_size == 1 ? 1 : l->block_size;
     /* sizes in elements: 1 block, 3 blocks, 11 blocks (odd), plus odd float lengths */
     int64_t sizes[5] = {bs, 3 * bs, 11 * bs, 0, 0};
     int n_sizes = 3;
     if (bs == 1) {
+        /* 8, 40, 1000: the 8-lane x86 order; 7, 257: kernels may decline (the scalar dot runs) */
         sizes[0] = 7;
         sizes[1] = 40;
         sizes[2] = 257;
         sizes[3] = 1000;
-        n_sizes = 4;
+        sizes[4] = 8;
+        n_sizes = 5;
     } else if (bs == 32) {
         sizes[3] = 37 * 32;
         n_sizes = 4;
     }
-    const int64_t rows_list[] = {1, 3, 17};
+    const int64_t rows_list[] = {1, 3, 6, 17};
     int cases = 0, failures = 0;
     for (int si = 0; si < n_sizes; si++) {
-        for (size_t ri = 0; ri < 3; ri++) {
+        for (size_t ri = 0; ri < sizeof(rows_list) / sizeof(rows_list[0]); ri++) {
             const int max_act = has_gemm ? 9 : 1;
             struct case_data c;
             if (!case_init(k, &c, type, sizes[si], rows_list[ri], max_act)) {
@@ -267,8 +281,9 @@ static void test_gemm_type(const struct muse_kernels *k, enum muse_type type) {
     }
     TEST_CONDF(failures == 0, "%s: %s kernels: %d of %d cases wrong", muse_cpu_level_name(k->level), l->name,
                failures, cases);
-    printf("  %s %-8s %3d cases (gemv %s, gemm %s, %s)\n", muse_cpu_level_name(k->level), l->name, cases,
-           has_gemv ? "yes" : "no", has_gemm ? "yes" : "no", k->exact[type] ? "bit-exact" : "within 1e-5 |w||a|");
+    printf("  %s %-8s %3d cases (gemv %s, gemm %s, %s order, %s)\n", muse_cpu_level_name(k->level), l->name,
+           cases, has_gemv ? "yes" : "no", has_gemm ? "yes" : "no",
+           k->order[type] == MUSE_ORDER_X86 ? "x86" : "generic", k->exact[type] ? "bit-exact" : "within 1e-5 |w||a|");
 }
 
 // ---- threaded driver ---------------------------------------------------------------------
@@ -335,9 +350,9 @@ static void test_driver(const struct muse_kernels *k, enum muse_type type) {
             }
         }
         free(qr);
-        TEST_CONDF(bad == 0, "%s: reference matmul path differs from vec_dot_ref in %d outputs",
+        TEST_CONDF(bad == 0, "%s: reference matmul path differs from the forward's dot in %d outputs",
                    muse_type_layout_get(type)->name, bad);
-        TEST_CONDF(bad_exact == 0, "%s: %s matmul is marked exact but differs from vec_dot_ref in %d outputs",
+        TEST_CONDF(bad_exact == 0, "%s: %s matmul is marked exact but differs from the forward's dot in %d outputs",
                    muse_cpu_level_name(k->level), muse_type_layout_get(type)->name, bad_exact);
         for (int t = 0; t < 4; t++) free(outs[t]);
     }
@@ -368,8 +383,9 @@ int main(void) {
         seen[n_seen++] = k;
         test_quantizers(k);
         for (size_t t = 0; t < sizeof(gemm_types) / sizeof(gemm_types[0]); t++) test_gemm_type(k, gemm_types[t]);
-        const enum muse_type drive_types[] = {MUSE_TYPE_Q8_0, MUSE_TYPE_Q4_K, MUSE_TYPE_Q6_K, MUSE_TYPE_IQ2_XXS, MUSE_TYPE_F16};
-        for (int t = 0; t < 5; t++) test_driver(k, drive_types[t]);
+        const enum muse_type drive_types[] = {MUSE_TYPE_Q8_0, MUSE_TYPE_Q4_K, MUSE_TYPE_Q6_K, MUSE_TYPE_IQ2_XXS,
+                                              MUSE_TYPE_F16,  MUSE_TYPE_Q4_0, MUSE_TYPE_BF16, MUSE_TYPE_F32};
+        for (size_t t = 0; t < sizeof(drive_types) / sizeof(drive_types[0]); t++) test_driver(k, drive_types[t]);
     }
     setenv("MUSE_CPU", "scalar", 1);
     const struct muse_kernels *ks = muse_kernels_active();

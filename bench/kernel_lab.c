@@ -129,7 +129,11 @@ int main(int argc, char **argv) {
             if (r < 8) memcpy(qref + r * q_stride, q + r * q_stride, q_stride);
             muse_kernels_prepare_act(k, type, q + r * q_stride, ne0);
         }
-        float *out = malloc(sizeof(float) * (size_t)n_act_p * (size_t)rows_p);
+        /* prefill n_act_p x rows_p, decode 1 x rows, the check 8 x 64 */
+        size_t n_out = (size_t)n_act_p * (size_t)rows_p;
+        if (n_out < (size_t)rows) n_out = (size_t)rows;
+        if (n_out < 64 * 8) n_out = 64 * 8;
+        float *out = malloc(sizeof(float) * n_out);
         float *ref = malloc(sizeof(float) * 64 * 8);
         float *wf = malloc(sizeof(float) * (size_t)ne0), *af = malloc(sizeof(float) * (size_t)ne0);
 

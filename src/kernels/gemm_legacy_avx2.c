@@ -19,6 +19,7 @@
 #include "kernels/simd_avx2.h"
 
 #define NY_MAX 4     /* activation rows per pass over a weight row */
+#define GEMV_WR 4    /* weight rows per tile at decode (1 activation row) */
 #define DAS_MAX 1024 /* most blocks per row whose activation scales are converted once per call */
 
 /* The signed int8 weights of one block (32 lanes), unpacked. */
@@ -79,8 +80,8 @@ MUSE_AVX2_INLINE __m256i q4_0_unpack(const struct muse_block_q4_0 *b) {
         const float *dp = pre ? das : NULL;                                                                  \
         int64_t i = 0;                                                                                       \
         if (ny == 1)                                                                                         \
-            for (; i + 4 <= n_rows; i += 4)                                                                  \
-                BLOCK##_tile(nb, w + i * w_stride, w_stride, act, act_stride, dp, 4, 1, out + i, out_stride); \
+            for (; i + GEMV_WR <= n_rows; i += GEMV_WR)                                                      \
+                BLOCK##_tile(nb, w + i * w_stride, w_stride, act, act_stride, dp, GEMV_WR, 1, out + i, out_stride); \
         else                                                                                                 \
             for (; i + 2 <= n_rows; i += 2)                                                                  \
                 BLOCK##_tile(nb, w + i * w_stride, w_stride, act, act_stride, dp, 2, ny, out + i, out_stride); \

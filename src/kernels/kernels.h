@@ -40,18 +40,19 @@ typedef bool (*muse_gemm_fn)(int64_t n, const void *w, size_t w_stride, int64_t 
                              size_t act_stride, int n_act, float *out, int64_t out_stride);
 
 /*
- * Attention over an F16 KV cache, bit-identical to the reference (products of F16 values in
- * f32, summed in double in the reference's order). NULL at levels without them: callers use
- * the reference dot products. K/V rows: head_dim F16 values, row j at (char *)base + j * stride.
- *   kq: scores[h * s_stride + j] = (float) sum over d in order of (double)(K_j[d] * q_h[d]),
- *       j < n_keys, h < nq; q is transposed: q_h[d] = qt[d * nq4 + h], nq4 = nq rounded up to 4
- *   pv: acc[h * hd + d] += (double)(p[h * p_stride + j] * V_j[d]) for j = 0, 1, ... in order
- * hd must be a multiple of 16 and at most 512.
+ * Attention helpers over an F16 KV cache in ggml's x86 order (the order of the forward's
+ * muse_attn_head_ref: llamafile tinyBLAS lanes). NULL at levels without them: callers use the
+ * scalar code. K/V rows: hd F16 values, row j at (char *)base + j * stride; hd a multiple of 8.
+ *   kq: scores[j] = the tinyBLAS dot of K_j (widened to f32) and qf (hd floats): lane l
+ *       accumulates fma(K_j[d], qf[d], lane) for d = l, l + 8, ... in order, then
+ *       muse_x86_hsum8; j < n_keys
+ *   pv: for j = 0, 1, ..., n_keys - 1 in order, with L = (lane0 + j) % 8:
+ *       lanes[L * hd + d] = fma(V_j[d], p[j], lanes[L * hd + d]) for every d < hd
  */
-typedef void (*muse_attn_kq_fn)(int32_t hd, int32_t n_keys, const void *k, size_t k_stride, const float *qt,
-                                int32_t nq, float *scores, int64_t s_stride);
+typedef void (*muse_attn_kq_fn)(int32_t hd, int32_t n_keys, const void *k, size_t k_stride, const float *qf,
+                                float *scores);
 typedef void (*muse_attn_pv_fn)(int32_t hd, int32_t n_keys, const void *v, size_t v_stride, const float *p,
-                                int64_t p_stride, int32_t nq, double *acc);
+                                int32_t lane0, float *lanes);
 
 /* Activation layouts a level's kernels may ask for (muse_kernels.act_layout). */
 enum muse_act_layout {

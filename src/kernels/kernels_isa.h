@@ -37,7 +37,7 @@ MUSE_DECLARE_GEMM(muse_gemm_f32_avx2);
 MUSE_DECLARE_GEMM(muse_gemm_f16_avx2);
 MUSE_DECLARE_GEMM(muse_gemm_bf16_avx2);
 
-void muse_attn_kq_f16_avx2(int32_t hd, int32_t n_keys, const void *k, size_t k_stride, const float *qt, int32_t nq,
-                           float *scores, int64_t s_stride);
-void muse_attn_pv_f16_avx2(int32_t hd, int32_t n_keys, const void *v, size_t v_stride, const float *p,
-                           int64_t p_stride, int32_t nq, double *acc);
+void muse_attn_kq_f16_avx2(int32_t hd, int32_t n_keys, const void *k, size_t k_stride, const float *qf,
+                           float *scores);
+void muse_attn_pv_f16_avx2(int32_t hd, int32_t n_keys, const void *v, size_t v_stride, const float *p, int32_t lane0,
+                           float *lanes);

@@ -7,10 +7,11 @@
  * contiguous share of the output rows (kernels/matmul.h; reference fallback per type). With
  * kernels marked exact (kernels.h) the results equal the ref backend's bit for bit, for any
  * thread count.
- * attention: split over (token, KV head, block of query heads) work items; each query head is
- * computed by the ref backend's muse_attn_head_ref (ggml's x86 numerics: tinyBLAS lane orders,
- * vector exp in the softmax), so the two backends agree bit for bit. (The double-accumulating
- * AVX2 attention helpers of kernels.h no longer match that order and are not called.)
+ * attention: split over (token, KV head, block of query heads) work items; each query head
+ * follows the ref backend's muse_attn_head_ref (ggml's x86 numerics: tinyBLAS lane orders,
+ * vector exp in the softmax), so the two backends agree bit for bit: over an F16 cache with the
+ * kernels' x86-order K.q / V.p helpers (attn_head_f16, the same operations in the same order),
+ * otherwise by calling muse_attn_head_ref itself.
  *
  * Everything is sized from the plan at init; the per-token path allocates nothing. Workers spin
  * briefly between regions, so the back-to-back regions of one forward do not sleep.
@@ -27,6 +28,7 @@
 #include "kernels/kernels.h"
 #include "kernels/matmul.h"
 #include "kernels/types.h"
+#include "kernels/x86_numerics.h"
 #include "model/backend.h"
 
 #define ATTN_QB 8   /* query heads per attention work item */
@@ -132,8 +134,58 @@ static int32_t attn_lo(const struct muse_attn_args *a, int32_t p) {
     return a->n_swa > 0 && p - a->n_swa + 1 > 0 ? p - a->n_swa + 1 : 0;
 }
 
-static void attn_item(struct attn_scratch *t, const struct muse_attn_args *a, int32_t tok, int32_t h0, int32_t nq) {
-    for (int32_t i = 0; i < nq; i++) muse_attn_head_ref(a, tok, h0 + i, t->scores, t->fscratch, t->qc);
+/* muse_attn_head_ref for an F16 cache, its K.q and V.p loops run by the kernels' x86-order
+ * helpers (kernels.h); everything else is the same scalar code in the same order. Scratch:
+ * scores [n_cells], fscratch [9 * head_dim]. */
+static void attn_head_f16(const struct muse_kernels *k, const struct muse_attn_args *a, int32_t t, int32_t h,
+                          float *scores, float *fscratch) {
+    const struct muse_kv_layer *kv = a->kv;
+    const int32_t hd = a->head_dim;
+    const int32_t kvh = h / (a->n_head / a->n_head_kv);
+    const size_t head_bytes = muse_type_row_size(MUSE_TYPE_F16, hd);
+    float *qf = fscratch, *lanes = fscratch + hd; /* [hd] the query rounded to F16, [8][hd] V.p lanes */
+    const int32_t lo = attn_lo(a, a->pos[t]);
+    const int32_t n = a->pos[t] - lo + 1;
+    const float *qh = a->q + ((size_t)t * a->n_head + h) * hd;
+    for (int32_t d = 0; d < hd; d++) qf[d] = muse_fp16_to_fp32(muse_fp32_to_fp16(qh[d]));
+    /* keys in runs of consecutive cells (the cache is a ring) */
+    for (int32_t j = 0; j < n;) {
+        const uint32_t cell = (uint32_t)(lo + j) % kv->n_cells;
+        const int32_t run = (int32_t)(kv->n_cells - cell) < n - j ? (int32_t)(kv->n_cells - cell) : n - j;
+        k->attn_kq_f16(hd, run, (const uint8_t *)kv->k + cell * kv->k_row_size + (size_t)kvh * head_bytes,
+                       kv->k_row_size, qf, scores + j);
+        j += run;
+    }
+    float max = -INFINITY;
+    for (int32_t j = 0; j < n; j++) {
+        scores[j] = scores[j] * a->scale;
+        if (scores[j] > max) max = scores[j];
+    }
+    const float inv = (float)(1.0 / muse_x86_softmax_exp(scores, n, lo, max));
+    for (int32_t j = 0; j < n; j++) scores[j] = muse_fp16_to_fp32(muse_fp32_to_fp16(scores[j] * inv));
+    memset(lanes, 0, sizeof(float) * 8 * (size_t)hd);
+    for (int32_t j = 0; j < n;) {
+        const uint32_t cell = (uint32_t)(lo + j) % kv->n_cells;
+        const int32_t run = (int32_t)(kv->n_cells - cell) < n - j ? (int32_t)(kv->n_cells - cell) : n - j;
+        k->attn_pv_f16(hd, run, (const uint8_t *)kv->v + cell * kv->v_row_size + (size_t)kvh * head_bytes,
+                       kv->v_row_size, scores + j, (lo + j) & 7, lanes);
+        j += run;
+    }
+    float *oh = a->out + ((size_t)t * a->n_head + h) * hd;
+    for (int32_t d = 0; d < hd; d++) {
+        float l[8];
+        for (int i = 0; i < 8; i++) l[i] = lanes[(size_t)i * hd + d];
+        oh[d] = muse_x86_hsum8(l);
+    }
+}
+
+static void attn_item(const struct muse_kernels *k, struct attn_scratch *t, const struct muse_attn_args *a,
+                      int32_t tok, int32_t h0, int32_t nq) {
+    const bool fast = a->kv->type == MUSE_TYPE_F16 && k && k->attn_kq_f16 && k->attn_pv_f16 && a->head_dim % 8 == 0;
+    for (int32_t i = 0; i < nq; i++) {
+        if (fast) attn_head_f16(k, a, tok, h0 + i, t->scores, t->fscratch);
+        else muse_attn_head_ref(a, tok, h0 + i, t->scores, t->fscratch, t->qc);
+    }
 }
 
 /* Sum over the queries of the visible keys (for the serial/parallel choice). */
@@ -155,7 +207,7 @@ static void attention_region(int ith, int nth, void *vs) {
         const int32_t tok = (int32_t)(it / ((int64_t)n_qb * a->n_head_kv));
         const int32_t h0 = kvh * group + qb * ATTN_QB;
         const int32_t nq = group - qb * ATTN_QB < ATTN_QB ? group - qb * ATTN_QB : ATTN_QB;
-        attn_item(&s->ts[ith], a, tok, h0, nq);
+        attn_item(s->k, &s->ts[ith], a, tok, h0, nq);
     }
 }
 

@@ -378,6 +378,42 @@ static void test_embd_and_capture(void) {
     muse_model_free(m);
 }
 
+/* The cpu backend (SIMD kernels, threads) gives the ref backend's logits byte for byte: F32 and
+ * Q8_0 matrices, F16 / F32 / Q8_0 KV caches, one batch, small batches through the SWA ring
+ * (window 4 + batch 3 = 7 cells: runs of cells wrap) and token by token. */
+static void test_cpu_equals_ref(void) {
+    if (!muse_backend_find("cpu")) return;
+    for (int q8 = 0; q8 < 2; q8++) {
+        struct fx_spec s = fx_default();
+        s.q8_0 = q8;
+        struct muse_model *m = load_spec(&s);
+        TEST_COND("fixture loads", m != NULL);
+        if (!m) return;
+        int32_t toks[NTOK];
+        make_prompt(toks, NTOK, 11);
+        size_t sz = (size_t)NTOK * n_vocab;
+        float *a = malloc(sz * 4), *b = malloc(sz * 4);
+        const enum muse_kv_type kvs[] = {MUSE_KV_TYPE_F16, MUSE_KV_TYPE_F32, MUSE_KV_TYPE_Q8_0};
+        for (int kv = 0; kv < 3; kv++)
+            for (int mode = 0; mode < 3; mode++) {
+                struct muse_context_params cp = muse_context_default_params();
+                cp.kv_type = kvs[kv];
+                cp.n_batch = mode == 1 ? 3 : 512;
+                cp.n_threads = 2;
+                cp.backend = "ref";
+                bool ok = run(m, cp, toks, NTOK, a, mode == 2);
+                cp.backend = "cpu";
+                ok = ok && run(m, cp, toks, NTOK, b, mode == 2);
+                TEST_CONDF(ok && !memcmp(a, b, sz * 4), "cpu != ref (%s matrices, kv %d, %s): max %g",
+                           q8 ? "Q8_0" : "F32", kv, mode == 0 ? "one batch" : mode == 1 ? "batches of 3" : "token by token",
+                           max_diff(a, b, sz));
+            }
+        free(a);
+        free(b);
+        muse_model_free(m);
+    }
+}
+
 int main(void) {
     snprintf(path, sizeof path, "/tmp/muse-test-forward-%d.gguf", (int)getpid());
     const char *backends[] = {"ref", "cpu"};
@@ -394,6 +430,7 @@ int main(void) {
         test_optional_tensors();
         if (test_n_failed != before) fprintf(stderr, "(failures above: backend %s)\n", g_backend);
     }
+    test_cpu_equals_ref();
     unlink(path);
     return TEST_REPORT();
 }

@@ -18,6 +18,9 @@ static const struct muse_kernels kernels_avx2 = {
         [MUSE_TYPE_F16] = muse_quantize_f16_avx2,
         [MUSE_TYPE_BF16] = muse_quantize_bf16_avx2,
     },
+    .quantize_x86 = {
+        [MUSE_TYPE_Q8_0] = muse_quantize_q8_0_x86_avx2,
+    },
     .gemv = {
         [MUSE_TYPE_Q8_0] = muse_gemm_q8_0_avx2,
         [MUSE_TYPE_Q4_0] = muse_gemm_q4_0_avx2,

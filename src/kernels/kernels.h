@@ -77,6 +77,9 @@ struct muse_kernels {
     /* Activation quantizers indexed by the activation type (Q8_0, Q8_K, F16, BF16): the same
      * bytes as muse_type_traits[type].from_float. NULL = use the reference quantizer. */
     muse_from_float_fn quantize[MUSE_TYPE_COUNT];
+    /* The same for ggml's x86 quantizers: the bytes of muse_x86_act_from_float(type) where that
+     * differs from the reference (Q8_0). NULL = use muse_x86_act_from_float. */
+    muse_from_float_fn quantize_x86[MUSE_TYPE_COUNT];
     muse_gemm_fn gemv[MUSE_TYPE_COUNT];  /* by weight type; called with n_act == 1 */
     muse_gemm_fn gemm[MUSE_TYPE_COUNT];  /* by weight type; any n_act >= 1 */
     /* Activation layout gemv/gemm of a weight type read (MUSE_ACT_REF unless set). Kernels that

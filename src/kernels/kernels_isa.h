@@ -21,6 +21,7 @@
 
 // ---- AVX2 + FMA + F16C ----
 void muse_quantize_q8_0_avx2(const float *x, void *y, int64_t n);
+void muse_quantize_q8_0_x86_avx2(const float *x, void *y, int64_t n);
 void muse_quantize_q8_K_avx2(const float *x, void *y, int64_t n);
 void muse_quantize_f16_avx2(const float *x, void *y, int64_t n);
 void muse_quantize_bf16_avx2(const float *x, void *y, int64_t n);

@@ -36,8 +36,9 @@ void muse_matmul_quantize(const struct muse_kernels *k, enum muse_type type, int
     const enum muse_type act_type = muse_type_traits[type].vec_dot_type;
     for (int r = ith; r < n_act; r += nth) {
         void *qr = (char *)q + (size_t)r * q_stride;
-        if (muse_x86_act_from_float(act_type) != muse_type_traits[act_type].from_float)
-            muse_x86_act_from_float(act_type)(x + (int64_t)r * x_stride, qr, ne0); /* ggml's x86 quantizer */
+        if (muse_x86_act_from_float(act_type) != muse_type_traits[act_type].from_float) /* ggml's x86 quantizer */
+            (k && k->quantize_x86[act_type] ? k->quantize_x86[act_type] : muse_x86_act_from_float(act_type))(
+                x + (int64_t)r * x_stride, qr, ne0);
         else
             muse_kernels_quantize_row(k, act_type, x + (int64_t)r * x_stride, qr, ne0);
         /* the kernels' layout only when they run (a kernel in another order is never called) */

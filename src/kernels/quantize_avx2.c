@@ -62,6 +62,34 @@ void muse_quantize_q8_0_avx2(const float *x, void *vy, int64_t n) {
     }
 }
 
+/* ggml's x86 Q8_0 quantizer (muse_from_float_q8_0_x86): id = 127 / amax, codes rounded half to
+ * even (vcvtps2dq in the default rounding mode, as nearbyintf), a code outside -128..127 (NaN,
+ * inf) becomes 0. amax ignores NaN as fmaxf does (max_ps returns its second operand, the running
+ * maximum, when the element is NaN). */
+void muse_quantize_q8_0_x86_avx2(const float *x, void *vy, int64_t n) {
+    struct muse_block_q8_0 *y = vy;
+    const __m256 lo = _mm256_set1_ps(-128.0f), hi = _mm256_set1_ps(127.0f);
+    for (int64_t i = 0; i < n / 32; i++, x += 32) {
+        __m256 v[4], m = _mm256_setzero_ps();
+        for (int k = 0; k < 4; k++) {
+            v[k] = _mm256_loadu_ps(x + 8 * k);
+            m = _mm256_max_ps(abs_ps(v[k]), m);
+        }
+        const float amax = hmax_ps(m);
+        const float d = amax / 127.0f;
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        y[i].d = muse_fp32_to_fp16(d);
+        const __m256 vid = _mm256_set1_ps(id);
+        __m256i q[4];
+        for (int k = 0; k < 4; k++) {
+            const __m256 r = _mm256_round_ps(_mm256_mul_ps(v[k], vid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            const __m256 ok = _mm256_and_ps(_mm256_cmp_ps(r, lo, _CMP_GE_OQ), _mm256_cmp_ps(r, hi, _CMP_LE_OQ));
+            q[k] = _mm256_cvtps_epi32(_mm256_and_ps(r, ok));
+        }
+        _mm256_storeu_si256((__m256i *)y[i].qs, pack_i32_to_i8(q[0], q[1], q[2], q[3]));
+    }
+}
+
 // ---- Q8_K ------------------------------------------------------------------------------
 
 void muse_quantize_q8_K_avx2(const float *x, void *vy, int64_t n) {

@@ -39,17 +39,18 @@ static bool all_ff(const uint8_t *p, size_t n) {
 
 // ---- quantizers --------------------------------------------------------------------------
 
+/* x86: k->quantize_x86 against muse_x86_act_from_float, else k->quantize against from_float */
 static void check_quantizer(const struct muse_kernels *k, enum muse_type act, const float *x, int64_t n,
-                            const char *what) {
+                            const char *what, bool x86) {
     const size_t sz = muse_type_row_size(act, n);
     const size_t pad = 64;
     uint8_t *got = malloc(sz + 2 * pad), *want = malloc(sz);
     fill_poison(got, sz + 2 * pad);
     memset(want, 0, sz);
-    k->quantize[act](x, got + pad, n);
-    muse_type_traits[act].from_float(x, want, n);
-    TEST_CONDF(memcmp(got + pad, want, sz) == 0, "%s: %s quantizer (%s, n=%lld) differs from reference",
-               muse_cpu_level_name(k->level), muse_type_layout_get(act)->name, what, (long long)n);
+    (x86 ? k->quantize_x86[act] : k->quantize[act])(x, got + pad, n);
+    (x86 ? muse_x86_act_from_float(act) : muse_type_traits[act].from_float)(x, want, n);
+    TEST_CONDF(memcmp(got + pad, want, sz) == 0, "%s: %s%s quantizer (%s, n=%lld) differs from reference",
+               muse_cpu_level_name(k->level), muse_type_layout_get(act)->name, x86 ? " x86" : "", what, (long long)n);
     TEST_CONDF(all_ff(got, pad) && all_ff(got + pad + sz, pad), "%s: %s quantizer wrote outside its row",
                muse_cpu_level_name(k->level), muse_type_layout_get(act)->name);
     free(got);
@@ -60,19 +61,20 @@ static void test_quantizers(const struct muse_kernels *k) {
     static const enum muse_type acts[] = {MUSE_TYPE_Q8_0, MUSE_TYPE_Q8_K, MUSE_TYPE_F16, MUSE_TYPE_BF16};
     enum { N = 256 * 5 };
     static float x[N];
-    for (size_t t = 0; t < sizeof(acts) / sizeof(acts[0]); t++) {
-        const enum muse_type act = acts[t];
-        if (!k->quantize[act]) continue;
+    for (size_t t = 0; t < 2 * sizeof(acts) / sizeof(acts[0]); t++) {
+        const enum muse_type act = acts[t % 4];
+        const bool x86 = t >= 4;
+        if (!(x86 ? k->quantize_x86[act] : k->quantize[act])) continue;
         /* random rows at several scales */
         for (int rep = 0; rep < 20; rep++) {
             float scale = ldexpf(1.0f, (int)(kr_u32() % 40) - 20);
             for (int i = 0; i < N; i++) x[i] = kr_float() * scale;
-            check_quantizer(k, act, x, N, "random");
+            check_quantizer(k, act, x, N, "random", x86);
         }
         /* rounding ties: x*id lands on .5 for many elements (d = 1 when amax = 127) */
         for (int i = 0; i < N; i++) x[i] = (float)((int)(kr_u32() % 254) - 127) + ((kr_u32() & 1) ? 0.5f : 0.0f);
         for (int b = 0; b < N; b += 32) x[b] = (b & 64) ? 127.0f : -127.0f;
-        check_quantizer(k, act, x, N, "ties");
+        check_quantizer(k, act, x, N, "ties", x86);
         /* a zero block, a block whose largest magnitude appears with both signs, small values */
         for (int i = 0; i < N; i++) x[i] = kr_float();
         for (int i = 0; i < 256; i++) x[i] = 0.0f;
@@ -81,16 +83,24 @@ static void test_quantizers(const struct muse_kernels *k) {
         x[600] = 5.0f;
         x[601] = -5.0f;
         for (int i = 768; i < 1024; i++) x[i] = kr_float() * 1e-30f;
-        check_quantizer(k, act, x, N, "zeros/ties of max/tiny");
-        if (act == MUSE_TYPE_F16 || act == MUSE_TYPE_BF16) {
+        check_quantizer(k, act, x, N, "zeros/ties of max/tiny", x86);
+        if (act == MUSE_TYPE_F16 || act == MUSE_TYPE_BF16 || x86) {
             const float specials[] = {INFINITY, -INFINITY, NAN, -NAN, 65504.0f, 65519.0f, 65520.0f, -1e9f,
                                       5.9604645e-08f, 2.9802322e-08f, 1e-40f, -0.0f, 3.4e38f};
             for (int i = 0; i < N; i++) x[i] = specials[i % 13] * ((i / 13) % 2 ? 1.0f : 0.5f);
             uint32_t snan = 0x7f800001u, pnan = 0xffc12345u;
             memcpy(&x[5], &snan, 4);
             memcpy(&x[77], &pnan, 4);
-            check_quantizer(k, act, x, N, "special values");
-            check_quantizer(k, act, x, 7, "7 elements");
+            check_quantizer(k, act, x, N, "special values", x86);
+            if (!x86) check_quantizer(k, act, x, 7, "7 elements", x86);
+            /* a NaN in the first, an infinity in the last element of a block */
+            if (x86) {
+                for (int i = 0; i < N; i++) x[i] = kr_float();
+                memcpy(&x[32], &snan, 4);
+                x[95] = INFINITY;
+                x[96] = -INFINITY;
+                check_quantizer(k, act, x, N, "NaN/inf", x86);
+            }
         }
     }
     /* the spec's verified ties (gguf-and-quants.md 2.11) */

@@ -9,7 +9,8 @@
  * double), llamafile/sgemm.cpp tinyBLAS (one 8-lane FMA accumulator per output, hsum),
  * vec.cpp ggml_vec_dot_f32 / ggml_vec_dot_f16 (four 8-lane FMA accumulators, GGML_F32x8_REDUCE).
  *
- * All functions are pure and thread-safe.
+ * All functions are pure and thread-safe. Each is built twice from x86_numerics_body.h (plain,
+ * and with FMA inlined for CPUs that have it); both builds give the same bits.
  */
 #pragma once
 
@@ -49,6 +50,10 @@ float muse_x86_dot_vec(int64_t n, const float *x, const float *y, int tail_doubl
  * increasing position order.
  */
 double muse_x86_softmax_exp(float *x, int32_t n, int32_t pos0, float max);
+
+/* lanes[d * 8 + lane] = fmaf(row[d], p, lanes[d * 8 + lane]) for d < n: one key's share of a
+ * tinyBLAS V·p (the attention's output lanes). */
+void muse_x86_fma_lanes(float *lanes, const float *row, float p, int32_t lane, int32_t n);
 
 /* ---- matmul numerics of ggml's x86 backend ------------------------------------------------- */
 

@@ -146,7 +146,7 @@ void muse_attn_head_ref(const struct muse_attn_args *a, int32_t t, int32_t h, fl
         const uint8_t *vh = (const uint8_t *)kv->v + ((uint32_t)(lo + j) % kv->n_cells) * kv->v_row_size + (size_t)kvh * head_bytes;
         tt->to_float(vh, row, hd);
         const int32_t lane = (lo + j) & 7;
-        for (int32_t d = 0; d < hd; d++) lanes[d * 8 + lane] = fmaf(row[d], scores[j], lanes[d * 8 + lane]);
+        muse_x86_fma_lanes(lanes, row, scores[j], lane, hd); /* lanes[d][lane] = fma(V[d], p, .) */
     }
     float *oh = a->out + ((size_t)t * a->n_head + h) * hd;
     for (int32_t d = 0; d < hd; d++) oh[d] = muse_x86_hsum8(lanes + d * 8);

@@ -30,6 +30,7 @@ struct sbuf {
 struct muse_output_parser {
     const cJSON *tools;
     bool raw;
+    bool no_tool_calls;
     char *id_prefix;
     uint64_t next_call;
     muse_output_callback cb;
@@ -195,9 +196,9 @@ static size_t header_tail(const char *s, size_t n) {
 static void start_body(struct muse_output_parser *p, const char *recipient, bool headerless) {
     p->st = ST_BODY;
     p->headerless = headerless;
-    p->atem_checked = !headerless;
+    p->atem_checked = !headerless || p->no_tool_calls;
     p->body.n = 0;
-    if (p->raw || !recipient || !strcmp(recipient, "user")) p->ch = CH_CONTENT;
+    if (p->raw || p->no_tool_calls || !recipient || !strcmp(recipient, "user")) p->ch = CH_CONTENT;
     else if (!strcmp(recipient, "self")) p->ch = CH_REASONING;
     else p->ch = CH_TOOL;
 }
@@ -386,6 +387,7 @@ muse_status muse_output_parser_create(const struct muse_output_parser_params *pa
     if (params) {
         p->tools = params->tools;
         p->raw = params->raw;
+        p->no_tool_calls = params->no_tool_calls;
         p->next_call = params->first_call_index;
         p->cb = params->callback;
         p->user = params->user;

@@ -213,9 +213,9 @@ static void start_body(struct muse_output_parser *p, const char *recipient, bool
     p->atem_checked = !headerless || p->no_tool_calls;
     p->body.n = 0;
     p->word_start = true;
-    if (p->raw || p->no_tool_calls || !recipient || !strcmp(recipient, "user")) p->ch = CH_CONTENT;
+    if (p->raw || !recipient || !strcmp(recipient, "user")) p->ch = CH_CONTENT;
     else if (!strcmp(recipient, "self")) p->ch = CH_REASONING;
-    else p->ch = CH_TOOL;
+    else p->ch = p->no_tool_calls ? CH_CONTENT : CH_TOOL;
 }
 
 static void flush_body(struct muse_output_parser *p, bool final) {

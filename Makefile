@@ -15,6 +15,8 @@
 #   tests/fuzz/fuzz_*.c  -> build-fuzz/fuzz_*
 
 CC      ?= cc
+# Quiet by default ("CC file"); `make V=1` shows the full commands.
+Q       := $(if $(V),,@)
 BUILD   ?= build
 OPT     ?= -O2 -g
 SAN     ?=
@@ -47,30 +49,34 @@ all: $(BUILD)/muse $(TEST_BIN) $(BENCH_BIN)
 
 $(BUILD)/obj/%_avx2.o: %_avx2.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(ISA_AVX2) -c $< -o $@
+	@echo "CC $<"
+	$(Q)$(CC) $(CFLAGS) $(ISA_AVX2) -c $< -o $@
 
 $(BUILD)/obj/%_avx512.o: %_avx512.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(ISA_AVX512) -c $< -o $@
+	@echo "CC $<"
+	$(Q)$(CC) $(CFLAGS) $(ISA_AVX512) -c $< -o $@
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -c $< -o $@
+	@echo "CC $<"
+	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(@D)
-	rm -f $@ && ar rcs $@ $^
+	$(Q)rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/muse: $(TOOL_OBJ) $(LIB)
-	$(CC) $(CFLAGS) -o $@ $(TOOL_OBJ) $(LIB) $(LDLIBS)
+	@echo "LD $@"
+	$(Q)$(CC) $(CFLAGS) -o $@ $(TOOL_OBJ) $(LIB) $(LDLIBS)
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
 # ASan + UBSan: catches out-of-bounds reads in parsers and undefined shifts in kernels.
 asan:

@@ -157,6 +157,8 @@ void muse_context_free(struct muse_context *ctx);
 
 /* Context size in positions (as resolved at creation). */
 uint32_t muse_context_n_ctx(const struct muse_context *ctx);
+/* Threads the backend uses (as resolved at creation). */
+uint32_t muse_context_n_threads(const struct muse_context *ctx);
 /* Tokens stored in the KV cache (the position the next token gets). */
 int32_t muse_context_n_past(const struct muse_context *ctx);
 /* Name of the backend in use ("ref", ...). */

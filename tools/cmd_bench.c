@@ -235,8 +235,9 @@ int cmd_bench(int argc, char **argv) {
     }
     char desc[256];
     muse_model_desc(model, desc, sizeof desc);
-    const char *level = muse_cpu_level_name(muse_kernels_active()->level);
     const char *backend = muse_context_backend(ctx);
+    /* the SIMD level only matters to the cpu backend */
+    const char *level = strcmp(backend, "cpu") ? "scalar" : muse_cpu_level_name(muse_kernels_active()->level);
 
     if (json) {
         cJSON *arr = cJSON_CreateArray();

@@ -476,44 +476,49 @@ int cmd_info(int argc, char **argv) {
     struct muse_error err = {0};
     if (muse_gguf_open(path, &g, &err)) return fail_line(path, err.msg, true);
 
-    static struct info in;   /* large (per-layer arrays); one per process run */
-    memset(&in, 0, sizeof(in));
-    in.path = path;
-    in.g = g;
     int rc = 1;
-    muse_status st = muse_gguf_get_str(g, "general.architecture", in.arch, sizeof(in.arch), &err);
+    struct info *in = calloc(1, sizeof(*in));   /* large (per-layer arrays): kept off the stack */
+    if (!in) {
+        fail_line(path, "out of memory", false);
+        muse_gguf_free(g);
+        return 1;
+    }
+    in->path = path;
+    in->g = g;
+    muse_status st = muse_gguf_get_str(g, "general.architecture", in->arch, sizeof(in->arch), &err);
     if (st) {
         fail_line(path, err.msg, false);
         goto done;
     }
-    if (!strcmp(in.arch, "muse-glimmer")) {
-        in.kind = g->n_tensors == 0 ? KIND_VOCAB : KIND_TEXT;
-    } else if (!strcmp(in.arch, "clip")) {
-        in.kind = KIND_MMPROJ;
-    } else if (!strcmp(in.arch, "dflash")) {
-        in.kind = KIND_DRAFTER;
+    if (!strcmp(in->arch, "muse-glimmer")) {
+        in->kind = g->n_tensors == 0 ? KIND_VOCAB : KIND_TEXT;
+    } else if (!strcmp(in->arch, "clip")) {
+        in->kind = KIND_MMPROJ;
+    } else if (!strcmp(in->arch, "dflash")) {
+        in->kind = KIND_DRAFTER;
     } else {
         char msg[200];
-        char *a = info_clean_str(in.arch, strlen(in.arch), 64, true);
+        char *a = info_clean_str(in->arch, strlen(in->arch), 64, true);
         snprintf(msg, sizeof(msg), "unknown architecture '%s' (muse knows muse-glimmer, clip, dflash)", a ? a : "?");
         free(a);
         fail_line(path, msg, false);
         goto done;
     }
-    if (in.kind == KIND_TEXT || in.kind == KIND_DRAFTER) {
-        st = in.kind == KIND_TEXT ? info_hparams_load_glimmer(g, &in.hp, &err) : info_hparams_load(g, in.arch, &in.hp, &err);
+    if (in->kind == KIND_TEXT || in->kind == KIND_DRAFTER) {
+        st = in->kind == KIND_TEXT ? info_hparams_load_glimmer(g, &in->hp, &err) : info_hparams_load(g, in->arch, &in->hp, &err);
         if (st) {
             fail_line(path, err.msg, false);
             goto done;
         }
     }
     for (uint64_t i = 0; i < g->n_tensors; i++) {
-        in.n_params += (uint64_t)g->tensors[i].n_elements;
-        in.n_bytes += g->tensors[i].nbytes;
+        in->n_params += (uint64_t)g->tensors[i].n_elements;
+        in->n_bytes += g->tensors[i].nbytes;
     }
-    in.meta_end = metadata_end(g);
-    rc = json ? print_json(&in) : (print_text(&in), 0);
+    in->meta_end = metadata_end(g);
+    rc = json ? print_json(in) : (print_text(in), 0);
 done:
+    free(in);
     muse_gguf_free(g);
     return rc;
 }

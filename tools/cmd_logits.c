@@ -16,6 +16,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: muse logits -m MODEL --tokens 1,2,3 [-n N] [--top K] [--kv f16|f32|q8_0] [--batch B]\n"
             "                   [--threads T] [--backend ref|cpu] [--ctx-size N]\n"
+            "The context is sized for the prompt and the greedy steps unless --ctx-size is given.\n"
             "Prints the logits of every prompt position and of N greedy steps as JSON (the golden schema).\n"
             "  --tokens IDS         comma-separated prompt token ids (required)\n"
             "  -n, --n-predict N    greedy tokens to generate (default 0)\n"
@@ -96,6 +97,8 @@ int cmd_logits(int argc, char **argv) {
         goto usage_fail;
     }
 
+    /* without --ctx-size the context is exactly what the run needs (any prompt length) */
+    if (mo.cparams.n_ctx == 0) mo.cparams.n_ctx = (uint32_t)(n_prompt + (n_predict > 1 ? n_predict - 1 : 0));
     struct muse_model *model;
     struct muse_context *ctx;
     if (!model_opts_open(&mo, "logits", &model, &ctx)) {
@@ -103,7 +106,8 @@ int cmd_logits(int argc, char **argv) {
         return 1;
     }
     const int32_t n_vocab = muse_model_n_vocab(model);
-    const int32_t n_batch = (int32_t)mo.cparams.n_batch ? (int32_t)mo.cparams.n_batch : 512;
+    int32_t n_batch = (int32_t)mo.cparams.n_batch ? (int32_t)mo.cparams.n_batch : 512;
+    if ((uint32_t)n_batch > muse_context_n_ctx(ctx)) n_batch = (int32_t)muse_context_n_ctx(ctx); /* as the context clamps */
     if (k > n_vocab) k = n_vocab;
     int rc = 1;
     struct muse_error err;
@@ -127,7 +131,7 @@ int cmd_logits(int argc, char **argv) {
            desc, muse_context_backend(ctx));
     printf("\"n_vocab\": %d, \"n_ctx\": %u, \"n_threads\": %u, \"n_batch\": %d, \"n_ubatch\": %d, \"flash_attn\": \"off\", "
            "\"kv_type\": \"%s\", \"top_k\": %lld,\n",
-           n_vocab, muse_context_n_ctx(ctx), mo.cparams.n_threads ? mo.cparams.n_threads : 1, n_batch, n_batch,
+           n_vocab, muse_context_n_ctx(ctx), muse_context_n_threads(ctx), n_batch, n_batch,
            muse_kv_type_name(mo.cparams.kv_type), (long long)k);
     printf("\"prompt\": [");
     for (int32_t i = 0; i < n_prompt; i++) printf("%s%d", i ? ", " : "", prompt[i]);

@@ -276,40 +276,46 @@ static bool stored_as_array(const struct muse_gguf *g, const char *suffix) {
 }
 
 muse_status info_hparams_load_glimmer(const struct muse_gguf *g, struct info_hparams *hp, struct muse_error *err) {
-    static struct muse_hparams m;   /* ~6 KB; `muse info` loads one file per process */
-    muse_status st = muse_hparams_load(&m, g, err);
-    if (st) return st;
+    struct muse_hparams *mp = malloc(sizeof(*mp));   /* ~6 KB: kept off the stack */
+    if (!mp) return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
+    muse_status st = muse_hparams_load(mp, g, err);
+    if (st) {
+        free(mp);
+        return st;
+    }
+    const struct muse_hparams *m = mp;
     memset(hp, 0, sizeof(*hp));
-    hp->n_ctx_train = m.n_ctx_train;
-    hp->n_embd = m.n_embd;
-    hp->n_layer = m.n_layer;
-    hp->n_vocab = m.n_vocab;
-    memcpy(hp->n_ff, m.n_ff, sizeof(hp->n_ff));
-    memcpy(hp->n_head, m.n_head, sizeof(hp->n_head));
-    memcpy(hp->n_head_kv, m.n_head_kv, sizeof(hp->n_head_kv));
-    memcpy(hp->is_swa, m.is_swa, sizeof(hp->is_swa));
+    hp->n_ctx_train = m->n_ctx_train;
+    hp->n_embd = m->n_embd;
+    hp->n_layer = m->n_layer;
+    hp->n_vocab = m->n_vocab;
+    memcpy(hp->n_ff, m->n_ff, sizeof(hp->n_ff));
+    memcpy(hp->n_head, m->n_head, sizeof(hp->n_head));
+    memcpy(hp->n_head_kv, m->n_head_kv, sizeof(hp->n_head_kv));
+    memcpy(hp->is_swa, m->is_swa, sizeof(hp->is_swa));
     hp->ff_per_layer = stored_as_array(g, "feed_forward_length");
     hp->head_per_layer = stored_as_array(g, "attention.head_count");
     hp->head_kv_per_layer = stored_as_array(g, "attention.head_count_kv");
-    hp->n_embd_head_k = m.n_embd_head_k;
-    hp->n_embd_head_v = m.n_embd_head_v;
-    hp->n_embd_head_k_swa = m.n_embd_head_k_swa;
-    hp->n_embd_head_v_swa = m.n_embd_head_v_swa;
-    hp->n_rot = m.n_rot;
-    hp->n_rot_swa = m.n_rot_swa;
-    hp->f_norm_rms_eps = m.f_norm_rms_eps;
-    hp->f_post_norm_eps = m.f_post_norm_eps;
-    hp->n_swa = m.n_swa;
-    hp->swa_pattern_is_period = m.swa_pattern_form == MUSE_SWA_PATTERN_FORM_PERIOD;
-    hp->swa_period = m.swa_period;
-    hp->f_final_logit_softcapping = m.f_final_logit_softcapping;
-    hp->f_logit_scale = m.f_logit_scale;
-    hp->rope_freq_base = m.rope_freq_base;
-    hp->rope_freq_base_swa = m.rope_freq_base_swa;
+    hp->n_embd_head_k = m->n_embd_head_k;
+    hp->n_embd_head_v = m->n_embd_head_v;
+    hp->n_embd_head_k_swa = m->n_embd_head_k_swa;
+    hp->n_embd_head_v_swa = m->n_embd_head_v_swa;
+    hp->n_rot = m->n_rot;
+    hp->n_rot_swa = m->n_rot_swa;
+    hp->f_norm_rms_eps = m->f_norm_rms_eps;
+    hp->f_post_norm_eps = m->f_post_norm_eps;
+    hp->n_swa = m->n_swa;
+    hp->swa_pattern_is_period = m->swa_pattern_form == MUSE_SWA_PATTERN_FORM_PERIOD;
+    hp->swa_period = m->swa_period;
+    hp->f_final_logit_softcapping = m->f_final_logit_softcapping;
+    hp->f_logit_scale = m->f_logit_scale;
+    hp->rope_freq_base = m->rope_freq_base;
+    hp->rope_freq_base_swa = m->rope_freq_base_swa;
     snprintf(hp->rope_scaling_type, sizeof(hp->rope_scaling_type), "%s",
-             m.rope_scaling == MUSE_ROPE_SCALING_NONE ? "none" : "linear");
-    hp->rope_freq_scale = m.rope_freq_scale;
-    hp->n_ctx_orig_yarn = m.n_ctx_orig_yarn;
-    hp->causal_attn = m.causal_attn;
+             m->rope_scaling == MUSE_ROPE_SCALING_NONE ? "none" : "linear");
+    hp->rope_freq_scale = m->rope_freq_scale;
+    hp->n_ctx_orig_yarn = m->n_ctx_orig_yarn;
+    hp->causal_attn = m->causal_attn;
+    free(mp);
     return MUSE_OK;
 }

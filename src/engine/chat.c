@@ -5,6 +5,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "model/glimmer_template.h"
 #include "core/error.h"
 #include "engine/chat.h"
 #include "engine/output_parser.h"
@@ -15,7 +16,7 @@ struct muse_chat {
 };
 
 muse_status muse_chat_builtin_template(struct muse_jinja_template **out, struct muse_error *err) {
-    return muse_jinja_parse(muse_chat_builtin_template_text, muse_chat_builtin_template_len, out, err);
+    return muse_jinja_parse(muse_glimmer_chat_template, muse_glimmer_chat_template_len, out, err);
 }
 
 cJSON *muse_chat_context_from_conversation(const cJSON *conv, const char *bos, const char *eos,

@@ -13,10 +13,7 @@
 #include "engine/jinja.h"
 #include "muse.h"
 
-/* The built-in template (golden/chat/templates/muse-glimmer.jinja, generated into
- * chat_template_data.c by chat_embed_template.sh). */
-extern const char muse_chat_builtin_template_text[];
-extern const size_t muse_chat_builtin_template_len;
+/* The built-in template is model/glimmer_template.h (golden/chat/templates/muse-glimmer.jinja). */
 
 #define MUSE_CHAT_DEFAULT_BOS "<|begin_of_text|>"
 #define MUSE_CHAT_DEFAULT_EOS "<|end_of_text|>"

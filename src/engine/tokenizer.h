@@ -94,7 +94,7 @@ void muse_tokenizer_free(struct muse_tokenizer *tok);
 
 enum muse_tokenize_flags {
     MUSE_TOKENIZE_ADD_BOS       = 1 << 0, /* prepend the BOS id (if the vocab has one) */
-    MUSE_TOKENIZE_PARSE_SPECIAL = 1 << 1, /* match CONTROL token texts (e.g. `<|eot|>`) in the text */
+    MUSE_TOKENIZE_PARSE_SPECIAL = 1 << 1, /* match CONTROL token texts (`<|eot|>`, `<|start|>`, ...) in the text */
 };
 
 /*
@@ -102,8 +102,9 @@ enum muse_tokenize_flags {
  * (capacity ids). *n_out receives the number of ids the text needs. If that exceeds capacity,
  * nothing beyond capacity is written and MUSE_ERR_INVALID_ARG is returned with a message
  * "output buffer too small (need N ids)"; call again with a larger buffer (out may be NULL when
- * capacity is 0, to ask for the size). Other errors: MUSE_ERR_NOMEM, MUSE_ERR_INTERNAL (a
- * PCRE2 match failure). Thread-safe: concurrent calls on one tokenizer are fine.
+ * capacity is 0, to ask for the size). Other errors: MUSE_ERR_NOMEM, MUSE_ERR_INVALID_ARG (a
+ * single pre-tokenizer piece over 2 GiB), MUSE_ERR_INTERNAL (a PCRE2 match failure).
+ * Thread-safe: concurrent calls on one tokenizer are fine.
  */
 muse_status muse_tokenizer_encode(const struct muse_tokenizer *tok, const char *text, size_t len, unsigned flags,
                                   int32_t *out, size_t capacity, size_t *n_out, struct muse_error *err);
@@ -112,7 +113,8 @@ muse_status muse_tokenizer_encode(const struct muse_tokenizer *tok, const char *
 muse_status muse_tokenizer_encode_alloc(const struct muse_tokenizer *tok, const char *text, size_t len,
                                         unsigned flags, int32_t **ids, size_t *n_ids, struct muse_error *err);
 
-/* Whether encode would add a BOS by default (`tokenizer.ggml.add_bos_token`). */
+/* The file's `tokenizer.ggml.add_bos_token`: whether a prompt should be encoded with
+ * MUSE_TOKENIZE_ADD_BOS (encode itself adds BOS only when the flag is given). */
 bool muse_tokenizer_add_bos(const struct muse_tokenizer *tok);
 
 /* ---- vocabulary ---------------------------------------------------------------------------- */

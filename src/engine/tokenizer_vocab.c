@@ -503,6 +503,8 @@ muse_status muse_tokenizer_init(const struct muse_tokenizer_vocab *v, struct mus
     }
     tok->sym_off[n] = sym_end;
 
+    /* load factor <= 0.5 for both tables: sizing them for ~0.8 (half the memory) measured slower,
+     * 64-84 ms vs 60-67 ms CPU for the whole load (more probes; the tables miss the caches anyway) */
     st = sym_hash_resize(tok, next_pow2((uint64_t)n * 2 + 512));
     if (st != MUSE_OK) goto fail;
     st = MUSE_ERR_NOMEM;

@@ -206,9 +206,9 @@ muse_status muse_gguf_writer_set_arr(struct muse_gguf_writer *w, const char *key
     size_t esz = muse_gguf_type_size(elem_type);
     if (w->err.status) return w->err.status;
     if (esz == 0)
-        return wfail(w, MUSE_ERR_INVALID_ARG, "key '%s': arrays of %s need set_arr_str or are not supported", key,
-                     muse_gguf_type_name(elem_type));
-    if (count > SIZE_MAX / esz) return wfail(w, MUSE_ERR_INVALID_ARG, "key '%s': array too large", key);
+        return wfail(w, MUSE_ERR_INVALID_ARG, "key '%s': arrays of %s need set_arr_str or are not supported",
+                     key ? key : "", muse_gguf_type_name(elem_type));
+    if (count > SIZE_MAX / esz) return wfail(w, MUSE_ERR_INVALID_ARG, "key '%s': array too large", key ? key : "");
     muse_status st = begin_kv(w, key, MUSE_GGUF_TYPE_ARRAY);
     if (st || (st = meta_u32(w, (uint32_t)elem_type)) || (st = meta_u64(w, count))) return st;
     return meta_put(w, data, (size_t)count * esz);

@@ -124,6 +124,15 @@ void muse_to_float_q1_0(const void *vx, float *y, int64_t n) {
 
 // ---- reference quantizers (spec 2.11) ----
 
+/*
+ * A rounded Q8 code as an int8. Finite inputs are already within [-127, 127]; a NaN or an
+ * infinite activation (a diverged model, a fuzzed file) would make the float-to-int8 cast
+ * undefined, so it maps to 0 - what x86's cvttss2si + truncation yields for ggml.
+ */
+static inline int8_t q8_code(float r) {
+    return (r >= -128.0f && r <= 127.0f) ? (int8_t)r : 0;
+}
+
 /* Q8_0 and Q8_1: d = amax/127 in f32, id from the UNROUNDED d, q = roundf (half away from 0). */
 void muse_from_float_q8_0(const float *x, void *vy, int64_t n) {
     struct muse_block_q8_0 *y = vy;
@@ -133,7 +142,7 @@ void muse_from_float_q8_0(const float *x, void *vy, int64_t n) {
         const float d = amax / 127.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         y[i].d = muse_fp32_to_fp16(d);
-        for (int j = 0; j < 32; j++) y[i].qs[j] = (int8_t)roundf(x[j] * id);
+        for (int j = 0; j < 32; j++) y[i].qs[j] = q8_code(roundf(x[j] * id));
     }
 }
 
@@ -147,7 +156,7 @@ void muse_from_float_q8_1(const float *x, void *vy, int64_t n) {
         y[i].d = muse_fp32_to_fp16(d);
         int sum = 0;
         for (int j = 0; j < 32; j++) {
-            y[i].qs[j] = (int8_t)roundf(x[j] * id);
+            y[i].qs[j] = q8_code(roundf(x[j] * id));
             sum += y[i].qs[j];
         }
         y[i].s = muse_fp32_to_fp16((float)sum * d);
@@ -168,7 +177,7 @@ static float q8_x86_block(const float *x, uint16_t *d_out, int8_t *qs, int *sum)
     *d_out = muse_fp32_to_fp16(d);
     *sum = 0;
     for (int j = 0; j < 32; j++) {
-        qs[j] = (int8_t)nearbyintf(x[j] * id);   /* default rounding mode: nearest even */
+        qs[j] = q8_code(nearbyintf(x[j] * id));   /* default rounding mode: nearest even */
         *sum += qs[j];
     }
     return d;

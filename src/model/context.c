@@ -146,6 +146,7 @@ fail:
 }
 
 uint32_t muse_context_n_ctx(const struct muse_context *ctx) { return ctx->params.n_ctx; }
+uint32_t muse_context_n_threads(const struct muse_context *ctx) { return ctx->params.n_threads; }
 int32_t muse_context_n_past(const struct muse_context *ctx) { return ctx->kv->n_past; }
 const char *muse_context_backend(const struct muse_context *ctx) { return ctx->ops->name; }
 

@@ -170,9 +170,6 @@ struct muse_synth_vocab {
 muse_status muse_synth_vocab_build(int32_t n_vocab, struct muse_synth_vocab **out, struct muse_error *err);
 void muse_synth_vocab_free(struct muse_synth_vocab *vocab);
 
-/* The Muse-Glimmer chat template (golden/chat/templates/muse-glimmer.jinja), a constant string. */
-const char *muse_synth_chat_template(void);
-
 /* The built-in English word list the BPE merges are learned from (most frequent first). */
 extern const char *const muse_synth_words[];
 extern const size_t muse_synth_n_words;

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "model/glimmer_template.h"
 #include "core/error.h"
 #include "core/fp16.h"
 #include "gguf/gguf.h"
@@ -134,7 +135,7 @@ static muse_status set_metadata(struct muse_gguf_writer *w, const struct muse_sy
     SET(muse_gguf_writer_set_u32(w, "tokenizer.ggml.eot_token_id", (uint32_t)v->eot));
     SET(muse_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", true));
     SET(muse_gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", false));
-    SET(muse_gguf_writer_set_str(w, "tokenizer.chat_template", muse_synth_chat_template()));
+    SET(muse_gguf_writer_set_str(w, "tokenizer.chat_template", muse_glimmer_chat_template));
 #undef SET
     for (size_t i = 0; i < n_t; i++) {
         int64_t ne[2] = {t[i].ne[0], t[i].ne[1]};

@@ -64,6 +64,9 @@ static muse_status get_tensor(const struct muse_gguf *g, const char *name, bool 
     case KIND_EMBD:
         if (!lay || !muse_type_traits[t->type].to_float)
             return muse_error_set(err, MUSE_ERR_UNSUPPORTED, "tensor '%s' has type %s, which cannot be dequantized", name, tname);
+        if (ne0 % lay->block_size)
+            return muse_error_set(err, MUSE_ERR_SHAPE, "tensor '%s': row length %lld is not a multiple of the %s block size",
+                                  name, (long long)ne0, tname);
         break;
     }
     w->data = t->data;
@@ -144,6 +147,10 @@ muse_status muse_weights_bind(struct muse_weights *w, const struct muse_hparams 
     memset(w, 0, sizeof *w);
     const struct muse_gguf_tensor *te = muse_gguf_find_tensor(g, "token_embd.weight");
     if (!te) return muse_error_set(err, MUSE_ERR_MISSING, "missing tensor 'token_embd.weight'");
+    if (hp->n_vocab && te->ne[1] != (int64_t)hp->n_vocab && te->ne[0] == (int64_t)hp->n_embd)
+        return muse_error_set(err, MUSE_ERR_SHAPE,
+                              "vocabulary mismatch: tokenizer.ggml.tokens has %u entries but tensor 'token_embd.weight' has %lld rows",
+                              hp->n_vocab, (long long)te->ne[1]);
     int64_t n_vocab = hp->n_vocab ? (int64_t)hp->n_vocab : te->ne[1];
     if (n_vocab <= 0 || n_vocab > INT32_MAX)
         return muse_error_set(err, MUSE_ERR_FORMAT, "bad vocabulary size %lld", (long long)n_vocab);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/glimmer_template.h"
 #include "engine/chat.h"
 #include "engine/output_parser.h"
 #include "test.h"
@@ -53,8 +54,8 @@ static void test_builtin_is_reference(void) {
     snprintf(path, sizeof(path), "%s/golden/chat/templates/muse-glimmer.jinja", test_shared_dir());
     char *ref = slurp(path, &len);
     TEST_COND("reference template readable", ref != NULL);
-    TEST_COND("built-in template == golden muse-glimmer.jinja (re-run chat_embed_template.sh)",
-              ref && len == muse_chat_builtin_template_len && !memcmp(ref, muse_chat_builtin_template_text, len));
+    TEST_COND("built-in template == golden muse-glimmer.jinja (re-run scripts/embed_chat_template.sh)",
+              ref && len == muse_glimmer_chat_template_len && !memcmp(ref, muse_glimmer_chat_template, len));
     free(ref);
 }
 

@@ -334,6 +334,24 @@ static void test_q8_x86(void) {
     TEST_COND("found an amax separating 127/amax from 1/d", found);
 }
 
+/* Non-finite activations (a diverged or hostile model) give code 0, without undefined casts (UBSan run). */
+static void test_q8_non_finite(void) {
+    float x[32];
+    for (int j = 0; j < 32; j++) x[j] = (float)j - 16.0f;
+    x[3] = NAN;
+    struct muse_block_q8_0 b0;
+    struct muse_block_q8_1 b1;
+    muse_from_float_q8_0(x, &b0, 32);
+    muse_from_float_q8_1(x, &b1, 32);
+    TEST_COND("q8_0 NaN -> 0", b0.qs[3] == 0 && b0.qs[0] == -127);
+    TEST_COND("q8_1 NaN -> 0", b1.qs[3] == 0 && b1.qs[0] == -127);
+    x[3] = INFINITY;
+    muse_from_float_q8_0(x, &b0, 32);
+    int zeros = 0;
+    for (int j = 0; j < 32; j++) zeros += b0.qs[j] == 0;
+    TEST_CONDF(zeros == 32, "q8_0 with inf: every code 0 (got %d zeros)", zeros);
+}
+
 int main(void) {
     test_q8_0_ties();
     test_q8_0_unrounded_d();
@@ -343,5 +361,6 @@ int main(void) {
     test_fp16_bf16();
     test_writer_bounds();
     test_exact_round_trips();
+    test_q8_non_finite();
     return TEST_REPORT();
 }

@@ -34,6 +34,12 @@ struct fx_spec {
     const char *bad_tensor;     /* a tensor written with ne1 (or ne0 for vectors) + 16 */
     const char *omit_tensor;    /* a tensor left out */
     bool q8_0;                  /* matrices in Q8_0 instead of F32 */
+    int n_tokens_kv;            /* > 0: write tokenizer.ggml.tokens with this many entries */
+    /* optional tensors (same random values as without them) */
+    bool fused_qkv;             /* attn_qkv = rows of attn_q | attn_k | attn_v instead of the three */
+    float wo_scale;             /* > 0: attn_output stored divided by it, attn_output.weight.scale = it */
+    float gate_scale;           /* > 0: attn_gate.weight.scale = it (llama.cpp ignores it) */
+    float q_bias;               /* != 0: attn_q.bias (or the Q part of attn_qkv.bias) = this constant */
     uint64_t seed;
 };
 
@@ -133,41 +139,99 @@ static bool fx_write(const char *path, const struct fx_spec *s) {
     case FX_PATTERN_NONE: break;
     case FX_PATTERN_SHORT: muse_gguf_writer_set_arr(w, KEY("attention.sliding_window_pattern"), MUSE_GGUF_TYPE_BOOL, b, (uint64_t)s->n_layer - 1); break;
     }
+    if (s->n_tokens_kv > 0) {
+        const char **strs = malloc(sizeof(char *) * (size_t)s->n_tokens_kv);
+        for (int i = 0; i < s->n_tokens_kv; i++) strs[i] = "t";
+        muse_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", strs, (uint64_t)s->n_tokens_kv);
+        free(strs);
+    }
     muse_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)s->n_vocab - 3);
     muse_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)s->n_vocab - 2);
     muse_gguf_writer_set_u32(w, "tokenizer.ggml.eot_token_id", (uint32_t)s->n_vocab - 1);
 #undef KEY
 #undef OMIT
+    /* every base tensor's values first (one RNG stream, independent of the optional layout) */
     static struct fx_tensor t[8 + 16 * 14];
     int n = fx_tensors(s, t);
-    for (int i = 0; i < n; i++) {
-        if (s->omit_tensor && !strcmp(s->omit_tensor, t[i].name)) continue;
-        bool bad = s->bad_tensor && !strcmp(s->bad_tensor, t[i].name);
-        int64_t ne[2] = {t[i].ne0, t[i].ne1};
-        if (bad) ne[t[i].ne1 ? 1 : 0] += 16;
-        uint32_t type = t[i].matrix && s->q8_0 ? MUSE_TYPE_Q8_0 : MUSE_TYPE_F32;
-        muse_gguf_writer_add_tensor(w, t[i].name, type, t[i].ne1 ? 2 : 1, ne);
-    }
-    if (muse_gguf_writer_begin_data(w)) goto fail;
+    float *vals[8 + 16 * 14];
     uint64_t rng = s->seed * 0x9E3779B97F4A7C15ull + 7;
     for (int i = 0; i < n; i++) {
-        if (s->omit_tensor && !strcmp(s->omit_tensor, t[i].name)) continue;
         bool bad = s->bad_tensor && !strcmp(s->bad_tensor, t[i].name);
-        int64_t ne0 = t[i].ne0 + (bad && !t[i].ne1 ? 16 : 0), ne1 = (t[i].ne1 ? t[i].ne1 : 1) + (bad && t[i].ne1 ? 16 : 0);
-        float *row = malloc(sizeof(float) * (size_t)ne0);
+        if (bad) t[i].ne1 ? (t[i].ne1 += 16) : (t[i].ne0 += 16);
+        size_t cnt = (size_t)t[i].ne0 * (size_t)(t[i].ne1 ? t[i].ne1 : 1);
+        vals[i] = malloc(sizeof(float) * cnt);
+        for (size_t j = 0; j < cnt; j++) vals[i][j] = (float)(t[i].mean + t[i].std * fx_normal(&rng));
+    }
+    /* the tensors as written: name, shape, values (owned or borrowed), matrix or not */
+    struct out { char name[80]; int64_t ne0, ne1; float *v; bool own, matrix; };
+    static struct out o[8 + 16 * 20];
+    int no = 0;
+    for (int i = 0; i < n; i++) {
+        if (s->omit_tensor && !strcmp(s->omit_tensor, t[i].name)) continue;
+        const char *sfx = strchr(t[i].name, '.') ? strchr(t[i].name, '.') + 1 : t[i].name;
+        if (!strncmp(t[i].name, "blk.", 4)) sfx = strchr(sfx, '.') + 1; /* after "blk.N." */
+        char base[64];
+        snprintf(base, sizeof base, "%.*s", (int)(sfx - t[i].name), t[i].name); /* "blk.N." */
+        if (s->fused_qkv && (!strcmp(sfx, "attn_k.weight") || !strcmp(sfx, "attn_v.weight"))) continue;
+        struct out *x = &o[no++];
+        snprintf(x->name, sizeof x->name, "%.63s", t[i].name);
+        x->ne0 = t[i].ne0, x->ne1 = t[i].ne1, x->v = vals[i], x->own = false, x->matrix = t[i].matrix;
+        if (s->fused_qkv && !strcmp(sfx, "attn_q.weight")) { /* t[i+1], t[i+2] are attn_k, attn_v */
+            int64_t r = t[i].ne1 + t[i + 1].ne1 + t[i + 2].ne1;
+            x->v = malloc(sizeof(float) * (size_t)(t[i].ne0 * r));
+            x->own = true;
+            memcpy(x->v, vals[i], sizeof(float) * (size_t)(t[i].ne0 * t[i].ne1));
+            memcpy(x->v + t[i].ne0 * t[i].ne1, vals[i + 1], sizeof(float) * (size_t)(t[i].ne0 * t[i + 1].ne1));
+            memcpy(x->v + t[i].ne0 * (t[i].ne1 + t[i + 1].ne1), vals[i + 2], sizeof(float) * (size_t)(t[i].ne0 * t[i + 2].ne1));
+            snprintf(x->name, sizeof x->name, "%sattn_qkv.weight", base);
+            x->ne1 = r;
+        }
+        if (s->q_bias != 0 && !strcmp(sfx, "attn_q.weight")) {
+            struct out *b = &o[no++];
+            snprintf(b->name, sizeof b->name, "%.32s%s", base, s->fused_qkv ? "attn_qkv.bias" : "attn_q.bias");
+            b->ne0 = s->fused_qkv ? o[no - 2].ne1 : t[i].ne1, b->ne1 = 0, b->own = true, b->matrix = false;
+            b->v = calloc((size_t)b->ne0, sizeof(float));
+            for (int64_t j = 0; j < t[i].ne1; j++) b->v[j] = s->q_bias;
+        }
+        if (s->wo_scale > 0 && !strcmp(sfx, "attn_output.weight")) {
+            size_t cnt = (size_t)(t[i].ne0 * t[i].ne1);
+            x->v = malloc(sizeof(float) * cnt);
+            x->own = true;
+            for (size_t j = 0; j < cnt; j++) x->v[j] = vals[i][j] / s->wo_scale;
+        }
+        float sc = !strcmp(sfx, "attn_output.weight") ? s->wo_scale : !strcmp(sfx, "attn_gate.weight") ? s->gate_scale : 0;
+        if (sc > 0) {
+            struct out *c = &o[no++];
+            snprintf(c->name, sizeof c->name, "%.63s.scale", t[i].name);
+            c->ne0 = 1, c->ne1 = 0, c->own = true, c->matrix = false;
+            c->v = malloc(sizeof(float));
+            c->v[0] = sc;
+        }
+    }
+    for (int i = 0; i < no; i++) {
+        int64_t ne[2] = {o[i].ne0, o[i].ne1};
+        uint32_t type = o[i].matrix && s->q8_0 ? MUSE_TYPE_Q8_0 : MUSE_TYPE_F32;
+        muse_gguf_writer_add_tensor(w, o[i].name, type, o[i].ne1 ? 2 : 1, ne);
+    }
+    bool ok = muse_gguf_writer_begin_data(w) == MUSE_OK;
+    for (int i = 0; ok && i < no; i++) {
+        int64_t ne0 = o[i].ne0, ne1 = o[i].ne1 ? o[i].ne1 : 1;
         uint8_t *q = malloc((size_t)ne0 * 2 + 64);
         for (int64_t r = 0; r < ne1; r++) {
-            for (int64_t j = 0; j < ne0; j++) row[j] = (float)(t[i].mean + t[i].std * fx_normal(&rng));
-            if (t[i].matrix && s->q8_0) {
+            const float *row = o[i].v + r * ne0;
+            if (o[i].matrix && s->q8_0) {
                 muse_type_traits[MUSE_TYPE_Q8_0].from_float(row, q, ne0);
                 muse_gguf_writer_write_data(w, q, muse_type_row_size(MUSE_TYPE_Q8_0, ne0));
             } else {
                 muse_gguf_writer_write_data(w, row, sizeof(float) * (size_t)ne0);
             }
         }
-        free(row);
         free(q);
     }
+    for (int i = 0; i < no; i++)
+        if (o[i].own) free(o[i].v);
+    for (int i = 0; i < n; i++) free(vals[i]);
+    if (!ok) goto fail;
     if (muse_gguf_writer_close(w, &err)) {
         fprintf(stderr, "fixture: %s\n", err.msg);
         return false;

@@ -277,6 +277,44 @@ static void test_trace(void) {
     muse_model_free(m);
 }
 
+/* logits of a fixed prompt on the fixture `s` (F32 KV), into out [12][n_vocab] */
+static bool spec_logits(struct fx_spec s, float *out) {
+    struct muse_model *m = load_spec(&s);
+    if (!m) return false;
+    int32_t toks[12];
+    make_prompt(toks, 12, 21);
+    struct muse_context_params cp = muse_context_default_params();
+    cp.kv_type = MUSE_KV_TYPE_F32;
+    bool ok = run(m, cp, toks, 12, out, false);
+    muse_model_free(m);
+    return ok;
+}
+
+static void test_optional_tensors(void) {
+    size_t sz = (size_t)12 * 300;
+    float *a = malloc(sz * 4), *b = malloc(sz * 4), *c = malloc(sz * 4);
+    struct fx_spec s = fx_default();
+    bool ok = spec_logits(s, a);
+    TEST_COND("base fixture", ok);
+    s.fused_qkv = true;
+    TEST_COND("fused attn_qkv == separate Q/K/V (bitwise)", ok && spec_logits(s, b) && !memcmp(a, b, sz * 4));
+    s = fx_default();
+    s.wo_scale = 4.0f; /* weights stored /4, attn_output.weight.scale = 4: applied -> identical */
+    TEST_COND("attn_output.scale applied (bitwise)", ok && spec_logits(s, b) && !memcmp(a, b, sz * 4));
+    s = fx_default();
+    s.gate_scale = 7.0f; /* llama.cpp's graph ignores attn_gate.scale */
+    TEST_COND("attn_gate.scale ignored (bitwise)", ok && spec_logits(s, b) && !memcmp(a, b, sz * 4));
+    s = fx_default();
+    s.q_bias = 0.5f;
+    bool ok2 = spec_logits(s, b);
+    TEST_CONDF(ok2 && max_diff(a, b, sz) > 1e-3, "attn_q.bias has no effect (%g)", max_diff(a, b, sz));
+    s.fused_qkv = true;
+    TEST_COND("attn_qkv.bias == attn_q.bias (bitwise)", ok2 && spec_logits(s, c) && !memcmp(b, c, sz * 4));
+    free(a);
+    free(b);
+    free(c);
+}
+
 struct capture_rec {
     int calls;
     int rows_l0;
@@ -353,6 +391,7 @@ int main(void) {
         test_pattern_forms_same_logits();
         test_trace();
         test_embd_and_capture();
+        test_optional_tensors();
         if (test_n_failed != before) fprintf(stderr, "(failures above: backend %s)\n", g_backend);
     }
     unlink(path);

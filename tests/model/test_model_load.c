@@ -158,6 +158,15 @@ static void test_tensors(void) {
     expect_error("missing tensor", s, MUSE_ERR_MISSING, "'blk.3.post_ffw_norm.weight'", NULL);
     s.omit_tensor = "output.weight"; /* no fallback to token_embd */
     expect_error("missing output", s, MUSE_ERR_MISSING, "'output.weight'", NULL);
+    s.omit_tensor = NULL;
+    s.n_tokens_kv = 310;
+    expect_error("vocab mismatch", s, MUSE_ERR_SHAPE, "310 entries", "300 rows");
+    s.n_tokens_kv = 300;
+    struct muse_model *m;
+    struct muse_error err;
+    TEST_COND("matching tokenizer vocabulary loads", load(&s, &m, &err) == MUSE_OK && muse_model_n_vocab(m) == 300);
+    muse_model_free(m);
+    s.n_tokens_kv = 0;
     s.omit_tensor = "blk.0.attn_gate.weight";
     expect_error("missing gate", s, MUSE_ERR_MISSING, "attn_gate", NULL);
 }

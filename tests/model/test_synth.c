@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "model/glimmer_template.h"
 #include "gguf/gguf.h"
 #include "kernels/types.h"
 #include "model/synth.h"
@@ -228,7 +229,7 @@ static void test_template(void) {
     size_t n = fread(buf, 1, sizeof(buf) - 1, f);
     fclose(f);
     buf[n] = 0;
-    TEST_COND("chat template is muse-glimmer.jinja byte for byte", !strcmp(buf, muse_synth_chat_template()));
+    TEST_COND("chat template is muse-glimmer.jinja byte for byte", !strcmp(buf, muse_glimmer_chat_template));
 }
 
 /* ---- plan -------------------------------------------------------------------------------- */
@@ -456,7 +457,7 @@ static void check_file(const char *path, const struct muse_synth_config *cfg, co
     /* tokenizer keys (tokenizer-and-chat.md 2.1) */
     TEST_CONDF(kv_str_is(g, "tokenizer.ggml.model", "gpt2") && kv_str_is(g, "tokenizer.ggml.pre", "llama4"),
                "%s: gpt2 / llama4", what);
-    TEST_CONDF(kv_str_is(g, "tokenizer.chat_template", muse_synth_chat_template()), "%s: chat template", what);
+    TEST_CONDF(kv_str_is(g, "tokenizer.chat_template", muse_glimmer_chat_template), "%s: chat template", what);
     const struct muse_gguf_value *tokens = NULL, *types = NULL, *merges = NULL;
     muse_gguf_get_arr(g, "tokenizer.ggml.tokens", &tokens, &err);
     muse_gguf_get_arr(g, "tokenizer.ggml.token_type", &types, &err);

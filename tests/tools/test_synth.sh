@@ -79,6 +79,14 @@ check "custom: q_norm F32 {16}" grep -qx 'blk.1.attn_q_norm.weight 0 16 0' "$tmp
 check "custom: 3 layers, vocab 500" grep -qx 'n_vocab 500 bos 488 pre llama4 layers 3' "$tmp/c.txt"
 check "custom: 45 tensors" test "$(grep -c '\.weight' "$tmp/c.txt")" = 45
 
+# muse info reads them and derives the hyperparameters llama.cpp would (pattern in both forms)
+"$MUSE" info "$tmp/c.gguf" > "$tmp/c.info" 2>&1
+check "info: custom file" grep -q 'n_layer 3, n_embd 64, n_ctx_train 256, n_vocab 500' "$tmp/c.info"
+check "info: custom pattern SFS" grep -q 'NoPE): SFS$' "$tmp/c.info"
+"$MUSE" synth --preset small --layers 7 --pattern 3 --pattern-u32 -q -o "$tmp/u.gguf"
+"$MUSE" info "$tmp/u.gguf" > "$tmp/u.info" 2>&1
+check "info: u32 pattern 3 -> SSFSSFS" grep -q 'NoPE): SSFSSFS$' "$tmp/u.info"
+
 # determinism
 "$MUSE" synth --preset small -q -o "$tmp/s1.gguf"
 "$MUSE" synth --preset small --seed 2 -q -o "$tmp/s2.gguf"

@@ -7,7 +7,7 @@
  * activation rows to the weight's vec_dot_type with the forward's quantizer
  * (muse_x86_act_from_float: ggml's x86 rounding for Q8_0/Q8_1, the reference otherwise),
  * muse_matmul computes this thread's contiguous share of output rows. Weight types with an x86
- * dot order of their own (muse_x86_vec_dot: F32/F16/BF16, Q8_0, Q4_0, IQ2_XXS) always run that scalar
+ * dot order of their own (muse_x86_vec_dot: F32/F16/BF16, Q8_0, Q4_0, Q5_0, IQ4_NL, IQ2_XXS) always run that scalar
  * dot (the SIMD kernels reproduce the generic order); the others use the kernels of a
  * muse_kernels table, falling back to vec_dot_ref where a kernel is missing or declines.
  * Nothing here allocates; both functions are safe to call concurrently on disjoint slices.

@@ -68,7 +68,8 @@ void muse_x86_fma_lanes(float *lanes, const float *row, float p, int32_t lane, i
  *   IQ2_XXS x Q8_K: per super-block d = d_w * d_a; lane l = the exact integer sum over the 8
  *     sub-blocks of (2 * ls + 1) * (products of elements 4l..4l+3); acc[l] = fmaf(d, lane,
  *     acc[l]); the result is 0.125f * muse_x86_hsum8(acc);
- *   Q8_0, Q4_0 x Q8_0: per block d = d_w * d_a; lane l (0..7) = the exact integer sum of the
+ *   Q8_0, Q4_0, Q5_0, IQ4_NL x Q8_0 (llamafile's tinyBLAS_Q0_AVX; Q8_0/Q4_0/Q5_0 also ggml's AVX2
+ *     vec_dot): per block d = d_w * d_a; lane l (0..7) = the exact integer sum of the
  *     products of elements 4l..4l+3; acc[l] = fmaf(d, lane, acc[l]); muse_x86_hsum8 at the end.
  */
 muse_vec_dot_fn muse_x86_vec_dot(enum muse_type type);

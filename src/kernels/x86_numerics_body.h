@@ -137,6 +137,47 @@ void X86N(muse_x86_vd_q4_0)(int64_t n, float *s, const void *vx, const void *vy)
 
 /* tinyBLAS over F32/F16/BF16 operands (k a multiple of 8; else llamafile declines and
  * ggml_vec_dot_f32 runs, which muse_x86_dot_vec reproduces for F32). */
+/* acc[l] = fmaf(d, sum of w[4l+t] * a->qs[4l+t], acc[l]): one 32-element block of tinyBLAS_Q0_AVX
+ * (and of the AVX2 vec_dot kernels) over unpacked int8 weights. */
+static void X86N(q0_block)(const int8_t w[32], const struct muse_block_q8_0 *a, float d, float acc[8]) {
+    for (int l = 0; l < 8; l++) {
+        int32_t t = 0;
+        for (int k = 0; k < 4; k++) t += (int32_t)w[4 * l + k] * a->qs[4 * l + k];
+        acc[l] = fmaf(d, (float)t, acc[l]);
+    }
+}
+
+void X86N(muse_x86_vd_q5_0)(int64_t n, float *s, const void *vx, const void *vy) {
+    const struct muse_block_q5_0 *x = vx;
+    const struct muse_block_q8_0 *y = vy;
+    int8_t w[32];
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t ib = 0; ib < n / 32; ib++) {
+        const uint32_t qh = muse_rd_le32(x[ib].qh);
+        for (int j = 0; j < 32; j++) {
+            const int lo = j < 16 ? (x[ib].qs[j] & 15) : (x[ib].qs[j - 16] >> 4);
+            w[j] = (int8_t)((lo | (int)((qh >> j) & 1) << 4) - 16);
+        }
+        X86N(q0_block)(w, &y[ib], muse_fp16_to_fp32(x[ib].d) * muse_fp16_to_fp32(y[ib].d), acc);
+    }
+    *s = X86N(muse_x86_hsum8)(acc);
+}
+
+void X86N(muse_x86_vd_iq4_nl)(int64_t n, float *s, const void *vx, const void *vy) {
+    const struct muse_block_iq4_nl *x = vx;
+    const struct muse_block_q8_0 *y = vy;
+    int8_t w[32];
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t ib = 0; ib < n / 32; ib++) {
+        for (int j = 0; j < 16; j++) {
+            w[j] = muse_kvalues_iq4nl[x[ib].qs[j] & 15];
+            w[j + 16] = muse_kvalues_iq4nl[x[ib].qs[j] >> 4];
+        }
+        X86N(q0_block)(w, &y[ib], muse_fp16_to_fp32(x[ib].d) * muse_fp16_to_fp32(y[ib].d), acc);
+    }
+    *s = X86N(muse_x86_hsum8)(acc);
+}
+
 void X86N(muse_x86_vd_f32)(int64_t n, float *s, const void *vx, const void *vy) {
     *s = n % 8 ? X86N(muse_x86_dot_vec)(n, vx, vy, 0) : X86N(muse_x86_dot_tinyblas)(n, vx, vy);
 }

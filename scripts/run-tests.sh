@@ -24,11 +24,14 @@ run() {  # run NAME TIMEOUT CMD...
     fi
 }
 
-for t in $(find build/tests -type f -name 'test_*' -perm -u+x | sort); do
-    run "${t#build/}" 600 "$t"
+# C test programs: one per tests/**/test_*.c (so stale binaries of deleted tests never run).
+c_tests=$(find tests -name 'test_*.c' | sort | sed 's/\.c$//')
+for src in $c_tests; do
+    run "$src" 600 "build/$src"
 done
 if [ -d build-asan/tests ]; then
-    for t in $(find build-asan/tests -type f -name 'test_*' -perm -u+x | sort); do
+    for src in $c_tests; do
+        t="build-asan/$src"
         # sanitizer runs of the slow end-to-end tests are skipped by the tests themselves when
         # MUSE_SANITIZER=1 would make them exceed the budget; they still assert what they run.
         MUSE_SANITIZER=1 run "asan/${t#build-asan/}" 900 "$t"
@@ -41,8 +44,8 @@ for t in $(find tests -name 'test_*.py' | sort); do
     run "$t" 900 python3 "$t"
 done
 if [ -d build-fuzz ]; then
-    for f in $(find build-fuzz -maxdepth 1 -type f -name 'fuzz_*' -perm -u+x | sort); do
-        n=$(basename "$f")
+    for src in $(find tests/fuzz -name 'fuzz_*.c' | sort); do
+        n=$(basename "$src" .c); f="build-fuzz/$n"
         corpus="build/fuzz-corpus/$n"; mkdir -p "$corpus"
         seeds="tests/fuzz/seeds/${n#fuzz_}"
         seed_args=("$corpus"); [ -d "$seeds" ] && seed_args+=("$seeds")

@@ -30,6 +30,7 @@ struct sbuf {
 struct muse_output_parser {
     const cJSON *tools;
     bool raw;
+    bool no_tool_calls;
     char *id_prefix;
     uint64_t next_call;
     muse_output_callback cb;
@@ -42,6 +43,7 @@ struct muse_output_parser {
     bool headerless;       /* body began without a recipient header */
     bool atem_checked;     /* headerless body: decided whether it is an ATEM call */
     struct sbuf body;      /* ST_BODY: held-back text (reasoning/content) or the whole tool body */
+    bool word_start;       /* body.d[0] starts a word (message start, or whitespace emitted before) */
 
     struct sbuf reasoning, content;
     cJSON *tool_calls;
@@ -137,10 +139,12 @@ static bool header_possible(const char *h, size_t n) {
         const char *w = h + st;
         size_t wl = i - st;
         if (memchr(w, '\n', wl) || memchr(w, '<', wl) || memchr(w, '\r', wl)) return false;
+        /* every rule is prefix-closed (a prefix of a possible header is possible), so streamed
+         * text is judged as it would be in one piece */
         bool ok;
         if (words == 0 && is_prefix(w, wl, "assistant")) ok = true;
-        else if (wl >= 3 && !memcmp(w, "to=", 3)) { ok = !have_to; have_to = true; }
-        else if (is_prefix(w, wl, "to=")) ok = !have_to;
+        else if (!have_to && wl >= 3 && !memcmp(w, "to=", 3)) ok = have_to = true;
+        else if (!have_to && is_prefix(w, wl, "to=")) ok = true;
         else ok = have_to && wl <= 32; /* e.g. a trailing content-type word */
         if (!ok) return false;
         if (++words > 3) return false;
@@ -170,20 +174,31 @@ static char *header_recipient(const char *h, size_t n) {
  * header-like tail ("to=fn", "assistant to=", " t") that a following <|message|> would turn into a
  * header (osaurus #2354: headers leaking into reasoning).
  */
-static size_t header_tail(const char *s, size_t n) {
+static size_t header_tail(const char *s, size_t n, bool word_start) {
     size_t k = n;
     while (k > 0 && isspace((unsigned char)s[k - 1])) k--;
     size_t j = k;
     while (j > 0 && !isspace((unsigned char)s[j - 1])) j--;
     const char *w = s + j;
     size_t wl = k - j;
-    bool headerish = wl > 0 && wl <= 128 && !memchr(w, '<', wl) &&
+    /* a word at s[0] may continue text already emitted (word_start false): then it is no header,
+     * whatever its end looks like - the same decision as when the text comes in one piece */
+    bool boundary = j > 0 || word_start;
+    bool headerish = wl > 0 && wl <= 128 && boundary && !memchr(w, '<', wl) &&
                      ((wl >= 3 && !memcmp(w, "to=", 3)) || is_prefix(w, wl, "to="));
-    if (!headerish) return n - k;
+    if (!headerish) {
+        /* "assistant" (or the start of it) may become the role word of "assistant to=fn" */
+        bool blanks = true;
+        for (size_t i = k; i < n; i++) blanks &= s[i] == ' ' || s[i] == '\t';
+        if (!boundary || wl == 0 || !is_prefix(w, wl, "assistant") || !(wl == 9 ? blanks : k == n)) return n - k;
+        while (j > 0 && (s[j - 1] == ' ' || s[j - 1] == '\t')) j--; /* and the blanks before it */
+        return n - j;
+    }
     /* include whitespace and an "assistant" role word before it */
     size_t st = j;
     while (st > 0 && (s[st - 1] == ' ' || s[st - 1] == '\t')) st--;
-    if (st >= 9 && !memcmp(s + st - 9, "assistant", 9) && (st == 9 || isspace((unsigned char)s[st - 10]))) {
+    if (st >= 9 && !memcmp(s + st - 9, "assistant", 9) &&
+        (st == 9 ? word_start : isspace((unsigned char)s[st - 10]))) {
         st -= 9;
         while (st > 0 && (s[st - 1] == ' ' || s[st - 1] == '\t')) st--;
     }
@@ -195,11 +210,12 @@ static size_t header_tail(const char *s, size_t n) {
 static void start_body(struct muse_output_parser *p, const char *recipient, bool headerless) {
     p->st = ST_BODY;
     p->headerless = headerless;
-    p->atem_checked = !headerless;
+    p->atem_checked = !headerless || p->no_tool_calls;
     p->body.n = 0;
+    p->word_start = true;
     if (p->raw || !recipient || !strcmp(recipient, "user")) p->ch = CH_CONTENT;
     else if (!strcmp(recipient, "self")) p->ch = CH_REASONING;
-    else p->ch = CH_TOOL;
+    else p->ch = p->no_tool_calls ? CH_CONTENT : CH_TOOL;
 }
 
 static void flush_body(struct muse_output_parser *p, bool final) {
@@ -216,9 +232,10 @@ static void flush_body(struct muse_output_parser *p, bool final) {
         if (!final && is_prefix(p->body.d + i, rest, ATEM_OPEN)) return; /* undecided: hold */
         p->atem_checked = true;
     }
-    size_t hold = final || p->raw ? 0 : header_tail(p->body.d, p->body.n);
+    size_t hold = final || p->raw ? 0 : header_tail(p->body.d, p->body.n, p->word_start);
     size_t n = p->body.n - hold;
     emit_text(p, p->ch, p->body.d, n);
+    if (n > 0) p->word_start = isspace((unsigned char)p->body.d[n - 1]);
     sb_consume(&p->body, n);
 }
 
@@ -297,7 +314,7 @@ static void on_marker(struct muse_output_parser *p, enum marker m) {
         } else if (p->st == ST_BETWEEN) {
             start_body(p, NULL, false);
         } else if (p->st == ST_BODY) {
-            size_t tail = p->ch == CH_TOOL ? 0 : header_tail(p->body.d, p->body.n);
+            size_t tail = p->ch == CH_TOOL ? 0 : header_tail(p->body.d, p->body.n, p->word_start);
             char *r = tail ? header_recipient(p->body.d + p->body.n - tail, tail) : NULL;
             if (r) {
                 /* "...text to=fn<|message|>": the tail is the next message's header */
@@ -386,6 +403,7 @@ muse_status muse_output_parser_create(const struct muse_output_parser_params *pa
     if (params) {
         p->tools = params->tools;
         p->raw = params->raw;
+        p->no_tool_calls = params->no_tool_calls;
         p->next_call = params->first_call_index;
         p->cb = params->callback;
         p->user = params->user;

@@ -46,6 +46,9 @@ struct muse_output_parser_params {
     /* Reasoning extraction off: every byte after the prompt is content verbatim (llama.cpp's
      * behaviour with --reasoning-format none and no tools). */
     bool raw;
+    /* Tool calls off (OpenAI tool_choice "none"): a `to=NAME` message or a headerless ATEM block
+     * is content, streamed like any answer; no TOOL_CALL event is ever emitted. */
+    bool no_tool_calls;
     /* Tool-call ids are id_prefix + a counter starting at first_call_index ("call_" when NULL);
      * give each conversation a distinct prefix so ids stay unique across turns. */
     const char *id_prefix;
@@ -84,7 +87,8 @@ bool muse_output_parser_turn_ended(const struct muse_output_parser *p);
 /*
  * Parse one ATEM message body ("<atem:function_calls>\n<atem:invoke name=...>...") into a
  * function name and a JSON arguments object (caller frees both with free()). `tools` as above.
- * Returns MUSE_OK, or MUSE_ERR_FORMAT when the body is not a well-formed single call.
+ * Returns MUSE_OK, MUSE_ERR_NOMEM, or MUSE_ERR_FORMAT when the body is not a well-formed single
+ * call (a parameter given twice is ambiguous and also MUSE_ERR_FORMAT).
  */
 muse_status muse_atem_parse(const char *body, size_t len, const cJSON *tools, char **name,
                             char **arguments);

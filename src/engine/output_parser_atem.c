@@ -121,7 +121,10 @@ muse_status muse_atem_parse(const char *body, size_t len, const cJSON *tools, ch
         size_t vlen = (size_t)(close - (sc.s + sc.i));
         cJSON *val = typed_value(sc.s + sc.i, vlen, allows_string(param_schema(tools, fname, key)));
         if (!val) goto fail;
-        cJSON_DeleteItemFromObjectCaseSensitive(args, key);
+        if (cJSON_GetObjectItemCaseSensitive(args, key)) { /* given twice: ambiguous */
+            cJSON_Delete(val);
+            goto fail;
+        }
         cJSON_AddItemToObject(args, key, val);
         free(key);
         key = NULL;

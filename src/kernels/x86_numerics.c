@@ -1,209 +1,71 @@
-/* x86_numerics.c - see x86_numerics.h. */
+/* x86_numerics.c - see x86_numerics.h: the plain build of x86_numerics_body.h and the dispatch
+ * to the FMA build (same bits, faster) where the CPU has FMA. */
 #include "kernels/x86_numerics.h"
 
 #include <math.h>
 #include <string.h>
 
+#include "core/cpu.h"
 #include "core/fp16.h"
 #include "kernels/blocks.h"
 #include "kernels/quant_ref.h"
 #include "kernels/quant_tables.h"
 #include "kernels/quant_util.h"
 
-static float f_from_bits(uint32_t u) {
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
+#define X86N(name) name##_generic
+#include "kernels/x86_numerics_body.h"
+#undef X86N
 
-static uint32_t f_to_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
+/* The FMA build (x86_numerics_avx2.c); called only where the CPU has FMA. */
+float muse_x86_expf_fma(float x);
+float muse_x86_silu_fma(float x);
+float muse_x86_hsum8_fma(const float l[8]);
+float muse_x86_dot_tinyblas_fma(int64_t n, const float *x, const float *y);
+float muse_x86_dot_vec_fma(int64_t n, const float *x, const float *y, int tail_double);
+double muse_x86_softmax_exp_fma(float *x, int32_t n, int32_t pos0, float max);
+void muse_x86_fma_lanes_fma(float *lanes, const float *row, float p, int32_t lane, int32_t n);
+void muse_x86_vd_q8_0_fma(int64_t n, float *s, const void *vx, const void *vy);
+void muse_x86_vd_q4_0_fma(int64_t n, float *s, const void *vx, const void *vy);
+void muse_x86_vd_f32_fma(int64_t n, float *s, const void *vx, const void *vy);
+void muse_x86_vd_f16_fma(int64_t n, float *s, const void *vx, const void *vy);
+void muse_x86_vd_bf16_fma(int64_t n, float *s, const void *vx, const void *vy);
+void muse_x86_vd_iq2_xxs_fma(int64_t n, float *s, const void *vx, const void *vy);
+void muse_x86_vd_q5_0_fma(int64_t n, float *s, const void *vx, const void *vy);
+void muse_x86_vd_iq4_nl_fma(int64_t n, float *s, const void *vx, const void *vy);
+void muse_x86_vd_q8_0_avx2(int64_t n, float *s, const void *vx, const void *vy);
+void muse_x86_vd_q4_0_avx2(int64_t n, float *s, const void *vx, const void *vy);
 
-float muse_x86_expf(float x) {
-    /* n = round(x / ln2) via the 1.5 * 2^23 shifter; b = x - n * ln2 (two-part ln2) */
-    const float r = 0x1.8p23f;
-    const float z = fmaf(x, 0x1.715476p+0f, r);
-    const float n = z - r;
-    const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
-    const uint32_t e = f_to_bits(z) << 23;
-    const float k = f_from_bits(e + f_to_bits(1.0f));
-    const int c = fabsf(n) > 126.0f; /* false for NaN, as _CMP_GT_OQ */
-    const float u = b * b;
-    const float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
-                         0x1.ffffecp-1f * b);
-    if (!c) return fmaf(j, k, k);
-    const uint32_t g = n <= 0.0f ? 0x82000000u : 0u;
-    const float s1 = f_from_bits(g + 0x7f000000u);
-    const float s2 = f_from_bits(e - g);
-    if (fabsf(n) > 192.0f) return s1 * s1;
-    return fmaf(s2, j, s2) * s1;
-}
+static int have_fma(void) { return muse_cpu_features()->fma; }
+static int have_avx2(void) { return muse_cpu_level_max() >= MUSE_CPU_LEVEL_AVX2; }
 
-float muse_x86_silu(float x) {
-    const float neg_x = 0.0f - x;
-    return x / (1.0f + muse_x86_expf(neg_x));
-}
-
-float muse_x86_hsum8(const float l[8]) {
-    const float t0 = l[0] + l[4], t1 = l[1] + l[5], t2 = l[2] + l[6], t3 = l[3] + l[7];
-    return (t0 + t2) + (t1 + t3);
-}
-
+float muse_x86_expf(float x) { return have_fma() ? muse_x86_expf_fma(x) : muse_x86_expf_generic(x); }
+float muse_x86_silu(float x) { return have_fma() ? muse_x86_silu_fma(x) : muse_x86_silu_generic(x); }
+float muse_x86_hsum8(const float l[8]) { return muse_x86_hsum8_generic(l); }
 float muse_x86_dot_tinyblas(int64_t n, const float *x, const float *y) {
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (int64_t i = 0; i < n; i += 8)
-        for (int l = 0; l < 8; l++) acc[l] = fmaf(x[i + l], y[i + l], acc[l]);
-    return muse_x86_hsum8(acc);
+    return have_fma() ? muse_x86_dot_tinyblas_fma(n, x, y) : muse_x86_dot_tinyblas_generic(n, x, y);
 }
-
 float muse_x86_dot_vec(int64_t n, const float *x, const float *y, int tail_double) {
-    const int64_t np = n & ~(int64_t)31;
-    float acc[4][8];
-    memset(acc, 0, sizeof acc);
-    for (int64_t i = 0; i < np; i += 32)
-        for (int j = 0; j < 4; j++)
-            for (int l = 0; l < 8; l++) acc[j][l] = fmaf(x[i + j * 8 + l], y[i + j * 8 + l], acc[j][l]);
-    /* GGML_F32x8_REDUCE with GGML_F32_ARR 4: x0 += x2, x1 += x3, x0 += x1, then 128-bit halves,
-     * then two hadds */
-    float v[8];
-    for (int l = 0; l < 8; l++) {
-        const float a02 = acc[0][l] + acc[2][l], a13 = acc[1][l] + acc[3][l];
-        v[l] = a02 + a13;
-    }
-    const float t0 = v[0] + v[4], t1 = v[1] + v[5], t2 = v[2] + v[6], t3 = v[3] + v[7];
-    const float red = (t0 + t1) + (t2 + t3);
-    if (tail_double) {
-        double s = red;
-        for (int64_t i = np; i < n; i++) s += (double)(x[i] * y[i]);
-        return (float)s;
-    }
-    float s = red;
-    for (int64_t i = np; i < n; i++) s += x[i] * y[i];
-    return s;
+    return have_fma() ? muse_x86_dot_vec_fma(n, x, y, tail_double) : muse_x86_dot_vec_generic(n, x, y, tail_double);
 }
-
 double muse_x86_softmax_exp(float *x, int32_t n, int32_t pos0, float max) {
-    for (int32_t j = 0; j < n; j++) x[j] = muse_x86_expf(x[j] - max);
-    double sum = 0.0;
-    const int32_t last = pos0 + n - 1;
-    for (int32_t g0 = pos0 & ~7; g0 <= last; g0 += 8) {
-        float l[8];
-        for (int i = 0; i < 8; i++) {
-            const int32_t pos = g0 + i;
-            l[i] = pos >= pos0 && pos <= last ? x[pos - pos0] : 0.0f;
-        }
-        sum += (double)muse_x86_hsum8(l);
-    }
-    return sum;
+    return have_fma() ? muse_x86_softmax_exp_fma(x, n, pos0, max) : muse_x86_softmax_exp_generic(x, n, pos0, max);
 }
-
-// ---- matmul numerics ------------------------------------------------------------------------
-
-static void vec_dot_q8_0_x86(int64_t n, float *s, const void *vx, const void *vy) {
-    const struct muse_block_q8_0 *x = vx;
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (int64_t ib = 0; ib < n / 32; ib++) {
-        const struct muse_block_q8_0 *a = (const struct muse_block_q8_0 *)vy + ib;
-        const float d = muse_fp16_to_fp32(x[ib].d) * muse_fp16_to_fp32(a->d);
-        for (int l = 0; l < 8; l++) {
-            int32_t t = 0;
-            for (int k = 0; k < 4; k++) t += (int32_t)x[ib].qs[4 * l + k] * a->qs[4 * l + k];
-            acc[l] = fmaf(d, (float)t, acc[l]);
-        }
-    }
-    *s = muse_x86_hsum8(acc);
-}
-
-static void vec_dot_q4_0_x86(int64_t n, float *s, const void *vx, const void *vy) {
-    const struct muse_block_q4_0 *x = vx;
-    int8_t w[32];
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (int64_t ib = 0; ib < n / 32; ib++) {
-        for (int j = 0; j < 16; j++) {
-            w[j] = (int8_t)((x[ib].qs[j] & 0x0f) - 8);
-            w[j + 16] = (int8_t)((x[ib].qs[j] >> 4) - 8);
-        }
-        const struct muse_block_q8_0 *a = (const struct muse_block_q8_0 *)vy + ib;
-        const float d = muse_fp16_to_fp32(x[ib].d) * muse_fp16_to_fp32(a->d);
-        for (int l = 0; l < 8; l++) {
-            int32_t t = 0;
-            for (int k = 0; k < 4; k++) t += (int32_t)w[4 * l + k] * a->qs[4 * l + k];
-            acc[l] = fmaf(d, (float)t, acc[l]);
-        }
-    }
-    *s = muse_x86_hsum8(acc);
-}
-
-/* tinyBLAS over F32/F16/BF16 operands (k a multiple of 8; else llamafile declines and
- * ggml_vec_dot_f32 runs, which muse_x86_dot_vec reproduces for F32). */
-static void vec_dot_f32_x86(int64_t n, float *s, const void *vx, const void *vy) {
-    *s = n % 8 ? muse_x86_dot_vec(n, vx, vy, 0) : muse_x86_dot_tinyblas(n, vx, vy);
-}
-
-static void vec_dot_half_x86(int64_t n, float *s, const uint16_t *x, const uint16_t *y, int bf16) {
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (int64_t i = 0; i < n; i += 8)
-        for (int l = 0; l < 8; l++) {
-            const float a = bf16 ? muse_bf16_to_fp32(x[i + l]) : muse_fp16_to_fp32(x[i + l]);
-            const float b = bf16 ? muse_bf16_to_fp32(y[i + l]) : muse_fp16_to_fp32(y[i + l]);
-            acc[l] = fmaf(a, b, acc[l]);
-        }
-    *s = muse_x86_hsum8(acc);
-}
-
-static void vec_dot_f16_x86(int64_t n, float *s, const void *vx, const void *vy) {
-    if (n % 8) muse_type_traits[MUSE_TYPE_F16].vec_dot_ref(n, s, vx, vy);
-    else vec_dot_half_x86(n, s, vx, vy, 0);
-}
-
-static void vec_dot_bf16_x86(int64_t n, float *s, const void *vx, const void *vy) {
-    if (n % 8) muse_type_traits[MUSE_TYPE_BF16].vec_dot_ref(n, s, vx, vy);
-    else vec_dot_half_x86(n, s, vx, vy, 1);
-}
-
-/* ggml_vec_dot_iq2_xxs_q8_K (AVX2): per super-block d = d_w * d_a and eight int32 lanes, lane l
- * holding, over the 8 sub-blocks, scale * (the 4 products of elements 4l..4l+3);
- * acc[l] = fma(d, lane, acc[l]); the result is 0.125f * hsum. */
-static void vec_dot_iq2_xxs_x86(int64_t n, float *s, const void *vx, const void *vy) {
-    const struct muse_block_iq2_xxs *x = vx;
-    const struct muse_block_q8_K *y = vy;
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (int64_t i = 0; i < n / 256; i++) {
-        const float d = muse_fp16_to_fp32(x[i].d) * y[i].d;
-        const uint8_t *rec = (const uint8_t *)x[i].qs;
-        int32_t lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        for (int g = 0; g < 8; g++) {
-            const uint32_t A = muse_rd_le32(rec + 8 * g), B = muse_rd_le32(rec + 8 * g + 4);
-            const int32_t ls = 2 * (int32_t)(B >> 28) + 1;
-            const int8_t *q8 = y[i].qs + 32 * g;
-            for (int l = 0; l < 8; l++) {
-                int32_t t = 0;
-                for (int k = 0; k < 4; k++) {
-                    const int e = 4 * l + k; /* element of the sub-block */
-                    const uint64_t grid = muse_iq2xxs_grid[(A >> (8 * (e / 8))) & 255];
-                    const uint8_t signs = muse_ksigns_iq2xs[(B >> (7 * (e / 8))) & 127];
-                    const int32_t w = (int32_t)((grid >> (8 * (e % 8))) & 255);
-                    t += (signs >> (e % 8) & 1 ? -w : w) * q8[e];
-                }
-                lanes[l] += ls * t;
-            }
-        }
-        for (int l = 0; l < 8; l++) acc[l] = fmaf(d, (float)lanes[l], acc[l]);
-    }
-    *s = 0.125f * muse_x86_hsum8(acc);
+void muse_x86_fma_lanes(float *lanes, const float *row, float p, int32_t lane, int32_t n) {
+    if (have_fma()) muse_x86_fma_lanes_fma(lanes, row, p, lane, n);
+    else muse_x86_fma_lanes_generic(lanes, row, p, lane, n);
 }
 
 muse_vec_dot_fn muse_x86_vec_dot(enum muse_type type) {
+    const int f = have_fma();
     switch (type) {
-    case MUSE_TYPE_F32: return vec_dot_f32_x86;
-    case MUSE_TYPE_F16: return vec_dot_f16_x86;
-    case MUSE_TYPE_BF16: return vec_dot_bf16_x86;
-    case MUSE_TYPE_Q8_0: return vec_dot_q8_0_x86;
-    case MUSE_TYPE_Q4_0: return vec_dot_q4_0_x86;
-    case MUSE_TYPE_IQ2_XXS: return vec_dot_iq2_xxs_x86;
+    case MUSE_TYPE_F32: return f ? muse_x86_vd_f32_fma : muse_x86_vd_f32_generic;
+    case MUSE_TYPE_F16: return f ? muse_x86_vd_f16_fma : muse_x86_vd_f16_generic;
+    case MUSE_TYPE_BF16: return f ? muse_x86_vd_bf16_fma : muse_x86_vd_bf16_generic;
+    case MUSE_TYPE_Q8_0: return have_avx2() ? muse_x86_vd_q8_0_avx2 : f ? muse_x86_vd_q8_0_fma : muse_x86_vd_q8_0_generic;
+    case MUSE_TYPE_Q4_0: return have_avx2() ? muse_x86_vd_q4_0_avx2 : f ? muse_x86_vd_q4_0_fma : muse_x86_vd_q4_0_generic;
+    case MUSE_TYPE_Q5_0: return f ? muse_x86_vd_q5_0_fma : muse_x86_vd_q5_0_generic;
+    case MUSE_TYPE_IQ4_NL: return f ? muse_x86_vd_iq4_nl_fma : muse_x86_vd_iq4_nl_generic;
+    case MUSE_TYPE_IQ2_XXS: return f ? muse_x86_vd_iq2_xxs_fma : muse_x86_vd_iq2_xxs_generic;
     default: return muse_type_traits[type].vec_dot_ref;
     }
 }

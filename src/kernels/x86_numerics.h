@@ -9,7 +9,8 @@
  * double), llamafile/sgemm.cpp tinyBLAS (one 8-lane FMA accumulator per output, hsum),
  * vec.cpp ggml_vec_dot_f32 / ggml_vec_dot_f16 (four 8-lane FMA accumulators, GGML_F32x8_REDUCE).
  *
- * All functions are pure and thread-safe.
+ * All functions are pure and thread-safe. Each is built twice from x86_numerics_body.h (plain,
+ * and with FMA inlined for CPUs that have it); both builds give the same bits.
  */
 #pragma once
 
@@ -50,6 +51,10 @@ float muse_x86_dot_vec(int64_t n, const float *x, const float *y, int tail_doubl
  */
 double muse_x86_softmax_exp(float *x, int32_t n, int32_t pos0, float max);
 
+/* lanes[d * 8 + lane] = fmaf(row[d], p, lanes[d * 8 + lane]) for d < n: one key's share of a
+ * tinyBLAS V·p (the attention's output lanes). */
+void muse_x86_fma_lanes(float *lanes, const float *row, float p, int32_t lane, int32_t n);
+
 /* ---- matmul numerics of ggml's x86 backend ------------------------------------------------- */
 
 #include "kernels/types.h"
@@ -63,7 +68,8 @@ double muse_x86_softmax_exp(float *x, int32_t n, int32_t pos0, float max);
  *   IQ2_XXS x Q8_K: per super-block d = d_w * d_a; lane l = the exact integer sum over the 8
  *     sub-blocks of (2 * ls + 1) * (products of elements 4l..4l+3); acc[l] = fmaf(d, lane,
  *     acc[l]); the result is 0.125f * muse_x86_hsum8(acc);
- *   Q8_0, Q4_0 x Q8_0: per block d = d_w * d_a; lane l (0..7) = the exact integer sum of the
+ *   Q8_0, Q4_0, Q5_0, IQ4_NL x Q8_0 (llamafile's tinyBLAS_Q0_AVX; Q8_0/Q4_0/Q5_0 also ggml's AVX2
+ *     vec_dot): per block d = d_w * d_a; lane l (0..7) = the exact integer sum of the
  *     products of elements 4l..4l+3; acc[l] = fmaf(d, lane, acc[l]); muse_x86_hsum8 at the end.
  */
 muse_vec_dot_fn muse_x86_vec_dot(enum muse_type type);

@@ -111,7 +111,7 @@ void muse_attn_head_ref(const struct muse_attn_args *a, int32_t t, int32_t h, fl
     const int32_t p = a->pos[t];
     const int32_t lo = a->n_swa > 0 && p - a->n_swa + 1 > 0 ? p - a->n_swa + 1 : 0;
     const int32_t n = p - lo + 1; /* visible keys: positions lo..p */
-    MUSE_ASSERT(n >= 1 && (uint32_t)n <= kv->n_cells && hd % 8 == 0);
+    MUSE_ASSERT(n >= 1 && (uint32_t)n <= kv->n_cells);
 
     const float *qh = a->q + ((size_t)t * a->n_head + h) * hd;
     if (f16) {
@@ -126,7 +126,8 @@ void muse_attn_head_ref(const struct muse_attn_args *a, int32_t t, int32_t h, fl
         float kq;
         if (f16) {
             tt->to_float(kh, row, hd);
-            kq = muse_x86_dot_tinyblas(hd, row, qf);
+            /* tinyBLAS needs hd % 8 == 0; otherwise ggml runs ggml_vec_dot_f16 */
+            kq = hd % 8 ? muse_x86_dot_vec(hd, row, qf, 1) : muse_x86_dot_tinyblas(hd, row, qf);
         } else if (f32) {
             kq = muse_x86_dot_vec(hd, (const float *)kh, qh, 0);
         } else {
@@ -146,7 +147,7 @@ void muse_attn_head_ref(const struct muse_attn_args *a, int32_t t, int32_t h, fl
         const uint8_t *vh = (const uint8_t *)kv->v + ((uint32_t)(lo + j) % kv->n_cells) * kv->v_row_size + (size_t)kvh * head_bytes;
         tt->to_float(vh, row, hd);
         const int32_t lane = (lo + j) & 7;
-        for (int32_t d = 0; d < hd; d++) lanes[d * 8 + lane] = fmaf(row[d], scores[j], lanes[d * 8 + lane]);
+        muse_x86_fma_lanes(lanes, row, scores[j], lane, hd); /* lanes[d][lane] = fma(V[d], p, .) */
     }
     float *oh = a->out + ((size_t)t * a->n_head + h) * hd;
     for (int32_t d = 0; d < hd; d++) oh[d] = muse_x86_hsum8(lanes + d * 8);

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/chat.h"
 #include "server/server_int.h"
 
 static const char *const roles[] = {"system", "developer", "user", "assistant", "tool"};
@@ -139,10 +140,10 @@ static bool valid_tool_choice(const cJSON *choice, const cJSON *tools, bool *non
 
 /*
  * Reasoning strength: chat_template_kwargs.reasoning_strength wins, else reasoning_effort
- * (the alias vLLM and OpenAI clients send; "minimal"/"none" map to "low": the model always reasons).
+ * (the alias vLLM and OpenAI clients send; "minimal"/"none" map to "low": the model always
+ * reasons). *out = NULL when neither is given: the template's default (high), as in `muse chat`.
  */
 static bool reasoning_strength(const cJSON *req, const char **out, char *msg, size_t cap, const char **param) {
-    static const char *const levels[] = {"low", "medium", "high", "xhigh"};
     const cJSON *kw = cJSON_GetObjectItemCaseSensitive(req, "chat_template_kwargs");
     if (kw && !cJSON_IsNull(kw) && !cJSON_IsObject(kw)) {
         snprintf(msg, cap, "'chat_template_kwargs' must be an object");
@@ -152,17 +153,17 @@ static bool reasoning_strength(const cJSON *req, const char **out, char *msg, si
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(kw, "reasoning_strength");
     *param = "chat_template_kwargs.reasoning_strength";
     if (!v || cJSON_IsNull(v)) {
+        v = cJSON_GetObjectItemCaseSensitive(kw, "reasoning_effort");
+        *param = "chat_template_kwargs.reasoning_effort";
+    }
+    if (!v || cJSON_IsNull(v)) {
         v = cJSON_GetObjectItemCaseSensitive(req, "reasoning_effort");
         *param = "reasoning_effort";
     }
-    *out = "high";
+    *out = NULL;
     if (!v || cJSON_IsNull(v)) return true;
     if (cJSON_IsString(v)) {
-        for (size_t i = 0; i < 4; i++)
-            if (!strcmp(v->valuestring, levels[i])) {
-                *out = levels[i];
-                return true;
-            }
+        if ((*out = muse_chat_reasoning_strength(v->valuestring))) return true;
         if (!strcmp(v->valuestring, "minimal") || !strcmp(v->valuestring, "none")) {
             *out = "low";
             return true;
@@ -170,6 +171,21 @@ static bool reasoning_strength(const cJSON *req, const char **out, char *msg, si
     }
     snprintf(msg, cap, "'%s' must be one of low, medium, high, xhigh", *param);
     return false;
+}
+
+/*
+ * chat_template_kwargs as extra template variables (a new object, or NULL when there are none),
+ * without the names the server itself sets (llama.cpp passes the rest to the template as is).
+ */
+static cJSON *template_kwargs(const cJSON *req) {
+    static const char *const reserved[] = {"messages", "tools", "documents", "add_generation_prompt",
+                                           "bos_token", "eos_token"};
+    const cJSON *kw = cJSON_GetObjectItemCaseSensitive(req, "chat_template_kwargs");
+    if (!cJSON_IsObject(kw) || !kw->child) return NULL;
+    cJSON *out = cJSON_Duplicate(kw, true);
+    for (size_t i = 0; out && i < sizeof reserved / sizeof reserved[0]; i++)
+        cJSON_DeleteItemFromObjectCaseSensitive(out, reserved[i]);
+    return out;
 }
 
 static void make_id(struct muse_server *srv, struct muse_srv_job *job, const char *prefix, char *out, size_t cap) {
@@ -183,6 +199,7 @@ enum MHD_Result srv_api_chat(struct srv_req *r) {
     if (!req) return MHD_YES;
     struct muse_srv_job *job = muse_srv_job_new();
     char msg[300] = "", *prompt = NULL;
+    cJSON *kwargs = NULL;
     const char *param = NULL;
     enum MHD_Result ret = MHD_YES;
     struct srv_gen_opts o = {.api = SRV_API_CHAT};
@@ -194,7 +211,7 @@ enum MHD_Result srv_api_chat(struct srv_req *r) {
     const cJSON *messages = cJSON_GetObjectItemCaseSensitive(req, "messages");
     const cJSON *tools = cJSON_GetObjectItemCaseSensitive(req, "tools");
     bool no_tools = false;
-    const char *strength = "high";
+    const char *strength = NULL;
     if (!valid_messages(messages, msg, sizeof msg)) param = "messages";
     else if (!valid_tools(tools, msg, sizeof msg)) param = "tools";
     else if (!valid_tool_choice(cJSON_GetObjectItemCaseSensitive(req, "tool_choice"), tools, &no_tools, msg, sizeof msg))
@@ -214,7 +231,8 @@ enum MHD_Result srv_api_chat(struct srv_req *r) {
     o.stream = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "stream"));
     o.include_usage = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(so, "include_usage"));
     const cJSON *use_tools = no_tools || !cJSON_IsArray(tools) || !cJSON_GetArraySize(tools) ? NULL : tools;
-    struct muse_srv_chat_input in = {messages, use_tools, strength};
+    kwargs = template_kwargs(req);
+    struct muse_srv_chat_input in = {messages, use_tools, strength, kwargs};
     struct muse_error err = {0};
     if (srv->eng.ops->render_chat(srv->eng.self, &in, &prompt, &err) != MUSE_OK) {
         ret = err.status == MUSE_ERR_TEMPLATE || err.status == MUSE_ERR_INVALID_ARG || err.status == MUSE_ERR_FORMAT
@@ -227,10 +245,12 @@ enum MHD_Result srv_api_chat(struct srv_req *r) {
     job->no_tool_calls = no_tools;
     if (use_tools) job->tools = cJSON_Duplicate(use_tools, true);
     free(prompt);
+    cJSON_Delete(kwargs);
     cJSON_Delete(req);
     return srv_run_job(r, job, &o);
 out:
     free(prompt);
+    cJSON_Delete(kwargs);
     muse_srv_job_release(job);
     cJSON_Delete(req);
     return ret;

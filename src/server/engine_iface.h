@@ -49,7 +49,10 @@ struct muse_srv_engine_info {
 struct muse_srv_chat_input {
     const struct cJSON *messages;   /* validated array of message objects */
     const struct cJSON *tools;      /* array of OpenAI tool objects, or NULL */
-    const char *reasoning_strength; /* "low" | "medium" | "high" | "xhigh" */
+    const char *reasoning_strength; /* "low" | "medium" | "high" | "xhigh"; NULL: the template's default */
+    /* chat_template_kwargs: extra template variables (an object; the names the server sets itself
+     * - messages, tools, add_generation_prompt, bos/eos_token, documents - already removed), or NULL */
+    const struct cJSON *template_kwargs;
 };
 
 struct muse_srv_engine_ops {

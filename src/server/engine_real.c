@@ -146,10 +146,13 @@ static muse_status real_render(void *self, const struct muse_srv_chat_input *in,
         if (st != MUSE_OK) goto out;
     }
     struct muse_chat_options opts = {0};
+    /* exactly what `muse chat` renders: the vocab's BOS/EOS texts ("" when it has none; the
+     * template writes bos_token itself, so the prompt is tokenized without adding a second one) */
     opts.reasoning = in->reasoning_strength;
     opts.tools = in->tools;
-    opts.bos_token = r->bos_text[0] ? r->bos_text : NULL;
-    opts.eos_token = r->eos_text[0] ? r->eos_text : NULL;
+    opts.extra = in->template_kwargs;
+    opts.bos_token = r->bos_text;
+    opts.eos_token = r->eos_text;
     size_t len = 0;
     st = muse_chat_render(r->chat, &opts, true, prompt, &len, err);
 out:

@@ -124,7 +124,7 @@ static muse_status fake_render(void *self, const struct muse_srv_chat_input *in,
     muse_srv_buf_puts(&b, "<|begin_of_text|><|start|>system<|message|>");
     if (has_system) put_content(&b, cJSON_GetObjectItemCaseSensitive(first, "content"));
     else muse_srv_buf_puts(&b, "You are a helpful AI assistant.\nKnowledge cutoff: 2026-01-04.");
-    muse_srv_buf_printf(&b, "\n\nReasoning strength: %s.", in->reasoning_strength);
+    muse_srv_buf_printf(&b, "\n\nReasoning strength: %s.", in->reasoning_strength ? in->reasoning_strength : "high");
     if (in->tools && cJSON_GetArraySize(in->tools) > 0) {
         char *js = cJSON_PrintUnformatted(in->tools);
         muse_srv_buf_printf(&b, "\n\nTools: %s", js ? js : "");

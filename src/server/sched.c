@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "core/timer.h"
-#include "server/channel.h"
+#include "engine/output_parser.h"
 
 #define PREFILL_CHUNK 256 /* tokens per eval call during prefill: cancellation is checked between */
 #define MAX_PIECE 256
@@ -96,22 +96,15 @@ static void job_finish(struct muse_srv_job *job, enum muse_srv_finish f, const c
 
 struct gen {
     struct muse_srv_job *job;
-    struct muse_srv_channel *ch;
+    struct muse_output_parser *parser; /* chat: the engine's output parser; NULL: raw text */
     struct muse_srv_buf utf8; /* piece bytes not yet forming complete UTF-8 */
     struct muse_srv_buf raw;  /* valid UTF-8 generated text */
-    size_t fed;               /* raw[0..fed) went to the channel parser */
+    size_t fed;               /* raw[0..fed) went to the parser (or to content when raw) */
+    bool finished;            /* the parser saw its end */
     bool stopped_by_word;
 };
 
-/* Sink callbacks: called with job->mu held by the worker. */
-static void sink_reasoning(void *ud, const char *s, size_t n) {
-    muse_srv_buf_append(&((struct muse_srv_job *)ud)->reasoning, s, n);
-}
-static void sink_content(void *ud, const char *s, size_t n) {
-    muse_srv_buf_append(&((struct muse_srv_job *)ud)->content, s, n);
-}
-static void sink_tool(void *ud, const char *name, const char *args) {
-    struct muse_srv_job *job = ud;
+static void add_tool_call(struct muse_srv_job *job, const char *id, const char *name, const char *args) {
     if (job->n_calls == job->cap_calls) {
         int cap = job->cap_calls ? job->cap_calls * 2 : 4;
         struct muse_srv_tool_call *c = realloc(job->calls, (size_t)cap * sizeof *c);
@@ -127,8 +120,18 @@ static void sink_tool(void *ud, const char *name, const char *args) {
         free(c->arguments);
         return;
     }
-    snprintf(c->id, sizeof c->id, "call_%016llx_%d", (unsigned long long)job->id, job->n_calls);
+    snprintf(c->id, sizeof c->id, "%s", id);
     job->n_calls++;
+}
+
+/* Output parser events: called with job->mu held by the worker. */
+static void on_output(void *ud, const struct muse_output_event *ev) {
+    struct muse_srv_job *job = ud;
+    switch (ev->kind) {
+    case MUSE_OUTPUT_REASONING: muse_srv_buf_append(&job->reasoning, ev->text, ev->len); break;
+    case MUSE_OUTPUT_CONTENT: muse_srv_buf_append(&job->content, ev->text, ev->len); break;
+    case MUSE_OUTPUT_TOOL_CALL: add_tool_call(job, ev->id, ev->name, ev->arguments); break;
+    }
 }
 
 /* Bytes of a UTF-8 sequence from its lead byte; 0 = not a lead byte. */
@@ -176,7 +179,7 @@ static size_t stop_partial(const char *s, size_t n, const char *stop) {
 }
 
 /* Feed newly completed text to the parser, stopping at a stop string. Called with job->mu held. */
-static void text_advance(struct gen *g, bool final, const struct muse_srv_channel_sink *sink) {
+static void text_advance(struct gen *g, bool final) {
     struct muse_srv_job *job = g->job;
     const char *r = muse_srv_buf_str(&g->raw);
     size_t n = g->raw.len;
@@ -213,10 +216,15 @@ static void text_advance(struct gen *g, bool final, const struct muse_srv_channe
         safe = n - hold;
     }
     if (safe > g->fed) {
-        muse_srv_channel_feed(g->ch, r + g->fed, safe - g->fed, sink);
+        /* out of memory inside the parser loses text, never the request (the parser stays usable) */
+        if (g->parser) (void)muse_output_parser_feed(g->parser, r + g->fed, safe - g->fed);
+        else muse_srv_buf_append(&job->content, r + g->fed, safe - g->fed); /* raw completion: verbatim */
         g->fed = safe;
     }
-    if (final || hit) muse_srv_channel_finish(g->ch, sink);
+    if ((final || hit) && g->parser && !g->finished) {
+        (void)muse_output_parser_finish(g->parser); /* flushes held-back text (max_tokens, stop string) */
+        g->finished = true;
+    }
 }
 
 static bool record_token(struct muse_srv_job *job, int32_t tok, const struct muse_srv_prob *probs) {
@@ -259,7 +267,6 @@ static void run_job(struct slot *sl, struct muse_srv_job *job) {
     struct gen g = {.job = job};
     struct muse_srv_prob *probs = NULL;
     enum muse_srv_finish fin = MUSE_SRV_FINISH_NONE;
-    const struct muse_srv_channel_sink sink = {job, sink_reasoning, sink_content, sink_tool};
 
     pthread_mutex_lock(&job->mu);
     job->started = true;
@@ -297,9 +304,19 @@ static void run_job(struct slot *sl, struct muse_srv_job *job) {
     job->t_prefill_end_us = muse_time_us();
     pthread_mutex_unlock(&job->mu);
 
-    g.ch = muse_srv_channel_new(job->parse_channels, job->tools, !job->no_tool_calls);
+    if (job->parse_channels) {
+        /* ids unique across the server's lifetime (and so across a conversation's turns) */
+        char prefix[40];
+        snprintf(prefix, sizeof prefix, "call_%016llx_", (unsigned long long)job->id);
+        struct muse_output_parser_params pp = {.tools = job->tools,
+                                               .no_tool_calls = job->no_tool_calls,
+                                               .id_prefix = prefix,
+                                               .callback = on_output,
+                                               .user = job};
+        if (muse_output_parser_create(&pp, &g.parser, &err) != MUSE_OK) g.parser = NULL;
+    }
     if (job->n_probs > 0) probs = calloc((size_t)job->n_probs, sizeof *probs);
-    if (!g.ch || (job->n_probs > 0 && !probs)) {
+    if ((job->parse_channels && !g.parser) || (job->n_probs > 0 && !probs)) {
         job_finish(job, MUSE_SRV_FINISH_ERROR, "out of memory");
         goto done;
     }
@@ -323,7 +340,7 @@ static void run_job(struct slot *sl, struct muse_srv_job *job) {
         if (ok && np) {
             muse_srv_buf_append(&g.utf8, piece, (size_t)np);
             utf8_drain(&g, false);
-            text_advance(&g, false, &sink);
+            text_advance(&g, false);
         }
         pthread_cond_broadcast(&job->cv);
         pthread_mutex_unlock(&job->mu);
@@ -337,7 +354,7 @@ static void run_job(struct slot *sl, struct muse_srv_job *job) {
     pthread_mutex_lock(&job->mu);
     if (!g.stopped_by_word) {
         utf8_drain(&g, true);
-        text_advance(&g, true, &sink);
+        text_advance(&g, true);
     }
     pthread_mutex_unlock(&job->mu);
     job_finish(job, fin, fin == MUSE_SRV_FINISH_ERROR ? err.msg : NULL);
@@ -351,7 +368,7 @@ done:
         pthread_mutex_unlock(&job->mu);
         muse_srv_metrics_job(s->metrics, job->n_prompt, n_cached, n_gen, pre, dec, cancelled);
     }
-    muse_srv_channel_free(g.ch);
+    muse_output_parser_free(g.parser);
     muse_srv_buf_free(&g.utf8);
     muse_srv_buf_free(&g.raw);
     free(probs);

@@ -125,6 +125,18 @@ static const struct expect cases[] = {
      "one two", "three", 0, {0}, {0}, true},
     {"text that only looks like markers", " to=user<|message|>a <| b |> <|eomx to= c<|eot|>", "", "a <| b |> <|eomx to= c", 0, {0}, {0}, true},
     {"answer ending in <|end_of_text|>", " to=user<|message|>bye<|end_of_text|>", "", "bye", 0, {0}, {0}, true},
+    /* a tool call cut by max_tokens degrades to content (its text is not lost) */
+    {"tool call cut by max_tokens",
+     " to=get_weather<|message|><atem:function_calls>\n<atem:invoke name=\"get_weather\">\n<atem:param",
+     "", "<atem:function_calls>\n<atem:invoke name=\"get_weather\">\n<atem:param", 0, {0}, {0}, false},
+    /* streaming must decide headers exactly as batch does (found by fuzz_output_parser): */
+    /* a header with a trailing word that starts with 't' after the recipient */
+    {"header with a trailing t-word", " to=self tail<|message|>thought<|eom|><|start|>assistant to=user<|message|>ok<|eot|>",
+     "thought", "ok", 0, {0}, {0}, true},
+    /* "to=" glued to earlier text is no header, even when that text was already streamed */
+    {"to= glued to a word is text", "Reply:x\"to=user<|message|>ok<|eot|>", "", "Reply:x\"to=userok", 0, {0}, {0}, true},
+    /* "assistant to=user" after text is the next message's header, with the blanks before it */
+    {"role word and header after text", "Sure. assistant to=user<|message|>ok<|eot|>", "", "Sure.ok", 0, {0}, {0}, true},
 };
 
 static void test_typed_arguments(void) {
@@ -163,11 +175,19 @@ static void test_typed_arguments(void) {
     cJSON_Delete(parsed);
     free(name);
     free(args);
+    /* a function the tools array does not describe: JSON-looking values are typed, spaces kept */
+    struct expect unknown = {
+        "unknown tool beside a schema",
+        " to=calc<|message|>" ATEM1("calc", PARAM("x", "42") PARAM("s", "  two words ")) "<|eot|>",
+        "", "", 1, {"calc"}, {"{\"x\":42,\"s\":\"  two words \"}"}, true};
+    run_one(&unknown, tools, 1000);
+    run_one(&unknown, tools, 3);
     const char *bad[] = {
         "<atem:function_calls>\n<atem:invoke name=\"f\">\n",  /* truncated */
         "<atem:invoke name=\"f\"></atem:invoke>",             /* no function_calls */
         ATEM1("f", PARAM("k", "v")) "trailing",                 /* junk after */
         "<atem:function_calls><atem:invoke name=\"\"></atem:invoke></atem:function_calls>", /* empty name */
+        ATEM1("f", PARAM("a", "1") PARAM("a", "2")),          /* a parameter twice: ambiguous */
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         name = args = NULL;
@@ -230,6 +250,81 @@ static void test_garbage(void) {
     TEST_COND("random marker soup survived", true);
 }
 
+/* tool_choice "none" (the server): calls are content, streamed; reasoning is still extracted */
+static void test_no_tool_calls(void) {
+    static const char out[] =
+        " to=self<|message|>Use the tool.<|eom|><|start|>assistant to=get_weather<|message|>" ATEM1("get_weather", PARAM("city", "Oslo")) "<|eot|>";
+    static const char headerless[] = ATEM1("get_weather", PARAM("city", "Oslo")) "<|eot|>";
+    static const size_t chunks[] = {100000, 1, 4};
+    for (size_t k = 0; k < sizeof(chunks) / sizeof(chunks[0]); k++) {
+        for (int h = 0; h < 2; h++) {
+            const char *text = h ? headerless : out;
+            const char *want_c = ATEM1("get_weather", PARAM("city", "Oslo"));
+            struct collect c = {.want_reasoning = h ? "" : "Use the tool.", .want_content = want_c, .prefix_ok = true};
+            struct muse_output_parser_params pp = {.no_tool_calls = true, .callback = on_event, .user = &c};
+            struct muse_output_parser *p;
+            if (muse_output_parser_create(&pp, &p, NULL) != MUSE_OK) return;
+            size_t n = strlen(text);
+            for (size_t i = 0; i < n; i += chunks[k]) muse_output_parser_feed(p, text + i, n - i < chunks[k] ? n - i : chunks[k]);
+            /* before the end: the call's text already streamed as content (nothing waits for a call) */
+            TEST_CONDF(c.nc == strlen(want_c), "calls off (%s, chunk %zu): %zu content bytes streamed before finish",
+                       h ? "headerless" : "header", chunks[k], c.nc);
+            muse_output_parser_finish(p);
+            TEST_CONDF(c.calls == 0 && cJSON_GetArraySize(muse_output_parser_tool_calls(p)) == 0,
+                       "calls off (%s, chunk %zu): no call", h ? "headerless" : "header", chunks[k]);
+            TEST_CONDF(!strcmp(muse_output_parser_content(p, NULL), want_c) && c.prefix_ok,
+                       "calls off (%s, chunk %zu): content '%s'", h ? "headerless" : "header", chunks[k], muse_output_parser_content(p, NULL));
+            TEST_CONDF(!strcmp(muse_output_parser_reasoning(p, NULL), h ? "" : "Use the tool."),
+                       "calls off (%s, chunk %zu): reasoning kept", h ? "headerless" : "header", chunks[k]);
+            muse_output_parser_free(p);
+        }
+    }
+}
+
+/* What has been streamed at each moment: a partial marker is held, and flushed at finish. */
+static void test_holdback(void) {
+    struct collect c = {.prefix_ok = true};
+    struct muse_output_parser_params pp = {.callback = on_event, .user = &c};
+    struct muse_output_parser *p;
+    if (muse_output_parser_create(&pp, &p, NULL) != MUSE_OK) return;
+    const char *a = " to=user<|message|>hello <|eo";
+    muse_output_parser_feed(p, a, strlen(a));
+    TEST_CONDF(!strcmp(c.content, "hello"), "hold-back: '%s' streamed after a partial <|eom|>", c.content);
+    muse_output_parser_feed(p, "m|><|start|>assistant to", 24);
+    TEST_CONDF(!strcmp(c.content, "hello "), "after <|eom|>: '%s'", c.content);
+    muse_output_parser_feed(p, "=user<|message|>world <atem:func", 32);
+    /* inside an answer an ATEM tag is text (spec 4.3), so it streams at once */
+    TEST_CONDF(!strcmp(c.content, "hello world <atem:func"), "ATEM text in an answer streams: '%s'", c.content);
+    muse_output_parser_feed(p, " to=", 4);
+    TEST_CONDF(!strcmp(c.content, "hello world <atem:func"), "a possible header is held: '%s'", c.content);
+    muse_output_parser_finish(p); /* max_tokens: flush */
+    TEST_CONDF(!strcmp(c.content, "hello world <atem:func to="), "finish flushes held text: '%s'", c.content);
+    TEST_COND("cut off: turn not ended", !muse_output_parser_turn_ended(p));
+    muse_output_parser_free(p);
+}
+
+/* Parallel calls get consecutive ids under one prefix; another prefix gives other ids. */
+static void test_call_ids(void) {
+    const char *out = " to=f<|message|>" ATEM1("f", "") "<|eom|><|start|>assistant to=g<|message|>" ATEM1("g", "") "<|eot|>";
+    const char *want[2][2] = {{"call_00000000000000a1_0", "call_00000000000000a1_1"}, {"call_00000000000000a2_0", "call_00000000000000a2_1"}};
+    const char *prefixes[2] = {"call_00000000000000a1_", "call_00000000000000a2_"};
+    for (int k = 0; k < 2; k++) {
+        struct collect c = {.prefix_ok = true};
+        struct muse_output_parser_params pp = {.id_prefix = prefixes[k], .callback = on_event, .user = &c};
+        struct muse_output_parser *p;
+        if (muse_output_parser_create(&pp, &p, NULL) != MUSE_OK) return;
+        muse_output_parser_feed(p, out, strlen(out));
+        muse_output_parser_finish(p);
+        TEST_CONDF(c.calls == 2 && !strcmp(c.ids[0], want[k][0]) && !strcmp(c.ids[1], want[k][1]) &&
+                       !strcmp(c.names[0], "f") && !strcmp(c.names[1], "g") && !strcmp(c.args[0], "{}"),
+                   "ids %s %s", c.ids[0], c.ids[1]);
+        const cJSON *calls = muse_output_parser_tool_calls(p);
+        const cJSON *id1 = cJSON_GetObjectItem(cJSON_GetArrayItem(calls, 1), "id");
+        TEST_COND("result ids match the events", cJSON_IsString(id1) && !strcmp(id1->valuestring, want[k][1]));
+        muse_output_parser_free(p);
+    }
+}
+
 int main(void) {
     static const size_t chunks[] = {100000, 1, 2, 3, 5, 11};
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
@@ -237,6 +332,9 @@ int main(void) {
     test_typed_arguments();
     test_token_mode();
     test_raw_mode();
+    test_no_tool_calls();
+    test_holdback();
+    test_call_ids();
     test_garbage();
     return TEST_REPORT();
 }

@@ -143,6 +143,7 @@ WEATHER_CALL = (" to=self<|message|>Need the weather tool.<|eom|><|start|>assist
                 "<atem:function_calls>\n<atem:invoke name=\"get_weather\">\n"
                 "<atem:parameter name=\"city\">Paris</atem:parameter>\n"
                 "<atem:parameter name=\"days\">3</atem:parameter>\n</atem:invoke>\n</atem:function_calls>")
+CUT_REPLY = " to=self<|message|>thinking<|eom|><|start|>assistant to=user<|message|>partial <|eox"
 SCRIPT = {
     "model": "muse-test",
     "n_ctx": 2048,
@@ -150,6 +151,9 @@ SCRIPT = {
         {"match": "weather", "output": WEATHER_CALL},
         {"match": "slow", "output": "tick ", "repeat": True, "token_delay_ms": 15},
         {"match": "json please", "output": "{\"answer\": 42}"},
+        # 37 tokens of reasoning and headers (specials are one token each, text one per byte), then
+        # "partial <|eo" (12 tokens): max_tokens 49 cuts inside what could become <|eot|>
+        {"match": "cut me", "output": CUT_REPLY},
     ],
 }
 TOOLS = [{"type": "function", "function": {

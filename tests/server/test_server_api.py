@@ -118,6 +118,21 @@ def chat_params(cl, srv):
                                        ).usage.prompt_tokens
     check(low == base - 1, f"reasoning_effort=low maps to reasoning_strength low ({low} vs {base})")
     check(xhigh == base + 1, f"chat_template_kwargs.reasoning_strength=xhigh ({xhigh} vs {base})")
+    # max_tokens while a possible marker is held back: flushed as content; <|eom|> never stops
+    cut = [{"role": "user", "content": "cut me"}]
+    r = cl.chat.completions.create(model="muse-test", messages=cut, max_tokens=49)
+    m = r.choices[0].message
+    check(r.choices[0].finish_reason == "length" and m.content == "partial <|eo" and
+          getattr(m, "reasoning_content", None) == "thinking", f"flush on max_tokens: {r.choices[0]}")
+    parts, reasoning = [], []
+    for c in cl.chat.completions.create(model="muse-test", messages=cut, max_tokens=49, stream=True):
+        if c.choices:
+            parts.append(c.choices[0].delta.content or "")
+            reasoning.append(getattr(c.choices[0].delta, "reasoning_content", None) or "")
+    check("".join(parts) == "partial <|eo" and "".join(reasoning) == "thinking",
+          f"streamed flush on max_tokens: {parts} {reasoning}")
+    r = cl.chat.completions.create(model="muse-test", messages=cut, max_tokens=48)
+    check(r.choices[0].message.content == "partial <|e", f"one token less: {r.choices[0].message.content!r}")
     # headerless JSON reply is content (not null)
     r = cl.chat.completions.create(model="muse-test", messages=[{"role": "user", "content": "json please"}])
     check(r.choices[0].message.content == "{\"answer\": 42}", f"headerless JSON content {r.choices[0].message.content!r}")

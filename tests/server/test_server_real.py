@@ -102,6 +102,35 @@ def main():
         s = cl.chat.completions.create(model="m", messages=msgs, max_tokens=4, temperature=0.8, seed=3, stream=True)
         text = "".join((c.choices[0].delta.content or "") for c in s if c.choices)
         check(text == (r2.choices[0].message.content or ""), f"same seed, same sample: {text!r} vs {r2.choices[0].message.content!r}")
+        # the server renders and tokenizes a chat exactly as `muse chat` does: same template options
+        # (reasoning_effort / chat_template_kwargs -> reasoning strength), special tokens parsed,
+        # the template's BOS only (no second one added)
+        _, _, with_bos = srv.request("POST", "/tokenize", {"content": "x", "add_special": True})
+        _, _, without = srv.request("POST", "/tokenize", {"content": "x", "add_special": False})
+        bos = with_bos["tokens"][0] if len(with_bos["tokens"]) == len(without["tokens"]) + 1 else None
+        check(bos is not None, f"the tiny vocab adds a BOS: {with_bos} {without}")
+        for extra, cli in (({}, []), ({"reasoning_effort": "low"}, ["--reasoning", "low"]),
+                           ({"chat_template_kwargs": {"reasoning_strength": "xhigh"}}, ["--reasoning", "xhigh"]),
+                           ({"chat_template_kwargs": {"reasoning_effort": "medium"}}, ["--reasoning", "medium"])):
+            dump = subprocess.run([MUSE, "chat", "-m", model, "-p", "Hello there, tiny model.", "--dump-prompt", *cli],
+                                  check=True, capture_output=True, text=True).stdout
+            ids = [int(t) for t in dump.rsplit("tokens (", 1)[1].split(":", 1)[1].split(",")]
+            text = dump.rsplit("\n\ntokens (", 1)[0]
+            _, _, tk = srv.request("POST", "/tokenize", {"content": text, "add_special": False, "parse_special": True})
+            check(tk["tokens"] == ids, f"{cli}: /tokenize of muse chat's prompt gives its ids")
+            check(ids[0] == bos and bos not in ids[1:], f"{cli}: exactly one BOS, first ({ids[:3]})")
+            st, _, js = srv.request("POST", "/v1/chat/completions",
+                                    dict({"messages": [{"role": "user", "content": "Hello there, tiny model."}],
+                                          "max_tokens": 1}, **extra), timeout=120)
+            check(st == 200 and js["usage"]["prompt_tokens"] == len(ids),
+                  f"{extra}: the server's prompt is muse chat's ({js.get('usage')} vs {len(ids)} tokens)")
+            # token for token: the one slot holds the chat prompt, so muse chat's ids are all cached
+            again = completion(ids, 1)
+            check(again["tokens_cached"] == len(ids) - 1,
+                  f"{extra}: muse chat's ids match the server's prompt ({again['tokens_cached']} of {len(ids) - 1})")
+        low = subprocess.run([MUSE, "chat", "-m", model, "-p", "Hi", "--dump-prompt", "--reasoning", "low"],
+                             check=True, capture_output=True, text=True).stdout
+        check("Reasoning strength: low." in low, "the built-in template writes the reasoning strength")
         # tools and a tool-call history through the real template (arguments arrive as JSON strings)
         from srvtest import TOOLS
         hist = [{"role": "user", "content": "Weather in Paris?"},

@@ -1,0 +1,237 @@
+/*
+ * x86_numerics_body.h - the bodies of x86_numerics.c, compiled twice: once plain
+ * (x86_numerics.c, X86N(f) = f_generic, fmaf from libm) and once with the AVX2/FMA flags
+ * (x86_numerics_avx2.c, X86N(f) = f_fma, fmaf inlined as one vfmadd). The C is the same, so
+ * both builds give the same bits; the FMA build is only faster. No include guard on purpose.
+ */
+static float f_from_bits(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static uint32_t f_to_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+float X86N(muse_x86_expf)(float x) {
+    /* n = round(x / ln2) via the 1.5 * 2^23 shifter; b = x - n * ln2 (two-part ln2) */
+    const float r = 0x1.8p23f;
+    const float z = fmaf(x, 0x1.715476p+0f, r);
+    const float n = z - r;
+    const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
+    const uint32_t e = f_to_bits(z) << 23;
+    const float k = f_from_bits(e + f_to_bits(1.0f));
+    const int c = fabsf(n) > 126.0f; /* false for NaN, as _CMP_GT_OQ */
+    const float u = b * b;
+    const float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
+                         0x1.ffffecp-1f * b);
+    if (!c) return fmaf(j, k, k);
+    const uint32_t g = n <= 0.0f ? 0x82000000u : 0u;
+    const float s1 = f_from_bits(g + 0x7f000000u);
+    const float s2 = f_from_bits(e - g);
+    if (fabsf(n) > 192.0f) return s1 * s1;
+    return fmaf(s2, j, s2) * s1;
+}
+
+float X86N(muse_x86_silu)(float x) {
+    const float neg_x = 0.0f - x;
+    return x / (1.0f + X86N(muse_x86_expf)(neg_x));
+}
+
+float X86N(muse_x86_hsum8)(const float l[8]) {
+    const float t0 = l[0] + l[4], t1 = l[1] + l[5], t2 = l[2] + l[6], t3 = l[3] + l[7];
+    return (t0 + t2) + (t1 + t3);
+}
+
+float X86N(muse_x86_dot_tinyblas)(int64_t n, const float *x, const float *y) {
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t i = 0; i < n; i += 8)
+        for (int l = 0; l < 8; l++) acc[l] = fmaf(x[i + l], y[i + l], acc[l]);
+    return X86N(muse_x86_hsum8)(acc);
+}
+
+float X86N(muse_x86_dot_vec)(int64_t n, const float *x, const float *y, int tail_double) {
+    const int64_t np = n & ~(int64_t)31;
+    float acc[4][8];
+    memset(acc, 0, sizeof acc);
+    for (int64_t i = 0; i < np; i += 32)
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 8; l++) acc[j][l] = fmaf(x[i + j * 8 + l], y[i + j * 8 + l], acc[j][l]);
+    /* GGML_F32x8_REDUCE with GGML_F32_ARR 4: x0 += x2, x1 += x3, x0 += x1, then 128-bit halves,
+     * then two hadds */
+    float v[8];
+    for (int l = 0; l < 8; l++) {
+        const float a02 = acc[0][l] + acc[2][l], a13 = acc[1][l] + acc[3][l];
+        v[l] = a02 + a13;
+    }
+    const float t0 = v[0] + v[4], t1 = v[1] + v[5], t2 = v[2] + v[6], t3 = v[3] + v[7];
+    const float red = (t0 + t1) + (t2 + t3);
+    if (tail_double) {
+        double s = red;
+        for (int64_t i = np; i < n; i++) s += (double)(x[i] * y[i]);
+        return (float)s;
+    }
+    float s = red;
+    for (int64_t i = np; i < n; i++) s += x[i] * y[i];
+    return s;
+}
+
+double X86N(muse_x86_softmax_exp)(float *x, int32_t n, int32_t pos0, float max) {
+    for (int32_t j = 0; j < n; j++) x[j] = X86N(muse_x86_expf)(x[j] - max);
+    double sum = 0.0;
+    const int32_t last = pos0 + n - 1;
+    for (int32_t g0 = pos0 & ~7; g0 <= last; g0 += 8) {
+        float l[8];
+        for (int i = 0; i < 8; i++) {
+            const int32_t pos = g0 + i;
+            l[i] = pos >= pos0 && pos <= last ? x[pos - pos0] : 0.0f;
+        }
+        sum += (double)X86N(muse_x86_hsum8)(l);
+    }
+    return sum;
+}
+
+void X86N(muse_x86_fma_lanes)(float *lanes, const float *row, float p, int32_t lane, int32_t n) {
+    for (int32_t d = 0; d < n; d++) lanes[d * 8 + lane] = fmaf(row[d], p, lanes[d * 8 + lane]);
+}
+
+// ---- matmul numerics ------------------------------------------------------------------------
+
+void X86N(muse_x86_vd_q8_0)(int64_t n, float *s, const void *vx, const void *vy) {
+    const struct muse_block_q8_0 *x = vx;
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t ib = 0; ib < n / 32; ib++) {
+        const struct muse_block_q8_0 *a = (const struct muse_block_q8_0 *)vy + ib;
+        const float d = muse_fp16_to_fp32(x[ib].d) * muse_fp16_to_fp32(a->d);
+        for (int l = 0; l < 8; l++) {
+            int32_t t = 0;
+            for (int k = 0; k < 4; k++) t += (int32_t)x[ib].qs[4 * l + k] * a->qs[4 * l + k];
+            acc[l] = fmaf(d, (float)t, acc[l]);
+        }
+    }
+    *s = X86N(muse_x86_hsum8)(acc);
+}
+
+void X86N(muse_x86_vd_q4_0)(int64_t n, float *s, const void *vx, const void *vy) {
+    const struct muse_block_q4_0 *x = vx;
+    int8_t w[32];
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t ib = 0; ib < n / 32; ib++) {
+        for (int j = 0; j < 16; j++) {
+            w[j] = (int8_t)((x[ib].qs[j] & 0x0f) - 8);
+            w[j + 16] = (int8_t)((x[ib].qs[j] >> 4) - 8);
+        }
+        const struct muse_block_q8_0 *a = (const struct muse_block_q8_0 *)vy + ib;
+        const float d = muse_fp16_to_fp32(x[ib].d) * muse_fp16_to_fp32(a->d);
+        for (int l = 0; l < 8; l++) {
+            int32_t t = 0;
+            for (int k = 0; k < 4; k++) t += (int32_t)w[4 * l + k] * a->qs[4 * l + k];
+            acc[l] = fmaf(d, (float)t, acc[l]);
+        }
+    }
+    *s = X86N(muse_x86_hsum8)(acc);
+}
+
+/* tinyBLAS over F32/F16/BF16 operands (k a multiple of 8; else llamafile declines and
+ * ggml_vec_dot_f32 runs, which muse_x86_dot_vec reproduces for F32). */
+/* acc[l] = fmaf(d, sum of w[4l+t] * a->qs[4l+t], acc[l]): one 32-element block of tinyBLAS_Q0_AVX
+ * (and of the AVX2 vec_dot kernels) over unpacked int8 weights. */
+static void X86N(q0_block)(const int8_t w[32], const struct muse_block_q8_0 *a, float d, float acc[8]) {
+    for (int l = 0; l < 8; l++) {
+        int32_t t = 0;
+        for (int k = 0; k < 4; k++) t += (int32_t)w[4 * l + k] * a->qs[4 * l + k];
+        acc[l] = fmaf(d, (float)t, acc[l]);
+    }
+}
+
+void X86N(muse_x86_vd_q5_0)(int64_t n, float *s, const void *vx, const void *vy) {
+    const struct muse_block_q5_0 *x = vx;
+    const struct muse_block_q8_0 *y = vy;
+    int8_t w[32];
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t ib = 0; ib < n / 32; ib++) {
+        const uint32_t qh = muse_rd_le32(x[ib].qh);
+        for (int j = 0; j < 32; j++) {
+            const int lo = j < 16 ? (x[ib].qs[j] & 15) : (x[ib].qs[j - 16] >> 4);
+            w[j] = (int8_t)((lo | (int)((qh >> j) & 1) << 4) - 16);
+        }
+        X86N(q0_block)(w, &y[ib], muse_fp16_to_fp32(x[ib].d) * muse_fp16_to_fp32(y[ib].d), acc);
+    }
+    *s = X86N(muse_x86_hsum8)(acc);
+}
+
+void X86N(muse_x86_vd_iq4_nl)(int64_t n, float *s, const void *vx, const void *vy) {
+    const struct muse_block_iq4_nl *x = vx;
+    const struct muse_block_q8_0 *y = vy;
+    int8_t w[32];
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t ib = 0; ib < n / 32; ib++) {
+        for (int j = 0; j < 16; j++) {
+            w[j] = muse_kvalues_iq4nl[x[ib].qs[j] & 15];
+            w[j + 16] = muse_kvalues_iq4nl[x[ib].qs[j] >> 4];
+        }
+        X86N(q0_block)(w, &y[ib], muse_fp16_to_fp32(x[ib].d) * muse_fp16_to_fp32(y[ib].d), acc);
+    }
+    *s = X86N(muse_x86_hsum8)(acc);
+}
+
+void X86N(muse_x86_vd_f32)(int64_t n, float *s, const void *vx, const void *vy) {
+    *s = n % 8 ? X86N(muse_x86_dot_vec)(n, vx, vy, 0) : X86N(muse_x86_dot_tinyblas)(n, vx, vy);
+}
+
+static void X86N(muse_x86_vd_half)(int64_t n, float *s, const uint16_t *x, const uint16_t *y, int bf16) {
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t i = 0; i < n; i += 8)
+        for (int l = 0; l < 8; l++) {
+            const float a = bf16 ? muse_bf16_to_fp32(x[i + l]) : muse_fp16_to_fp32(x[i + l]);
+            const float b = bf16 ? muse_bf16_to_fp32(y[i + l]) : muse_fp16_to_fp32(y[i + l]);
+            acc[l] = fmaf(a, b, acc[l]);
+        }
+    *s = X86N(muse_x86_hsum8)(acc);
+}
+
+void X86N(muse_x86_vd_f16)(int64_t n, float *s, const void *vx, const void *vy) {
+    if (n % 8) muse_type_traits[MUSE_TYPE_F16].vec_dot_ref(n, s, vx, vy);
+    else X86N(muse_x86_vd_half)(n, s, vx, vy, 0);
+}
+
+void X86N(muse_x86_vd_bf16)(int64_t n, float *s, const void *vx, const void *vy) {
+    if (n % 8) muse_type_traits[MUSE_TYPE_BF16].vec_dot_ref(n, s, vx, vy);
+    else X86N(muse_x86_vd_half)(n, s, vx, vy, 1);
+}
+
+/* ggml_vec_dot_iq2_xxs_q8_K (AVX2): per super-block d = d_w * d_a and eight int32 lanes, lane l
+ * holding, over the 8 sub-blocks, scale * (the 4 products of elements 4l..4l+3);
+ * acc[l] = fma(d, lane, acc[l]); the result is 0.125f * hsum. */
+void X86N(muse_x86_vd_iq2_xxs)(int64_t n, float *s, const void *vx, const void *vy) {
+    const struct muse_block_iq2_xxs *x = vx;
+    const struct muse_block_q8_K *y = vy;
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t i = 0; i < n / 256; i++) {
+        const float d = muse_fp16_to_fp32(x[i].d) * y[i].d;
+        const uint8_t *rec = (const uint8_t *)x[i].qs;
+        int32_t lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (int g = 0; g < 8; g++) {
+            const uint32_t A = muse_rd_le32(rec + 8 * g), B = muse_rd_le32(rec + 8 * g + 4);
+            const int32_t ls = 2 * (int32_t)(B >> 28) + 1;
+            const int8_t *q8 = y[i].qs + 32 * g;
+            for (int l = 0; l < 8; l++) {
+                int32_t t = 0;
+                for (int k = 0; k < 4; k++) {
+                    const int e = 4 * l + k; /* element of the sub-block */
+                    const uint64_t grid = muse_iq2xxs_grid[(A >> (8 * (e / 8))) & 255];
+                    const uint8_t signs = muse_ksigns_iq2xs[(B >> (7 * (e / 8))) & 127];
+                    const int32_t w = (int32_t)((grid >> (8 * (e % 8))) & 255);
+                    t += (signs >> (e % 8) & 1 ? -w : w) * q8[e];
+                }
+                lanes[l] += ls * t;
+            }
+        }
+        for (int l = 0; l < 8; l++) acc[l] = fmaf(d, (float)lanes[l], acc[l]);
+    }
+    *s = 0.125f * X86N(muse_x86_hsum8)(acc);
+}
+

@@ -9,9 +9,11 @@
  * driver uses muse_x86_act_from_float where that differs), and each kernel declares the dot
  * order it reproduces (`order`: ggml's generic vec_dot_ref or ggml's x86 muse_x86_vec_dot).
  *
- * Protocol (after llamafile's tinyBLAS): a NULL entry, or a kernel that returns false, means
- * "declined"; the caller (muse_matmul) then uses the reference path (vec_dot_ref row by row).
- * The scalar level has no kernels of its own: it is the reference path.
+ * Protocol (after llamafile's tinyBLAS): a NULL entry, a kernel whose `order` is not the order
+ * in force for its type (muse_matmul_order), or a kernel that returns false, means "declined";
+ * the caller (muse_matmul) then runs the scalar dot of the order in force (muse_x86_vec_dot,
+ * which is vec_dot_ref for the generic types) row by row. The scalar level has no kernels of
+ * its own: it is that scalar path.
  *
  * The tables are immutable process-wide constants; every function here is thread-safe.
  */

@@ -1,6 +1,6 @@
 /*
- * kernel_lab.c - validates each matrix kernel of the active SIMD level against the reference path
- * (vec_dot_ref), then times it at a decode shape (1 activation row: GB/s of weights) and a
+ * kernel_lab.c - validates each matrix kernel of the active SIMD level against the kernel-less
+ * path of muse_matmul (the scalar dot of the order in force: muse_x86_vec_dot), then times it at a decode shape (1 activation row: GB/s of weights) and a
  * prefill shape (many activation rows: GOP/s, and the per-token speed-up over decode).
  *
  *   build/bench/kernel_lab [-t THREADS] [-T type,type,...] [-m NE0xROWS] [-p N_ACT] [-P ROWS] [-r REPS] [-c]

@@ -306,6 +306,69 @@ static void test_gemm_type(const struct muse_kernels *k, enum muse_type type) {
            k->order[type] == MUSE_ORDER_X86 ? "x86" : "generic", k->exact[type] ? "bit-exact" : "within 1e-5 |w||a|");
 }
 
+// ---- attention helpers ---------------------------------------------------------------------
+
+/* attn_kq_f16 / attn_pv_f16 against the scalar x86 order (muse_x86_dot_tinyblas on the widened
+ * rows; fmaf into lane (lane0 + j) % 8), bit for bit: head dims 8..136, key counts around the
+ * 4-key blocks, every lane0, NaN-poisoned padding between the K/V rows and after the outputs. */
+static void test_attention(const struct muse_kernels *k) {
+    if (!k->attn_kq_f16 || !k->attn_pv_f16) return;
+    const int32_t hds[] = {8, 32, 128, 136};
+    const int32_t nks[] = {1, 3, 4, 5, 17};
+    int bad = 0, cases = 0;
+    for (size_t hi = 0; hi < sizeof hds / sizeof hds[0]; hi++)
+        for (size_t ni = 0; ni < sizeof nks / sizeof nks[0]; ni++) {
+            const int32_t hd = hds[hi], nk = nks[ni];
+            const size_t stride = (size_t)hd * 2 + 48; /* bytes per K/V row, 48 poisoned */
+            uint8_t *kv = malloc(stride * (size_t)nk);
+            float *qf = malloc(sizeof(float) * (size_t)hd), *row = malloc(sizeof(float) * (size_t)hd);
+            float *p = malloc(sizeof(float) * (size_t)nk);
+            float *scores = malloc(sizeof(float) * ((size_t)nk + 8));
+            float *lanes = malloc(sizeof(float) * (8 * (size_t)hd + 8)), *want = malloc(sizeof(float) * 8 * (size_t)hd);
+            fill_poison(kv, stride * (size_t)nk);
+            for (int32_t j = 0; j < nk; j++)
+                for (int32_t d = 0; d < hd; d++) {
+                    const uint16_t h = muse_fp32_to_fp16(kr_float() * (j % 3 == 1 ? 30.0f : 1.0f));
+                    memcpy(kv + (size_t)j * stride + 2 * (size_t)d, &h, 2);
+                }
+            for (int32_t d = 0; d < hd; d++) qf[d] = muse_fp16_to_fp32(muse_fp32_to_fp16(kr_float() * 4.0f));
+            for (int32_t j = 0; j < nk; j++) p[j] = muse_fp16_to_fp32(muse_fp32_to_fp16(kr_float() * 0.5f + 0.5f));
+            /* K.q */
+            fill_poison(scores, sizeof(float) * ((size_t)nk + 8));
+            k->attn_kq_f16(hd, nk, kv, stride, qf, scores);
+            for (int32_t j = 0; j < nk; j++) {
+                muse_type_traits[MUSE_TYPE_F16].to_float(kv + (size_t)j * stride, row, hd);
+                const float w = muse_x86_dot_tinyblas(hd, row, qf);
+                bad += memcmp(&w, &scores[j], 4) != 0;
+            }
+            bad += !all_ff((const uint8_t *)(scores + nk), 8 * sizeof(float));
+            /* V.p, every starting lane, accumulating onto non-zero lanes */
+            for (int32_t lane0 = 0; lane0 < 8; lane0++) {
+                for (int32_t i = 0; i < 8 * hd; i++) lanes[i] = want[i] = kr_float();
+                fill_poison(lanes + 8 * (size_t)hd, 8 * sizeof(float));
+                k->attn_pv_f16(hd, nk, kv, stride, p, lane0, lanes);
+                for (int32_t j = 0; j < nk; j++) {
+                    muse_type_traits[MUSE_TYPE_F16].to_float(kv + (size_t)j * stride, row, hd);
+                    float *l = want + (size_t)((lane0 + j) % 8) * hd;
+                    for (int32_t d = 0; d < hd; d++) l[d] = fmaf(row[d], p[j], l[d]);
+                }
+                bad += memcmp(lanes, want, sizeof(float) * 8 * (size_t)hd) != 0;
+                bad += !all_ff((const uint8_t *)(lanes + 8 * (size_t)hd), 8 * sizeof(float));
+                cases++;
+            }
+            free(kv);
+            free(qf);
+            free(row);
+            free(p);
+            free(scores);
+            free(lanes);
+            free(want);
+        }
+    TEST_CONDF(bad == 0, "%s: attention helpers differ from the scalar x86 order in %d checks (%d cases)",
+               muse_cpu_level_name(k->level), bad, cases);
+    printf("  %s attention helpers: %d cases, bit-exact x86 order\n", muse_cpu_level_name(k->level), cases);
+}
+
 // ---- threaded driver ---------------------------------------------------------------------
 
 struct drive_ctx {
@@ -403,6 +466,7 @@ int main(void) {
         seen[n_seen++] = k;
         test_quantizers(k);
         for (size_t t = 0; t < sizeof(gemm_types) / sizeof(gemm_types[0]); t++) test_gemm_type(k, gemm_types[t]);
+        test_attention(k);
         const enum muse_type drive_types[] = {MUSE_TYPE_Q8_0, MUSE_TYPE_Q4_K, MUSE_TYPE_Q6_K, MUSE_TYPE_IQ2_XXS,
                                               MUSE_TYPE_F16,  MUSE_TYPE_Q4_0, MUSE_TYPE_BF16, MUSE_TYPE_F32};
         for (size_t t = 0; t < sizeof(drive_types) / sizeof(drive_types[0]); t++) test_driver(k, drive_types[t]);

@@ -40,6 +40,7 @@ void muse_x86_vd_iq4_nl_generic(int64_t n, float *s, const void *vx, const void 
 void muse_x86_vd_iq4_nl_fma(int64_t n, float *s, const void *vx, const void *vy);
 void muse_x86_vd_iq2_xxs_generic(int64_t n, float *s, const void *vx, const void *vy);
 void muse_x86_vd_iq2_xxs_fma(int64_t n, float *s, const void *vx, const void *vy);
+void muse_x86_vd_iq2_xxs_avx2(int64_t n, float *s, const void *vx, const void *vy);
 
 static uint32_t bits(float f) {
     uint32_t u;
@@ -160,7 +161,7 @@ int main(void) {
     test_quant_dot(MUSE_TYPE_Q4_0, muse_x86_vd_q4_0_generic, muse_x86_vd_q4_0_fma, muse_x86_vd_q4_0_avx2, fma, avx2);
     test_quant_dot(MUSE_TYPE_Q5_0, muse_x86_vd_q5_0_generic, muse_x86_vd_q5_0_fma, NULL, fma, avx2);
     test_quant_dot(MUSE_TYPE_IQ4_NL, muse_x86_vd_iq4_nl_generic, muse_x86_vd_iq4_nl_fma, NULL, fma, avx2);
-    test_quant_dot(MUSE_TYPE_IQ2_XXS, muse_x86_vd_iq2_xxs_generic, muse_x86_vd_iq2_xxs_fma, NULL, fma, avx2);
+    test_quant_dot(MUSE_TYPE_IQ2_XXS, muse_x86_vd_iq2_xxs_generic, muse_x86_vd_iq2_xxs_fma, muse_x86_vd_iq2_xxs_avx2, fma, avx2);
     test_softmax();
     return TEST_REPORT();
 }

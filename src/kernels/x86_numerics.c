@@ -35,6 +35,7 @@ void muse_x86_vd_iq4_nl_fma(int64_t n, float *s, const void *vx, const void *vy)
 void muse_x86_vd_q8_0_avx2(int64_t n, float *s, const void *vx, const void *vy);
 void muse_x86_vd_q4_0_avx2(int64_t n, float *s, const void *vx, const void *vy);
 void muse_x86_vd_iq2_xxs_avx2(int64_t n, float *s, const void *vx, const void *vy);
+void muse_x86_f16_row_avx2(const uint16_t *x, float *y, int64_t n);
 
 static int have_fma(void) { return muse_cpu_features()->fma; }
 static int have_avx2(void) { return muse_cpu_level_max() >= MUSE_CPU_LEVEL_AVX2; }
@@ -54,6 +55,11 @@ double muse_x86_softmax_exp(float *x, int32_t n, int32_t pos0, float max) {
 void muse_x86_fma_lanes(float *lanes, const float *row, float p, int32_t lane, int32_t n) {
     if (have_fma()) muse_x86_fma_lanes_fma(lanes, row, p, lane, n);
     else muse_x86_fma_lanes_generic(lanes, row, p, lane, n);
+}
+
+void muse_x86_kv_to_float(enum muse_type type, const void *x, float *y, int64_t n) {
+    if (type == MUSE_TYPE_F16 && have_avx2()) muse_x86_f16_row_avx2(x, y, n);
+    else muse_type_traits[type].to_float(x, y, n);
 }
 
 muse_vec_dot_fn muse_x86_vec_dot(enum muse_type type) {

@@ -89,3 +89,10 @@ void muse_x86_vd_iq2_xxs_avx2(int64_t n, float *s, const void *vx, const void *v
     }
     *s = 0.125f * hsum8_avx(acc);
 }
+
+/* F16 -> f32 of n values with F16C (exact, as muse_fp16_to_fp32). */
+void muse_x86_f16_row_avx2(const uint16_t *x, float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))));
+    for (; i < n; i++) y[i] = muse_fp16_to_fp32(x[i]);
+}

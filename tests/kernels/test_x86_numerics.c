@@ -7,7 +7,8 @@
  *   be (close to the exact sum in double);
  * - the x86 lane orders really differ from ggml's generic order on some rows (so the test would
  *   notice a dispatch that silently fell back to vec_dot_ref);
- * - the softmax helper: exps and a denominator equal to their sum.
+ * - the softmax helper: exps and a denominator equal to their sum;
+ * - the KV-row widening: the reference values for every F16 bit pattern.
  */
 #include <math.h>
 #include <stdint.h>
@@ -152,6 +153,20 @@ static void test_softmax(void) {
     TEST_CONDF(fabs(sum - ref) <= 1e-6 * ref, "softmax denominator %.9g, sum of the exps %.9g", sum, ref);
 }
 
+/* The KV-row widening equals to_float for every F16 bit pattern (subnormals, inf, NaN included). */
+static void test_kv_to_float(void) {
+    enum { N = 1 << 16 };
+    uint16_t *h = malloc(N * sizeof *h);
+    float *a = malloc(N * sizeof *a), *b = malloc(N * sizeof *b);
+    for (int i = 0; i < N; i++) h[i] = (uint16_t)i;
+    muse_x86_kv_to_float(MUSE_TYPE_F16, h, a, N - 3); /* odd length: the scalar tail too */
+    muse_type_traits[MUSE_TYPE_F16].to_float(h, b, N - 3);
+    TEST_COND("F16 KV rows widen to the reference values", memcmp(a, b, (N - 3) * sizeof(float)) == 0);
+    free(h);
+    free(a);
+    free(b);
+}
+
 int main(void) {
     const bool fma = muse_cpu_features()->fma, avx2 = muse_cpu_level_max() >= MUSE_CPU_LEVEL_AVX2;
     if (!fma) printf("SKIP FMA-build comparisons: this CPU has no FMA\n");
@@ -163,5 +178,6 @@ int main(void) {
     test_quant_dot(MUSE_TYPE_IQ4_NL, muse_x86_vd_iq4_nl_generic, muse_x86_vd_iq4_nl_fma, NULL, fma, avx2);
     test_quant_dot(MUSE_TYPE_IQ2_XXS, muse_x86_vd_iq2_xxs_generic, muse_x86_vd_iq2_xxs_fma, muse_x86_vd_iq2_xxs_avx2, fma, avx2);
     test_softmax();
+    test_kv_to_float();
     return TEST_REPORT();
 }

@@ -153,7 +153,9 @@ static void test_softmax(void) {
     TEST_CONDF(fabs(sum - ref) <= 1e-6 * ref, "softmax denominator %.9g, sum of the exps %.9g", sum, ref);
 }
 
-/* The KV-row widening equals to_float for every F16 bit pattern (subnormals, inf, NaN included). */
+/* The KV-row widening equals to_float for every F16 bit pattern muse can store (subnormals, inf
+ * and quiet NaN included; the F16C instruction quiets a signaling NaN, which muse_fp32_to_fp16
+ * never produces). */
 static void test_kv_to_float(void) {
     enum { N = 1 << 16 };
     uint16_t *h = malloc(N * sizeof *h);
@@ -161,7 +163,12 @@ static void test_kv_to_float(void) {
     for (int i = 0; i < N; i++) h[i] = (uint16_t)i;
     muse_x86_kv_to_float(MUSE_TYPE_F16, h, a, N - 3); /* odd length: the scalar tail too */
     muse_type_traits[MUSE_TYPE_F16].to_float(h, b, N - 3);
-    TEST_COND("F16 KV rows widen to the reference values", memcmp(a, b, (N - 3) * sizeof(float)) == 0);
+    int bad = 0;
+    for (int i = 0; i < N - 3; i++) {
+        const bool snan = (h[i] & 0x7c00) == 0x7c00 && (h[i] & 0x3ff) && !(h[i] & 0x200);
+        if (!snan) bad += memcmp(&a[i], &b[i], sizeof(float)) != 0;
+    }
+    TEST_CONDF(bad == 0, "F16 KV rows: %d values differ from the reference widening", bad);
     free(h);
     free(a);
     free(b);

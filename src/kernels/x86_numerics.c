@@ -34,6 +34,8 @@ void muse_x86_vd_q5_0_fma(int64_t n, float *s, const void *vx, const void *vy);
 void muse_x86_vd_iq4_nl_fma(int64_t n, float *s, const void *vx, const void *vy);
 void muse_x86_vd_q8_0_avx2(int64_t n, float *s, const void *vx, const void *vy);
 void muse_x86_vd_q4_0_avx2(int64_t n, float *s, const void *vx, const void *vy);
+void muse_x86_vd_iq2_xxs_avx2(int64_t n, float *s, const void *vx, const void *vy);
+void muse_x86_f16_row_avx2(const uint16_t *x, float *y, int64_t n);
 
 static int have_fma(void) { return muse_cpu_features()->fma; }
 static int have_avx2(void) { return muse_cpu_level_max() >= MUSE_CPU_LEVEL_AVX2; }
@@ -55,6 +57,11 @@ void muse_x86_fma_lanes(float *lanes, const float *row, float p, int32_t lane, i
     else muse_x86_fma_lanes_generic(lanes, row, p, lane, n);
 }
 
+void muse_x86_kv_to_float(enum muse_type type, const void *x, float *y, int64_t n) {
+    if (type == MUSE_TYPE_F16 && have_avx2()) muse_x86_f16_row_avx2(x, y, n);
+    else muse_type_traits[type].to_float(x, y, n);
+}
+
 muse_vec_dot_fn muse_x86_vec_dot(enum muse_type type) {
     const int f = have_fma();
     switch (type) {
@@ -65,7 +72,8 @@ muse_vec_dot_fn muse_x86_vec_dot(enum muse_type type) {
     case MUSE_TYPE_Q4_0: return have_avx2() ? muse_x86_vd_q4_0_avx2 : f ? muse_x86_vd_q4_0_fma : muse_x86_vd_q4_0_generic;
     case MUSE_TYPE_Q5_0: return f ? muse_x86_vd_q5_0_fma : muse_x86_vd_q5_0_generic;
     case MUSE_TYPE_IQ4_NL: return f ? muse_x86_vd_iq4_nl_fma : muse_x86_vd_iq4_nl_generic;
-    case MUSE_TYPE_IQ2_XXS: return f ? muse_x86_vd_iq2_xxs_fma : muse_x86_vd_iq2_xxs_generic;
+    case MUSE_TYPE_IQ2_XXS:
+        return have_avx2() ? muse_x86_vd_iq2_xxs_avx2 : f ? muse_x86_vd_iq2_xxs_fma : muse_x86_vd_iq2_xxs_generic;
     default: return muse_type_traits[type].vec_dot_ref;
     }
 }

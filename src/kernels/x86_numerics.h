@@ -59,6 +59,11 @@ void muse_x86_fma_lanes(float *lanes, const float *row, float p, int32_t lane, i
 
 #include "kernels/types.h"
 
+/* Dequantize n values of a KV-cache row of `type` (to_float; an F16 row with F16C where the CPU
+ * has it: the same values, faster). */
+void muse_x86_kv_to_float(enum muse_type type, const void *x, float *y, int64_t n);
+
+
 /*
  * The dot product ggml's x86 AVX2+FMA build uses for weights of `type` (the x86 kernels and
  * llamafile's tinyBLAS agree on it; for float weights tinyBLAS, i.e. the order of batches of two

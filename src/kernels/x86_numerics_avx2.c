@@ -59,3 +59,40 @@ void muse_x86_vd_q4_0_avx2(int64_t n, float *s, const void *vx, const void *vy) 
     }
     *s = hsum8_avx(acc);
 }
+
+/* The same function as muse_x86_vd_iq2_xxs_{generic,fma}: per sub-block the 32 magnitudes from
+ * the grid, the signs applied to the activations, lane l = scale * (4 products of elements
+ * 4l..4l+3), summed over the sub-blocks in int32, then one FMA per super-block. */
+void muse_x86_vd_iq2_xxs_avx2(int64_t n, float *s, const void *vx, const void *vy) {
+    const struct muse_block_iq2_xxs *x = vx;
+    const struct muse_block_q8_K *y = vy;
+    const __m256i sel = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    const __m256i one = _mm256_set1_epi8(1);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 256; i++) {
+        const float d = muse_fp16_to_fp32(x[i].d) * y[i].d;
+        const uint8_t *rec = (const uint8_t *)x[i].qs;
+        __m256i sumi = _mm256_setzero_si256();
+        for (int g = 0; g < 8; g++) {
+            const uint32_t A = muse_rd_le32(rec + 8 * g), B = muse_rd_le32(rec + 8 * g + 4);
+            const __m256i w = _mm256_set_epi64x((long long)muse_iq2xxs_grid[(A >> 24) & 255], (long long)muse_iq2xxs_grid[(A >> 16) & 255],
+                                                (long long)muse_iq2xxs_grid[(A >> 8) & 255], (long long)muse_iq2xxs_grid[A & 255]);
+            const uint64_t rep = 0x0101010101010101ULL;
+            const __m256i sb = _mm256_set_epi64x((long long)(muse_ksigns_iq2xs[(B >> 21) & 127] * rep), (long long)(muse_ksigns_iq2xs[(B >> 14) & 127] * rep),
+                                                 (long long)(muse_ksigns_iq2xs[(B >> 7) & 127] * rep), (long long)(muse_ksigns_iq2xs[B & 127] * rep));
+            const __m256i neg = _mm256_cmpeq_epi8(_mm256_and_si256(sb, sel), sel); /* 0xff where the sign bit is set */
+            const __m256i q8 = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(y[i].qs + 32 * g)), _mm256_or_si256(neg, one));
+            const __m256i p16 = _mm256_maddubs_epi16(w, q8);
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p16, _mm256_set1_epi16((short)(2 * (B >> 28) + 1))));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    *s = 0.125f * hsum8_avx(acc);
+}
+
+/* F16 -> f32 of n values with F16C (exact, as muse_fp16_to_fp32). */
+void muse_x86_f16_row_avx2(const uint16_t *x, float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))));
+    for (; i < n; i++) y[i] = muse_fp16_to_fp32(x[i]);
+}

@@ -125,7 +125,7 @@ void muse_attn_head_ref(const struct muse_attn_args *a, int32_t t, int32_t h, fl
         const uint8_t *kh = (const uint8_t *)kv->k + ((uint32_t)(lo + j) % kv->n_cells) * kv->k_row_size + (size_t)kvh * head_bytes;
         float kq;
         if (f16) {
-            tt->to_float(kh, row, hd);
+            muse_x86_kv_to_float(kv->type, kh, row, hd);
             /* tinyBLAS needs hd % 8 == 0; otherwise ggml runs ggml_vec_dot_f16 */
             kq = hd % 8 ? muse_x86_dot_vec(hd, row, qf, 1) : muse_x86_dot_tinyblas(hd, row, qf);
         } else if (f32) {
@@ -145,7 +145,7 @@ void muse_attn_head_ref(const struct muse_attn_args *a, int32_t t, int32_t h, fl
     memset(lanes, 0, sizeof(float) * 8 * (size_t)hd);
     for (int32_t j = 0; j < n; j++) {
         const uint8_t *vh = (const uint8_t *)kv->v + ((uint32_t)(lo + j) % kv->n_cells) * kv->v_row_size + (size_t)kvh * head_bytes;
-        tt->to_float(vh, row, hd);
+        muse_x86_kv_to_float(kv->type, vh, row, hd);
         const int32_t lane = (lo + j) & 7;
         muse_x86_fma_lanes(lanes, row, scores[j], lane, hd); /* lanes[d][lane] = fma(V[d], p, .) */
     }

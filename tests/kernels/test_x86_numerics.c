@@ -7,7 +7,8 @@
  *   be (close to the exact sum in double);
  * - the x86 lane orders really differ from ggml's generic order on some rows (so the test would
  *   notice a dispatch that silently fell back to vec_dot_ref);
- * - the softmax helper: exps and a denominator equal to their sum.
+ * - the softmax helper: exps and a denominator equal to their sum;
+ * - the KV-row widening: the reference values for every F16 bit pattern.
  */
 #include <math.h>
 #include <stdint.h>
@@ -40,6 +41,7 @@ void muse_x86_vd_iq4_nl_generic(int64_t n, float *s, const void *vx, const void 
 void muse_x86_vd_iq4_nl_fma(int64_t n, float *s, const void *vx, const void *vy);
 void muse_x86_vd_iq2_xxs_generic(int64_t n, float *s, const void *vx, const void *vy);
 void muse_x86_vd_iq2_xxs_fma(int64_t n, float *s, const void *vx, const void *vy);
+void muse_x86_vd_iq2_xxs_avx2(int64_t n, float *s, const void *vx, const void *vy);
 
 static uint32_t bits(float f) {
     uint32_t u;
@@ -151,6 +153,27 @@ static void test_softmax(void) {
     TEST_CONDF(fabs(sum - ref) <= 1e-6 * ref, "softmax denominator %.9g, sum of the exps %.9g", sum, ref);
 }
 
+/* The KV-row widening equals to_float for every F16 bit pattern muse can store (subnormals, inf
+ * and quiet NaN included; the F16C instruction quiets a signaling NaN, which muse_fp32_to_fp16
+ * never produces). */
+static void test_kv_to_float(void) {
+    enum { N = 1 << 16 };
+    uint16_t *h = malloc(N * sizeof *h);
+    float *a = malloc(N * sizeof *a), *b = malloc(N * sizeof *b);
+    for (int i = 0; i < N; i++) h[i] = (uint16_t)i;
+    muse_x86_kv_to_float(MUSE_TYPE_F16, h, a, N - 3); /* odd length: the scalar tail too */
+    muse_type_traits[MUSE_TYPE_F16].to_float(h, b, N - 3);
+    int bad = 0;
+    for (int i = 0; i < N - 3; i++) {
+        const bool snan = (h[i] & 0x7c00) == 0x7c00 && (h[i] & 0x3ff) && !(h[i] & 0x200);
+        if (!snan) bad += memcmp(&a[i], &b[i], sizeof(float)) != 0;
+    }
+    TEST_CONDF(bad == 0, "F16 KV rows: %d values differ from the reference widening", bad);
+    free(h);
+    free(a);
+    free(b);
+}
+
 int main(void) {
     const bool fma = muse_cpu_features()->fma, avx2 = muse_cpu_level_max() >= MUSE_CPU_LEVEL_AVX2;
     if (!fma) printf("SKIP FMA-build comparisons: this CPU has no FMA\n");
@@ -160,7 +183,8 @@ int main(void) {
     test_quant_dot(MUSE_TYPE_Q4_0, muse_x86_vd_q4_0_generic, muse_x86_vd_q4_0_fma, muse_x86_vd_q4_0_avx2, fma, avx2);
     test_quant_dot(MUSE_TYPE_Q5_0, muse_x86_vd_q5_0_generic, muse_x86_vd_q5_0_fma, NULL, fma, avx2);
     test_quant_dot(MUSE_TYPE_IQ4_NL, muse_x86_vd_iq4_nl_generic, muse_x86_vd_iq4_nl_fma, NULL, fma, avx2);
-    test_quant_dot(MUSE_TYPE_IQ2_XXS, muse_x86_vd_iq2_xxs_generic, muse_x86_vd_iq2_xxs_fma, NULL, fma, avx2);
+    test_quant_dot(MUSE_TYPE_IQ2_XXS, muse_x86_vd_iq2_xxs_generic, muse_x86_vd_iq2_xxs_fma, muse_x86_vd_iq2_xxs_avx2, fma, avx2);
     test_softmax();
+    test_kv_to_float();
     return TEST_REPORT();
 }

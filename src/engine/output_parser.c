@@ -175,6 +175,7 @@ static char *header_recipient(const char *h, size_t n) {
  * header (osaurus #2354: headers leaking into reasoning).
  */
 static size_t header_tail(const char *s, size_t n, bool word_start) {
+    if (n == 0) return 0; /* s may be NULL for an empty body */
     size_t k = n;
     while (k > 0 && isspace((unsigned char)s[k - 1])) k--;
     size_t j = k;

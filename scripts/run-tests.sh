@@ -2,12 +2,14 @@
 # Run every test program, the sanitizer builds of the C tests, the script tests and the fuzzers.
 # Each program is one test: exit status 0 = pass. Prints "N passed, N failed" last.
 #   FUZZ_SECONDS   seconds per fuzz target (default 20; fuzz_gguf gets 3x, or FUZZ_SECONDS_GGUF)
+#   FUZZ_SEED      libFuzzer seed (default 1)
 #   MUSE_SHARED    path of ../shared (default: ../shared next to the repository)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export MUSE_SHARED="${MUSE_SHARED:-$(cd .. && pwd)/shared}"
 export MUSE="$PWD/build/muse"
 FUZZ_SECONDS="${FUZZ_SECONDS:-20}"
+FUZZ_SEED="${FUZZ_SEED:-1}"  # a fixed seed keeps CI repeatable; vary it (or fuzz longer by hand) to explore
 passed=0; failed=0; failures=()
 log_dir=build/test-logs; mkdir -p "$log_dir"
 
@@ -53,7 +55,7 @@ if [ -d build-fuzz ]; then
         secs="$FUZZ_SECONDS"  # the GGUF parser, the most exposed one, gets about a minute
         [ "$n" = fuzz_gguf ] && secs="${FUZZ_SECONDS_GGUF:-$((FUZZ_SECONDS * 3))}"
         run "fuzz/$n (${secs}s)" $((secs + 120)) "$f" -max_total_time="$secs" \
-            -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 "${seed_args[@]}"
+            -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 -seed="$FUZZ_SEED" "${seed_args[@]}"
     done
 fi
 echo

@@ -186,9 +186,12 @@ static bool arith(struct jctx *c, enum jop op, struct jv a, struct jv b, struct 
             return true;
         case JOP_POW:
             if (!fl && yi >= 0) {
-                int64_t r = 1;
-                for (int64_t k = 0; k < yi && k < 64; k++) r *= xi;
-                *out = jv_int(r);
+                /* by squaring, wrapping like + - * above (Python's ints are unbounded; the
+                 * result is exact while it fits in 64 bits) */
+                uint64_t r = 1, base = (uint64_t)xi;
+                for (uint64_t e = (uint64_t)yi; e; e >>= 1, base *= base)
+                    if (e & 1) r *= base;
+                *out = jv_int((int64_t)r);
             } else {
                 *out = jv_float(pow(x, y));
             }

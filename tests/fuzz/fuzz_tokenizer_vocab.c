@@ -39,7 +39,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         } else if (n == 2 && p[0] == 'P') {
             v.pretok = (enum muse_pretok)(p[1] - '0');
         } else if (n >= 2 && p[0] == 'B') {
-            v.bos_id = atoi(p + 1) % 1000;
+            int bos = 0; /* digits within the line only: the input is not NUL-terminated */
+            for (size_t i = 1; i < n && p[i] >= '0' && p[i] <= '9'; i++) bos = (bos * 10 + (p[i] - '0')) % 1000;
+            v.bos_id = bos;
         } else if (n >= 1 && p[0] == 'X') {
             text = p + 1;
             text_len = n - 1;

@@ -37,6 +37,29 @@ static bool get_number(const cJSON *req, const char *key, double lo, double hi, 
     return true;
 }
 
+void srv_make_id(struct muse_server *srv, struct muse_srv_job *job, const char *prefix, char *out, size_t cap) {
+    job->id = srv->id_base + atomic_fetch_add(&srv->next_id, 1);
+    snprintf(out, cap, "%s%016llx", prefix, (unsigned long long)job->id);
+}
+
+struct muse_srv_job *srv_completion_job(struct srv_req *r, const cJSON *req, bool openai, struct srv_gen_opts *o,
+                                        enum MHD_Result *ret) {
+    struct muse_srv_job *job = muse_srv_job_new();
+    if (!job) {
+        *ret = srv_reply_error(r, 500, "server_error", NULL, "out of memory");
+        return NULL;
+    }
+    srv_make_id(r->srv, job, "cmpl-", o->id, sizeof o->id);
+    char msg[300] = "";
+    const char *param = NULL;
+    if (!srv_parse_common(r->srv, req, job, openai, msg, sizeof msg, &param)) {
+        *ret = srv_reply_error(r, 400, "invalid_request_error", param, "%s", msg);
+        muse_srv_job_release(job);
+        return NULL;
+    }
+    return job;
+}
+
 bool srv_parse_common(struct muse_server *srv, const cJSON *req, struct muse_srv_job *job, bool openai, char *msg,
                       size_t cap, const char **param) {
     struct muse_srv_sampling *sp = &job->sp;

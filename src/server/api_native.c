@@ -23,20 +23,10 @@ enum MHD_Result srv_api_completion(struct srv_req *r) {
     struct muse_server *srv = r->srv;
     cJSON *req = srv_parse_body(r);
     if (!req) return MHD_YES;
-    struct muse_srv_job *job = muse_srv_job_new();
-    char msg[300] = "";
-    const char *param = NULL;
     enum MHD_Result ret = MHD_YES;
     struct srv_gen_opts o = {.api = SRV_API_NATIVE};
-    if (!job) {
-        ret = srv_reply_error(r, 500, "server_error", NULL, "out of memory");
-        goto out;
-    }
-    srv_make_id(srv, job, "cmpl-", o.id, sizeof o.id);
-    if (!srv_parse_common(srv, req, job, false, msg, sizeof msg, &param)) {
-        ret = srv_reply_error(r, 400, "invalid_request_error", param, "%s", msg);
-        goto out;
-    }
+    struct muse_srv_job *job = srv_completion_job(r, req, false, &o, &ret);
+    if (!job) goto out;
     const cJSON *np = cJSON_GetObjectItemCaseSensitive(req, "n_probs");
     if (np && !cJSON_IsNull(np)) {
         if (!cJSON_IsNumber(np) || np->valuedouble != (double)np->valueint || np->valueint < 0 ||

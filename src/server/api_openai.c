@@ -188,11 +188,6 @@ static cJSON *template_kwargs(const cJSON *req) {
     return out;
 }
 
-static void make_id(struct muse_server *srv, struct muse_srv_job *job, const char *prefix, char *out, size_t cap) {
-    job->id = srv->id_base + atomic_fetch_add(&srv->next_id, 1);
-    snprintf(out, cap, "%s%016llx", prefix, (unsigned long long)job->id);
-}
-
 enum MHD_Result srv_api_chat(struct srv_req *r) {
     struct muse_server *srv = r->srv;
     cJSON *req = srv_parse_body(r);
@@ -207,7 +202,7 @@ enum MHD_Result srv_api_chat(struct srv_req *r) {
         ret = srv_reply_error(r, 500, "server_error", NULL, "out of memory");
         goto out;
     }
-    make_id(srv, job, "chatcmpl-", o.id, sizeof o.id);
+    srv_make_id(srv, job, "chatcmpl-", o.id, sizeof o.id);
     const cJSON *messages = cJSON_GetObjectItemCaseSensitive(req, "messages");
     const cJSON *tools = cJSON_GetObjectItemCaseSensitive(req, "tools");
     bool no_tools = false;
@@ -293,23 +288,12 @@ bool srv_completion_prompt(struct srv_req *r, const cJSON *prompt, bool add_spec
 }
 
 enum MHD_Result srv_api_completions(struct srv_req *r) {
-    struct muse_server *srv = r->srv;
     cJSON *req = srv_parse_body(r);
     if (!req) return MHD_YES;
-    struct muse_srv_job *job = muse_srv_job_new();
-    char msg[300] = "";
-    const char *param = NULL;
     enum MHD_Result ret = MHD_YES;
     struct srv_gen_opts o = {.api = SRV_API_COMPLETIONS};
-    if (!job) {
-        ret = srv_reply_error(r, 500, "server_error", NULL, "out of memory");
-        goto out;
-    }
-    make_id(srv, job, "cmpl-", o.id, sizeof o.id);
-    if (!srv_parse_common(srv, req, job, true, msg, sizeof msg, &param)) {
-        ret = srv_reply_error(r, 400, "invalid_request_error", param, "%s", msg);
-        goto out;
-    }
+    struct muse_srv_job *job = srv_completion_job(r, req, true, &o, &ret);
+    if (!job) goto out;
     if (!cJSON_GetObjectItemCaseSensitive(req, "max_tokens") && !cJSON_GetObjectItemCaseSensitive(req, "max_completion_tokens"))
         job->n_predict = 16; /* the OpenAI default for completions */
     if (!srv_completion_prompt(r, cJSON_GetObjectItemCaseSensitive(req, "prompt"), true, job)) goto out;
@@ -324,6 +308,3 @@ out:
     return ret;
 }
 
-void srv_make_id(struct muse_server *srv, struct muse_srv_job *job, const char *prefix, char *out, size_t cap) {
-    make_id(srv, job, prefix, out, cap);
-}

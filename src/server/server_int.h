@@ -81,6 +81,14 @@ bool srv_completion_prompt(struct srv_req *r, const cJSON *prompt, bool add_spec
 /* Give job a server-unique id and write PREFIX + hex id to out. */
 void srv_make_id(struct muse_server *srv, struct muse_srv_job *job, const char *prefix, char *out, size_t cap);
 
+/*
+ * The start shared by /completion and /v1/completions: a new job with a "cmpl-" id in o->id and
+ * the common parameters of req parsed (openai as for srv_parse_common). On failure it replies
+ * (500 out of memory, 400 bad parameter), stores the reply's result in *ret and returns NULL.
+ */
+struct muse_srv_job *srv_completion_job(struct srv_req *r, const cJSON *req, bool openai, struct srv_gen_opts *o,
+                                        enum MHD_Result *ret);
+
 /* A valid UTF-8 copy of s[0..n) (invalid bytes become U+FFFD); malloc'd, NULL on OOM. */
 char *srv_utf8_clean(const char *s, size_t n);
 

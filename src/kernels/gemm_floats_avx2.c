@@ -61,23 +61,11 @@ MUSE_AVX2_INLINE void float_rows(int64_t n, const char *w, size_t w_stride, int6
     for (; i < n_rows; i++) float_tile(n, w + i * w_stride, w_stride, act, act_stride, kind, 1, ny, out + i, out_stride);
 }
 
-#define GROUPS(CALL)                                                                        \
-    for (int r0 = 0; r0 < n_act; r0 += NY_MAX) {                                            \
-        const char *a = (const char *)act + (size_t)r0 * act_stride;                        \
-        float *o = out + (int64_t)r0 * out_stride;                                          \
-        switch (n_act - r0 < NY_MAX ? n_act - r0 : NY_MAX) {                                \
-        case 1: CALL(1); break;                                                             \
-        case 2: CALL(2); break;                                                             \
-        case 3: CALL(3); break;                                                             \
-        default: CALL(4); break;                                                            \
-        }                                                                                   \
-    }
-
 #define FLOAT_GEMM(NAME, KIND)                                                                              \
     bool NAME(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act, size_t act_stride, \
               int n_act, float *out, int64_t out_stride) {                                                  \
         if (n % 8 != 0) return false;                                                                       \
-        GROUPS(CALL_##KIND)                                                                                 \
+        MUSE_AVX2_ROW_GROUPS(NY_MAX, CALL_##KIND)                                                          \
         return true;                                                                                        \
     }
 

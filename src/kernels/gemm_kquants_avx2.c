@@ -174,27 +174,11 @@ MUSE_AVX2_INLINE void q6_rows(int64_t nb, const char *w, size_t w_stride, int64_
         q6_row(nb, (const void *)(w + i * w_stride), act, act_stride, ny, out + i, out_stride);
 }
 
-#define GROUPS(CALL)                                                                        \
-    for (int r0 = 0; r0 < n_act; r0 += NY_MAX) {                                            \
-        const char *a = (const char *)act + (size_t)r0 * act_stride;                        \
-        float *o = out + (int64_t)r0 * out_stride;                                          \
-        switch (n_act - r0 < NY_MAX ? n_act - r0 : NY_MAX) {                                \
-        case 1: CALL(1); break;                                                             \
-        case 2: CALL(2); break;                                                             \
-        case 3: CALL(3); break;                                                             \
-        case 4: CALL(4); break;                                                             \
-        case 5: CALL(5); break;                                                             \
-        case 6: CALL(6); break;                                                             \
-        case 7: CALL(7); break;                                                             \
-        default: CALL(8); break;                                                            \
-        }                                                                                   \
-    }
-
 bool muse_gemm_q4_K_avx2(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,
                          size_t act_stride, int n_act, float *out, int64_t out_stride) {
     if (n % 256 != 0) return false;
 #define CALL(NY) k45_rows(n / 256, w, w_stride, sizeof(struct muse_block_q4_K), 0, n_rows, a, act_stride, NY, o, out_stride)
-    GROUPS(CALL)
+    MUSE_AVX2_ROW_GROUPS(NY_MAX, CALL)
 #undef CALL
     return true;
 }
@@ -203,7 +187,7 @@ bool muse_gemm_q5_K_avx2(int64_t n, const void *w, size_t w_stride, int64_t n_ro
                          size_t act_stride, int n_act, float *out, int64_t out_stride) {
     if (n % 256 != 0) return false;
 #define CALL(NY) k45_rows(n / 256, w, w_stride, sizeof(struct muse_block_q5_K), 1, n_rows, a, act_stride, NY, o, out_stride)
-    GROUPS(CALL)
+    MUSE_AVX2_ROW_GROUPS(NY_MAX, CALL)
 #undef CALL
     return true;
 }
@@ -212,7 +196,7 @@ bool muse_gemm_q6_K_avx2(int64_t n, const void *w, size_t w_stride, int64_t n_ro
                          size_t act_stride, int n_act, float *out, int64_t out_stride) {
     if (n % 256 != 0) return false;
 #define CALL(NY) q6_rows(n / 256, w, w_stride, n_rows, a, act_stride, NY, o, out_stride)
-    GROUPS(CALL)
+    MUSE_AVX2_ROW_GROUPS(NY_MAX, CALL)
 #undef CALL
     return true;
 }

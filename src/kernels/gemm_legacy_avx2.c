@@ -92,24 +92,17 @@ MUSE_AVX2_INLINE __m256i q4_0_unpack(const struct muse_block_q4_0 *b) {
 LEGACY_ROWS(q8_0, q8_0_unpack)
 LEGACY_ROWS(q4_0, q4_0_unpack)
 
-/* Walk the activation rows in groups; each case inlines the body with a constant group size. */
+/* Walk the activation rows in groups (MUSE_AVX2_ROW_GROUPS): a constant group size per call. */
 #define LEGACY_GEMM(BLOCK)                                                                                 \
     bool muse_gemm_##BLOCK##_avx2(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act, \
                                   size_t act_stride, int n_act, float *out, int64_t out_stride) {          \
         if (n % 32 != 0) return false;                                                                      \
         const int64_t nb = n / 32;                                                                          \
-        for (int r0 = 0; r0 < n_act; r0 += NY_MAX) {                                                        \
-            const char *a = (const char *)act + (size_t)r0 * act_stride;                                    \
-            float *o = out + (int64_t)r0 * out_stride;                                                      \
-            switch (n_act - r0 < NY_MAX ? n_act - r0 : NY_MAX) {                                            \
-            case 1: BLOCK##_rows(nb, w, w_stride, n_rows, a, act_stride, 1, o, out_stride); break;          \
-            case 2: BLOCK##_rows(nb, w, w_stride, n_rows, a, act_stride, 2, o, out_stride); break;          \
-            case 3: BLOCK##_rows(nb, w, w_stride, n_rows, a, act_stride, 3, o, out_stride); break;          \
-            default: BLOCK##_rows(nb, w, w_stride, n_rows, a, act_stride, 4, o, out_stride); break;         \
-            }                                                                                               \
-        }                                                                                                   \
+        MUSE_AVX2_ROW_GROUPS(NY_MAX, BLOCK##_CALL)                                                          \
         return true;                                                                                        \
     }
 
+#define q8_0_CALL(NY) q8_0_rows(nb, w, w_stride, n_rows, a, act_stride, NY, o, out_stride)
+#define q4_0_CALL(NY) q4_0_rows(nb, w, w_stride, n_rows, a, act_stride, NY, o, out_stride)
 LEGACY_GEMM(q8_0)
 LEGACY_GEMM(q4_0)

@@ -80,3 +80,27 @@ MUSE_AVX2_INLINE float avx2_lanes_total(float start, __m256 v) {
     for (int i = 0; i < 8; i++) start += l[i];
     return start;
 }
+
+/*
+ * Walk n_act activation rows in groups of at most NY_MAX (a constant, 1..8), calling CALL(NY)
+ * with a literal group size so that each size gets its own unrolled kernel. Expects `act`,
+ * `act_stride`, `n_act`, `out` and `out_stride` in scope and gives CALL the group's first
+ * activation row `a` and output column `o`. Labels above NY_MAX are unreachable; their
+ * arguments are clamped so that no kernel is instantiated past NY_MAX.
+ */
+#define MUSE_AVX2_NY(k, NY_MAX) ((k) < (NY_MAX) ? (k) : (NY_MAX))
+#define MUSE_AVX2_ROW_GROUPS(NY_MAX, CALL)                                                   \
+    for (int r0 = 0; r0 < n_act; r0 += (NY_MAX)) {                                            \
+        const char *a = (const char *)act + (size_t)r0 * act_stride;                          \
+        float *o = out + (int64_t)r0 * out_stride;                                            \
+        switch (n_act - r0 < (NY_MAX) ? n_act - r0 : (NY_MAX)) {                              \
+        case 1: CALL(1); break;                                                               \
+        case 2: CALL(MUSE_AVX2_NY(2, NY_MAX)); break;                                         \
+        case 3: CALL(MUSE_AVX2_NY(3, NY_MAX)); break;                                         \
+        case 4: CALL(MUSE_AVX2_NY(4, NY_MAX)); break;                                         \
+        case 5: CALL(MUSE_AVX2_NY(5, NY_MAX)); break;                                         \
+        case 6: CALL(MUSE_AVX2_NY(6, NY_MAX)); break;                                         \
+        case 7: CALL(MUSE_AVX2_NY(7, NY_MAX)); break;                                         \
+        default: CALL(NY_MAX); break;                                                         \
+        }                                                                                     \
+    }

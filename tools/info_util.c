@@ -104,42 +104,6 @@ static muse_status opt_f32(const struct muse_gguf *g, const char *key, float *ou
     return st == MUSE_ERR_MISSING ? MUSE_OK : st;
 }
 
-static bool is_int_type(enum muse_gguf_type t) {
-    return t == MUSE_GGUF_TYPE_UINT8 || t == MUSE_GGUF_TYPE_INT8 || t == MUSE_GGUF_TYPE_UINT16 ||
-           t == MUSE_GGUF_TYPE_INT16 || t == MUSE_GGUF_TYPE_UINT32 || t == MUSE_GGUF_TYPE_INT32 ||
-           t == MUSE_GGUF_TYPE_UINT64 || t == MUSE_GGUF_TYPE_INT64;
-}
-
-/* A key that is a scalar u32 (broadcast to every layer) or an integer array of n_layer entries. */
-static muse_status scalar_or_arr(const struct muse_gguf *g, const char *key, uint32_t n_layer, uint32_t *out,
-                                 bool *per_layer, struct muse_error *err) {
-    const struct muse_gguf_kv *kv = muse_gguf_find_kv(g, key);
-    if (!kv) return MUSE_ERR_MISSING;
-    *per_layer = false;
-    if (kv->value.type == MUSE_GGUF_TYPE_ARRAY) {
-        const struct muse_gguf_value *a = &kv->value;
-        if (!is_int_type(a->v.arr.elem_type))
-            return muse_error_set(err, MUSE_ERR_FORMAT, "key '%s' is an array of %s, expected integers", key,
-                                  muse_gguf_type_name(a->v.arr.elem_type));
-        if (a->v.arr.count != n_layer)
-            return muse_error_set(err, MUSE_ERR_FORMAT, "key '%s' has %llu entries, expected block_count = %u", key,
-                                  (unsigned long long)a->v.arr.count, n_layer);
-        for (uint32_t il = 0; il < n_layer; il++) {
-            int64_t v = muse_gguf_arr_i64(a, il);
-            if (v < 0 || v > (int64_t)UINT32_MAX)
-                return muse_error_set(err, MUSE_ERR_FORMAT, "key '%s'[%u] = %lld is out of range", key, il, (long long)v);
-            out[il] = (uint32_t)v;
-        }
-        *per_layer = true;
-        return MUSE_OK;
-    }
-    uint32_t v;
-    muse_status st = muse_gguf_get_u32(g, key, &v, err);
-    if (st) return st;
-    for (uint32_t il = 0; il < n_layer; il++) out[il] = v;
-    return MUSE_OK;
-}
-
 muse_status info_hparams_load(const struct muse_gguf *g, const char *prefix, struct info_hparams *hp,
                               struct muse_error *err) {
     char key[160];
@@ -172,13 +136,13 @@ muse_status info_hparams_load(const struct muse_gguf *g, const char *prefix, str
     uint32_t n = hp->n_layer;
 
     key_of(key, sizeof(key), prefix, "feed_forward_length");
-    st = scalar_or_arr(g, key, n, hp->n_ff, &hp->ff_per_layer, err);
+    st = muse_gguf_get_u32_per_layer(g, key, n, hp->n_ff, &hp->ff_per_layer, err);
     if (st && st != MUSE_ERR_MISSING) return st;
     key_of(key, sizeof(key), prefix, "attention.head_count");
-    st = scalar_or_arr(g, key, n, hp->n_head, &hp->head_per_layer, err);
+    st = muse_gguf_get_u32_per_layer(g, key, n, hp->n_head, &hp->head_per_layer, err);
     if (st && st != MUSE_ERR_MISSING) return st;
     key_of(key, sizeof(key), prefix, "attention.head_count_kv");
-    st = scalar_or_arr(g, key, n, hp->n_head_kv, &hp->head_kv_per_layer, err);
+    st = muse_gguf_get_u32_per_layer(g, key, n, hp->n_head_kv, &hp->head_kv_per_layer, err);
     if (st == MUSE_ERR_MISSING) {
         memcpy(hp->n_head_kv, hp->n_head, sizeof(hp->n_head));
         hp->head_kv_per_layer = hp->head_per_layer;
@@ -244,7 +208,7 @@ muse_status info_hparams_load(const struct muse_gguf *g, const char *prefix, str
     if (!kv) return muse_error_set(err, MUSE_ERR_MISSING, "key '%s' not found (llama.cpp requires it)", key);
     if (kv->value.type == MUSE_GGUF_TYPE_ARRAY) {
         const struct muse_gguf_value *a = &kv->value;
-        if (a->v.arr.elem_type != MUSE_GGUF_TYPE_BOOL && !is_int_type(a->v.arr.elem_type))
+        if (a->v.arr.elem_type != MUSE_GGUF_TYPE_BOOL && !muse_gguf_type_is_int(a->v.arr.elem_type))
             return muse_error_set(err, MUSE_ERR_FORMAT, "key '%s' is an array of %s, expected BOOL or integers", key,
                                   muse_gguf_type_name(a->v.arr.elem_type));
         if (a->v.arr.count != n)

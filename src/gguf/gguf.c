@@ -180,6 +180,45 @@ static uint64_t rd_le(const uint8_t *p, size_t n) {
     return v;
 }
 
+bool muse_gguf_type_is_int(enum muse_gguf_type t) {
+    switch (t) {
+    case MUSE_GGUF_TYPE_UINT8: case MUSE_GGUF_TYPE_INT8: case MUSE_GGUF_TYPE_UINT16:
+    case MUSE_GGUF_TYPE_INT16: case MUSE_GGUF_TYPE_UINT32: case MUSE_GGUF_TYPE_INT32:
+    case MUSE_GGUF_TYPE_UINT64: case MUSE_GGUF_TYPE_INT64:
+        return true;
+    default:
+        return false;
+    }
+}
+
+muse_status muse_gguf_get_u32_per_layer(const struct muse_gguf *g, const char *key, uint32_t n, uint32_t *out,
+                                        bool *per_layer, struct muse_error *err) {
+    const struct muse_gguf_kv *kv = muse_gguf_find_kv(g, key);
+    if (!kv) return MUSE_ERR_MISSING;
+    *per_layer = kv->value.type == MUSE_GGUF_TYPE_ARRAY;
+    if (!*per_layer) {
+        uint32_t x;
+        muse_status st = muse_gguf_get_u32(g, key, &x, err);
+        if (st != MUSE_OK) return st;
+        for (uint32_t il = 0; il < n; il++) out[il] = x;
+        return MUSE_OK;
+    }
+    const struct muse_gguf_value *v = &kv->value;
+    if (v->v.arr.count != n)
+        return muse_error_set(err, MUSE_ERR_FORMAT, "key '%s' has wrong array length: expected %u (block_count), got %llu",
+                              key, n, (unsigned long long)v->v.arr.count);
+    if (!muse_gguf_type_is_int(v->v.arr.elem_type))
+        return muse_error_set(err, MUSE_ERR_FORMAT, "key '%s' is an array of %s, expected integers", key,
+                              muse_gguf_type_name(v->v.arr.elem_type));
+    for (uint32_t il = 0; il < n; il++) {
+        int64_t x = muse_gguf_arr_i64(v, il);
+        if (x < 0 || x > (int64_t)UINT32_MAX)
+            return muse_error_set(err, MUSE_ERR_FORMAT, "key '%s'[%u] = %lld is out of range", key, il, (long long)x);
+        out[il] = (uint32_t)x;
+    }
+    return MUSE_OK;
+}
+
 int64_t muse_gguf_arr_i64(const struct muse_gguf_value *arr, uint64_t i) {
     MUSE_ASSERT(arr->type == MUSE_GGUF_TYPE_ARRAY && i < arr->v.arr.count);
     enum muse_gguf_type t = arr->v.arr.elem_type;

@@ -130,6 +130,18 @@ muse_status muse_gguf_get_str(const struct muse_gguf *gguf, const char *key, cha
 /* An array of any element type; *out points at the value inside the gguf. */
 muse_status muse_gguf_get_arr(const struct muse_gguf *gguf, const char *key, const struct muse_gguf_value **out, struct muse_error *err);
 
+/*
+ * llama.cpp's get_key_or_arr for a per-layer u32: a scalar (any integer type whose value fits) is
+ * broadcast to out[0..n); an array must hold exactly n integers, each fitting in u32. Returns
+ * MUSE_OK (*per_layer tells the form), MUSE_ERR_MISSING when absent (out untouched, err left
+ * alone) or MUSE_ERR_FORMAT with `err` naming the key.
+ */
+muse_status muse_gguf_get_u32_per_layer(const struct muse_gguf *gguf, const char *key, uint32_t n, uint32_t *out,
+                                        bool *per_layer, struct muse_error *err);
+
+/* True for the eight integer value types (not BOOL). */
+bool muse_gguf_type_is_int(enum muse_gguf_type type);
+
 /* Element i of a fixed-size-type array, widened (no bounds check beyond MUSE_ASSERT). */
 int64_t muse_gguf_arr_i64(const struct muse_gguf_value *arr, uint64_t i);
 double muse_gguf_arr_f64(const struct muse_gguf_value *arr, uint64_t i);

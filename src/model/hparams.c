@@ -50,17 +50,6 @@ static muse_status req_f32(const struct muse_gguf *g, const char *key, float *ou
     return st == MUSE_ERR_MISSING ? missing(err, key) : st;
 }
 
-static bool is_int_type(enum muse_gguf_type t) {
-    switch (t) {
-    case MUSE_GGUF_TYPE_UINT8: case MUSE_GGUF_TYPE_INT8: case MUSE_GGUF_TYPE_UINT16:
-    case MUSE_GGUF_TYPE_INT16: case MUSE_GGUF_TYPE_UINT32: case MUSE_GGUF_TYPE_INT32:
-    case MUSE_GGUF_TYPE_UINT64: case MUSE_GGUF_TYPE_INT64:
-        return true;
-    default:
-        return false;
-    }
-}
-
 /* Element i of an integer or bool array, widened. */
 static int64_t arr_elem(const struct muse_gguf_value *v, uint64_t i) {
     if (v->v.arr.elem_type == MUSE_GGUF_TYPE_BOOL) return v->v.arr.data[i] != 0;
@@ -73,32 +62,10 @@ static int64_t arr_elem(const struct muse_gguf_value *v, uint64_t i) {
  */
 static muse_status opt_u32_or_arr(const struct muse_gguf *g, const char *key, uint32_t n_layer, uint32_t *out,
                                   bool *found, struct muse_error *err) {
-    *found = false;
-    const struct muse_gguf_kv *kv = muse_gguf_find_kv(g, key);
-    if (!kv) return MUSE_OK;
-    if (kv->value.type == MUSE_GGUF_TYPE_ARRAY) {
-        const struct muse_gguf_value *v = &kv->value;
-        if (v->v.arr.count != n_layer)
-            return muse_error_set(err, MUSE_ERR_FORMAT, "key '%s' has wrong array length: expected %u (block_count), got %llu",
-                                  key, n_layer, (unsigned long long)v->v.arr.count);
-        if (!is_int_type(v->v.arr.elem_type))
-            return muse_error_set(err, MUSE_ERR_FORMAT, "key '%s' is an array of %s, expected integers", key,
-                                  muse_gguf_type_name(v->v.arr.elem_type));
-        for (uint32_t il = 0; il < n_layer; il++) {
-            int64_t x = muse_gguf_arr_i64(v, il);
-            if (x < 0 || x > (int64_t)UINT32_MAX)
-                return muse_error_set(err, MUSE_ERR_FORMAT, "key '%s'[%u] = %lld is out of range", key, il, (long long)x);
-            out[il] = (uint32_t)x;
-        }
-        *found = true;
-        return MUSE_OK;
-    }
-    uint32_t x;
-    muse_status st = muse_gguf_get_u32(g, key, &x, err);
-    if (st != MUSE_OK) return st;
-    for (uint32_t il = 0; il < n_layer; il++) out[il] = x;
-    *found = true;
-    return MUSE_OK;
+    bool per_layer;
+    muse_status st = muse_gguf_get_u32_per_layer(g, key, n_layer, out, &per_layer, err);
+    *found = st != MUSE_ERR_MISSING;
+    return st == MUSE_ERR_MISSING ? MUSE_OK : st;
 }
 
 static int32_t opt_token_id(const struct muse_gguf *g, const char *key, muse_status *st, struct muse_error *err) {
@@ -131,7 +98,7 @@ static muse_status load_swa_pattern(struct muse_hparams *hp, const struct muse_g
         return MUSE_OK;
     }
     const struct muse_gguf_value *v = &kv->value;
-    if (v->v.arr.elem_type != MUSE_GGUF_TYPE_BOOL && !is_int_type(v->v.arr.elem_type))
+    if (v->v.arr.elem_type != MUSE_GGUF_TYPE_BOOL && !muse_gguf_type_is_int(v->v.arr.elem_type))
         return muse_error_set(err, MUSE_ERR_FORMAT, "key '%s' is an array of %s, expected bool or integers", key,
                               muse_gguf_type_name(v->v.arr.elem_type));
     if (v->v.arr.count != hp->n_layer)

@@ -120,10 +120,11 @@ int main(int argc, char **argv) {
             else memcpy(w + i * row_size, w + (i % 64) * row_size, row_size);  /* fast fill; same bytes read */
         }
         const size_t q_stride = muse_matmul_act_row_size(type, ne0);
-        uint8_t *q = malloc(q_stride * (size_t)n_act_p);   /* in the kernels' layout */
+        const int n_act_q = n_act_p > 8 ? n_act_p : 8;     /* the check reads 8 rows */
+        uint8_t *q = malloc(q_stride * (size_t)n_act_q);   /* in the kernels' layout */
         uint8_t *qref = malloc(q_stride * 8);              /* the first 8 rows in the reference layout */
         float *x = malloc(sizeof(float) * (size_t)ne0);
-        for (int r = 0; r < n_act_p; r++) {
+        for (int r = 0; r < n_act_q; r++) {
             for (int64_t j = 0; j < ne0; j++) x[j] = kr_float();
             muse_kernels_quantize_row(k, muse_type_traits[type].vec_dot_type, x, q + r * q_stride, ne0);
             if (r < 8) memcpy(qref + r * q_stride, q + r * q_stride, q_stride);

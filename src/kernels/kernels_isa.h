@@ -6,6 +6,9 @@
  *   gemm_legacy_<isa>.c    Q8_0, Q4_0 (32-element blocks, Q8_0 activations)
  *   gemm_kquants_<isa>.c   Q4_K, Q5_K, Q6_K (Q8_K activations)
  *   gemm_iquants_<isa>.c   IQ2_XXS (Q8_K activations)
+ *   gemm_iq3_<isa>.c       IQ3_XXS, IQ3_S (Q8_K activations)
+ *   gemm_iq4_<isa>.c       IQ4_XS (Q8_K activations)
+ *   gemm_legacy5_<isa>.c   Q5_0, IQ4_NL (32-element blocks, Q8_0 activations)
  *   gemm_floats_<isa>.c    F32, F16, BF16
  *   attn_<isa>.c           attention over an F16 KV cache
  */
@@ -34,6 +37,11 @@ MUSE_DECLARE_GEMM(muse_gemm_q4_K_avx2);
 MUSE_DECLARE_GEMM(muse_gemm_q5_K_avx2);
 MUSE_DECLARE_GEMM(muse_gemm_q6_K_avx2);
 MUSE_DECLARE_GEMM(muse_gemm_iq2_xxs_avx2);
+MUSE_DECLARE_GEMM(muse_gemm_iq3_xxs_avx2);
+MUSE_DECLARE_GEMM(muse_gemm_iq3_s_avx2);
+MUSE_DECLARE_GEMM(muse_gemm_iq4_xs_avx2);
+MUSE_DECLARE_GEMM(muse_gemm_q5_0_avx2);
+MUSE_DECLARE_GEMM(muse_gemm_iq4_nl_avx2);
 MUSE_DECLARE_GEMM(muse_gemm_f32_avx2);
 MUSE_DECLARE_GEMM(muse_gemm_f16_avx2);
 MUSE_DECLARE_GEMM(muse_gemm_bf16_avx2);

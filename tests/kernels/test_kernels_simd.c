@@ -227,6 +227,7 @@ static int check_out(const struct case_data *c, const char *who, bool exact) {
 static const enum muse_type gemm_types[] = {
     MUSE_TYPE_IQ2_XXS, MUSE_TYPE_Q4_K, MUSE_TYPE_Q6_K, MUSE_TYPE_Q8_0, MUSE_TYPE_Q5_K, MUSE_TYPE_F16,
     MUSE_TYPE_BF16,    MUSE_TYPE_F32,  MUSE_TYPE_IQ3_XXS, MUSE_TYPE_IQ3_S, MUSE_TYPE_IQ4_XS, MUSE_TYPE_Q4_0,
+    MUSE_TYPE_Q5_0,    MUSE_TYPE_IQ4_NL,
 };
 
 static void test_gemm_type(const struct muse_kernels *k, enum muse_type type) {
@@ -240,7 +241,8 @@ static void test_gemm_type(const struct muse_kernels *k, enum muse_type type) {
     const bool used = k->order[type] == muse_matmul_order(type) && muse_matmul_kernel(k, type, 1) &&
                       muse_matmul_kernel(k, type, 5);
     const bool x86_kernel = type == MUSE_TYPE_F32 || type == MUSE_TYPE_F16 || type == MUSE_TYPE_BF16 ||
-                            type == MUSE_TYPE_Q8_0 || type == MUSE_TYPE_Q4_0 || type == MUSE_TYPE_IQ2_XXS;
+                            type == MUSE_TYPE_Q8_0 || type == MUSE_TYPE_Q4_0 || type == MUSE_TYPE_IQ2_XXS ||
+                            type == MUSE_TYPE_Q5_0 || type == MUSE_TYPE_IQ4_NL;
     if (x86_kernel || used)
         TEST_CONDF(used && (!x86_kernel || k->order[type] == MUSE_ORDER_X86),
                    "%s: %s kernels follow the %s order, the forward uses the %s order", muse_cpu_level_name(k->level),
@@ -468,7 +470,9 @@ int main(void) {
         for (size_t t = 0; t < sizeof(gemm_types) / sizeof(gemm_types[0]); t++) test_gemm_type(k, gemm_types[t]);
         test_attention(k);
         const enum muse_type drive_types[] = {MUSE_TYPE_Q8_0, MUSE_TYPE_Q4_K, MUSE_TYPE_Q6_K, MUSE_TYPE_IQ2_XXS,
-                                              MUSE_TYPE_F16,  MUSE_TYPE_Q4_0, MUSE_TYPE_BF16, MUSE_TYPE_F32};
+                                              MUSE_TYPE_F16,  MUSE_TYPE_Q4_0, MUSE_TYPE_BF16, MUSE_TYPE_F32,
+                                              MUSE_TYPE_IQ3_XXS, MUSE_TYPE_IQ3_S, MUSE_TYPE_IQ4_XS, MUSE_TYPE_Q5_0,
+                                              MUSE_TYPE_IQ4_NL};
         for (size_t t = 0; t < sizeof(drive_types) / sizeof(drive_types[0]); t++) test_driver(k, drive_types[t]);
     }
     setenv("MUSE_CPU", "scalar", 1);

@@ -10,7 +10,7 @@
  *   gemm_iq4_<isa>.c       IQ4_XS (Q8_K activations)
  *   gemm_legacy5_<isa>.c   Q5_0, IQ4_NL (32-element blocks, Q8_0 activations)
  *   gemm_floats_<isa>.c    F32, F16, BF16
- *   attn_<isa>.c           attention over an F16 KV cache
+ *   attn_<isa>.c           attention over an F16, F32 or Q8_0 KV cache
  */
 #pragma once
 
@@ -50,3 +50,11 @@ void muse_attn_kq_f16_avx2(int32_t hd, int32_t n_keys, const void *k, size_t k_s
                            float *scores);
 void muse_attn_pv_f16_avx2(int32_t hd, int32_t n_keys, const void *v, size_t v_stride, const float *p, int32_t lane0,
                            float *lanes);
+void muse_attn_kq_f32_avx2(int32_t hd, int32_t n_keys, const void *k, size_t k_stride, const float *qf,
+                           float *scores);
+void muse_attn_pv_f32_avx2(int32_t hd, int32_t n_keys, const void *v, size_t v_stride, const float *p, int32_t lane0,
+                           float *lanes);
+void muse_attn_kq_q8_0_avx2(int32_t hd, int32_t n_keys, const void *k, size_t k_stride, const void *qq,
+                            float *scores);
+void muse_attn_pv_q8_0_avx2(int32_t hd, int32_t n_keys, const void *v, size_t v_stride, const float *p,
+                            int32_t lane0, float *lanes);

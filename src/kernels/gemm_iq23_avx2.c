@@ -1,16 +1,16 @@
 /*
- * gemm_iq3_avx2.c - AVX2 matrix kernels for IQ3_XXS and IQ3_S with Q8_K activations, in the
- * order in force for these types: ggml's generic one (vec_dot_ref, quant_iq.c; muse has no x86
- * variant for them):
- *     per super-block:  bsum = exact int32 sum over the 8 groups of (2 * ls + 1) * (signed grid
- *                       values x activations),
+ * gemm_iq23_avx2.c - AVX2 matrix kernels for IQ2_XS, IQ2_S, IQ3_XXS and IQ3_S with Q8_K
+ * activations, in the order in force for these types: ggml's generic one (vec_dot_ref,
+ * quant_iq.c; muse has no x86 variant for them):
+ *     per super-block:  bsum = exact int32 sum over the groups of (2 * ls + 1) * (signed grid
+ *                       values x activations) (IQ2_XS/IQ2_S: one scale per 16 elements),
  *                       sumf += (d_w * d_a) * (float)bsum          (scalar: mul, then add)
- *     result:           0.25f * sumf (IQ3_XXS), sumf (IQ3_S)
+ *     result:           0.125f * sumf (IQ2_XS, IQ2_S), 0.25f * sumf (IQ3_XXS), sumf (IQ3_S)
  * The integer part is exact in any order, so the kernels compute it with maddubs (unsigned grid
  * magnitudes x activations with the weight signs applied) + madd (group scale) into 8 int32
  * lanes and reduce them once per super-block; the float part is the scalar code, bit for bit.
- * maddubs cannot saturate: |grid| <= 62 (IQ3_XXS) / 15 (IQ3_S), |a| <= 127, so a pair is at most
- * 15748.
+ * maddubs cannot saturate: |grid| <= 43 (IQ2), 62 (IQ3_XXS), 15 (IQ3_S), |a| <= 127, so a pair
+ * is at most 15748.
  *
  * Shape: activation rows in groups of up to 8; the grid values and signs of each 32-element group
  * are unpacked once per group of rows.
@@ -138,34 +138,90 @@ MUSE_AVX2_INLINE void iq3_s_row(int64_t nb, const struct muse_block_iq3_s *w, co
     for (int r = 0; r < ny; r++) out[r * out_stride] = sumf[r];
 }
 
+// ---- IQ2_XS ----------------------------------------------------------------------------
+
+/* int16 lanes 0-7 (elements 0-15 after maddubs) = 2 * (s & 15) + 1, lanes 8-15 = 2 * (s >> 4) + 1 */
+MUSE_AVX2_INLINE __m256i iq2_scales16(uint8_t s) {
+    return _mm256_set_m128i(_mm_set1_epi16((short)(2 * (s >> 4) + 1)), _mm_set1_epi16((short)(2 * (s & 15) + 1)));
+}
+
+MUSE_AVX2_INLINE void iq2_xs_row(int64_t nb, const struct muse_block_iq2_xs *w, const char *act, size_t act_stride,
+                                 const int ny, float *out, int64_t out_stride) {
+    float sumf[NY_MAX];
+    MUSE_UNROLL
+    for (int r = 0; r < ny; r++) sumf[r] = 0.0f;
+    for (int64_t ib = 0; ib < nb; ib++) {
+        const struct muse_block_iq2_xs *b = &w[ib];
+        const float dw = avx2_h2f(b->d);
+        __m256i sumi[NY_MAX];
+        MUSE_UNROLL
+        for (int r = 0; r < ny; r++) sumi[r] = _mm256_setzero_si256();
+        for (int g = 0; g < 8; g++) {
+            const uint16_t *v = b->qs + 4 * g;
+            const __m256i grid = _mm256_set_epi64x((long long)muse_iq2xs_grid[v[3] & 511], (long long)muse_iq2xs_grid[v[2] & 511],
+                                                   (long long)muse_iq2xs_grid[v[1] & 511], (long long)muse_iq2xs_grid[v[0] & 511]);
+            const __m256i signs = _mm256_set_epi64x((long long)sign_bytes[v[3] >> 9], (long long)sign_bytes[v[2] >> 9],
+                                                    (long long)sign_bytes[v[1] >> 9], (long long)sign_bytes[v[0] >> 9]);
+            const __m256i ls = iq2_scales16(b->scales[g]);
+            GROUP_DOT(grid, signs, ls, g)
+        }
+        BLOCK_TOTAL()
+    }
+    MUSE_UNROLL
+    for (int r = 0; r < ny; r++) out[r * out_stride] = 0.125f * sumf[r];
+}
+
+// ---- IQ2_S -----------------------------------------------------------------------------
+
+MUSE_AVX2_INLINE void iq2_s_row(int64_t nb, const struct muse_block_iq2_s *w, const char *act, size_t act_stride,
+                                const int ny, float *out, int64_t out_stride) {
+    float sumf[NY_MAX];
+    MUSE_UNROLL
+    for (int r = 0; r < ny; r++) sumf[r] = 0.0f;
+    for (int64_t ib = 0; ib < nb; ib++) {
+        const struct muse_block_iq2_s *b = &w[ib];
+        const float dw = avx2_h2f(b->d);
+        __m256i sumi[NY_MAX];
+        MUSE_UNROLL
+        for (int r = 0; r < ny; r++) sumi[r] = _mm256_setzero_si256();
+        for (int g = 0; g < 8; g++) {
+            const uint8_t *q = b->qs + 4 * g;
+            const unsigned h = b->qh[g];
+#define IX(l) (long long)muse_iq2s_grid[q[l] | ((h >> (2 * (l))) & 3) << 8]
+            const __m256i grid = _mm256_set_epi64x(IX(3), IX(2), IX(1), IX(0));
+#undef IX
+            uint32_t sb;
+            memcpy(&sb, b->qs + 32 + 4 * g, 4);
+            const __m256i signs = signs_of_bits(sb);
+            const __m256i ls = iq2_scales16(b->scales[g]);
+            GROUP_DOT(grid, signs, ls, g)
+        }
+        BLOCK_TOTAL()
+    }
+    MUSE_UNROLL
+    for (int r = 0; r < ny; r++) out[r * out_stride] = 0.125f * sumf[r];
+}
+
 // ---- drivers ---------------------------------------------------------------------------
 
-MUSE_AVX2_INLINE void iq3_xxs_rows(int64_t nb, const char *w, size_t w_stride, int64_t n_rows, const char *act,
-                                   size_t act_stride, const int ny, float *out, int64_t out_stride) {
-    for (int64_t i = 0; i < n_rows; i++)
-        iq3_xxs_row(nb, (const void *)(w + i * w_stride), act, act_stride, ny, out + i, out_stride);
-}
+#define IQ_GEMM(T)                                                                                           \
+    MUSE_AVX2_INLINE void T##_rows(int64_t nb, const char *w, size_t w_stride, int64_t n_rows, const char *act,  \
+                                   size_t act_stride, const int ny, float *out, int64_t out_stride) {         \
+        for (int64_t i = 0; i < n_rows; i++)                                                                 \
+            T##_row(nb, (const void *)(w + i * w_stride), act, act_stride, ny, out + i, out_stride);         \
+    }                                                                                                        \
+    bool muse_gemm_##T##_avx2(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,     \
+                              size_t act_stride, int n_act, float *out, int64_t out_stride) {                \
+        if (n % 256 != 0) return false;                                                                      \
+        MUSE_AVX2_ROW_GROUPS(NY_MAX, T##_CALL)                                                               \
+        return true;                                                                                         \
+    }
 
-MUSE_AVX2_INLINE void iq3_s_rows(int64_t nb, const char *w, size_t w_stride, int64_t n_rows, const char *act,
-                                 size_t act_stride, const int ny, float *out, int64_t out_stride) {
-    for (int64_t i = 0; i < n_rows; i++)
-        iq3_s_row(nb, (const void *)(w + i * w_stride), act, act_stride, ny, out + i, out_stride);
-}
-
-bool muse_gemm_iq3_xxs_avx2(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,
-                            size_t act_stride, int n_act, float *out, int64_t out_stride) {
-    if (n % 256 != 0) return false;
-#define CALL(NY) iq3_xxs_rows(n / 256, w, w_stride, n_rows, a, act_stride, NY, o, out_stride)
-    MUSE_AVX2_ROW_GROUPS(NY_MAX, CALL)
-#undef CALL
-    return true;
-}
-
-bool muse_gemm_iq3_s_avx2(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,
-                          size_t act_stride, int n_act, float *out, int64_t out_stride) {
-    if (n % 256 != 0) return false;
-#define CALL(NY) iq3_s_rows(n / 256, w, w_stride, n_rows, a, act_stride, NY, o, out_stride)
-    MUSE_AVX2_ROW_GROUPS(NY_MAX, CALL)
-#undef CALL
-    return true;
-}
+#define iq2_xs_CALL(NY) iq2_xs_rows(n / 256, w, w_stride, n_rows, a, act_stride, NY, o, out_stride)
+#define iq2_s_CALL(NY) iq2_s_rows(n / 256, w, w_stride, n_rows, a, act_stride, NY, o, out_stride)
+#define iq3_xxs_CALL(NY) iq3_xxs_rows(n / 256, w, w_stride, n_rows, a, act_stride, NY, o, out_stride)
+#define iq3_s_CALL(NY) iq3_s_rows(n / 256, w, w_stride, n_rows, a, act_stride, NY, o, out_stride)
+IQ_GEMM(iq2_xs)
+IQ_GEMM(iq2_s)
+IQ_GEMM(iq3_xxs)
+IQ_GEMM(iq3_s)

@@ -142,12 +142,12 @@ MUSE_AVX2_INLINE void iq1_m_row(int64_t nb, const struct muse_block_iq1_m *w, co
             const __m256i grid = _mm256_set_epi64x(IX(3), IX(2), IX(1), IX(0));
 #undef IX
             /* per sub-group l: delta sign (bit 3 of its nibble) times the scale of its half */
-            uint32_t cw = 0;
-            for (int l = 0; l < 4; l++) {
-                const int ls = l < 2 ? ls1 : ls2;
-                cw |= (uint32_t)(uint8_t)(int8_t)((h >> (4 * l + 3)) & 1 ? -ls : ls) << (8 * l);
-            }
-            const __m256i coef = bytes4x8(cw);
+            /* bytes ls1, ls1, ls2, ls2, negated where the sign bit is set (branch-free: the signs are
+             * random) */
+            const uint32_t mag = (uint32_t)ls1 * 0x0101u | (uint32_t)ls2 * 0x01010000u;
+            const uint32_t neg = ((h >> 3) & 1) * 0xffu | ((h >> 7) & 1) * 0xff00u | ((h >> 11) & 1) * 0xff0000u |
+                                 ((h >> 15) & 1) * 0xff000000u;
+            const __m256i coef = _mm256_sign_epi8(bytes4x8(mag), bytes4x8(neg | 0x01010101u));
             const __m256i acoef = _mm256_sign_epi8(coef, coef);
             const __m256i ag = _mm256_sign_epi8(grid, grid);
             const __m256i lsv = _mm256_set_m128i(_mm_set1_epi16((short)ls2), _mm_set1_epi16((short)ls1));

@@ -9,9 +9,9 @@
  * thread count.
  * attention: split over (token, KV head, block of query heads) work items; each query head
  * follows the ref backend's muse_attn_head_ref (ggml's x86 numerics: tinyBLAS lane orders,
- * vector exp in the softmax), so the two backends agree bit for bit: over an F16 cache with the
- * kernels' x86-order K.q / V.p helpers (attn_head_f16, the same operations in the same order),
- * otherwise by calling muse_attn_head_ref itself.
+ * vector exp in the softmax), so the two backends agree bit for bit: over an F16, F32 or Q8_0
+ * cache with the kernels' K.q / V.p helpers (attn_head_fast, the same operations in the same
+ * order), otherwise by calling muse_attn_head_ref itself.
  *
  * Everything is sized from the plan at init; the per-token path allocates nothing. Workers spin
  * briefly between regions, so the back-to-back regions of one forward do not sleep.
@@ -134,26 +134,51 @@ static int32_t attn_lo(const struct muse_attn_args *a, int32_t p) {
     return a->n_swa > 0 && p - a->n_swa + 1 > 0 ? p - a->n_swa + 1 : 0;
 }
 
-/* muse_attn_head_ref for an F16 cache, its K.q and V.p loops run by the kernels' x86-order
- * helpers (kernels.h); everything else is the same scalar code in the same order. Scratch:
- * scores [n_cells], fscratch [9 * head_dim]. */
-static void attn_head_f16(const struct muse_kernels *k, const struct muse_attn_args *a, int32_t t, int32_t h,
-                          float *scores, float *fscratch) {
+/* The kernels' helpers for the cache type of a (kernels.h), or false when there are none for it. */
+static bool attn_fns(const struct muse_kernels *k, const struct muse_attn_args *a, muse_attn_kq_fn *kq,
+                     muse_attn_kq_q_fn *kq_q, muse_attn_pv_fn *pv) {
+    const int32_t hd = a->head_dim;
+    *kq = NULL;
+    *kq_q = NULL;
+    *pv = NULL;
+    if (!k || hd % 8) return false;
+    switch (a->kv->type) {
+    case MUSE_TYPE_F16: *kq = k->attn_kq_f16, *pv = k->attn_pv_f16; break;
+    case MUSE_TYPE_F32: *kq = k->attn_kq_f32, *pv = k->attn_pv_f32; break;
+    case MUSE_TYPE_Q8_0: if (hd % 32 == 0) *kq_q = k->attn_kq_q8_0, *pv = k->attn_pv_q8_0; break;
+    default: break;
+    }
+    return (*kq || *kq_q) && *pv;
+}
+
+/* muse_attn_head_ref for an F16, F32 or Q8_0 cache, its K.q and V.p loops run by the kernels'
+ * helpers in the same order (kernels.h); everything else is the same scalar code in the same
+ * order. Scratch: scores [n_cells], fscratch [9 * head_dim], qc [4 * head_dim + 64]. */
+static void attn_head_fast(const struct muse_kernels *k, const struct muse_attn_args *a, int32_t t, int32_t h,
+                           float *scores, float *fscratch, uint8_t *qc) {
     const struct muse_kv_layer *kv = a->kv;
     const int32_t hd = a->head_dim;
     const int32_t kvh = h / (a->n_head / a->n_head_kv);
-    const size_t head_bytes = muse_type_row_size(MUSE_TYPE_F16, hd);
-    float *qf = fscratch, *lanes = fscratch + hd; /* [hd] the query rounded to F16, [8][hd] V.p lanes */
+    const bool f16 = kv->type == MUSE_TYPE_F16;
+    const size_t head_bytes = muse_type_row_size(kv->type, hd);
+    muse_attn_kq_fn kq;
+    muse_attn_kq_q_fn kq_q;
+    muse_attn_pv_fn pv;
+    attn_fns(k, a, &kq, &kq_q, &pv);
+    float *qf = fscratch, *lanes = fscratch + hd; /* [hd] the query as ggml sees it, [8][hd] V.p lanes */
     const int32_t lo = attn_lo(a, a->pos[t]);
     const int32_t n = a->pos[t] - lo + 1;
     const float *qh = a->q + ((size_t)t * a->n_head + h) * hd;
-    for (int32_t d = 0; d < hd; d++) qf[d] = muse_fp16_to_fp32(muse_fp32_to_fp16(qh[d]));
+    if (f16) for (int32_t d = 0; d < hd; d++) qf[d] = muse_fp16_to_fp32(muse_fp32_to_fp16(qh[d]));
+    if (kq_q) muse_type_traits[muse_type_traits[kv->type].vec_dot_type].from_float(qh, qc, hd);
+    const float *qk = f16 ? qf : qh;
     /* keys in runs of consecutive cells (the cache is a ring) */
     for (int32_t j = 0; j < n;) {
         const uint32_t cell = (uint32_t)(lo + j) % kv->n_cells;
         const int32_t run = (int32_t)(kv->n_cells - cell) < n - j ? (int32_t)(kv->n_cells - cell) : n - j;
-        k->attn_kq_f16(hd, run, (const uint8_t *)kv->k + cell * kv->k_row_size + (size_t)kvh * head_bytes,
-                       kv->k_row_size, qf, scores + j);
+        const uint8_t *kb = (const uint8_t *)kv->k + cell * kv->k_row_size + (size_t)kvh * head_bytes;
+        if (kq_q) kq_q(hd, run, kb, kv->k_row_size, qc, scores + j);
+        else kq(hd, run, kb, kv->k_row_size, qk, scores + j);
         j += run;
     }
     float max = -INFINITY;
@@ -162,13 +187,16 @@ static void attn_head_f16(const struct muse_kernels *k, const struct muse_attn_a
         if (scores[j] > max) max = scores[j];
     }
     const float inv = (float)(1.0 / muse_x86_softmax_exp(scores, n, lo, max));
-    for (int32_t j = 0; j < n; j++) scores[j] = muse_fp16_to_fp32(muse_fp32_to_fp16(scores[j] * inv));
+    for (int32_t j = 0; j < n; j++) {
+        const float pj = scores[j] * inv;
+        scores[j] = f16 ? muse_fp16_to_fp32(muse_fp32_to_fp16(pj)) : pj;
+    }
     memset(lanes, 0, sizeof(float) * 8 * (size_t)hd);
     for (int32_t j = 0; j < n;) {
         const uint32_t cell = (uint32_t)(lo + j) % kv->n_cells;
         const int32_t run = (int32_t)(kv->n_cells - cell) < n - j ? (int32_t)(kv->n_cells - cell) : n - j;
-        k->attn_pv_f16(hd, run, (const uint8_t *)kv->v + cell * kv->v_row_size + (size_t)kvh * head_bytes,
-                       kv->v_row_size, scores + j, (lo + j) & 7, lanes);
+        pv(hd, run, (const uint8_t *)kv->v + cell * kv->v_row_size + (size_t)kvh * head_bytes, kv->v_row_size,
+           scores + j, (lo + j) & 7, lanes);
         j += run;
     }
     float *oh = a->out + ((size_t)t * a->n_head + h) * hd;
@@ -181,9 +209,12 @@ static void attn_head_f16(const struct muse_kernels *k, const struct muse_attn_a
 
 static void attn_item(const struct muse_kernels *k, struct attn_scratch *t, const struct muse_attn_args *a,
                       int32_t tok, int32_t h0, int32_t nq) {
-    const bool fast = a->kv->type == MUSE_TYPE_F16 && k && k->attn_kq_f16 && k->attn_pv_f16 && a->head_dim % 8 == 0;
+    muse_attn_kq_fn kq;
+    muse_attn_kq_q_fn kq_q;
+    muse_attn_pv_fn pv;
+    const bool fast = attn_fns(k, a, &kq, &kq_q, &pv);
     for (int32_t i = 0; i < nq; i++) {
-        if (fast) attn_head_f16(k, a, tok, h0 + i, t->scores, t->fscratch);
+        if (fast) attn_head_fast(k, a, tok, h0 + i, t->scores, t->fscratch, t->qc);
         else muse_attn_head_ref(a, tok, h0 + i, t->scores, t->fscratch, t->qc);
     }
 }

@@ -43,12 +43,6 @@ static const struct muse_kernels kernels_avx2 = {
         [MUSE_TYPE_F16] = muse_gemm_f16_avx2,
         [MUSE_TYPE_BF16] = muse_gemm_bf16_avx2,
     },
-    .act_layout = {
-        [MUSE_TYPE_Q4_K] = MUSE_ACT_Q8K_PERM8,
-        [MUSE_TYPE_Q5_K] = MUSE_ACT_Q8K_PERM8,
-        [MUSE_TYPE_Q6_K] = MUSE_ACT_Q8K_PERM8,
-    },
-    .act_prepare = {[MUSE_ACT_Q8K_PERM8] = muse_act_q8K_perm8_avx2},
     /* the types whose forward order is ggml's x86 one (muse_x86_vec_dot != vec_dot_ref) */
     .order = {
         [MUSE_TYPE_F32] = MUSE_ORDER_X86,
@@ -57,6 +51,9 @@ static const struct muse_kernels kernels_avx2 = {
         [MUSE_TYPE_Q8_0] = MUSE_ORDER_X86,
         [MUSE_TYPE_Q4_0] = MUSE_ORDER_X86,
         [MUSE_TYPE_IQ2_XXS] = MUSE_ORDER_X86,
+        [MUSE_TYPE_Q4_K] = MUSE_ORDER_X86,
+        [MUSE_TYPE_Q5_K] = MUSE_ORDER_X86,
+        [MUSE_TYPE_Q6_K] = MUSE_ORDER_X86,
     },
     .exact = {
         [MUSE_TYPE_F32] = true,

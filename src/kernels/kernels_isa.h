@@ -26,8 +26,6 @@ void muse_quantize_q8_K_avx2(const float *x, void *y, int64_t n);
 void muse_quantize_f16_avx2(const float *x, void *y, int64_t n);
 void muse_quantize_bf16_avx2(const float *x, void *y, int64_t n);
 
-void muse_act_q8K_perm8_avx2(void *q, int64_t n);
-
 MUSE_DECLARE_GEMM(muse_gemm_q8_0_avx2);
 MUSE_DECLARE_GEMM(muse_gemm_q4_0_avx2);
 MUSE_DECLARE_GEMM(muse_gemm_q4_K_avx2);

@@ -31,11 +31,8 @@
 #include "kernels/x86_numerics.h"
 #include "model/backend.h"
 
-#define ATTN_QB 8   /* query heads per attention work item */
-/* Below this many multiply-adds an op runs on the calling thread alone: waking the pool costs
- * more than it saves (and a loaded machine may not schedule every worker promptly). The split
- * never changes results. */
-#define MIN_PARALLEL_MACS (1 << 20)
+#define ATTN_QB 8     /* query heads per attention work item */
+#define SPLIT_ROWS 8  /* matmul output rows are split between threads in units of this many */
 
 /* Per-thread attention scratch. */
 struct attn_scratch {
@@ -51,13 +48,6 @@ struct cpu_state {
     uint8_t *xq;               /* [n_batch][xq_stride] activation rows in vec_dot_type */
     size_t xq_stride;
     struct attn_scratch *ts;   /* [n_threads] */
-
-    /* arguments of the region in flight */
-    const struct muse_weight *mm_w;
-    const float *mm_x;
-    int32_t mm_rows;
-    float *mm_y;
-    const struct muse_attn_args *at;
 };
 
 static void cpu_free(void *state) {
@@ -105,26 +95,67 @@ fail:
     return muse_error_prefix(err, "cpu backend: ");
 }
 
-// ---- matmul ----------------------------------------------------------------------------------
+// ---- the region -----------------------------------------------------------------------------
 
-static void matmul_region(int ith, int nth, void *vs) {
-    struct cpu_state *s = vs;
-    const struct muse_weight *w = s->mm_w;
-    muse_matmul_quantize(s->k, w->type, w->ne0, s->mm_x, w->ne0, s->mm_rows, s->xq, s->xq_stride, ith, nth);
-    if (nth > 1) muse_threadpool_barrier(s->pool);
-    const struct muse_matmul_weight mw = {w->type, w->ne0, w->ne1, w->data, w->row_size};
-    muse_matmul(s->k, &mw, s->xq, s->xq_stride, s->mm_rows, s->mm_y, w->ne1, ith, nth);
+static void cpu_parallel(void *state, muse_backend_fn fn, void *ctx) {
+    struct cpu_state *s = state;
+    muse_threadpool_run(s->pool, fn, ctx);
 }
 
-static void cpu_matmul(void *state, const struct muse_weight *w, const float *x, int32_t n_rows, float *y) {
+static void cpu_barrier(void *state) {
     struct cpu_state *s = state;
-    MUSE_ASSERT(n_rows <= s->plan.n_batch && w->ne0 <= s->plan.max_ne0 && muse_matmul_supported(w->type, w->ne0));
-    s->mm_w = w;
-    s->mm_x = x;
-    s->mm_rows = n_rows;
-    s->mm_y = y;
-    if ((double)w->ne0 * (double)w->ne1 * n_rows < MIN_PARALLEL_MACS) matmul_region(0, 1, s);
-    else muse_threadpool_run(s->pool, matmul_region, s);
+    muse_threadpool_barrier(s->pool);
+}
+
+// ---- matmul ----------------------------------------------------------------------------------
+
+/* Whether weights of types a and b read the same converted activation rows. */
+static bool same_act(const struct muse_kernels *k, enum muse_type a, enum muse_type b) {
+    return muse_type_traits[a].vec_dot_type == muse_type_traits[b].vec_dot_type &&
+           muse_matmul_act_layout(k, a) == muse_matmul_act_layout(k, b);
+}
+
+/*
+ * This thread's share of the outputs of jobs[j0..j1), which all read s->xq: the rows of all the
+ * weights, each counted in units of SPLIT_ROWS rows from its first row (cache lines of y), form
+ * one list cut into nth contiguous ranges. Each piece runs as its own matmul on a row view of the
+ * weight, followed by the job's epilogue on the columns it wrote.
+ */
+static void run_jobs(struct cpu_state *s, const struct muse_matmul_job *jobs, int j0, int j1, int32_t n_rows, int ith,
+                     int nth) {
+    int64_t units = 0;
+    for (int j = j0; j < j1; j++) units += (jobs[j].w.ne1 + SPLIT_ROWS - 1) / SPLIT_ROWS;
+    const int64_t u0 = units * ith / nth, u1 = units * (ith + 1) / nth;
+    int64_t base = 0; /* first unit of job j */
+    for (int j = j0; j < j1 && base < u1; j++) {
+        const struct muse_weight *w = &jobs[j].w;
+        const int64_t nu = (w->ne1 + SPLIT_ROWS - 1) / SPLIT_ROWS;
+        const int64_t a = (u0 > base ? u0 : base) - base, b = (u1 < base + nu ? u1 : base + nu) - base;
+        base += nu;
+        if (a >= b) continue;
+        const int64_t i0 = a * SPLIT_ROWS, i1 = b * SPLIT_ROWS < w->ne1 ? b * SPLIT_ROWS : w->ne1;
+        const struct muse_matmul_weight mw = {w->type, w->ne0, i1 - i0, (const uint8_t *)w->data + (size_t)i0 * w->row_size,
+                                              w->row_size};
+        muse_matmul(s->k, &mw, s->xq, s->xq_stride, n_rows, jobs[j].y + i0, w->ne1, 0, 1);
+        muse_matmul_job_epilogue(&jobs[j], n_rows, i0, i1);
+    }
+}
+
+/* Jobs that read the same converted rows share one conversion and one barrier; a job in another
+ * activation format starts a new group (after a barrier: xq is reused). */
+static void cpu_matmul(void *state, const struct muse_matmul_job *jobs, int n_jobs, const float *x, int32_t n_rows,
+                       int ith, int nth) {
+    struct cpu_state *s = state;
+    const int64_t ne0 = jobs[0].w.ne0;
+    MUSE_ASSERT(n_rows <= s->plan.n_batch && ne0 <= s->plan.max_ne0);
+    for (int j0 = 0, j1; j0 < n_jobs; j0 = j1) {
+        for (j1 = j0 + 1; j1 < n_jobs && same_act(s->k, jobs[j0].w.type, jobs[j1].w.type); j1++) {}
+        for (int j = j0; j < j1; j++) MUSE_ASSERT(jobs[j].w.ne0 == ne0 && muse_matmul_supported(jobs[j].w.type, ne0));
+        if (j0 > 0) muse_threadpool_barrier(s->pool);
+        muse_matmul_quantize(s->k, jobs[j0].w.type, ne0, x, ne0, n_rows, s->xq, s->xq_stride, ith, nth);
+        muse_threadpool_barrier(s->pool);
+        run_jobs(s, jobs, j0, j1, n_rows, ith, nth);
+    }
 }
 
 // ---- attention --------------------------------------------------------------------------------
@@ -216,22 +247,28 @@ static void attn_item(const struct muse_kernels *k, struct attn_scratch *t, cons
     for (int32_t i = 0; i < nq; i++) {
         if (fast) attn_head_fast(k, a, tok, h0 + i, t->scores, t->fscratch, t->qc);
         else muse_attn_head_ref(a, tok, h0 + i, t->scores, t->fscratch, t->qc);
+        muse_attn_gate_head(a, tok, h0 + i);
     }
 }
 
-/* Sum over the queries of the visible keys (for the serial/parallel choice). */
-static double attn_work(const struct muse_attn_args *a) {
-    double keys = 0;
-    for (int32_t t = 0; t < a->n_tokens; t++) keys += a->pos[t] - attn_lo(a, a->pos[t]) + 1;
-    return keys * a->n_head * a->head_dim * 2.0;
-}
-
-static void attention_region(int ith, int nth, void *vs) {
-    struct cpu_state *s = vs;
-    const struct muse_attn_args *a = s->at;
+/*
+ * Work items (token, KV head, block of ATTN_QB query heads) dealt round-robin, which balances the
+ * causal growth of the key count over a prompt. With fewer items than 2 per thread (decode), the
+ * single query heads are cut into contiguous ranges instead, so that every thread has work and
+ * few threads read the same KV head.
+ */
+static void cpu_attention(void *state, const struct muse_attn_args *a, int ith, int nth) {
+    struct cpu_state *s = state;
+    MUSE_ASSERT(a->head_dim <= s->plan.max_head_dim && a->n_head % a->n_head_kv == 0);
     const int32_t group = a->n_head / a->n_head_kv;
     const int32_t n_qb = (group + ATTN_QB - 1) / ATTN_QB;
     const int64_t n_items = (int64_t)a->n_tokens * a->n_head_kv * n_qb;
+    if (n_items < 2 * (int64_t)nth) {
+        const int64_t n_heads = (int64_t)a->n_tokens * a->n_head;
+        for (int64_t it = n_heads * ith / nth; it < n_heads * (ith + 1) / nth; it++)
+            attn_item(s->k, &s->ts[ith], a, (int32_t)(it / a->n_head), (int32_t)(it % a->n_head), 1);
+        return;
+    }
     for (int64_t it = ith; it < n_items; it += nth) {
         const int32_t qb = (int32_t)(it % n_qb);
         const int32_t kvh = (int32_t)((it / n_qb) % a->n_head_kv);
@@ -242,18 +279,12 @@ static void attention_region(int ith, int nth, void *vs) {
     }
 }
 
-static void cpu_attention(void *state, const struct muse_attn_args *args) {
-    struct cpu_state *s = state;
-    MUSE_ASSERT(args->head_dim <= s->plan.max_head_dim && args->n_head % args->n_head_kv == 0);
-    s->at = args;
-    if (attn_work(args) < MIN_PARALLEL_MACS) attention_region(0, 1, s);
-    else muse_threadpool_run(s->pool, attention_region, s);
-}
-
 const struct muse_backend_ops muse_backend_cpu_ops = {
     .name = "cpu",
     .init = cpu_init,
     .free = cpu_free,
+    .parallel = cpu_parallel,
+    .barrier = cpu_barrier,
     .matmul = cpu_matmul,
     .attention = cpu_attention,
 };

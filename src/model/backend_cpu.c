@@ -33,9 +33,11 @@
 
 #define ATTN_QB 8     /* query heads per attention work item */
 #define SPLIT_ROWS 8  /* matmul output rows are split between threads in units of this many */
+#define CHUNKS_PER_THREAD 8 /* matmul chunks per thread and step (claimed dynamically) */
 
-/* Per-thread attention scratch. */
+/* Per-thread scratch and state. */
 struct attn_scratch {
+    unsigned n_steps; /* matmul steps this thread has run (the same on every thread) */
     float *scores;   /* [ATTN_QB][max_cells] */
     float *fscratch; /* [10 * max_head_dim] muse_attn_head_ref's scratch */
     uint8_t *qc;     /* [4 * max_head_dim + 64] one query head in the dot partner type */
@@ -48,6 +50,10 @@ struct cpu_state {
     uint8_t *xq;               /* [n_batch][xq_stride] activation rows in vec_dot_type */
     size_t xq_stride;
     struct attn_scratch *ts;   /* [n_threads] */
+    /* next unclaimed chunk of the matmul step in flight; steps alternate between the two */
+    struct {
+        _Alignas(64) int v;
+    } next_chunk[2];
 };
 
 static void cpu_free(void *state) {
@@ -68,8 +74,10 @@ static void cpu_free(void *state) {
 
 static muse_status cpu_init(const struct muse_backend_plan *plan, void **state, struct muse_error *err) {
     muse_status st = MUSE_ERR_NOMEM;
-    struct cpu_state *s = calloc(1, sizeof *s);
+    /* 64-byte aligned: the chunk counters have cache lines of their own */
+    struct cpu_state *s = aligned_alloc(64, (sizeof *s + 63) & ~(size_t)63);
     if (!s) goto fail;
+    memset(s, 0, sizeof *s);
     s->plan = *plan;
     if (s->plan.n_threads <= 0) s->plan.n_threads = muse_cpu_features()->n_physical;
     s->k = muse_kernels_active();
@@ -116,16 +124,13 @@ static bool same_act(const struct muse_kernels *k, enum muse_type a, enum muse_t
 }
 
 /*
- * This thread's share of the outputs of jobs[j0..j1), which all read s->xq: the rows of all the
- * weights, each counted in units of SPLIT_ROWS rows from its first row (cache lines of y), form
- * one list cut into nth contiguous ranges. Each piece runs as its own matmul on a row view of the
+ * Rows u0 * SPLIT_ROWS .. u1 * SPLIT_ROWS of the outputs of jobs[j0..j1), which all read s->xq:
+ * the rows of all the weights, each counted in units of SPLIT_ROWS rows from its first row
+ * (cache lines of y), form one list. Each piece runs as its own matmul on a row view of the
  * weight, followed by the job's epilogue on the columns it wrote.
  */
-static void run_jobs(struct cpu_state *s, const struct muse_matmul_job *jobs, int j0, int j1, int32_t n_rows, int ith,
-                     int nth) {
-    int64_t units = 0;
-    for (int j = j0; j < j1; j++) units += (jobs[j].w.ne1 + SPLIT_ROWS - 1) / SPLIT_ROWS;
-    const int64_t u0 = units * ith / nth, u1 = units * (ith + 1) / nth;
+static void run_units(struct cpu_state *s, const struct muse_matmul_job *jobs, int j0, int j1, int32_t n_rows,
+                      int64_t u0, int64_t u1) {
     int64_t base = 0; /* first unit of job j */
     for (int j = j0; j < j1 && base < u1; j++) {
         const struct muse_weight *w = &jobs[j].w;
@@ -139,6 +144,32 @@ static void run_jobs(struct cpu_state *s, const struct muse_matmul_job *jobs, in
         muse_matmul(s->k, &mw, s->xq, s->xq_stride, n_rows, jobs[j].y + i0, w->ne1, 0, 1);
         muse_matmul_job_epilogue(&jobs[j], n_rows, i0, i1);
     }
+}
+
+/*
+ * The outputs of jobs[j0..j1) in chunks of units (about CHUNKS_PER_THREAD per thread) that the
+ * threads claim from a shared counter: a thread that the OS lets run longer (a shared machine)
+ * takes more chunks instead of the others waiting for it at the next barrier. The split never
+ * changes results (every output row is computed the same way wherever it lands). The counter of
+ * the next step is reset by thread 0 here: every thread has left the previous step's loop, which
+ * used that counter, before the barrier this step has just passed.
+ */
+static void run_jobs(struct cpu_state *s, const struct muse_matmul_job *jobs, int j0, int j1, int32_t n_rows, int ith,
+                     int nth) {
+    int64_t units = 0;
+    for (int j = j0; j < j1; j++) units += (jobs[j].w.ne1 + SPLIT_ROWS - 1) / SPLIT_ROWS;
+    if (nth == 1) {
+        run_units(s, jobs, j0, j1, n_rows, 0, units);
+        return;
+    }
+    const unsigned step = s->ts[ith].n_steps++;
+    int *next = &s->next_chunk[step & 1].v;
+    if (ith == 0) __atomic_store_n(&s->next_chunk[(step + 1) & 1].v, 0, __ATOMIC_RELAXED);
+    int64_t per = units / ((int64_t)nth * CHUNKS_PER_THREAD);
+    if (per < 1) per = 1;
+    const int64_t n_chunks = (units + per - 1) / per;
+    for (int64_t c; (c = __atomic_fetch_add(next, 1, __ATOMIC_RELAXED)) < n_chunks;)
+        run_units(s, jobs, j0, j1, n_rows, c * per, (c + 1) * per < units ? (c + 1) * per : units);
 }
 
 /* Jobs that read the same converted rows share one conversion and one barrier; a job in another

@@ -168,13 +168,13 @@ static void rope_apply(float *x, int32_t n_heads, int32_t hd, int32_t n_rot, con
 static float silu(float x) { return x / (1.0f + expf(-x)); }
 
 /*
- * y[i] = silu(g[i]) * u[i] over one row of n, as ggml_vec_swiglu_f32 on x86 AVX2+FMA: whole
- * groups of 8 use ggml's vector exp (muse_x86_silu), the n % 8 tail the scalar expf.
+ * y[i] = silu(g[i]) * u[i] for columns c0..c1-1 of one row of n, as ggml_vec_swiglu_f32 on x86
+ * AVX2+FMA: the whole groups of 8 of the row use ggml's vector exp (muse_x86_silu), its n % 8
+ * tail the scalar expf.
  */
-static void swiglu_row(float *y, const float *g, const float *u, int64_t n) {
+static void swiglu_cols(float *y, const float *g, const float *u, int64_t n, int64_t c0, int64_t c1) {
     const int64_t n8 = n & ~(int64_t)7;
-    for (int64_t i = 0; i < n8; i++) y[i] = muse_x86_silu(g[i]) * u[i];
-    for (int64_t i = n8; i < n; i++) y[i] = silu(g[i]) * u[i];
+    for (int64_t i = c0; i < c1; i++) y[i] = (i < n8 ? muse_x86_silu(g[i]) : silu(g[i])) * u[i];
 }
 
 static void trace_rows(const struct muse_forward_args *a, const float *x, int64_t n_embd, int32_t il) {
@@ -372,8 +372,17 @@ static void ffn_block(const struct fwd *f, uint32_t il) {
     };
     matmuls(f, gu, 2, rs->h, n);
     barrier(f);
-    /* fg = silu(fg) * fu (SwiGLU) */
-    FOR_OWN_ROWS(f, r, n) swiglu_row(rs->fg + (size_t)r * n_ff, rs->fg + (size_t)r * n_ff, rs->fu + (size_t)r * n_ff, n_ff);
+    /* fg = silu(fg) * fu (SwiGLU): by row, or with fewer rows than threads (decode) by columns
+     * and a barrier (the down matmul converts whole rows) */
+    if (n >= f->nth) {
+        FOR_OWN_ROWS(f, r, n) swiglu_cols(rs->fg + (size_t)r * n_ff, rs->fg + (size_t)r * n_ff, rs->fu + (size_t)r * n_ff, n_ff, 0, n_ff);
+    } else {
+        int64_t c0, c1;
+        share(f, n_ff, &c0, &c1);
+        for (int32_t r = 0; r < n; r++)
+            swiglu_cols(rs->fg + (size_t)r * n_ff, rs->fg + (size_t)r * n_ff, rs->fu + (size_t)r * n_ff, n_ff, c0, c1);
+        barrier(f);
+    }
     /* o = W_down·fg                                                        [n][n_embd] */
     const struct muse_matmul_job down = linear(&l->ffn_down, false, 1.0f, NULL, rs->o);
     matmuls(f, &down, 1, rs->fg, n);

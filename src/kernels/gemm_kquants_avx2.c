@@ -61,12 +61,13 @@ MUSE_AVX2_INLINE __m128i q8k_pair_sums(const struct muse_block_q8_K *a) {
     return _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
 }
 
-/* One weight row of Q4_K (high = 0) or Q5_K (high = 1) against NY activation rows. Q4_K keeps
- * the mins lanes of activation rows 2p and 2p+1 in one vector (lanes [2p: k0 k1, 2p+1: k0 k1 |
- * 2p: k2 k3, 2p+1: k2 k3]): one hadd, madd, convert and FMA per pair of rows. */
+/* One weight row of Q4_K (high = 0) or Q5_K (high = 1) against NY activation rows. The mins of
+ * activation rows 2p and 2p+1 share one vector: Q4_K's lanes as [2p: k0 k1, 2p+1: k0 k1 | 2p: k2
+ * k3, 2p+1: k2 k3], Q5_K's two scalar sums in lanes 0 and 1; one hadd, madd, convert and FMA per
+ * pair of rows. */
 MUSE_AVX2_INLINE void k45_row(int64_t nb, const uint8_t *w, size_t bb, const int high, const char *act,
                               size_t act_stride, const int NY, float *out, int64_t out_stride) {
-    const int NP = high ? 0 : NY / 2;
+    const int NP = NY / 2;
     __m256 acc[NY_MAX], accm2[NY_MAX / 2];
     __m128 accm[NY_MAX];
     MUSE_UNROLL
@@ -125,8 +126,17 @@ MUSE_AVX2_INLINE void k45_row(int64_t nb, const uint8_t *w, size_t bb, const int
                 const struct muse_block_q8_K *a0 = (const void *)(act + 2 * p * act_stride);
                 const struct muse_block_q8_K *a1 = (const void *)(act + (2 * p + 1) * act_stride);
                 const __m256i ps = _mm256_hadd_epi16(avx2_load(a0[ib].bsums), avx2_load(a1[ib].bsums));
-                const __m256 adv = _mm256_blend_ps(_mm256_set1_ps(a0[ib].d), _mm256_set1_ps(a1[ib].d), 0xCC);
-                accm2[p] = _mm256_fnmadd_ps(_mm256_mul_ps(adv, dmw), _mm256_cvtepi32_ps(_mm256_madd_epi16(mnx, ps)), accm2[p]);
+                const __m256i prod = _mm256_madd_epi16(mnx, ps);
+                if (high) { /* Q5_K: rows 2p, 2p+1 in lanes 0, 1 of one scalar sum each */
+                    const __m128i t = _mm_add_epi32(_mm256_castsi256_si128(prod), _mm256_extracti128_si256(prod, 1));
+                    const __m128 adv = _mm_unpacklo_ps(_mm_set_ss(a0[ib].d), _mm_set_ss(a1[ib].d));
+                    const __m128 sm = _mm256_castps256_ps128(accm2[p]);
+                    accm2[p] = _mm256_castps128_ps256(_mm_fnmadd_ps(_mm_mul_ps(adv, _mm256_castps256_ps128(dmw)),
+                                                                    _mm_cvtepi32_ps(_mm_hadd_epi32(t, t)), sm));
+                } else {
+                    const __m256 adv = _mm256_blend_ps(_mm256_set1_ps(a0[ib].d), _mm256_set1_ps(a1[ib].d), 0xCC);
+                    accm2[p] = _mm256_fnmadd_ps(_mm256_mul_ps(adv, dmw), _mm256_cvtepi32_ps(prod), accm2[p]);
+                }
             }
         }
         if (2 * NP < NY) {
@@ -148,6 +158,12 @@ MUSE_AVX2_INLINE void k45_row(int64_t nb, const uint8_t *w, size_t bb, const int
     }
     MUSE_UNROLL
     for (int p = 0; p < NP; p++) {
+        if (high) {
+            const __m128 sm = _mm256_castps256_ps128(accm2[p]);
+            out[2 * p * out_stride] = avx2_hsum_ps(acc[2 * p]) + _mm_cvtss_f32(sm);
+            out[(2 * p + 1) * out_stride] = avx2_hsum_ps(acc[2 * p + 1]) + _mm_cvtss_f32(_mm_movehdup_ps(sm));
+            continue;
+        }
         const __m128 t = _mm_add_ps(_mm256_castps256_ps128(accm2[p]), _mm256_extractf128_ps(accm2[p], 1));
         out[2 * p * out_stride] = avx2_hsum_ps(acc[2 * p]) + _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
         const __m128 t2 = _mm_movehl_ps(t, t);

@@ -57,8 +57,8 @@ MUSE_AVX2_INLINE __m256i k4_scale(__m256i sc, int j) {
 
 /* The 8 sub-block sums of an activation block (bsums[2j] + bsums[2j+1], int16) for the mins. */
 MUSE_AVX2_INLINE __m128i q8k_pair_sums(const struct muse_block_q8_K *a) {
-    const __m256i bs = avx2_load(a->bsums);
-    return _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+    return _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)(const void *)a->bsums),
+                          _mm_loadu_si128((const __m128i *)(const void *)(a->bsums + 8)));
 }
 
 /* One weight row of Q4_K (high = 0) or Q5_K (high = 1) against NY activation rows. The mins of
@@ -113,7 +113,7 @@ MUSE_AVX2_INLINE void k45_row(int64_t nb, const uint8_t *w, size_t bb, const int
         }
         const float dw = _mm_cvtss_f32(dd);
         MUSE_UNROLL
-        for (int r = 0; r < NY; r++) {
+        for (int r = 0; r < 2 * NP; r++) {
             const struct muse_block_q8_K *a = (const void *)(act + r * act_stride);
             acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(a[ib].d * dw), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
         }
@@ -145,6 +145,7 @@ MUSE_AVX2_INLINE void k45_row(int64_t nb, const uint8_t *w, size_t bb, const int
             for (int r = 2 * NP; r < NY; r++) {
                 const struct muse_block_q8_K *a = (const void *)(act + r * act_stride);
                 const __m128 dv = _mm_mul_ps(dd, _mm_set1_ps(a[ib].d)); /* d_a * d_w, d_a * dmin_w */
+                acc[r] = _mm256_fmadd_ps(_mm256_broadcastss_ps(dv), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
                 const __m128i prod = _mm_madd_epi16(mn, q8k_pair_sums(&a[ib]));
                 if (high) {
                     __m128i t = _mm_add_epi32(prod, _mm_unpackhi_epi64(prod, prod));
@@ -182,8 +183,9 @@ MUSE_AVX2_INLINE void k45_row(int64_t nb, const uint8_t *w, size_t bb, const int
 
 // ---- Q6_K ------------------------------------------------------------------------------
 
-/* One weight row of Q6_K against NY activation rows. Codes (0..63) - 32 as |q| and sign for
- * maddubs: the same exact int16 pair sums as ggml's maddubs(q, a) - maddubs(32, a). */
+/* One weight row of Q6_K against NY activation rows. Prefill: codes (0..63) - 32 as |q| and sign
+ * for maddubs, the same exact int16 pair sums as ggml's maddubs(q, a) - maddubs(32, a), which
+ * decode uses (fewer ops when the weight-side work is not shared). */
 MUSE_AVX2_INLINE void q6_row(int64_t nb, const uint8_t *w, const char *act, size_t act_stride, const int NY,
                              float *out, int64_t out_stride) {
     __m256 acc[NY_MAX];
@@ -211,13 +213,20 @@ MUSE_AVX2_INLINE void q6_row(int64_t nb, const uint8_t *w, const char *act, size
                 /* bits 2k, 2k+1 of qh moved to bits 4, 5 */
                 const __m256i hs = k == 0 ? _mm256_slli_epi16(qh, 4) : k == 1 ? _mm256_slli_epi16(qh, 2)
                                  : k == 2 ? qh : _mm256_srli_epi16(qh, 2);
-                const __m256i q = _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_and_si256(hs, m30)), m32);
+                const __m256i qu = _mm256_or_si256(lo, _mm256_and_si256(hs, m30)); /* 0..63 */
+                const __m256i q = _mm256_sub_epi8(qu, m32);
                 const __m256i aq = _mm256_sign_epi8(q, q);
                 /* chunk 4h + k: scale 8h + 2k on elements 0-15, 8h + 2k + 1 on 16-31 */
                 const char j0 = (char)(4 * k), j1 = (char)(4 * k + 1), j2 = (char)(4 * k + 2), j3 = (char)(4 * k + 3);
                 const __m256i sv = _mm256_shuffle_epi8(h ? s_hi4 : s_lo4,
                                                        _mm256_setr_epi8(j0, j1, j0, j1, j0, j1, j0, j1, j0, j1, j0, j1, j0, j1, j0, j1,
                                                                         j2, j3, j2, j3, j2, j3, j2, j3, j2, j3, j2, j3, j2, j3, j2, j3));
+                if (NY == 1) { /* decode: ggml's form, 2 ops fewer than the sign form per chunk */
+                    const __m256i a8 = avx2_load(((const struct muse_block_q8_K *)(const void *)act)[ib].qs + 128 * h + 32 * k);
+                    const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(qu, a8), _mm256_maddubs_epi16(m32, a8));
+                    sumi[0] = _mm256_add_epi32(sumi[0], _mm256_madd_epi16(sv, p));
+                    continue;
+                }
                 MUSE_UNROLL
                 for (int r = 0; r < NY; r++) {
                     const struct muse_block_q8_K *a = (const void *)(act + r * act_stride);

@@ -6,7 +6,8 @@
  * with sumi the exact integer sum of the unsigned codes times the activations. The kernels take
  * 8 blocks at a time: maddubs/madd give 8 int32 lanes per block, one horizontal reduction turns
  * them into one lane per block, the float terms of the 8 blocks are computed as vectors (the
- * same single roundings) and added to sumf in block order (avx2_lanes_total).
+ * same single roundings; the fp16 scales of 8 blocks fetched with one gather) and added to sumf
+ * in block order (avx2_lanes_total); the last nb % 8 blocks one at a time.
  * maddubs cannot saturate: codes <= 31, |a| <= 127.
  *
  * Shape: activation rows in groups of up to 8; the codes of 8 blocks are unpacked once per group.
@@ -27,14 +28,6 @@ MUSE_AVX2_INLINE __m256i reduce8x8(const __m256i p[8]) {
     return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
 }
 
-/* sumf + v[0] + ... + v[cnt - 1], in order */
-MUSE_AVX2_INLINE float lanes_total_n(float sumf, __m256 v, int cnt) {
-    float l[8];
-    _mm256_storeu_ps(l, v);
-    for (int i = 0; i < cnt; i++) sumf += l[i];
-    return sumf;
-}
-
 MUSE_AVX2_INLINE __m256i q4_1_codes(const struct muse_block_q4_1 *b) { return avx2_nibbles_16(b->qs); }
 
 MUSE_AVX2_INLINE __m256i q5_1_codes(const struct muse_block_q5_1 *b) {
@@ -48,47 +41,60 @@ MUSE_AVX2_INLINE __m256i q5_1_codes(const struct muse_block_q5_1 *b) {
     return _mm256_or_si256(avx2_nibbles_16(b->qs), hb);
 }
 
+/* The two fp16 fields at byte offsets 0 and 2 of 8 consecutive blocks (stride bytes apart) as
+ * floats: *lo from offset 0, *hi from offset 2. */
+MUSE_AVX2_INLINE void halves8(const void *p, int stride, __m256 *lo, __m256 *hi) {
+    const __m256i off = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(stride));
+    const __m256i v = _mm256_i32gather_epi32((const int *)p, off, 1);
+    /* per 128-bit half: low u16 of each u32 in bytes 0-7, high u16 in bytes 8-15 */
+    const __m256i s = _mm256_shuffle_epi8(v, _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
+                                                              0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15));
+    const __m256i j = _mm256_permute4x64_epi64(s, 0xd8); /* lo0 lo1 | hi0 hi1 */
+    *lo = _mm256_cvtph_ps(_mm256_castsi256_si128(j));
+    *hi = _mm256_cvtph_ps(_mm256_extracti128_si256(j, 1));
+}
+
+/* The float terms of 8 blocks: (d_w * d_a) * (float)sumi + m_w * s_a. */
+MUSE_AVX2_INLINE __m256 legacy1_terms(__m256 dw, __m256 mw, const struct muse_block_q8_1 *a, const __m256i p[8]) {
+    __m256 da, sa;
+    halves8(a, (int)sizeof(struct muse_block_q8_1), &da, &sa);
+    return _mm256_add_ps(_mm256_mul_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(reduce8x8(p))), _mm256_mul_ps(mw, sa));
+}
+
 #define LEGACY1_ROW(BLOCK)                                                                                   \
     MUSE_AVX2_INLINE void BLOCK##_row(int64_t nb, const struct muse_block_##BLOCK *w, const char *act,        \
                                       size_t act_stride, const int ny, float *out, int64_t out_stride) {      \
         float sumf[NY_MAX];                                                                                  \
+        MUSE_UNROLL                                                                                          \
         for (int r = 0; r < ny; r++) sumf[r] = 0.0f;                                                         \
         const __m256i ones = _mm256_set1_epi16(1);                                                           \
-        for (int64_t ib0 = 0; ib0 < nb; ib0 += 8) {                                                          \
-            const int cnt = nb - ib0 < 8 ? (int)(nb - ib0) : 8;                                              \
+        int64_t ib0 = 0;                                                                                     \
+        for (; ib0 + 8 <= nb; ib0 += 8) {                                                                    \
             __m256i wq[8];                                                                                   \
-            uint16_t dh[8] = {0}, mh[8] = {0};                                                               \
-            for (int k = 0; k < 8; k++) {                                                                    \
-                if (k < cnt) {                                                                               \
-                    wq[k] = BLOCK##_codes(&w[ib0 + k]);                                                      \
-                    dh[k] = w[ib0 + k].d;                                                                    \
-                    mh[k] = w[ib0 + k].m;                                                                    \
-                } else {                                                                                     \
-                    wq[k] = _mm256_setzero_si256();                                                          \
-                }                                                                                            \
-            }                                                                                                \
-            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh));                        \
-            const __m256 mw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)mh));                         \
+            MUSE_UNROLL                                                                                      \
+            for (int k = 0; k < 8; k++) wq[k] = BLOCK##_codes(&w[ib0 + k]);                                  \
+            __m256 dw, mw;                                                                                   \
+            halves8(&w[ib0], (int)sizeof(w[0]), &dw, &mw);                                                   \
             for (int r = 0; r < ny; r++) {                                                                   \
                 const struct muse_block_q8_1 *a = (const struct muse_block_q8_1 *)(const void *)(act + r * act_stride) + ib0; \
                 __m256i p[8];                                                                                \
-                uint16_t ad[8] = {0}, as[8] = {0};                                                           \
-                for (int k = 0; k < 8; k++) {                                                                \
-                    if (k < cnt) {                                                                           \
-                        p[k] = _mm256_madd_epi16(_mm256_maddubs_epi16(wq[k], avx2_load(a[k].qs)), ones);     \
-                        ad[k] = a[k].d;                                                                      \
-                        as[k] = a[k].s;                                                                      \
-                    } else {                                                                                 \
-                        p[k] = _mm256_setzero_si256();                                                       \
-                    }                                                                                        \
-                }                                                                                            \
-                const __m256 da = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)ad));                     \
-                const __m256 sa = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)as));                     \
-                const __m256 t = _mm256_add_ps(_mm256_mul_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(reduce8x8(p))), \
-                                               _mm256_mul_ps(mw, sa));                                       \
-                sumf[r] = lanes_total_n(sumf[r], t, cnt);                                                    \
+                MUSE_UNROLL                                                                                  \
+                for (int k = 0; k < 8; k++)                                                                  \
+                    p[k] = _mm256_madd_epi16(_mm256_maddubs_epi16(wq[k], avx2_load(a[k].qs)), ones);         \
+                sumf[r] = avx2_lanes_total(sumf[r], legacy1_terms(dw, mw, a, p));                            \
             }                                                                                                \
         }                                                                                                    \
+        /* the last nb % 8 blocks, one at a time: the same float operations */                             \
+        for (; ib0 < nb; ib0++) {                                                                            \
+            const __m256i wq = BLOCK##_codes(&w[ib0]);                                                       \
+            const float dw = avx2_h2f(w[ib0].d), mw = avx2_h2f(w[ib0].m);                                    \
+            for (int r = 0; r < ny; r++) {                                                                   \
+                const struct muse_block_q8_1 *a = (const struct muse_block_q8_1 *)(const void *)(act + r * act_stride) + ib0; \
+                const int32_t sumi = avx2_hsum_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(wq, avx2_load(a->qs)), ones)); \
+                sumf[r] += (dw * avx2_h2f(a->d)) * (float)sumi + mw * avx2_h2f(a->s);                        \
+            }                                                                                                \
+        }                                                                                                    \
+        MUSE_UNROLL                                                                                          \
         for (int r = 0; r < ny; r++) out[r * out_stride] = sumf[r];                                          \
     }                                                                                                        \
     MUSE_AVX2_INLINE void BLOCK##_rows(int64_t nb, const char *w, size_t w_stride, int64_t n_rows,           \

@@ -2,19 +2,21 @@
  * backend_cpu.c - the fast CPU backend ("cpu"): the ops of backend.h on a persistent thread
  * pool with the SIMD kernels of kernels/kernels.h (level chosen at start-up, MUSE_CPU forces one).
  *
- * matmul: one parallel region per call: every thread quantizes its share of the activation rows
- * (the forward's quantizers, x86_numerics.h), a barrier, then every thread computes a
- * contiguous share of the output rows (kernels/matmul.h; reference fallback per type). With
- * kernels marked exact (kernels.h) the results equal the ref backend's bit for bit, for any
- * thread count.
- * attention: split over (token, KV head, block of query heads) work items; each query head
- * follows the ref backend's muse_attn_head_ref (ggml's x86 numerics: tinyBLAS lane orders,
- * vector exp in the softmax), so the two backends agree bit for bit: over an F16, F32 or Q8_0
- * cache with the kernels' K.q / V.p helpers (attn_head_fast, the same operations in the same
- * order), otherwise by calling muse_attn_head_ref itself.
+ * The forward runs as one region on the pool (parallel: muse_threadpool_run; barrier:
+ * muse_threadpool_barrier); the ops below compute the calling thread's share.
+ * matmul (a step of one or more jobs reading the same rows): every thread converts its rows
+ * (r % nth == ith) of the activations once for all jobs that read the same format (the forward's
+ * quantizers, x86_numerics.h), a barrier, then the threads claim chunks of the jobs' output rows
+ * from a shared counter (kernels/matmul.h; reference fallback per type). With kernels marked
+ * exact (kernels.h) the results equal the ref backend's bit for bit, for any thread count.
+ * attention: split over (token, KV head, block of query heads) work items, or over single heads
+ * when a batch has few queries; each query head follows the ref backend's muse_attn_head_ref
+ * (ggml's x86 numerics: tinyBLAS lane orders, vector exp in the softmax), so the two backends
+ * agree bit for bit: over an F16, F32 or Q8_0 cache with the kernels' K.q / V.p helpers
+ * (attn_head_fast, the same operations in the same order), otherwise by calling
+ * muse_attn_head_ref itself; the sigmoid gate is applied to each head where it was computed.
  *
- * Everything is sized from the plan at init; the per-token path allocates nothing. Workers spin
- * briefly between regions, so the back-to-back regions of one forward do not sleep.
+ * Everything is sized from the plan at init; the per-token path allocates nothing.
  */
 #include <math.h>
 #include <stdlib.h>

@@ -10,6 +10,9 @@
  * cache type's dot partner (F16 rounding for an F16 cache), softmax(kq*scale + mask) with the
  * denominator in double, then V·p with p rounded to F16 for an F16 cache, accumulated in double
  * like ggml's generic dot products. Masked keys are skipped: in ggml they contribute exact zeros.
+ *
+ * The parallel region is a plain call with one thread (ith 0 of 1) and the barrier does nothing,
+ * so the forward reads as a sequence of whole ops; the jobs of a matmul step run one after another.
  */
 #include <math.h>
 #include <stdlib.h>

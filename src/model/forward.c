@@ -2,8 +2,10 @@
  * forward.c - the Muse-Glimmer text forward (text-model.md 5.1), plain C that reads like the
  * spec. Numerics follow ggml's CPU ops (spec section 8): rms_norm sums x*x in double and
  * multiplies by 1/sqrtf(mean + eps) before a separate multiply by the weight; rope angles are
- * computed incrementally in f32; sigmoid and silu use expf; the softcap is
- * softcap * tanhf(x * (1/softcap)). Matmuls and attention go through the backend.
+ * computed incrementally in f32; silu uses expf (the attention gate's sigmoid, applied inside the
+ * backend's attention op, too: muse_attn_gate_head); the softcap is softcap * tanhf(x * (1/softcap)).
+ * Matmuls and attention go through the backend. The whole forward is one parallel region of the
+ * backend; every step below is sliced by the thread's (ith, nth) (see "the region" below).
  */
 #include "model/forward.h"
 

@@ -380,7 +380,7 @@ static void test_embd_and_capture(void) {
 
 /* The cpu backend (SIMD kernels, threads) gives the ref backend's logits byte for byte: F32 and
  * Q8_0 matrices, F16 / F32 / Q8_0 KV caches, one batch, small batches through the SWA ring
- * (window 4 + batch 3 = 7 cells: runs of cells wrap) and token by token. */
+ * (window 4 + batch 3 = 7 cells: runs of cells wrap) and token by token; 1, 2 and 3 threads. */
 static void test_cpu_equals_ref(void) {
     if (!muse_backend_find("cpu")) return;
     for (int q8 = 0; q8 < 2; q8++) {
@@ -404,10 +404,15 @@ static void test_cpu_equals_ref(void) {
                 cp.backend = "ref";
                 bool ok = run(m, cp, toks, NTOK, a, mode == 2);
                 cp.backend = "cpu";
-                ok = ok && run(m, cp, toks, NTOK, b, mode == 2);
-                TEST_CONDF(ok && !memcmp(a, b, sz * 4), "cpu != ref (%s matrices, kv %d, %s): max %g",
-                           q8 ? "Q8_0" : "F32", kv, mode == 0 ? "one batch" : mode == 1 ? "batches of 3" : "token by token",
-                           max_diff(a, b, sz));
+                /* 1..3 threads: fewer, as many and more threads than rows (decode splits by column) */
+                for (uint32_t nt = 1; nt <= 3; nt++) {
+                    cp.n_threads = nt;
+                    memset(b, 0xff, sz * 4);
+                    bool okc = ok && run(m, cp, toks, NTOK, b, mode == 2);
+                    TEST_CONDF(okc && !memcmp(a, b, sz * 4), "cpu (%u threads) != ref (%s matrices, kv %d, %s): max %g", nt,
+                               q8 ? "Q8_0" : "F32", kv, mode == 0 ? "one batch" : mode == 1 ? "batches of 3" : "token by token",
+                               max_diff(a, b, sz));
+                }
             }
         free(a);
         free(b);

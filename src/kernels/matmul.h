@@ -47,6 +47,11 @@ muse_gemm_fn muse_matmul_kernel(const struct muse_kernels *k, enum muse_type typ
 /* Bytes of one quantized activation row for weights of `type` with rows of ne0 elements. */
 size_t muse_matmul_act_row_size(enum muse_type type, int64_t ne0);
 
+/* The layout muse_matmul_quantize writes for weights of `type` with k's kernels: k->act_layout[type]
+ * where a kernel of the type runs, else MUSE_ACT_REF. Weight types with the same vec_dot_type and
+ * the same layout read the same quantized rows (one conversion can serve several matmuls). Pure. */
+enum muse_act_layout muse_matmul_act_layout(const struct muse_kernels *k, enum muse_type type);
+
 /*
  * Thread slice (ith of nth) of: quantize activation rows r = 0..n_act-1 (x + r * x_stride
  * floats) into q + r * q_stride bytes, in the vec_dot_type of `type` (F32 is copied), in the

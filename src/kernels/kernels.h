@@ -56,6 +56,19 @@ typedef void (*muse_attn_kq_fn)(int32_t hd, int32_t n_keys, const void *k, size_
 typedef void (*muse_attn_pv_fn)(int32_t hd, int32_t n_keys, const void *v, size_t v_stride, const float *p,
                                 int32_t lane0, float *lanes);
 
+/*
+ * The same over F32 and Q8_0 KV caches, in the orders muse_attn_head_ref uses for them (NULL at
+ * levels without them):
+ *   kq_f32 (muse_attn_kq_fn): scores[j] = muse_x86_dot_vec(hd, K_j, qf, 0) (ggml_vec_dot_f32),
+ *       any hd;
+ *   kq_q8_0: scores[j] = vec_dot_ref of Q8_0 (K_j against qq, the query quantized to Q8_0 by the
+ *       reference quantizer); hd a multiple of 32;
+ *   pv_f32 / pv_q8_0 (muse_attn_pv_fn): as pv above with V_j as floats (Q8_0: the reference
+ *       dequantizer, (float)q * d); pv_f32 any hd, pv_q8_0 hd a multiple of 32.
+ */
+typedef void (*muse_attn_kq_q_fn)(int32_t hd, int32_t n_keys, const void *k, size_t k_stride, const void *qq,
+                                  float *scores);
+
 /* Activation layouts a level's kernels may ask for (muse_kernels.act_layout). */
 enum muse_act_layout {
     MUSE_ACT_REF = 0,          /* the reference bytes of the vec_dot_type */
@@ -96,6 +109,10 @@ struct muse_kernels {
     bool exact[MUSE_TYPE_COUNT];
     muse_attn_kq_fn attn_kq_f16;
     muse_attn_pv_fn attn_pv_f16;
+    muse_attn_kq_fn attn_kq_f32;
+    muse_attn_pv_fn attn_pv_f32;
+    muse_attn_kq_q_fn attn_kq_q8_0;
+    muse_attn_pv_fn attn_pv_q8_0;
 };
 
 /*

@@ -190,6 +190,9 @@ MUSE_AVX2_INLINE void iq2_xxs_rows_u(int64_t nb, const char *w, size_t w_stride,
                     for (int r = 0; r < NY; r++) {
                         const __m256i p = _mm256_maddubs_epi16(_mm256_load_si256((const __m256i *)&au[r][256 * j + 32 * g]), q);
                         sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(p, ls));
+                        /* keep the sum in a register here: otherwise GCC hoists the products of
+                         * all 8 groups and spills them (198.5 vs 205.2 us, 2048 x 64 x 64) */
+                        __asm__("" : "+x"(sumi[r]));
                     }
                 }
                 const float dw = avx2_h2f(wb[j].d);

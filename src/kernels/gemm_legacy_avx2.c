@@ -8,7 +8,7 @@
  *     at the end: ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))   (avx2_hsum_ps)
  * which equals muse_x86_vec_dot bit for bit (maddubs cannot saturate: |w| <= 128, |a| <= 127).
  *
- * Decode (1 activation row): tiles of GEMV_WR weight rows, the weight stream prefetched
+ * Decode (1 activation row): tiles of GEMV_WR weight rows, the next tile's rows prefetched
  * PF_BYTES ahead; the scales of 8 blocks of a row are gathered and converted with one
  * vcvtph2ps and multiplied by the activation scales with one vector multiply.
  * Prefill (n activation rows): per chunk of up to CHUNK_ROWS weight rows the weight and
@@ -23,17 +23,21 @@
 #include "kernels/kernels.h"
 #include "kernels/simd_avx2.h"
 
-#ifndef LEG_NY
-#define LEG_NY 4
-#endif
-#ifndef LEG_WR
-#define LEG_WR 3
-#endif
-#define NY_MAX LEG_NY  /* activation rows per prefill tile */
-#define GEMM_WR LEG_WR /* weight rows per prefill tile */
+/*
+ * Measured (kernel_lab -c, 1 core, best over alternating rounds; load ~4-8):
+ * prefill tiles WR x NY at 2048 x 1024 x 64 rows, q8_0 / q4_0 GOP/s: 2x4 80.5 / 68.3, 3x4 84.3 /
+ * 71.3, 4x3 79.8 / 68.2, 2x6 76.4 / 71.3 (the old 2x4 with per-pair scale multiply: 64.7 / 55.5).
+ * Decode at 6656 x 19968 (DRAM), q8_0 GB/s over 2-5 runs each (noisy): 4 rows 13.1-14.9, 4 rows
+ * + prefetch 512/1024/2048 bytes ahead in the same rows 15.2-16.9 / 15.9-17.0 / 14.5-16.3, 8 rows
+ * 16.4-19.9, 8 rows + next-tile prefetch 1 KiB ahead 15.9-21.5 (best seen); scales of 8 blocks
+ * via a u16 array and one wide load (store forwarding fails) vs inserts: q4_0 10.0-10.1 vs
+ * 10.4-10.7 GB/s.
+ */
+#define NY_MAX 4       /* activation rows per prefill tile */
+#define GEMM_WR 3      /* weight rows per prefill tile */
 #define GEMV_WR 8      /* weight rows per tile at decode (1 activation row) */
 #define CHUNK_ROWS 16  /* weight rows whose scales are converted once per call chunk */
-#define DAS_MAX 640    /* most blocks per row for the pre-converted scale path */
+#define DAS_MAX 640    /* most blocks per row for the pre-converted scale path (stack: ~52 KB) */
 #define PF_BYTES 1024  /* decode: prefetch distance of the next tile's rows */
 
 enum legacy_kind { K_Q8_0, K_Q4_0 };

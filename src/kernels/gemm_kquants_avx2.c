@@ -83,7 +83,9 @@ MUSE_AVX2_INLINE void k45_row(int64_t nb, const uint8_t *w, size_t bb, const int
         k_prefetch(b, bb, NY == 1);
         const __m256i ms = k4_scales_mins(b);
         const __m256i sc = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(ms));
-        const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128(*(const int32_t *)(const void *)b)); /* d, dmin */
+        int32_t d_dmin;
+        memcpy(&d_dmin, b, 4);
+        const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128(d_dmin)); /* d, dmin */
         /* both layouts: d, dmin, scales[12]; Q5_K then qh[32]; then qs[128] */
         const uint8_t *qs = b + (high ? 48 : 16);
         const __m256i hbits = high ? avx2_load(b + 16) : _mm256_setzero_si256();

@@ -8,6 +8,9 @@
  *   V.p: lane L = position % 8 of the key; lanes[L][d] = fma(V[d], p, lanes[L][d]) keys in
  *        increasing position, vectorized over d (each element its own chain, as in the scalar).
  * Both are bit for bit the scalar code of muse_attn_head_ref.
+ * The _multi variants run several query heads (GQA: the heads that read one KV head) against
+ * each K/V row at once: a row chunk is widened once and FMA'd into every head's accumulators;
+ * per (key, head) the chain is the one above, so they equal one call per head bit for bit.
  *
  * The same over F32 and Q8_0 caches (muse_attn_head_ref's orders for those):
  *   K.q over F32: ggml_vec_dot_f32 (muse_x86_dot_vec, tail in f32): element d goes to
@@ -67,6 +70,87 @@ void muse_attn_pv_f16_avx2(int32_t hd, int32_t n_keys, const void *v, size_t v_s
         const __m256 pj = _mm256_set1_ps(p[j]);
         for (int32_t d = 0; d < hd; d += 8)
             _mm256_storeu_ps(l + d, _mm256_fmadd_ps(ld_f16(v0, d), pj, _mm256_loadu_ps(l + d)));
+    }
+}
+
+// ---- F16 cache, several query heads of one KV head (GQA) ------------------------------------
+
+/* K.q of keys k0 (and k0 + k_stride when NK == 2) against NH query heads (q_stride floats
+ * apart): every K chunk is widened once and FMA'd into the NH accumulators of its key, each
+ * (key, head) chain in the order of muse_attn_kq_f16_avx2. */
+MUSE_AVX2_INLINE void kq_tile(int NK, int NH, int32_t hd, const char *k0, size_t k_stride, const float *qf,
+                              size_t q_stride, float *scores, size_t s_stride) {
+    __m256 acc[2][4];
+    MUSE_UNROLL for (int i = 0; i < NH; i++) acc[0][i] = acc[1][i] = _mm256_setzero_ps();
+    for (int32_t d = 0; d < hd; d += 8) {
+        const __m256 x0 = ld_f16(k0, d);
+        const __m256 x1 = NK == 2 ? ld_f16(k0 + k_stride, d) : x0;
+        MUSE_UNROLL for (int i = 0; i < NH; i++) {
+            const __m256 q = _mm256_loadu_ps(qf + (size_t)i * q_stride + d);
+            acc[0][i] = _mm256_fmadd_ps(x0, q, acc[0][i]);
+            if (NK == 2) acc[1][i] = _mm256_fmadd_ps(x1, q, acc[1][i]);
+        }
+    }
+    MUSE_UNROLL for (int i = 0; i < NH; i++) {
+        scores[(size_t)i * s_stride] = avx2_hsum_ps(acc[0][i]);
+        if (NK == 2) scores[(size_t)i * s_stride + 1] = avx2_hsum_ps(acc[1][i]);
+    }
+}
+
+/* Heads in tiles of up to 4 for NK keys at k0. */
+MUSE_AVX2_INLINE void kq_keys(int NK, int32_t hd, const char *k0, size_t k_stride, int32_t nq, const float *qf,
+                              size_t q_stride, float *scores, size_t s_stride) {
+    int32_t i = 0;
+    for (; i + 4 <= nq; i += 4)
+        kq_tile(NK, 4, hd, k0, k_stride, qf + (size_t)i * q_stride, q_stride, scores + (size_t)i * s_stride, s_stride);
+    const float *q = qf + (size_t)i * q_stride;
+    float *sc = scores + (size_t)i * s_stride;
+    switch (nq - i) {
+    case 3: kq_tile(NK, 3, hd, k0, k_stride, q, q_stride, sc, s_stride); break;
+    case 2: kq_tile(NK, 2, hd, k0, k_stride, q, q_stride, sc, s_stride); break;
+    case 1: kq_tile(NK, 1, hd, k0, k_stride, q, q_stride, sc, s_stride); break;
+    default: break;
+    }
+}
+
+void muse_attn_kq_f16_multi_avx2(int32_t hd, int32_t n_keys, const void *k, size_t k_stride, int32_t nq,
+                                 const float *qf, size_t q_stride, float *scores, size_t s_stride) {
+    const char *kb = k;
+    int32_t j = 0;
+    for (; j + 2 <= n_keys; j += 2) kq_keys(2, hd, kb + (size_t)j * k_stride, k_stride, nq, qf, q_stride, scores + j, s_stride);
+    if (j < n_keys) kq_keys(1, hd, kb + (size_t)j * k_stride, k_stride, nq, qf, q_stride, scores + j, s_stride);
+}
+
+/* V.p of one key for NH heads: the row chunk is widened once and FMA'd into each head's lane. */
+MUSE_AVX2_INLINE void pv_tile(int NH, int32_t hd, const char *v0, const float *p, size_t p_stride, float *l,
+                              size_t l_stride) {
+    __m256 pj[4];
+    MUSE_UNROLL for (int i = 0; i < NH; i++) pj[i] = _mm256_set1_ps(p[(size_t)i * p_stride]);
+    for (int32_t d = 0; d < hd; d += 8) {
+        const __m256 x = ld_f16(v0, d);
+        MUSE_UNROLL for (int i = 0; i < NH; i++) {
+            float *o = l + (size_t)i * l_stride + d;
+            _mm256_storeu_ps(o, _mm256_fmadd_ps(x, pj[i], _mm256_loadu_ps(o)));
+        }
+    }
+}
+
+void muse_attn_pv_f16_multi_avx2(int32_t hd, int32_t n_keys, const void *v, size_t v_stride, int32_t nq,
+                                 const float *p, size_t p_stride, int32_t lane0, float *lanes, size_t l_stride) {
+    const char *vb = v;
+    for (int32_t j = 0; j < n_keys; j++) {
+        const char *v0 = vb + (size_t)j * v_stride;
+        float *l = lanes + (size_t)((lane0 + j) & 7) * hd;
+        int32_t i = 0;
+        for (; i + 4 <= nq; i += 4) pv_tile(4, hd, v0, p + (size_t)i * p_stride + j, p_stride, l + (size_t)i * l_stride, l_stride);
+        const float *pi = p + (size_t)i * p_stride + j;
+        float *li = l + (size_t)i * l_stride;
+        switch (nq - i) {
+        case 3: pv_tile(3, hd, v0, pi, p_stride, li, l_stride); break;
+        case 2: pv_tile(2, hd, v0, pi, p_stride, li, l_stride); break;
+        case 1: pv_tile(1, hd, v0, pi, p_stride, li, l_stride); break;
+        default: break;
+        }
     }
 }
 

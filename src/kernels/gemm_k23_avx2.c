@@ -156,3 +156,15 @@ bool muse_gemm_q3_K_avx2(int64_t n, const void *w, size_t w_stride, int64_t n_ro
 #undef CALL
     return true;
 }
+
+// ---- activation layout ----------------------------------------------------------------------
+
+/* MUSE_ACT_Q8K_PERM8: each 32-element group of a Q8_K row's qs permuted by avx2_perm8 (in place). */
+void muse_act_q8K_perm8_avx2(void *q, int64_t n) {
+    struct muse_block_q8_K *y = q;
+    for (int64_t i = 0; i < n / 256; i++)
+        for (int g = 0; g < 8; g++) {
+            int8_t *p = y[i].qs + 32 * g;
+            _mm256_storeu_si256((__m256i *)p, avx2_perm8(avx2_load(p)));
+        }
+}

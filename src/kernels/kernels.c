@@ -72,9 +72,6 @@ static const struct muse_kernels kernels_avx2 = {
         [MUSE_TYPE_BF16] = muse_gemm_bf16_avx2,
     },
     .act_layout = {
-        [MUSE_TYPE_Q4_K] = MUSE_ACT_Q8K_PERM8,
-        [MUSE_TYPE_Q5_K] = MUSE_ACT_Q8K_PERM8,
-        [MUSE_TYPE_Q6_K] = MUSE_ACT_Q8K_PERM8,
         [MUSE_TYPE_Q3_K] = MUSE_ACT_Q8K_PERM8,
     },
     .act_prepare = {[MUSE_ACT_Q8K_PERM8] = muse_act_q8K_perm8_avx2},
@@ -88,6 +85,9 @@ static const struct muse_kernels kernels_avx2 = {
         [MUSE_TYPE_IQ2_XXS] = MUSE_ORDER_X86,
         [MUSE_TYPE_Q5_0] = MUSE_ORDER_X86,
         [MUSE_TYPE_IQ4_NL] = MUSE_ORDER_X86,
+        [MUSE_TYPE_Q4_K] = MUSE_ORDER_X86,
+        [MUSE_TYPE_Q5_K] = MUSE_ORDER_X86,
+        [MUSE_TYPE_Q6_K] = MUSE_ORDER_X86,
     },
     .exact = {
         [MUSE_TYPE_F32] = true,
@@ -116,6 +116,8 @@ static const struct muse_kernels kernels_avx2 = {
     },
     .attn_kq_f16 = muse_attn_kq_f16_avx2,
     .attn_pv_f16 = muse_attn_pv_f16_avx2,
+    .attn_kq_f16_multi = muse_attn_kq_f16_multi_avx2,
+    .attn_pv_f16_multi = muse_attn_pv_f16_multi_avx2,
     .attn_kq_f32 = muse_attn_kq_f32_avx2,
     .attn_pv_f32 = muse_attn_pv_f32_avx2,
     .attn_kq_q8_0 = muse_attn_kq_q8_0_avx2,

@@ -31,6 +31,11 @@ muse_gemm_fn muse_matmul_kernel(const struct muse_kernels *k, enum muse_type typ
     return n_act == 1 ? k->gemv[type] : k->gemm[type];
 }
 
+enum muse_act_layout muse_matmul_act_layout(const struct muse_kernels *k, enum muse_type type) {
+    if (!muse_matmul_kernel(k, type, 2) && !muse_matmul_kernel(k, type, 1)) return MUSE_ACT_REF;
+    return (enum muse_act_layout)k->act_layout[type];
+}
+
 void muse_matmul_quantize(const struct muse_kernels *k, enum muse_type type, int64_t ne0, const float *x,
                           int64_t x_stride, int n_act, void *q, size_t q_stride, int ith, int nth) {
     const enum muse_type act_type = muse_type_traits[type].vec_dot_type;

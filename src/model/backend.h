@@ -1,9 +1,10 @@
 /*
- * backend.h - the small ops table through which the forward runs its heavy operations:
- * the matmul of a weight tensor with a batch of activation rows, and attention of a batch of
- * queries over one layer's KV cache. Everything else in the forward (norms, rope, gate, FFN
- * activation, residuals) is plain C in forward.c and is shared by every backend, so a backend
- * only has to get these two operations right.
+ * backend.h - the small ops table through which the forward runs: a parallel region with a
+ * barrier, and inside it the two heavy operations, the matmuls of weight tensors with a batch of
+ * activation rows and attention of a batch of queries over one layer's KV cache, each computing
+ * the calling thread's share. Everything else in the forward (norms, rope, FFN activation,
+ * residuals) is plain C in forward.c, sliced over the threads and shared by every backend, so a
+ * backend only has to get these operations right.
  *
  * Backends: "ref" (backend_ref.c: the plain-C correctness oracle, single-threaded, numerics as
  * ggml's CPU backend defines them) and whatever else registers in backend.c (e.g. "cpu").
@@ -57,6 +58,7 @@ struct muse_attn_args {
     int32_t head_dim;
     int32_t n_swa;        /* 0: full attention (causal only); else keys with pos - kpos >= n_swa are masked */
     float scale;          /* 1/sqrt(head_dim), applied inside the softmax */
+    const float *gate;    /* [n_tokens][n_head * head_dim] or NULL: out *= sigmoid(gate) afterwards */
 };
 
 /* Sizes a backend plans its scratch for (maxima over the model and context). */
@@ -68,20 +70,63 @@ struct muse_backend_plan {
     int32_t n_threads;    /* >= 1; the ref backend ignores it */
 };
 
+/*
+ * One matmul of a step: y = w·x, then llama.cpp's build_lora_mm epilogue (y *= scale, then
+ * y += bias). w is a view: it may be a row range of a fused tensor (muse_weight_rows).
+ */
+struct muse_matmul_job {
+    struct muse_weight w;
+    float *y;             /* [n_rows][w.ne1] */
+    bool has_scale;
+    float scale;
+    const float *bias;    /* [w.ne1] or NULL */
+};
+
+/* The body of a parallel region: called once on each of the nth threads, ith = 0 .. nth-1. */
+typedef void (*muse_backend_fn)(int ith, int nth, void *ctx);
+
+/*
+ * The forward runs as ONE parallel region per call (ops->parallel); inside it every thread calls
+ * the same ops in the same order with its (ith, nth), and ops->barrier separates steps where a
+ * thread reads what another wrote. matmul and attention compute the thread's share of their
+ * outputs; the outputs are complete only after the caller's next barrier.
+ */
 struct muse_backend_ops {
     const char *name;
     /* Create the backend state for `plan` (allocates all scratch). */
     muse_status (*init)(const struct muse_backend_plan *plan, void **state, struct muse_error *err);
     void (*free)(void *state);
+    /* Run fn(ith, nth, ctx) on each of the backend's threads; returns when all have returned.
+     * The ref backend runs fn(0, 1, ctx). Not reentrant. */
+    void (*parallel)(void *state, muse_backend_fn fn, void *ctx);
+    /* Inside fn only: wait for all nth threads. Writes before it are visible to all after it. */
+    void (*barrier)(void *state);
     /*
-     * y[r][i] = dot(w row i, x[r]) for r < n_rows, i < w->ne1, where x[r] (w->ne0 floats) is first
-     * converted to the weight type's vec_dot_type exactly as ggml's CPU backend does
-     * (Q8_0/Q8_1/Q8_K/F16/BF16/F32). x: [n_rows][w->ne0], y: [n_rows][w->ne1]. n_rows <= plan n_batch.
+     * Inside fn, every thread with the same arguments: this thread's share of jobs[j].y[r][i] =
+     * dot(jobs[j].w row i, x[r]) (+ epilogue) for all j, r < n_rows, i < w.ne1, where x[r]
+     * (w.ne0 floats; every job has the same ne0) is first converted to the weight type's
+     * vec_dot_type exactly as ggml's CPU backend does (Q8_0/Q8_1/Q8_K/F16/BF16/F32).
+     * x: [n_rows][ne0]; n_rows <= plan n_batch. On entry, x rows r with r % nth == ith must be
+     * complete as this thread sees them (the rows it converts); other rows may still be written
+     * by their threads until the backend's internal barrier.
      */
-    void (*matmul)(void *state, const struct muse_weight *w, const float *x, int32_t n_rows, float *y);
-    /* Attention as llama.cpp's non-flash CPU path computes it (see text-model.md 5.4). */
-    void (*attention)(void *state, const struct muse_attn_args *args);
+    void (*matmul)(void *state, const struct muse_matmul_job *jobs, int n_jobs, const float *x, int32_t n_rows,
+                   int ith, int nth);
+    /* Inside fn: this thread's share of the attention as llama.cpp's non-flash CPU path computes
+     * it (text-model.md 5.4), then the optional gate (muse_attn_gate_head) on the heads it computed. */
+    void (*attention)(void *state, const struct muse_attn_args *args, int ith, int nth);
 };
+
+/* View of rows [r0, r0 + n) of weight w (a slice of a fused tensor). */
+struct muse_weight muse_weight_rows(const struct muse_weight *w, int64_t r0, int64_t n);
+
+/* The epilogue of job j on output columns [i0, i1) of rows 0..n_rows-1 (every backend calls it
+ * on the columns it computed): y *= scale (if has_scale), then y += bias (if any). */
+void muse_matmul_job_epilogue(const struct muse_matmul_job *j, int32_t n_rows, int64_t i0, int64_t i1);
+
+/* out[t][h] *= sigmoid(gate[t][h]) (1 / (1 + expf(-g))) over one head of one query, when
+ * a->gate is set; called by every backend right after the head is computed. */
+void muse_attn_gate_head(const struct muse_attn_args *a, int32_t t, int32_t h);
 
 /*
  * One query head of the attention, with the numerics of llama.cpp's non-flash CPU path on an

@@ -10,6 +10,9 @@
  * cache type's dot partner (F16 rounding for an F16 cache), softmax(kq*scale + mask) with the
  * denominator in double, then V·p with p rounded to F16 for an F16 cache, accumulated in double
  * like ggml's generic dot products. Masked keys are skipped: in ggml they contribute exact zeros.
+ *
+ * The parallel region is a plain call with one thread (ith 0 of 1) and the barrier does nothing,
+ * so the forward reads as a sequence of whole ops; the jobs of a matmul step run one after another.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -61,8 +64,7 @@ fail:
 
 // ---- matmul ----------------------------------------------------------------------------------
 
-static void ref_matmul(void *state, const struct muse_weight *w, const float *x, int32_t n_rows, float *y) {
-    struct ref_state *s = state;
+static void ref_matmul_one(struct ref_state *s, const struct muse_weight *w, const float *x, int32_t n_rows, float *y) {
     const struct muse_type_traits *wt = &muse_type_traits[w->type];
     enum muse_type vt = wt->vec_dot_type;
     const int64_t ne0 = w->ne0, ne1 = w->ne1;
@@ -82,6 +84,23 @@ static void ref_matmul(void *state, const struct muse_weight *w, const float *x,
     for (int64_t i = 0; i < ne1; i++, wrow += w->row_size)
         for (int32_t r = 0; r < n_rows; r++) dot(ne0, &y[(size_t)r * ne1 + i], wrow, xq + r * xq_stride);
 }
+
+static void ref_matmul(void *state, const struct muse_matmul_job *jobs, int n_jobs, const float *x, int32_t n_rows,
+                       int ith, int nth) {
+    MUSE_ASSERT(ith == 0 && nth == 1);
+    for (int j = 0; j < n_jobs; j++) {
+        ref_matmul_one(state, &jobs[j].w, x, n_rows, jobs[j].y);
+        muse_matmul_job_epilogue(&jobs[j], n_rows, 0, jobs[j].w.ne1);
+    }
+}
+
+/* One thread: the region is a plain call and the barrier has nothing to wait for. */
+static void ref_parallel(void *state, muse_backend_fn fn, void *ctx) {
+    (void)state;
+    fn(0, 1, ctx);
+}
+
+static void ref_barrier(void *state) { (void)state; }
 
 // ---- attention --------------------------------------------------------------------------------
 
@@ -153,17 +172,22 @@ void muse_attn_head_ref(const struct muse_attn_args *a, int32_t t, int32_t h, fl
     for (int32_t d = 0; d < hd; d++) oh[d] = muse_x86_hsum8(lanes + d * 8);
 }
 
-static void ref_attention(void *state, const struct muse_attn_args *a) {
+static void ref_attention(void *state, const struct muse_attn_args *a, int ith, int nth) {
     struct ref_state *s = state;
-    MUSE_ASSERT(a->head_dim <= s->plan.max_head_dim);
+    MUSE_ASSERT(a->head_dim <= s->plan.max_head_dim && ith == 0 && nth == 1);
     for (int32_t t = 0; t < a->n_tokens; t++)
-        for (int32_t h = 0; h < a->n_head; h++) muse_attn_head_ref(a, t, h, s->scores, s->fscratch, s->qc);
+        for (int32_t h = 0; h < a->n_head; h++) {
+            muse_attn_head_ref(a, t, h, s->scores, s->fscratch, s->qc);
+            muse_attn_gate_head(a, t, h);
+        }
 }
 
 const struct muse_backend_ops muse_backend_ref_ops = {
     .name = "ref",
     .init = ref_init,
     .free = ref_free,
+    .parallel = ref_parallel,
+    .barrier = ref_barrier,
     .matmul = ref_matmul,
     .attention = ref_attention,
 };

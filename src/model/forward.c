@@ -2,8 +2,10 @@
  * forward.c - the Muse-Glimmer text forward (text-model.md 5.1), plain C that reads like the
  * spec. Numerics follow ggml's CPU ops (spec section 8): rms_norm sums x*x in double and
  * multiplies by 1/sqrtf(mean + eps) before a separate multiply by the weight; rope angles are
- * computed incrementally in f32; sigmoid and silu use expf; the softcap is
- * softcap * tanhf(x * (1/softcap)). Matmuls and attention go through the backend.
+ * computed incrementally in f32; silu uses expf (the attention gate's sigmoid, applied inside the
+ * backend's attention op, too: muse_attn_gate_head); the softcap is softcap * tanhf(x * (1/softcap)).
+ * Matmuls and attention go through the backend. The whole forward is one parallel region of the
+ * backend; every step below is sliced by the thread's (ith, nth) (see "the region" below).
  */
 #include "model/forward.h"
 
@@ -19,10 +21,10 @@
 struct muse_run_state {
     int32_t n_batch;
     int64_t n_embd;
-    int64_t n_q_max, n_k_max, n_v_max, n_qkv_max, n_ff_max, hd_max;
+    int64_t n_q_max, n_k_max, n_v_max, n_ff_max, hd_max;
+    int64_t rope_stride; /* floats per row of rope_cos / rope_sin */
     float *x;        /* [n_batch][n_embd] the residual stream */
     float *h;        /* [n_batch][n_embd] normed input of a block */
-    float *qkv;      /* [n_batch][n_qkv_max] fused Q|K|V projection (layers with attn_qkv) */
     float *q;        /* [n_batch][n_q_max] */
     float *k;        /* [n_batch][n_k_max] */
     float *v;        /* [n_batch][n_v_max] */
@@ -31,8 +33,8 @@ struct muse_run_state {
     float *o;        /* [n_batch][n_embd] block output before the post-norm */
     float *fg;       /* [n_batch][n_ff_max] ffn_gate projection, then silu(gate) * up */
     float *fu;       /* [n_batch][n_ff_max] ffn_up projection */
-    float *rope_cos; /* [hd_max / 2] */
-    float *rope_sin; /* [hd_max / 2] */
+    float *rope_cos; /* [n_batch][rope_stride] sliding-window rope angles of each row's position */
+    float *rope_sin; /* [n_batch][rope_stride] */
     float *mem;      /* the one allocation all of the above point into */
 };
 
@@ -56,7 +58,6 @@ muse_status muse_run_state_create(const struct muse_hparams *hp, const struct mu
     if (!rs) goto nomem;
     rs->n_batch = n_batch;
     rs->n_embd = hp->n_embd;
-    bool any_fused = false;
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         int64_t nq = muse_hparams_n_embd_q(hp, il), nk = muse_hparams_n_embd_k_gqa(hp, il);
         int64_t nv = muse_hparams_n_embd_v_gqa(hp, il);
@@ -65,18 +66,16 @@ muse_status muse_run_state_create(const struct muse_hparams *hp, const struct mu
         rs->n_v_max = max64(rs->n_v_max, nv);
         rs->n_ff_max = max64(rs->n_ff_max, hp->n_ff[il]);
         rs->hd_max = max64(rs->hd_max, muse_hparams_head_dim_k(hp, il));
-        if (w->layers[il].wqkv.data) {
-            any_fused = true;
-            rs->n_qkv_max = max64(rs->n_qkv_max, nq + nk + nv);
-        }
     }
+    (void)w;
     /* sizes in floats, each buffer rounded up to 16 floats (64 bytes) */
 #define R16(n) (((size_t)(n) + 15) & ~(size_t)15)
+    rs->rope_stride = (int64_t)R16(hp->n_rot_swa / 2 + 1);
     const size_t nb = (size_t)n_batch;
-    size_t sz_x = R16(nb * rs->n_embd), sz_qkv = any_fused ? R16(nb * rs->n_qkv_max) : 0;
+    size_t sz_x = R16(nb * rs->n_embd);
     size_t sz_q = R16(nb * rs->n_q_max), sz_k = R16(nb * rs->n_k_max), sz_v = R16(nb * rs->n_v_max);
-    size_t sz_ff = R16(nb * rs->n_ff_max), sz_rope = R16(rs->hd_max / 2 + 1);
-    size_t total = 3 * sz_x + sz_qkv + 3 * sz_q + sz_k + sz_v + 2 * sz_ff + 2 * sz_rope;
+    size_t sz_ff = R16(nb * rs->n_ff_max), sz_rope = nb * (size_t)rs->rope_stride;
+    size_t total = 3 * sz_x + 3 * sz_q + sz_k + sz_v + 2 * sz_ff + 2 * sz_rope;
 #undef R16
     rs->mem = aligned_alloc(64, total * sizeof(float));
     if (!rs->mem) goto nomem;
@@ -85,7 +84,6 @@ muse_status muse_run_state_create(const struct muse_hparams *hp, const struct mu
     rs->x = p, p += sz_x;
     rs->h = p, p += sz_x;
     rs->o = p, p += sz_x;
-    rs->qkv = sz_qkv ? p : NULL, p += sz_qkv;
     rs->q = p, p += sz_q;
     rs->g = p, p += sz_q;
     rs->att = p, p += sz_q;
@@ -169,17 +167,16 @@ static void rope_apply(float *x, int32_t n_heads, int32_t hd, int32_t n_rot, con
     }
 }
 
-static float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 static float silu(float x) { return x / (1.0f + expf(-x)); }
 
 /*
- * y[i] = silu(g[i]) * u[i] over one row of n, as ggml_vec_swiglu_f32 on x86 AVX2+FMA: whole
- * groups of 8 use ggml's vector exp (muse_x86_silu), the n % 8 tail the scalar expf.
+ * y[i] = silu(g[i]) * u[i] for columns c0..c1-1 of one row of n, as ggml_vec_swiglu_f32 on x86
+ * AVX2+FMA: the whole groups of 8 of the row use ggml's vector exp (muse_x86_silu), its n % 8
+ * tail the scalar expf.
  */
-static void swiglu_row(float *y, const float *g, const float *u, int64_t n) {
+static void swiglu_cols(float *y, const float *g, const float *u, int64_t n, int64_t c0, int64_t c1) {
     const int64_t n8 = n & ~(int64_t)7;
-    for (int64_t i = 0; i < n8; i++) y[i] = muse_x86_silu(g[i]) * u[i];
-    for (int64_t i = n8; i < n; i++) y[i] = silu(g[i]) * u[i];
+    for (int64_t i = c0; i < c1; i++) y[i] = (i < n8 ? muse_x86_silu(g[i]) : silu(g[i])) * u[i];
 }
 
 static void trace_rows(const struct muse_forward_args *a, const float *x, int64_t n_embd, int32_t il) {
@@ -198,8 +195,15 @@ static void trace_rows(const struct muse_forward_args *a, const float *x, int64_
     }
 }
 
-// ---- the blocks ----------------------------------------------------------------------------------
+// ---- the region: who does what -------------------------------------------------------------------
 
+/*
+ * muse_forward is ONE parallel region of the backend (backend.h): every thread runs the code
+ * below with its (ith, nth). Row-wise steps (norms, residual adds, the SwiGLU) take the batch
+ * rows r with r % nth == ith, which are also the rows that thread converts for the next matmul,
+ * so row-wise steps chain into a matmul without a barrier; a barrier follows each matmul and
+ * attention step, whose outputs every thread writes a share of.
+ */
 struct fwd {
     const struct muse_hparams *hp;
     const struct muse_weights *w;
@@ -208,23 +212,56 @@ struct fwd {
     struct muse_run_state *rs;
     struct muse_kv_cache *kv;
     const struct muse_forward_args *a;
+    int ith, nth; /* this thread of the region */
 };
 
-/* y[n][ne1] = W·x, then (llama.cpp's build_lora_mm order) × the tensor's .scale, + bias. */
-static void linear(const struct fwd *f, const struct muse_weight *wt, bool has_scale, float s, const struct muse_weight *b,
-                   const float *x, float *y) {
-    const int32_t n = f->a->n_tokens;
-    f->ops->matmul(f->bs, wt, x, n, y);
-    if (has_scale) scale(y, s, (int64_t)n * wt->ne1);
-    if (b && b->data)
-        for (int32_t r = 0; r < n; r++) add(y + (size_t)r * wt->ne1, b->data, wt->ne1);
+/* The batch rows r < n this thread owns in row-wise steps. */
+#define FOR_OWN_ROWS(f, r, n) for (int32_t r = (f)->ith; r < (n); r += (f)->nth)
+
+/* This thread's contiguous share [*i0, *i1) of n items. */
+static void share(const struct fwd *f, int64_t n, int64_t *i0, int64_t *i1) {
+    *i0 = n * f->ith / f->nth;
+    *i1 = n * (f->ith + 1) / f->nth;
 }
 
-/* x = embd_norm(token_embd[tok]) (or an injected row): RMS-normed WITHOUT a weight. */
+static void barrier(const struct fwd *f) { f->ops->barrier(f->bs); }
+
+/* This thread's share of jobs (all reading x [n_rows][ne0]); complete after the next barrier. */
+static void matmuls(const struct fwd *f, const struct muse_matmul_job *jobs, int n_jobs, const float *x, int32_t n_rows) {
+    f->ops->matmul(f->bs, jobs, n_jobs, x, n_rows, f->ith, f->nth);
+}
+
+/* y = W·x, then (llama.cpp's build_lora_mm order) × the tensor's .scale, + bias. */
+static struct muse_matmul_job linear(const struct muse_weight *wt, bool has_scale, float s, const struct muse_weight *b,
+                                     float *y) {
+    return (struct muse_matmul_job){*wt, y, has_scale, s, b && b->data ? (const float *)b->data : NULL};
+}
+
+/* Rope angles of the rows' positions (sliding-window rope; full layers are NoPE).  [n][n_rot/2] */
+static float *rope_cos(const struct fwd *f, int32_t r) { return f->rs->rope_cos + (size_t)r * f->rs->rope_stride; }
+static float *rope_sin(const struct fwd *f, int32_t r) { return f->rs->rope_sin + (size_t)r * f->rs->rope_stride; }
+
+/* The layer trace and capture callbacks see the whole residual: thread 0 calls them between barriers. */
+static void observe(const struct fwd *f, uint32_t il) {
+    const struct muse_forward_args *a = f->a;
+    if (!a->trace && !a->capture) return;
+    barrier(f);
+    if (f->ith == 0) {
+        trace_rows(a, f->rs->x, f->hp->n_embd, (int32_t)il); /* the residual entering layer il */
+        if (a->capture && il < f->hp->n_layer) a->capture(a->capture_user, (int32_t)il, a->pos, a->n_tokens, f->rs->x);
+    }
+    barrier(f);
+}
+
+// ---- the blocks ----------------------------------------------------------------------------------
+
+/* x = embd_norm(token_embd[tok]) (or an injected row): RMS-normed WITHOUT a weight. Also the
+ * rope angles of each row's position. */
 static void embed_tokens(const struct fwd *f) {
+    const struct muse_hparams *hp = f->hp;
     const struct muse_weight *te = &f->w->token_embd;
-    const int64_t n_embd = f->hp->n_embd;
-    for (int32_t r = 0; r < f->a->n_tokens; r++) {
+    const int64_t n_embd = hp->n_embd;
+    FOR_OWN_ROWS(f, r, f->a->n_tokens) {
         float *xr = f->rs->x + (size_t)r * n_embd;
         if (f->a->embd) {
             memcpy(xr, f->a->embd + (size_t)r * n_embd, sizeof(float) * (size_t)n_embd);
@@ -232,28 +269,31 @@ static void embed_tokens(const struct fwd *f) {
             const uint8_t *row = (const uint8_t *)te->data + (size_t)f->a->tokens[r] * te->row_size;
             muse_type_traits[te->type].to_float(row, xr, n_embd);
         }
-        rms_norm(xr, xr, n_embd, f->hp->f_norm_rms_eps);
+        rms_norm(xr, xr, n_embd, hp->f_norm_rms_eps);
+        rope_angles((float)f->a->pos[r], (int32_t)hp->n_rot_swa, hp->rope_freq_base_swa, hp->rope_freq_scale_swa,
+                    rope_cos(f, r), rope_sin(f, r));
     }
 }
 
-/* Q, K, V projections of h into rs->q/k/v ([n][n_q], [n][n_k], [n][n_v]). */
-static void qkv_projections(const struct fwd *f, const struct muse_layer_weights *l, int64_t n_q, int64_t n_k,
-                            int64_t n_v) {
+/* The Q, K, V projections of h into rs->q/k/v ([n][n_q], [n][n_k], [n][n_v]) as matmul jobs: three
+ * weights, or three row ranges of the fused attn_qkv (Q | K | V along its rows). Returns 3. */
+static int qkv_jobs(const struct fwd *f, const struct muse_layer_weights *l, int64_t n_q, int64_t n_k, int64_t n_v,
+                    struct muse_matmul_job *jobs) {
     struct muse_run_state *rs = f->rs;
     if (!l->wqkv.data) {
-        linear(f, &l->wq, l->has_wq_scale, l->wq_scale, &l->bq, rs->h, rs->q);
-        linear(f, &l->wk, l->has_wk_scale, l->wk_scale, &l->bk, rs->h, rs->k);
-        linear(f, &l->wv, l->has_wv_scale, l->wv_scale, &l->bv, rs->h, rs->v);
-        return;
+        jobs[0] = linear(&l->wq, l->has_wq_scale, l->wq_scale, &l->bq, rs->q);
+        jobs[1] = linear(&l->wk, l->has_wk_scale, l->wk_scale, &l->bk, rs->k);
+        jobs[2] = linear(&l->wv, l->has_wv_scale, l->wv_scale, &l->bv, rs->v);
+        return 3;
     }
-    linear(f, &l->wqkv, l->has_wqkv_scale, l->wqkv_scale, &l->bqkv, rs->h, rs->qkv);
-    const int64_t n_all = n_q + n_k + n_v; /* Q | K | V along the row */
-    for (int32_t r = 0; r < f->a->n_tokens; r++) {
-        const float *src = rs->qkv + (size_t)r * n_all;
-        memcpy(rs->q + (size_t)r * n_q, src, sizeof(float) * (size_t)n_q);
-        memcpy(rs->k + (size_t)r * n_k, src + n_q, sizeof(float) * (size_t)n_k);
-        memcpy(rs->v + (size_t)r * n_v, src + n_q + n_k, sizeof(float) * (size_t)n_v);
+    const int64_t r0[3] = {0, n_q, n_q + n_k}, nr[3] = {n_q, n_k, n_v};
+    float *y[3] = {rs->q, rs->k, rs->v};
+    for (int i = 0; i < 3; i++) {
+        jobs[i] = linear(&l->wqkv, l->has_wqkv_scale, l->wqkv_scale, &l->bqkv, y[i]);
+        jobs[i].w = muse_weight_rows(&l->wqkv, r0[i], nr[i]);
+        if (jobs[i].bias) jobs[i].bias += r0[i];
     }
+    return 3;
 }
 
 /* The attention half of layer il: x += post_norm(W_o·(attn(...) ⊙ sigmoid(W_gate·h))). */
@@ -267,41 +307,53 @@ static void attention_block(const struct fwd *f, uint32_t il) {
     const int32_t hd = (int32_t)muse_hparams_head_dim_k(hp, il);
     const int64_t n_q = (int64_t)n_head * hd, n_k = (int64_t)n_head_kv * hd, n_v = n_k;
     const bool swa = hp->is_swa[il];
+    const int32_t n_rot = (int32_t)hp->n_rot_swa;
+    const float eps = hp->f_norm_rms_eps;
 
     /* h = rms(x, eps) * attn_norm                                      [n][n_embd] */
-    rms_norm_rows(rs->x, rs->h, n, n_embd, hp->f_norm_rms_eps, l->attn_norm.data);
+    FOR_OWN_ROWS(f, r, n) rms_norm_rows(rs->x + (size_t)r * n_embd, rs->h + (size_t)r * n_embd, 1, n_embd, eps, l->attn_norm.data);
     /* q [n][n_head][hd], k [n][n_head_kv][hd], v [n][n_head_kv][hd]; gate g [n][n_q] from the same h */
-    qkv_projections(f, l, n_q, n_k, n_v);
-    linear(f, &l->attn_gate, false, 1.0f, NULL, rs->h, rs->g);
-    /* per-head RMS norm of q and k (eps from the file), weights q_norm (3.87) and k_norm (1) */
-    rms_norm_rows(rs->q, rs->q, n * n_head, hd, hp->f_norm_rms_eps, l->attn_q_norm.data);
-    rms_norm_rows(rs->k, rs->k, n * n_head_kv, hd, hp->f_norm_rms_eps, l->attn_k_norm.data);
-    /* RoPE on sliding-window layers only (full layers are NoPE); then store k, v */
-    for (int32_t r = 0; r < n; r++) {
-        float *qr = rs->q + (size_t)r * n_q, *kr = rs->k + (size_t)r * n_k;
-        if (swa) {
-            const int32_t n_rot = (int32_t)hp->n_rot_swa;
-            rope_angles((float)f->a->pos[r], n_rot, hp->rope_freq_base_swa, hp->rope_freq_scale_swa, rs->rope_cos,
-                        rs->rope_sin);
-            rope_apply(qr, n_head, hd, n_rot, rs->rope_cos, rs->rope_sin);
-            rope_apply(kr, n_head_kv, hd, n_rot, rs->rope_cos, rs->rope_sin);
-        }
+    struct muse_matmul_job jobs[4];
+    const int n_jobs = qkv_jobs(f, l, n_q, n_k, n_v, jobs);
+    jobs[n_jobs] = linear(&l->attn_gate, false, 1.0f, NULL, rs->g);
+    matmuls(f, jobs, n_jobs + 1, rs->h, n);
+    barrier(f);
+    /* per-head RMS norm of q and k (eps from the file), weights q_norm (3.87) and k_norm (1);
+     * RoPE on sliding-window layers only (full layers are NoPE); then store k, v. Q heads are
+     * shared out one by one (decode has a single row), K/V by row. */
+    int64_t i0, i1;
+    share(f, (int64_t)n * n_head, &i0, &i1);
+    for (int64_t it = i0; it < i1; it++) {
+        const int32_t r = (int32_t)(it / n_head);
+        float *qh = rs->q + (size_t)it * hd; /* row r, head it % n_head */
+        rms_norm_rows(qh, qh, 1, hd, eps, l->attn_q_norm.data);
+        if (swa) rope_apply(qh, 1, hd, n_rot, rope_cos(f, r), rope_sin(f, r));
+    }
+    FOR_OWN_ROWS(f, r, n) {
+        float *kr = rs->k + (size_t)r * n_k;
+        rms_norm_rows(kr, kr, n_head_kv, hd, eps, l->attn_k_norm.data);
+        if (swa) rope_apply(kr, n_head_kv, hd, n_rot, rope_cos(f, r), rope_sin(f, r));
         muse_kv_cache_store(f->kv, il, f->a->pos[r], kr, rs->v + (size_t)r * n_v);
     }
-    /* att = softmax(q·K^T / sqrt(hd) + mask) · V                          [n][n_q] */
+    barrier(f);
+    /* att = softmax(q·K^T / sqrt(hd) + mask) · V, then att *= sigmoid(g) per channel   [n][n_q] */
     struct muse_attn_args aa = {
         .q = rs->q, .out = rs->att, .kv = &f->kv->layers[il], .pos = f->a->pos, .n_tokens = n,
         .n_head = n_head, .n_head_kv = n_head_kv, .head_dim = hd,
-        .n_swa = swa ? (int32_t)hp->n_swa : 0, .scale = 1.0f / sqrtf((float)hd),
+        .n_swa = swa ? (int32_t)hp->n_swa : 0, .scale = 1.0f / sqrtf((float)hd), .gate = rs->g,
     };
-    f->ops->attention(f->bs, &aa);
-    /* att *= sigmoid(g), per channel, before W_o */
-    for (int64_t i = 0; i < (int64_t)n * n_q; i++) rs->att[i] = rs->att[i] * sigmoid(rs->g[i]);
+    f->ops->attention(f->bs, &aa, f->ith, f->nth);
+    barrier(f);
     /* o = W_o·att (× attn_output.scale)                                    [n][n_embd] */
-    linear(f, &l->wo, l->has_wo_scale, l->wo_scale, NULL, rs->att, rs->o);
+    const struct muse_matmul_job wo = linear(&l->wo, l->has_wo_scale, l->wo_scale, NULL, rs->o);
+    matmuls(f, &wo, 1, rs->att, n);
+    barrier(f);
     /* x += rms(o, 1e-8) * post_attention_norm */
-    rms_norm_rows(rs->o, rs->o, n, n_embd, hp->f_post_norm_eps, l->post_attention_norm.data);
-    add(rs->x, rs->o, (int64_t)n * n_embd);
+    FOR_OWN_ROWS(f, r, n) {
+        float *o = rs->o + (size_t)r * n_embd;
+        rms_norm_rows(o, o, 1, n_embd, hp->f_post_norm_eps, l->post_attention_norm.data);
+        add(rs->x + (size_t)r * n_embd, o, n_embd);
+    }
 }
 
 /* The FFN half of layer il: x += post_norm(W_down·(silu(W_gate·h) * (W_up·h))). */
@@ -313,18 +365,36 @@ static void ffn_block(const struct fwd *f, uint32_t il) {
     const int64_t n_embd = hp->n_embd, n_ff = hp->n_ff[il];
 
     /* h = rms(x, eps) * ffn_norm                                          [n][n_embd] */
-    rms_norm_rows(rs->x, rs->h, n, n_embd, hp->f_norm_rms_eps, l->ffn_norm.data);
-    /* fg = W_gate·h, fu = W_up·h                                           [n][n_ff] */
-    linear(f, &l->ffn_gate, false, 1.0f, NULL, rs->h, rs->fg);
-    linear(f, &l->ffn_up, false, 1.0f, NULL, rs->h, rs->fu);
-    /* fg = silu(fg) * fu (SwiGLU) */
-    for (int32_t r = 0; r < n; r++)
-        swiglu_row(rs->fg + (size_t)r * n_ff, rs->fg + (size_t)r * n_ff, rs->fu + (size_t)r * n_ff, n_ff);
+    FOR_OWN_ROWS(f, r, n)
+        rms_norm_rows(rs->x + (size_t)r * n_embd, rs->h + (size_t)r * n_embd, 1, n_embd, hp->f_norm_rms_eps, l->ffn_norm.data);
+    /* fg = W_gate·h, fu = W_up·h (one step, one conversion of h)          [n][n_ff] */
+    const struct muse_matmul_job gu[2] = {
+        linear(&l->ffn_gate, false, 1.0f, NULL, rs->fg),
+        linear(&l->ffn_up, false, 1.0f, NULL, rs->fu),
+    };
+    matmuls(f, gu, 2, rs->h, n);
+    barrier(f);
+    /* fg = silu(fg) * fu (SwiGLU): by row, or with fewer rows than threads (decode) by columns
+     * and a barrier (the down matmul converts whole rows) */
+    if (n >= f->nth) {
+        FOR_OWN_ROWS(f, r, n) swiglu_cols(rs->fg + (size_t)r * n_ff, rs->fg + (size_t)r * n_ff, rs->fu + (size_t)r * n_ff, n_ff, 0, n_ff);
+    } else {
+        int64_t c0, c1;
+        share(f, n_ff, &c0, &c1);
+        for (int32_t r = 0; r < n; r++)
+            swiglu_cols(rs->fg + (size_t)r * n_ff, rs->fg + (size_t)r * n_ff, rs->fu + (size_t)r * n_ff, n_ff, c0, c1);
+        barrier(f);
+    }
     /* o = W_down·fg                                                        [n][n_embd] */
-    linear(f, &l->ffn_down, false, 1.0f, NULL, rs->fg, rs->o);
+    const struct muse_matmul_job down = linear(&l->ffn_down, false, 1.0f, NULL, rs->o);
+    matmuls(f, &down, 1, rs->fg, n);
+    barrier(f);
     /* x += rms(o, 1e-8) * post_ffw_norm */
-    rms_norm_rows(rs->o, rs->o, n, n_embd, hp->f_post_norm_eps, l->post_ffw_norm.data);
-    add(rs->x, rs->o, (int64_t)n * n_embd);
+    FOR_OWN_ROWS(f, r, n) {
+        float *o = rs->o + (size_t)r * n_embd;
+        rms_norm_rows(o, o, 1, n_embd, hp->f_post_norm_eps, l->post_ffw_norm.data);
+        add(rs->x + (size_t)r * n_embd, o, n_embd);
+    }
 }
 
 /* logits = softcap(logit_scale · W_out·(rms(x) * output_norm)) for rows first..n-1. */
@@ -335,32 +405,43 @@ static void output_head(const struct fwd *f) {
     const int32_t first = f->a->first_logit_row, n_out = f->a->n_tokens - first;
     const int64_t n_embd = hp->n_embd, n_vocab = w->output.ne1;
     if (n_out <= 0) return;
+    barrier(f); /* the head's rows are counted from `first`: their owners differ from the layers' */
     float *h = rs->h + (size_t)first * n_embd;
-    rms_norm_rows(rs->x + (size_t)first * n_embd, h, n_out, n_embd, hp->f_norm_rms_eps, w->output_norm.data);
+    FOR_OWN_ROWS(f, r, n_out)
+        rms_norm_rows(rs->x + (size_t)(first + r) * n_embd, h + (size_t)r * n_embd, 1, n_embd, hp->f_norm_rms_eps,
+                      w->output_norm.data);
     float *y = f->a->logits; /*                                             [n_out][n_vocab] */
-    f->ops->matmul(f->bs, &w->output, h, n_out, y);
-    const int64_t total = (int64_t)n_out * n_vocab;
-    if (w->has_output_scale) scale(y, w->output_scale, total);
-    scale(y, hp->f_logit_scale, total);
+    const struct muse_matmul_job out = {w->output, y, w->has_output_scale, w->output_scale, NULL};
+    matmuls(f, &out, 1, h, n_out);
+    barrier(f);
+    int64_t i0, i1;
+    share(f, (int64_t)n_out * n_vocab, &i0, &i1);
+    scale(y + i0, hp->f_logit_scale, i1 - i0);
     const float cap = hp->f_final_logit_softcapping;
     if (cap != 0.0f) {
         const float inv = 1.0f / cap;
-        for (int64_t i = 0; i < total; i++) y[i] = tanhf(y[i] * inv) * cap;
+        for (int64_t i = i0; i < i1; i++) y[i] = tanhf(y[i] * inv) * cap;
     }
+}
+
+static void forward_region(int ith, int nth, void *ctx) {
+    struct fwd f = *(const struct fwd *)ctx;
+    f.ith = ith;
+    f.nth = nth;
+    embed_tokens(&f);
+    for (uint32_t il = 0; il < f.hp->n_layer; il++) {
+        observe(&f, il);
+        attention_block(&f, il);
+        ffn_block(&f, il);
+    }
+    observe(&f, f.hp->n_layer);
+    output_head(&f);
 }
 
 void muse_forward(const struct muse_hparams *hp, const struct muse_weights *w, const struct muse_backend_ops *ops,
                   void *backend_state, struct muse_run_state *rs, struct muse_kv_cache *kv,
                   const struct muse_forward_args *args) {
     MUSE_ASSERT(args->n_tokens >= 1 && args->n_tokens <= rs->n_batch);
-    const struct fwd f = {hp, w, ops, backend_state, rs, kv, args};
-    embed_tokens(&f);
-    for (uint32_t il = 0; il < hp->n_layer; il++) {
-        trace_rows(args, rs->x, hp->n_embd, (int32_t)il); /* the residual entering layer il */
-        if (args->capture) args->capture(args->capture_user, (int32_t)il, args->pos, args->n_tokens, rs->x);
-        attention_block(&f, il);
-        ffn_block(&f, il);
-    }
-    trace_rows(args, rs->x, hp->n_embd, (int32_t)hp->n_layer);
-    output_head(&f);
+    const struct fwd f = {hp, w, ops, backend_state, rs, kv, args, 0, 1};
+    ops->parallel(backend_state, forward_region, (void *)&f);
 }

@@ -4,7 +4,9 @@
  *
  * State: the model (hparams + weights) is read-only; the run state holds the activations of
  * one micro-batch of at most n_batch tokens and is planned once (muse_run_state_create); the
- * KV cache is per sequence (kv_cache.h). muse_forward allocates nothing.
+ * KV cache is per sequence (kv_cache.h). muse_forward allocates nothing and enters the backend's
+ * threads once (ops->parallel): every thread walks the same steps on its own slice, with a
+ * barrier only where a step reads what other threads wrote.
  */
 #pragma once
 

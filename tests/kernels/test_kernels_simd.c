@@ -269,6 +269,7 @@ static void test_gemm_type(const struct muse_kernels *k, enum muse_type type) {
         sizes[4] = 650 * 32;  /* past the legacy kernels' pre-converted scale buffers */
         n_sizes = 5;
     }
+    if (type == MUSE_TYPE_IQ2_XXS) sizes[n_sizes++] = 140 * 256;  /* past the prefill decode buffer */
     const int64_t rows_list[] = {1, 3, 6, 17};
     int cases = 0, failures = 0;
     for (int si = 0; si < n_sizes; si++) {

@@ -39,7 +39,6 @@
 #define CHUNK_ROWS 16  /* weight rows whose scales are converted once per call chunk */
 #define DAS_MAX 640    /* most blocks per row for the pre-converted scale path (stack: ~52 KB) */
 #define PF_BYTES 1024  /* decode: prefetch distance of the next tile's rows */
-#define Q4_BUF_BYTES (40 * 1024) /* prefill: Q4_0 rows of a chunk unpacked to Q8_0 blocks (stack) */
 
 enum legacy_kind { K_Q8_0, K_Q4_0 };
 
@@ -238,15 +237,18 @@ MUSE_AVX2_INLINE bool legacy_gemm(int64_t n, const void *wv, size_t w_stride, in
     }
     const bool pre = nb <= DAS_MAX;
     const int64_t nbp = (nb + 7) & ~(int64_t)7;
+    /* the weight scales of a chunk; for Q4_0 rows up to ~2170 elements the same buffer also holds
+     * the chunk's rows unpacked once into Q8_0 blocks (same d, codes - 8), which then run the
+     * Q8_0 tiles: the nibble unpacking leaves the tiles (it was redone per group of activation
+     * rows). Only whole 16-row chunks: smaller ones re-stream the activations more often, which
+     * cost more than the unpacking saved (6144 wide, 256 activation rows, 6-row chunks: 847 vs
+     * 690 us; 2048 wide, 64 rows, 16-row chunks: 197 vs 227 us). */
     float dwf[CHUNK_ROWS * (DAS_MAX + 8)];
-    /* Q4_0: the rows of a chunk unpacked once into Q8_0 blocks (same d, codes - 8), then the Q8_0
-     * tiles: the nibble unpacking leaves the tiles (it was redone per group of activation rows) */
-    /* only when a whole chunk fits (rows up to 2400 elements): smaller chunks re-stream the
-     * activations more often, which cost more than the unpacking saved (6144 wide, 256 activation
-     * rows, 6-row chunks: 847 vs 690 us; 2048 wide, 64 rows, 16-row chunks: 197 vs 227 us) */
     const int64_t chunk = CHUNK_ROWS;
-    const bool unpack = kind == K_Q4_0 && pre && Q4_BUF_BYTES / (nb * (int64_t)sizeof(struct muse_block_q8_0)) >= chunk;
-    struct muse_block_q8_0 q8buf[Q4_BUF_BYTES / sizeof(struct muse_block_q8_0)];
+    const size_t dwf_used = (size_t)(CHUNK_ROWS * nbp) * sizeof(float);
+    const bool unpack = kind == K_Q4_0 && pre &&
+                        sizeof dwf - dwf_used >= (size_t)(CHUNK_ROWS * nb) * sizeof(struct muse_block_q8_0);
+    struct muse_block_q8_0 *q8buf = (struct muse_block_q8_0 *)(void *)(dwf + CHUNK_ROWS * nbp);
     for (int64_t c0 = 0; c0 < n_rows; c0 += chunk) {
         const int64_t cn = n_rows - c0 < chunk ? n_rows - c0 : chunk;
         const char *wc = w + c0 * w_stride;

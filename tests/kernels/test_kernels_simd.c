@@ -255,7 +255,7 @@ static void test_gemm_type(const struct muse_kernels *k, enum muse_type type) {
                muse_cpu_level_name(k->level), l->name);
     const int64_t bs = l->block_size == 1 ? 1 : l->block_size;
     /* sizes in elements: 1 block, 3 blocks, 11 blocks (odd), plus odd float lengths */
-    int64_t sizes[5] = {bs, 3 * bs, 11 * bs, 0, 0};
+    int64_t sizes[6] = {bs, 3 * bs, 11 * bs, 0, 0, 0};
     int n_sizes = 3;
     if (bs == 1) {
         /* 8, 40, 1000: the 8-lane x86 order; 7, 257: kernels may decline (the scalar dot runs) */
@@ -268,8 +268,10 @@ static void test_gemm_type(const struct muse_kernels *k, enum muse_type type) {
     } else if (bs == 32) {
         sizes[3] = 37 * 32;
         sizes[4] = 650 * 32;  /* past the legacy kernels' pre-converted scale buffers */
-        n_sizes = 5;
+        sizes[5] = 100 * 32;  /* Q4_0 prefill: too wide for its unpacked 16-row chunk buffer */
+        n_sizes = 6;
     }
+    if (type == MUSE_TYPE_IQ2_XXS) sizes[n_sizes++] = 140 * 256;  /* past the prefill decode buffer */
     const int64_t rows_list[] = {1, 3, 6, 17};
     int cases = 0, failures = 0;
     for (int si = 0; si < n_sizes; si++) {

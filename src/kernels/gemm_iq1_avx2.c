@@ -224,24 +224,7 @@ MUSE_AVX2_INLINE void tq1_0_row(int64_t nb, const struct muse_block_tq1_0 *w, co
 
 // ---- drivers ---------------------------------------------------------------------------
 
-#define IQ1_GEMM(T)                                                                                          \
-    MUSE_AVX2_INLINE void T##_rows(int64_t nb, const char *w, size_t w_stride, int64_t n_rows, const char *act,  \
-                                   size_t act_stride, const int ny, float *out, int64_t out_stride) {         \
-        for (int64_t i = 0; i < n_rows; i++)                                                                 \
-            T##_row(nb, (const void *)(w + i * w_stride), act, act_stride, ny, out + i, out_stride);         \
-    }                                                                                                        \
-    bool muse_gemm_##T##_avx2(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,     \
-                              size_t act_stride, int n_act, float *out, int64_t out_stride) {                \
-        if (n % 256 != 0) return false;                                                                      \
-        MUSE_AVX2_ROW_GROUPS(NY_MAX, T##_CALL)                                                               \
-        return true;                                                                                         \
-    }
-
-#define iq1_s_CALL(NY) iq1_s_rows(n / 256, w, w_stride, n_rows, a, act_stride, NY, o, out_stride)
-#define iq1_m_CALL(NY) iq1_m_rows(n / 256, w, w_stride, n_rows, a, act_stride, NY, o, out_stride)
-#define tq1_0_CALL(NY) tq1_0_rows(n / 256, w, w_stride, n_rows, a, act_stride, NY, o, out_stride)
-#define tq2_0_CALL(NY) tq2_0_rows(n / 256, w, w_stride, n_rows, a, act_stride, NY, o, out_stride)
-IQ1_GEMM(iq1_s)
-IQ1_GEMM(iq1_m)
-IQ1_GEMM(tq2_0)
-IQ1_GEMM(tq1_0)
+MUSE_AVX2_ROWWISE_GEMM(iq1_s, 256, NY_MAX)
+MUSE_AVX2_ROWWISE_GEMM(iq1_m, 256, NY_MAX)
+MUSE_AVX2_ROWWISE_GEMM(tq2_0, 256, NY_MAX)
+MUSE_AVX2_ROWWISE_GEMM(tq1_0, 256, NY_MAX)

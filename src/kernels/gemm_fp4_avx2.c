@@ -79,18 +79,4 @@ MUSE_AVX2_INLINE void mxfp4_row(int64_t nb, const struct muse_block_mxfp4 *w, co
     for (int r = 0; r < ny; r++) out[r * out_stride] = sumf[r];
 }
 
-MUSE_AVX2_INLINE void mxfp4_rows(int64_t nb, const char *w, size_t w_stride, int64_t n_rows, const char *act,
-                                 size_t act_stride, const int ny, float *out, int64_t out_stride) {
-    for (int64_t i = 0; i < n_rows; i++)
-        mxfp4_row(nb, (const void *)(w + i * w_stride), act, act_stride, ny, out + i, out_stride);
-}
-
-bool muse_gemm_mxfp4_avx2(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,
-                          size_t act_stride, int n_act, float *out, int64_t out_stride) {
-    if (n % 32 != 0) return false;
-    const int64_t nb = n / 32;
-#define CALL(NY) mxfp4_rows(nb, w, w_stride, n_rows, a, act_stride, NY, o, out_stride)
-    MUSE_AVX2_ROW_GROUPS(NY_MAX, CALL)
-#undef CALL
-    return true;
-}
+MUSE_AVX2_ROWWISE_GEMM(mxfp4, 32, NY_MAX)

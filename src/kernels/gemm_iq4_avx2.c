@@ -60,17 +60,4 @@ MUSE_AVX2_INLINE void iq4_xs_row(int64_t nb, const struct muse_block_iq4_xs *w, 
     for (int r = 0; r < ny; r++) out[r * out_stride] = sumf[r];
 }
 
-MUSE_AVX2_INLINE void iq4_xs_rows(int64_t nb, const char *w, size_t w_stride, int64_t n_rows, const char *act,
-                                  size_t act_stride, const int ny, float *out, int64_t out_stride) {
-    for (int64_t i = 0; i < n_rows; i++)
-        iq4_xs_row(nb, (const void *)(w + i * w_stride), act, act_stride, ny, out + i, out_stride);
-}
-
-bool muse_gemm_iq4_xs_avx2(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,
-                           size_t act_stride, int n_act, float *out, int64_t out_stride) {
-    if (n % 256 != 0) return false;
-#define CALL(NY) iq4_xs_rows(n / 256, w, w_stride, n_rows, a, act_stride, NY, o, out_stride)
-    MUSE_AVX2_ROW_GROUPS(NY_MAX, CALL)
-#undef CALL
-    return true;
-}
+MUSE_AVX2_ROWWISE_GEMM(iq4_xs, 256, NY_MAX)

@@ -88,22 +88,9 @@ MUSE_AVX2_INLINE __m256 legacy1_terms(__m256 dw, __m256 mw, const struct muse_bl
         }                                                                                                    \
         MUSE_UNROLL                                                                                          \
         for (int r = 0; r < ny; r++) out[r * out_stride] = sumf[r];                                          \
-    }                                                                                                        \
-    MUSE_AVX2_INLINE void BLOCK##_rows(int64_t nb, const char *w, size_t w_stride, int64_t n_rows,           \
-                                       const char *act, size_t act_stride, const int ny, float *out,         \
-                                       int64_t out_stride) {                                                 \
-        for (int64_t i = 0; i < n_rows; i++)                                                                 \
-            BLOCK##_row(nb, (const void *)(w + i * w_stride), act, act_stride, ny, out + i, out_stride);     \
-    }                                                                                                        \
-    bool muse_gemm_##BLOCK##_avx2(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act, \
-                                  size_t act_stride, int n_act, float *out, int64_t out_stride) {          \
-        if (n % 32 != 0) return false;                                                                      \
-        const int64_t nb = n / 32;                                                                          \
-        MUSE_AVX2_ROW_GROUPS(NY_MAX, BLOCK##_CALL)                                                          \
-        return true;                                                                                        \
     }
 
-#define q4_1_CALL(NY) q4_1_rows(nb, w, w_stride, n_rows, a, act_stride, NY, o, out_stride)
-#define q5_1_CALL(NY) q5_1_rows(nb, w, w_stride, n_rows, a, act_stride, NY, o, out_stride)
 LEGACY1_ROW(q4_1)
 LEGACY1_ROW(q5_1)
+MUSE_AVX2_ROWWISE_GEMM(q4_1, 32, NY_MAX)
+MUSE_AVX2_ROWWISE_GEMM(q5_1, 32, NY_MAX)

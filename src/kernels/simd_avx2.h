@@ -117,12 +117,27 @@ MUSE_AVX2_INLINE float avx2_lanes_total(float start, __m256 v) {
 #define MUSE_AVX2_ROW_GROUPS(NY_MAX, CALL) MUSE_AVX2_ROW_GROUPS_WITH(NY_MAX, MUSE_AVX2_CALL_NY, CALL)
 
 /*
- * Define muse_gemm_<T>_avx2 (muse_gemm_fn) for a family whose kernel
+ * Define muse_gemm_<T>_avx2 (muse_gemm_fn) over a family's
+ *     T_rows(int64_t nb, const char *w, size_t w_stride, int64_t n_rows, const char *act,
+ *            size_t act_stride, const int ny, float *out, int64_t out_stride)
+ * (n_rows weight rows of nb blocks of QK elements against ny activation rows): the activation
+ * rows in MUSE_AVX2_ROW_GROUPS of at most NY_MAX. Declines rows that are not whole blocks.
+ */
+#define MUSE_AVX2_GEMM_OF_ROWS(T, QK, NY_MAX)                                                               \
+    bool muse_gemm_##T##_avx2(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,    \
+                              size_t act_stride, int n_act, float *out, int64_t out_stride) {               \
+        if (n % (QK) != 0) return false;                                                                    \
+        const int64_t nb = n / (QK);                                                                        \
+        MUSE_AVX2_ROW_GROUPS_WITH(NY_MAX, MUSE_AVX2_ROWS_CALL, T##_rows)                                     \
+        return true;                                                                                        \
+    }
+#define MUSE_AVX2_ROWS_CALL(rows, NY) rows(nb, w, w_stride, n_rows, a, act_stride, NY, o, out_stride)
+
+/*
+ * The same for a family whose kernel
  *     T_row(int64_t nb, const <block> *w, const char *act, size_t act_stride, const int ny,
  *           float *out, int64_t out_stride)
- * computes one weight row of nb blocks of QK elements against ny activation rows: the weight rows
- * one after another, the activation rows in MUSE_AVX2_ROW_GROUPS of at most NY_MAX. Declines rows
- * that are not whole blocks.
+ * computes one weight row: T_rows walks the weight rows one after another.
  */
 #define MUSE_AVX2_ROWWISE_GEMM(T, QK, NY_MAX)                                                                 \
     MUSE_AVX2_INLINE void T##_rows(int64_t nb, const char *w, size_t w_stride, int64_t n_rows, const char *act, \
@@ -130,12 +145,4 @@ MUSE_AVX2_INLINE float avx2_lanes_total(float start, __m256 v) {
         for (int64_t i = 0; i < n_rows; i++)                                                                \
             T##_row(nb, (const void *)(w + i * w_stride), act, act_stride, ny, out + i, out_stride);        \
     }                                                                                                       \
-    bool muse_gemm_##T##_avx2(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,    \
-                              size_t act_stride, int n_act, float *out, int64_t out_stride) {               \
-        if (n % (QK) != 0) return false;                                                                    \
-        const int64_t nb = n / (QK);                                                                        \
-        MUSE_AVX2_ROW_GROUPS_WITH(NY_MAX, MUSE_AVX2_ROWWISE_CALL, T##_rows)                                  \
-        return true;                                                                                        \
-    }
-#define MUSE_AVX2_ROWWISE_CALL(rows, NY) rows(nb, w, w_stride, n_rows, a, act_stride, NY, o, out_stride)
-
+    MUSE_AVX2_GEMM_OF_ROWS(T, QK, NY_MAX)

@@ -56,6 +56,34 @@ typedef void (*muse_attn_kq_fn)(int32_t hd, int32_t n_keys, const void *k, size_
 typedef void (*muse_attn_pv_fn)(int32_t hd, int32_t n_keys, const void *v, size_t v_stride, const float *p,
                                 int32_t lane0, float *lanes);
 
+/*
+ * GQA: kq / pv over an F16 cache for nq >= 1 query heads that read the same K/V rows, each row
+ * read and widened once for all of them. Per (key, head) the operations and their order are
+ * those of kq / pv above, so the results equal nq separate calls bit for bit:
+ *   kq_multi: scores[i * s_stride + j] = kq's scores[j] for the query qf + i * q_stride;
+ *   pv_multi: for head i < nq, pv(hd, n_keys, v, v_stride, p + i * p_stride, lane0,
+ *             lanes + i * l_stride).
+ * Strides count floats.
+ */
+typedef void (*muse_attn_kq_multi_fn)(int32_t hd, int32_t n_keys, const void *k, size_t k_stride, int32_t nq,
+                                      const float *qf, size_t q_stride, float *scores, size_t s_stride);
+typedef void (*muse_attn_pv_multi_fn)(int32_t hd, int32_t n_keys, const void *v, size_t v_stride, int32_t nq,
+                                      const float *p, size_t p_stride, int32_t lane0, float *lanes,
+                                      size_t l_stride);
+
+/*
+ * The same over F32 and Q8_0 KV caches, in the orders muse_attn_head_ref uses for them (NULL at
+ * levels without them):
+ *   kq_f32 (muse_attn_kq_fn): scores[j] = muse_x86_dot_vec(hd, K_j, qf, 0) (ggml_vec_dot_f32),
+ *       any hd;
+ *   kq_q8_0: scores[j] = vec_dot_ref of Q8_0 (K_j against qq, the query quantized to Q8_0 by the
+ *       reference quantizer); hd a multiple of 32;
+ *   pv_f32 / pv_q8_0 (muse_attn_pv_fn): as pv above with V_j as floats (Q8_0: the reference
+ *       dequantizer, (float)q * d); pv_f32 any hd, pv_q8_0 hd a multiple of 32.
+ */
+typedef void (*muse_attn_kq_q_fn)(int32_t hd, int32_t n_keys, const void *k, size_t k_stride, const void *qq,
+                                  float *scores);
+
 /* Activation layouts a level's kernels may ask for (muse_kernels.act_layout). */
 enum muse_act_layout {
     MUSE_ACT_REF = 0,          /* the reference bytes of the vec_dot_type */
@@ -96,6 +124,12 @@ struct muse_kernels {
     bool exact[MUSE_TYPE_COUNT];
     muse_attn_kq_fn attn_kq_f16;
     muse_attn_pv_fn attn_pv_f16;
+    muse_attn_kq_multi_fn attn_kq_f16_multi;
+    muse_attn_pv_multi_fn attn_pv_f16_multi;
+    muse_attn_kq_fn attn_kq_f32;
+    muse_attn_pv_fn attn_pv_f32;
+    muse_attn_kq_q_fn attn_kq_q8_0;
+    muse_attn_pv_fn attn_pv_q8_0;
 };
 
 /*

@@ -32,6 +32,9 @@ void muse_x86_vd_bf16_fma(int64_t n, float *s, const void *vx, const void *vy);
 void muse_x86_vd_iq2_xxs_fma(int64_t n, float *s, const void *vx, const void *vy);
 void muse_x86_vd_q5_0_fma(int64_t n, float *s, const void *vx, const void *vy);
 void muse_x86_vd_iq4_nl_fma(int64_t n, float *s, const void *vx, const void *vy);
+void muse_x86_vd_q4_K_fma(int64_t n, float *s, const void *vx, const void *vy);
+void muse_x86_vd_q5_K_fma(int64_t n, float *s, const void *vx, const void *vy);
+void muse_x86_vd_q6_K_fma(int64_t n, float *s, const void *vx, const void *vy);
 void muse_x86_vd_q8_0_avx2(int64_t n, float *s, const void *vx, const void *vy);
 void muse_x86_vd_q4_0_avx2(int64_t n, float *s, const void *vx, const void *vy);
 void muse_x86_vd_iq2_xxs_avx2(int64_t n, float *s, const void *vx, const void *vy);
@@ -72,6 +75,9 @@ muse_vec_dot_fn muse_x86_vec_dot(enum muse_type type) {
     case MUSE_TYPE_Q4_0: return have_avx2() ? muse_x86_vd_q4_0_avx2 : f ? muse_x86_vd_q4_0_fma : muse_x86_vd_q4_0_generic;
     case MUSE_TYPE_Q5_0: return f ? muse_x86_vd_q5_0_fma : muse_x86_vd_q5_0_generic;
     case MUSE_TYPE_IQ4_NL: return f ? muse_x86_vd_iq4_nl_fma : muse_x86_vd_iq4_nl_generic;
+    case MUSE_TYPE_Q4_K: return f ? muse_x86_vd_q4_K_fma : muse_x86_vd_q4_K_generic;
+    case MUSE_TYPE_Q5_K: return f ? muse_x86_vd_q5_K_fma : muse_x86_vd_q5_K_generic;
+    case MUSE_TYPE_Q6_K: return f ? muse_x86_vd_q6_K_fma : muse_x86_vd_q6_K_generic;
     case MUSE_TYPE_IQ2_XXS:
         return have_avx2() ? muse_x86_vd_iq2_xxs_avx2 : f ? muse_x86_vd_iq2_xxs_fma : muse_x86_vd_iq2_xxs_generic;
     default: return muse_type_traits[type].vec_dot_ref;

@@ -73,6 +73,14 @@ void muse_x86_kv_to_float(enum muse_type type, const void *x, float *y, int64_t 
  *   IQ2_XXS x Q8_K: per super-block d = d_w * d_a; lane l = the exact integer sum over the 8
  *     sub-blocks of (2 * ls + 1) * (products of elements 4l..4l+3); acc[l] = fmaf(d, lane,
  *     acc[l]); the result is 0.125f * muse_x86_hsum8(acc);
+ *   Q4_K, Q5_K, Q6_K x Q8_K (ggml's AVX2 vec_dot, not its generic one; muse's choice, the golden
+ *     machine ran repacked Q4_K kernels in yet another order): per super-block d = d_a * d_w;
+ *     lane l (0..7) = the exact integer sum of scale * code * a over the elements e with
+ *     (e % 32) / 4 == l (Q6_K: code - 32); acc[l] = fmaf(d, lane, acc[l]). Mins of Q4_K with
+ *     dmin = -d_a * dmin_w into four more lanes: accm[k] = fmaf(dmin, mn[2k] * (bs[4k] + bs[4k+1])
+ *     + mn[2k+1] * (bs[4k+2] + bs[4k+3]), accm[k]), result muse_x86_hsum8(acc) + ((accm[0] +
+ *     accm[2]) + (accm[1] + accm[3])); of Q5_K into one float, summs = fmaf(dmin, sum of mn[j] *
+ *     (bs[2j] + bs[2j+1]), summs), result muse_x86_hsum8(acc) + summs; Q6_K muse_x86_hsum8(acc);
  *   Q8_0, Q4_0, Q5_0, IQ4_NL x Q8_0 (llamafile's tinyBLAS_Q0_AVX; Q8_0/Q4_0/Q5_0 also ggml's AVX2
  *     vec_dot): per block d = d_w * d_a; lane l (0..7) = the exact integer sum of the
  *     products of elements 4l..4l+3; acc[l] = fmaf(d, lane, acc[l]); muse_x86_hsum8 at the end.

@@ -235,3 +235,95 @@ void X86N(muse_x86_vd_iq2_xxs)(int64_t n, float *s, const void *vx, const void *
     *s = 0.125f * X86N(muse_x86_hsum8)(acc);
 }
 
+
+/* ---- K-quants: ggml's AVX2 ggml_vec_dot_q{4,5,6}_K_q8_K ----------------------------------- */
+
+/* Scale (0..63) and min of sub-block j of a Q4_K/Q5_K super-block (spec 2.5, get_scale_min_k4). */
+static void X86N(k4_scale_min)(const uint8_t *S, int j, int32_t *sc, int32_t *mn) {
+    if (j < 4) {
+        *sc = S[j] & 63;
+        *mn = S[j + 4] & 63;
+    } else {
+        *sc = (S[j + 4] & 15) | ((S[j - 4] >> 6) << 4);
+        *mn = (S[j + 4] >> 4) | ((S[j] >> 6) << 4);
+    }
+}
+
+/* The K-quant lane of element e of a super-block: ggml's AVX2 kernels load 32 consecutive
+ * elements per register, and maddubs + madd sum elements 4l..4l+3 of each 32 into int32 lane l. */
+#define X86_KLANE(e) (((e) % 32) / 4)
+
+/* Q4_K (qh NULL) or Q5_K super-block: lanes[l] = exact sum of scale * code * a over the elements
+ * of lane l; *mins4 the four int32 lanes of ggml's mins product
+ * prod[k] = mn[2k] * (bs[4k] + bs[4k+1]) + mn[2k+1] * (bs[4k+2] + bs[4k+3]). */
+static void X86N(k45_lanes)(const uint8_t *S, const uint8_t *qh, const uint8_t *qs, const struct muse_block_q8_K *yb,
+                            int32_t lanes[8], int32_t mins4[4]) {
+    int32_t sc[8], mn[8];
+    for (int j = 0; j < 8; j++) X86N(k4_scale_min)(S, j, &sc[j], &mn[j]);
+    for (int k = 0; k < 4; k++)
+        mins4[k] = mn[2 * k] * (yb->bsums[4 * k] + yb->bsums[4 * k + 1]) +
+                   mn[2 * k + 1] * (yb->bsums[4 * k + 2] + yb->bsums[4 * k + 3]);
+    for (int l = 0; l < 8; l++) lanes[l] = 0;
+    for (int e = 0; e < 256; e++) {
+        const uint8_t b = qs[32 * (e / 64) + e % 32];
+        int32_t q = e % 64 < 32 ? (b & 15) : (b >> 4);
+        if (qh) q += 16 * ((qh[e % 32] >> (e / 32)) & 1);
+        lanes[X86_KLANE(e)] += sc[e / 32] * (q * yb->qs[e]);
+    }
+}
+
+/* ggml_vec_dot_q4_K_q8_K (AVX2): per super-block d = d_a * d_w, dmin = -d_a * dmin_w;
+ * acc[l] = fmaf(d, lanes[l], acc[l]); accm[k] = fmaf(dmin, mins4[k], accm[k]);
+ * result muse_x86_hsum8(acc) + ((accm[0] + accm[2]) + (accm[1] + accm[3])). */
+void X86N(muse_x86_vd_q4_K)(int64_t n, float *s, const void *vx, const void *vy) {
+    const struct muse_block_q4_K *x = vx;
+    const struct muse_block_q8_K *y = vy;
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, accm[4] = {0, 0, 0, 0};
+    for (int64_t i = 0; i < n / 256; i++) {
+        const float d = y[i].d * muse_fp16_to_fp32(x[i].d), dmin = -y[i].d * muse_fp16_to_fp32(x[i].dmin);
+        int32_t lanes[8], mins4[4];
+        X86N(k45_lanes)(x[i].scales, NULL, x[i].qs, &y[i], lanes, mins4);
+        for (int l = 0; l < 8; l++) acc[l] = fmaf(d, (float)lanes[l], acc[l]);
+        for (int k = 0; k < 4; k++) accm[k] = fmaf(dmin, (float)mins4[k], accm[k]);
+    }
+    *s = X86N(muse_x86_hsum8)(acc) + ((accm[0] + accm[2]) + (accm[1] + accm[3]));
+}
+
+/* ggml_vec_dot_q5_K_q8_K (AVX2): the lanes as Q4_K; the mins as one scalar per super-block,
+ * summs = fmaf(dmin, (float)(sum of the four mins4), summs) (ggml's `summs += dmin * isum`,
+ * contracted by the compiler); result muse_x86_hsum8(acc) + summs. */
+void X86N(muse_x86_vd_q5_K)(int64_t n, float *s, const void *vx, const void *vy) {
+    const struct muse_block_q5_K *x = vx;
+    const struct muse_block_q8_K *y = vy;
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, summs = 0.0f;
+    for (int64_t i = 0; i < n / 256; i++) {
+        const float d = y[i].d * muse_fp16_to_fp32(x[i].d), dmin = -y[i].d * muse_fp16_to_fp32(x[i].dmin);
+        int32_t lanes[8], mins4[4];
+        X86N(k45_lanes)(x[i].scales, x[i].qh, x[i].qs, &y[i], lanes, mins4);
+        for (int l = 0; l < 8; l++) acc[l] = fmaf(d, (float)lanes[l], acc[l]);
+        summs = fmaf(dmin, (float)(mins4[0] + mins4[1] + mins4[2] + mins4[3]), summs);
+    }
+    *s = X86N(muse_x86_hsum8)(acc) + summs;
+}
+
+/* ggml_vec_dot_q6_K_q8_K (AVX2): lanes[l] = exact sum of scale * (code - 32) * a over the
+ * elements of lane l; d = d_a * d_w; acc[l] = fmaf(d, lanes[l], acc[l]); muse_x86_hsum8(acc). */
+void X86N(muse_x86_vd_q6_K)(int64_t n, float *s, const void *vx, const void *vy) {
+    const struct muse_block_q6_K *x = vx;
+    const struct muse_block_q8_K *y = vy;
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t i = 0; i < n / 256; i++) {
+        const float d = y[i].d * muse_fp16_to_fp32(x[i].d);
+        int32_t lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (int e = 0; e < 256; e++) {
+            const int nh = e / 128, r = e % 128, k = r / 32, l = r % 32;
+            const uint8_t b = x[i].ql[64 * nh + l + 32 * (k & 1)];
+            const int32_t lo = k < 2 ? (b & 15) : (b >> 4);
+            const int32_t hi = (x[i].qh[32 * nh + l] >> (2 * k)) & 3;
+            lanes[X86_KLANE(e)] += x[i].scales[e / 16] * (((lo | hi << 4) - 32) * y[i].qs[e]);
+        }
+        for (int l = 0; l < 8; l++) acc[l] = fmaf(d, (float)lanes[l], acc[l]);
+    }
+    *s = X86N(muse_x86_hsum8)(acc);
+}
+#undef X86_KLANE

@@ -12,8 +12,8 @@
  * attention: split over (token, KV head, block of query heads) work items, or over single heads
  * when a batch has few queries; each query head follows the ref backend's muse_attn_head_ref
  * (ggml's x86 numerics: tinyBLAS lane orders, vector exp in the softmax), so the two backends
- * agree bit for bit: over an F16 cache with the kernels' x86-order K.q / V.p helpers
- * (attn_head_f16, the same operations in the same order), otherwise by calling
+ * agree bit for bit: over an F16, F32 or Q8_0 cache with the kernels' K.q / V.p helpers
+ * (attn_head_fast, the same operations in the same order), otherwise by calling
  * muse_attn_head_ref itself; the sigmoid gate is applied to each head where it was computed.
  *
  * Everything is sized from the plan at init; the per-token path allocates nothing.
@@ -43,6 +43,7 @@
 struct attn_scratch {
     unsigned n_steps; /* matmul steps this thread has run (the same on every thread) */
     float *scores;   /* [ATTN_QB][max_cells] */
+    float *gscratch; /* [ATTN_QB * 9 * max_head_dim] attn_group_f16's queries and V.p lanes */
     float *fscratch; /* [10 * max_head_dim] muse_attn_head_ref's scratch */
     uint8_t *qc;     /* [4 * max_head_dim + 64] one query head in the dot partner type */
 };
@@ -68,6 +69,7 @@ static void cpu_free(void *state) {
         for (int i = 0; i < s->plan.n_threads; i++) {
             free(s->ts[i].scores);
             free(s->ts[i].fscratch);
+            free(s->ts[i].gscratch);
             free(s->ts[i].qc);
         }
         free(s->ts);
@@ -97,7 +99,8 @@ static muse_status cpu_init(const struct muse_backend_plan *plan, void **state, 
         t->scores = malloc(sizeof(float) * ATTN_QB * cells);
         t->fscratch = malloc(sizeof(float) * 10 * hd);
         t->qc = malloc(hd * 4 + 64);
-        if (!t->scores || !t->fscratch || !t->qc) goto fail;
+        t->gscratch = malloc(sizeof(float) * ATTN_QB * 9 * hd);
+        if (!t->scores || !t->fscratch || !t->qc || !t->gscratch) goto fail;
     }
     *state = s;
     return MUSE_OK;
@@ -200,26 +203,51 @@ static int32_t attn_lo(const struct muse_attn_args *a, int32_t p) {
     return a->n_swa > 0 && p - a->n_swa + 1 > 0 ? p - a->n_swa + 1 : 0;
 }
 
-/* muse_attn_head_ref for an F16 cache, its K.q and V.p loops run by the kernels' x86-order
- * helpers (kernels.h); everything else is the same scalar code in the same order. Scratch:
- * scores [n_cells], fscratch [9 * head_dim]. */
-static void attn_head_f16(const struct muse_kernels *k, const struct muse_attn_args *a, int32_t t, int32_t h,
-                          float *scores, float *fscratch) {
+/* The kernels' helpers for the cache type of a (kernels.h), or false when there are none for it. */
+static bool attn_fns(const struct muse_kernels *k, const struct muse_attn_args *a, muse_attn_kq_fn *kq,
+                     muse_attn_kq_q_fn *kq_q, muse_attn_pv_fn *pv) {
+    const int32_t hd = a->head_dim;
+    *kq = NULL;
+    *kq_q = NULL;
+    *pv = NULL;
+    if (!k || hd % 8) return false;
+    switch (a->kv->type) {
+    case MUSE_TYPE_F16: *kq = k->attn_kq_f16, *pv = k->attn_pv_f16; break;
+    case MUSE_TYPE_F32: *kq = k->attn_kq_f32, *pv = k->attn_pv_f32; break;
+    case MUSE_TYPE_Q8_0: if (hd % 32 == 0) *kq_q = k->attn_kq_q8_0, *pv = k->attn_pv_q8_0; break;
+    default: break;
+    }
+    return (*kq || *kq_q) && *pv;
+}
+
+/* muse_attn_head_ref for an F16, F32 or Q8_0 cache, its K.q and V.p loops run by the kernels'
+ * helpers in the same order (kernels.h); everything else is the same scalar code in the same
+ * order. Scratch: scores [n_cells], fscratch [9 * head_dim], qc [4 * head_dim + 64]. */
+static void attn_head_fast(const struct muse_kernels *k, const struct muse_attn_args *a, int32_t t, int32_t h,
+                           float *scores, float *fscratch, uint8_t *qc) {
     const struct muse_kv_layer *kv = a->kv;
     const int32_t hd = a->head_dim;
     const int32_t kvh = h / (a->n_head / a->n_head_kv);
-    const size_t head_bytes = muse_type_row_size(MUSE_TYPE_F16, hd);
-    float *qf = fscratch, *lanes = fscratch + hd; /* [hd] the query rounded to F16, [8][hd] V.p lanes */
+    const bool f16 = kv->type == MUSE_TYPE_F16;
+    const size_t head_bytes = muse_type_row_size(kv->type, hd);
+    muse_attn_kq_fn kq;
+    muse_attn_kq_q_fn kq_q;
+    muse_attn_pv_fn pv;
+    attn_fns(k, a, &kq, &kq_q, &pv);
+    float *qf = fscratch, *lanes = fscratch + hd; /* [hd] the query as ggml sees it, [8][hd] V.p lanes */
     const int32_t lo = attn_lo(a, a->pos[t]);
     const int32_t n = a->pos[t] - lo + 1;
     const float *qh = a->q + ((size_t)t * a->n_head + h) * hd;
-    for (int32_t d = 0; d < hd; d++) qf[d] = muse_fp16_to_fp32(muse_fp32_to_fp16(qh[d]));
+    if (f16) for (int32_t d = 0; d < hd; d++) qf[d] = muse_fp16_to_fp32(muse_fp32_to_fp16(qh[d]));
+    if (kq_q) muse_type_traits[muse_type_traits[kv->type].vec_dot_type].from_float(qh, qc, hd);
+    const float *qk = f16 ? qf : qh;
     /* keys in runs of consecutive cells (the cache is a ring) */
     for (int32_t j = 0; j < n;) {
         const uint32_t cell = (uint32_t)(lo + j) % kv->n_cells;
         const int32_t run = (int32_t)(kv->n_cells - cell) < n - j ? (int32_t)(kv->n_cells - cell) : n - j;
-        k->attn_kq_f16(hd, run, (const uint8_t *)kv->k + cell * kv->k_row_size + (size_t)kvh * head_bytes,
-                       kv->k_row_size, qf, scores + j);
+        const uint8_t *kb = (const uint8_t *)kv->k + cell * kv->k_row_size + (size_t)kvh * head_bytes;
+        if (kq_q) kq_q(hd, run, kb, kv->k_row_size, qc, scores + j);
+        else kq(hd, run, kb, kv->k_row_size, qk, scores + j);
         j += run;
     }
     float max = -INFINITY;
@@ -228,13 +256,16 @@ static void attn_head_f16(const struct muse_kernels *k, const struct muse_attn_a
         if (scores[j] > max) max = scores[j];
     }
     const float inv = (float)(1.0 / muse_x86_softmax_exp(scores, n, lo, max));
-    for (int32_t j = 0; j < n; j++) scores[j] = muse_fp16_to_fp32(muse_fp32_to_fp16(scores[j] * inv));
+    for (int32_t j = 0; j < n; j++) {
+        const float pj = scores[j] * inv;
+        scores[j] = f16 ? muse_fp16_to_fp32(muse_fp32_to_fp16(pj)) : pj;
+    }
     memset(lanes, 0, sizeof(float) * 8 * (size_t)hd);
     for (int32_t j = 0; j < n;) {
         const uint32_t cell = (uint32_t)(lo + j) % kv->n_cells;
         const int32_t run = (int32_t)(kv->n_cells - cell) < n - j ? (int32_t)(kv->n_cells - cell) : n - j;
-        k->attn_pv_f16(hd, run, (const uint8_t *)kv->v + cell * kv->v_row_size + (size_t)kvh * head_bytes,
-                       kv->v_row_size, scores + j, (lo + j) & 7, lanes);
+        pv(hd, run, (const uint8_t *)kv->v + cell * kv->v_row_size + (size_t)kvh * head_bytes, kv->v_row_size,
+           scores + j, (lo + j) & 7, lanes);
         j += run;
     }
     float *oh = a->out + ((size_t)t * a->n_head + h) * hd;
@@ -245,11 +276,71 @@ static void attn_head_f16(const struct muse_kernels *k, const struct muse_attn_a
     }
 }
 
-static void attn_item(const struct muse_kernels *k, struct attn_scratch *t, const struct muse_attn_args *a,
-                      int32_t tok, int32_t h0, int32_t nq) {
-    const bool fast = a->kv->type == MUSE_TYPE_F16 && k && k->attn_kq_f16 && k->attn_pv_f16 && a->head_dim % 8 == 0;
+/* attn_head_fast for the nq query heads h0.. of token t, which read one KV head, over an F16
+ * cache with the kernels' GQA helpers (kernels.h attn_kq_f16_multi / attn_pv_f16_multi): every
+ * K and V row of the window is read and widened once for the nq heads instead of once per head;
+ * per head the operations and their order are attn_head_fast's. Scratch: scores [nq][s_stride]
+ * (s_stride >= the key count), g [nq * 9 * head_dim]. */
+static void attn_group_f16(const struct muse_kernels *k, const struct muse_attn_args *a, int32_t t, int32_t h0,
+                           int32_t nq, float *scores, size_t s_stride, float *g) {
+    const struct muse_kv_layer *kv = a->kv;
+    const int32_t hd = a->head_dim;
+    const int32_t kvh = h0 / (a->n_head / a->n_head_kv);
+    const size_t head_bytes = muse_type_row_size(kv->type, hd), l_stride = 8 * (size_t)hd;
+    float *qf = g, *lanes = g + (size_t)nq * hd; /* [nq][hd] queries as ggml sees them, [nq][8][hd] V.p lanes */
+    const int32_t lo = attn_lo(a, a->pos[t]);
+    const int32_t n = a->pos[t] - lo + 1;
+    const float *q = a->q + ((size_t)t * a->n_head + h0) * hd; /* the nq heads are consecutive */
+    for (size_t d = 0; d < (size_t)nq * hd; d++) qf[d] = muse_fp16_to_fp32(muse_fp32_to_fp16(q[d]));
+    for (int32_t j = 0; j < n;) { /* keys in runs of consecutive cells (the cache is a ring) */
+        const uint32_t cell = (uint32_t)(lo + j) % kv->n_cells;
+        const int32_t run = (int32_t)(kv->n_cells - cell) < n - j ? (int32_t)(kv->n_cells - cell) : n - j;
+        k->attn_kq_f16_multi(hd, run, (const uint8_t *)kv->k + cell * kv->k_row_size + (size_t)kvh * head_bytes,
+                             kv->k_row_size, nq, qf, (size_t)hd, scores + j, s_stride);
+        j += run;
+    }
     for (int32_t i = 0; i < nq; i++) {
-        if (fast) attn_head_f16(k, a, tok, h0 + i, t->scores, t->fscratch);
+        float *sc = scores + (size_t)i * s_stride, max = -INFINITY;
+        for (int32_t j = 0; j < n; j++) {
+            sc[j] = sc[j] * a->scale;
+            if (sc[j] > max) max = sc[j];
+        }
+        const float inv = (float)(1.0 / muse_x86_softmax_exp(sc, n, lo, max));
+        for (int32_t j = 0; j < n; j++) sc[j] = muse_fp16_to_fp32(muse_fp32_to_fp16(sc[j] * inv));
+    }
+    memset(lanes, 0, sizeof(float) * l_stride * (size_t)nq);
+    for (int32_t j = 0; j < n;) {
+        const uint32_t cell = (uint32_t)(lo + j) % kv->n_cells;
+        const int32_t run = (int32_t)(kv->n_cells - cell) < n - j ? (int32_t)(kv->n_cells - cell) : n - j;
+        k->attn_pv_f16_multi(hd, run, (const uint8_t *)kv->v + cell * kv->v_row_size + (size_t)kvh * head_bytes,
+                             kv->v_row_size, nq, scores + j, s_stride, (lo + j) & 7, lanes, l_stride);
+        j += run;
+    }
+    for (int32_t i = 0; i < nq; i++) {
+        float *oh = a->out + ((size_t)t * a->n_head + h0 + i) * hd;
+        const float *li = lanes + (size_t)i * l_stride;
+        for (int32_t d = 0; d < hd; d++) {
+            float l[8];
+            for (int r = 0; r < 8; r++) l[r] = li[(size_t)r * hd + d];
+            oh[d] = muse_x86_hsum8(l);
+        }
+    }
+}
+
+/* Query heads h0 .. h0 + nq - 1 (nq <= ATTN_QB, one KV head) of token tok. */
+static void attn_item(const struct muse_kernels *k, size_t s_stride, struct attn_scratch *t,
+                      const struct muse_attn_args *a, int32_t tok, int32_t h0, int32_t nq) {
+    muse_attn_kq_fn kq;
+    muse_attn_kq_q_fn kq_q;
+    muse_attn_pv_fn pv;
+    const bool fast = attn_fns(k, a, &kq, &kq_q, &pv);
+    if (fast && a->kv->type == MUSE_TYPE_F16 && k->attn_kq_f16_multi && k->attn_pv_f16_multi) {
+        attn_group_f16(k, a, tok, h0, nq, t->scores, s_stride, t->gscratch);
+        for (int32_t i = 0; i < nq; i++) muse_attn_gate_head(a, tok, h0 + i);
+        return;
+    }
+    for (int32_t i = 0; i < nq; i++) {
+        if (fast) attn_head_fast(k, a, tok, h0 + i, t->scores, t->fscratch, t->qc);
         else muse_attn_head_ref(a, tok, h0 + i, t->scores, t->fscratch, t->qc);
         muse_attn_gate_head(a, tok, h0 + i);
     }
@@ -259,18 +350,24 @@ static void attn_item(const struct muse_kernels *k, struct attn_scratch *t, cons
  * Work items (token, KV head, block of ATTN_QB query heads) dealt round-robin, which balances the
  * causal growth of the key count over a prompt. With fewer items than 2 per thread (decode), the
  * single query heads are cut into contiguous ranges instead, so that every thread has work and
- * few threads read the same KV head.
+ * few threads read the same KV head; a range still runs its heads of one KV head together.
  */
 static void cpu_attention(void *state, const struct muse_attn_args *a, int ith, int nth) {
     struct cpu_state *s = state;
     MUSE_ASSERT(a->head_dim <= s->plan.max_head_dim && a->n_head % a->n_head_kv == 0);
     const int32_t group = a->n_head / a->n_head_kv;
+    const size_t s_stride = s->plan.max_cells ? (size_t)s->plan.max_cells : 1; /* scores of one head */
     const int32_t n_qb = (group + ATTN_QB - 1) / ATTN_QB;
     const int64_t n_items = (int64_t)a->n_tokens * a->n_head_kv * n_qb;
     if (n_items < 2 * (int64_t)nth) {
-        const int64_t n_heads = (int64_t)a->n_tokens * a->n_head;
-        for (int64_t it = n_heads * ith / nth; it < n_heads * (ith + 1) / nth; it++)
-            attn_item(s->k, &s->ts[ith], a, (int32_t)(it / a->n_head), (int32_t)(it % a->n_head), 1);
+        const int64_t n_heads = (int64_t)a->n_tokens * a->n_head, end = n_heads * (ith + 1) / nth;
+        for (int64_t it = n_heads * ith / nth, nq; it < end; it += nq) {
+            const int32_t h = (int32_t)(it % a->n_head);
+            nq = group - h % group; /* up to the end of h's KV head, the range and ATTN_QB */
+            if (nq > end - it) nq = end - it;
+            if (nq > ATTN_QB) nq = ATTN_QB;
+            attn_item(s->k, s_stride, &s->ts[ith], a, (int32_t)(it / a->n_head), h, (int32_t)nq);
+        }
         return;
     }
     for (int64_t it = ith; it < n_items; it += nth) {
@@ -279,7 +376,7 @@ static void cpu_attention(void *state, const struct muse_attn_args *a, int ith, 
         const int32_t tok = (int32_t)(it / ((int64_t)n_qb * a->n_head_kv));
         const int32_t h0 = kvh * group + qb * ATTN_QB;
         const int32_t nq = group - qb * ATTN_QB < ATTN_QB ? group - qb * ATTN_QB : ATTN_QB;
-        attn_item(s->k, &s->ts[ith], a, tok, h0, nq);
+        attn_item(s->k, s_stride, &s->ts[ith], a, tok, h0, nq);
     }
 }
 

@@ -35,7 +35,10 @@ static const struct kr_scale_fields kr_scale_fields[] = {
     {MUSE_TYPE_Q8_0, 1, {0}},    {MUSE_TYPE_Q4_0, 1, {0}},    {MUSE_TYPE_Q4_K, 2, {0, 2}},
     {MUSE_TYPE_Q5_K, 2, {0, 2}}, {MUSE_TYPE_Q6_K, 1, {208}},  {MUSE_TYPE_IQ2_XXS, 1, {0}},
     {MUSE_TYPE_IQ3_XXS, 1, {0}}, {MUSE_TYPE_IQ3_S, 1, {0}},   {MUSE_TYPE_IQ4_XS, 1, {0}},
-    {MUSE_TYPE_Q5_0, 1, {0}},    {MUSE_TYPE_IQ4_NL, 1, {0}},
+    {MUSE_TYPE_Q5_0, 1, {0}},    {MUSE_TYPE_IQ4_NL, 1, {0}},  {MUSE_TYPE_Q2_K, 2, {80, 82}},
+    {MUSE_TYPE_Q3_K, 1, {108}},  {MUSE_TYPE_IQ2_XS, 1, {0}},  {MUSE_TYPE_IQ2_S, 1, {0}},
+    {MUSE_TYPE_Q4_1, 2, {0, 2}}, {MUSE_TYPE_Q5_1, 2, {0, 2}},  {MUSE_TYPE_IQ1_S, 1, {0}},
+    {MUSE_TYPE_TQ2_0, 1, {64}},  {MUSE_TYPE_IQ1_M, 0, {0}},
 };
 
 /* One random weight row of `type` (ne0 elements) into p. Returns false for types it does not
@@ -61,6 +64,11 @@ static inline bool kr_weight_row(enum muse_type type, int64_t ne0, uint8_t *p) {
     for (int64_t b = 0; b < nb; b++) {
         uint8_t *blk = p + b * l->type_size;
         for (size_t j = 0; j < l->type_size; j++) blk[j] = (uint8_t)kr_u32();
+        if (type == MUSE_TYPE_IQ1_M) {
+            /* no d field: the fp16 scale is the top nibbles of the four u16 scale words (48..55) */
+            const uint16_t h = muse_fp32_to_fp16(ldexpf(1.0f + 0.5f * kr_float(), -4 - (int)(kr_u32() % 6)));
+            for (int k = 0; k < 4; k++) blk[49 + 2 * k] = (uint8_t)((blk[49 + 2 * k] & 0x0f) | ((h >> (4 * k)) & 15) << 4);
+        }
         for (int k = 0; k < sf->n; k++) {
             float d = ldexpf(1.0f + 0.5f * kr_float(), -4 - (int)(kr_u32() % 6));
             if (kr_u32() & 1) d = -d;

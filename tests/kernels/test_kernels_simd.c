@@ -227,6 +227,9 @@ static int check_out(const struct case_data *c, const char *who, bool exact) {
 static const enum muse_type gemm_types[] = {
     MUSE_TYPE_IQ2_XXS, MUSE_TYPE_Q4_K, MUSE_TYPE_Q6_K, MUSE_TYPE_Q8_0, MUSE_TYPE_Q5_K, MUSE_TYPE_F16,
     MUSE_TYPE_BF16,    MUSE_TYPE_F32,  MUSE_TYPE_IQ3_XXS, MUSE_TYPE_IQ3_S, MUSE_TYPE_IQ4_XS, MUSE_TYPE_Q4_0,
+    MUSE_TYPE_Q5_0,    MUSE_TYPE_IQ4_NL, MUSE_TYPE_Q2_K, MUSE_TYPE_Q3_K, MUSE_TYPE_IQ2_XS, MUSE_TYPE_IQ2_S,
+    MUSE_TYPE_Q4_1,    MUSE_TYPE_Q5_1,   MUSE_TYPE_IQ1_S, MUSE_TYPE_TQ2_0,
+    MUSE_TYPE_IQ1_M,
 };
 
 static void test_gemm_type(const struct muse_kernels *k, enum muse_type type) {
@@ -240,7 +243,8 @@ static void test_gemm_type(const struct muse_kernels *k, enum muse_type type) {
     const bool used = k->order[type] == muse_matmul_order(type) && muse_matmul_kernel(k, type, 1) &&
                       muse_matmul_kernel(k, type, 5);
     const bool x86_kernel = type == MUSE_TYPE_F32 || type == MUSE_TYPE_F16 || type == MUSE_TYPE_BF16 ||
-                            type == MUSE_TYPE_Q8_0 || type == MUSE_TYPE_Q4_0 || type == MUSE_TYPE_IQ2_XXS;
+                            type == MUSE_TYPE_Q8_0 || type == MUSE_TYPE_Q4_0 || type == MUSE_TYPE_IQ2_XXS ||
+                            type == MUSE_TYPE_Q5_0 || type == MUSE_TYPE_IQ4_NL;
     if (x86_kernel || used)
         TEST_CONDF(used && (!x86_kernel || k->order[type] == MUSE_ORDER_X86),
                    "%s: %s kernels follow the %s order, the forward uses the %s order", muse_cpu_level_name(k->level),
@@ -251,7 +255,7 @@ static void test_gemm_type(const struct muse_kernels *k, enum muse_type type) {
                muse_cpu_level_name(k->level), l->name);
     const int64_t bs = l->block_size == 1 ? 1 : l->block_size;
     /* sizes in elements: 1 block, 3 blocks, 11 blocks (odd), plus odd float lengths */
-    int64_t sizes[5] = {bs, 3 * bs, 11 * bs, 0, 0};
+    int64_t sizes[6] = {bs, 3 * bs, 11 * bs, 0, 0, 0};
     int n_sizes = 3;
     if (bs == 1) {
         /* 8, 40, 1000: the 8-lane x86 order; 7, 257: kernels may decline (the scalar dot runs) */
@@ -263,8 +267,11 @@ static void test_gemm_type(const struct muse_kernels *k, enum muse_type type) {
         n_sizes = 5;
     } else if (bs == 32) {
         sizes[3] = 37 * 32;
-        n_sizes = 4;
+        sizes[4] = 650 * 32;  /* past the legacy kernels' pre-converted scale buffers */
+        sizes[5] = 100 * 32;  /* Q4_0 prefill: too wide for its unpacked 16-row chunk buffer */
+        n_sizes = 6;
     }
+    if (type == MUSE_TYPE_IQ2_XXS) sizes[n_sizes++] = 140 * 256;  /* past the prefill decode buffer */
     const int64_t rows_list[] = {1, 3, 6, 17};
     int cases = 0, failures = 0;
     for (int si = 0; si < n_sizes; si++) {
@@ -369,6 +376,157 @@ static void test_attention(const struct muse_kernels *k) {
     printf("  %s attention helpers: %d cases, bit-exact x86 order\n", muse_cpu_level_name(k->level), cases);
 }
 
+/* attn_kq_f16_multi / attn_pv_f16_multi (GQA: nq query heads on the same K/V rows) against the
+ * scalar x86 order per head (muse_x86_dot_tinyblas on the widened rows; fmaf into lane
+ * (lane0 + j) % 8), bit for bit: head dims 8..256, 1..17 keys (the 2-key blocks and their odd
+ * tail), 1..9 heads (the 4-head tiles and every remainder), every lane0, heads and score rows
+ * with gaps between them, NaN-poisoned padding between the K/V rows, the score rows, the queries
+ * and the lane blocks, which must stay untouched. */
+static void test_attention_multi(const struct muse_kernels *k) {
+    if (!k->attn_kq_f16_multi || !k->attn_pv_f16_multi) return;
+    const int32_t hds[] = {8, 64, 128, 136, 256};
+    const int32_t nks[] = {1, 2, 3, 5, 8, 17};
+    int bad = 0, cases = 0;
+    for (size_t hi = 0; hi < sizeof hds / sizeof hds[0]; hi++)
+        for (size_t ni = 0; ni < sizeof nks / sizeof nks[0]; ni++)
+            for (int32_t nq = 1; nq <= 9; nq++) {
+                const int32_t hd = hds[hi], nk = nks[ni];
+                const size_t stride = (size_t)hd * 2 + 48;       /* bytes per K/V row, 48 poisoned */
+                const size_t q_stride = (size_t)hd + 8;          /* floats per query, 8 poisoned */
+                const size_t s_stride = (size_t)nk + 5;          /* floats per score row, 5 poisoned */
+                const size_t l_stride = 8 * (size_t)hd + 8;      /* floats per lane block, 8 poisoned */
+                uint8_t *kv = malloc(stride * (size_t)nk);
+                float *qf = malloc(sizeof(float) * q_stride * (size_t)nq), *row = malloc(sizeof(float) * (size_t)hd);
+                float *p = malloc(sizeof(float) * s_stride * (size_t)nq);
+                float *scores = malloc(sizeof(float) * s_stride * (size_t)nq);
+                float *lanes = malloc(sizeof(float) * l_stride * (size_t)nq), *want = malloc(sizeof(float) * l_stride * (size_t)nq);
+                fill_poison(kv, stride * (size_t)nk);
+                for (int32_t j = 0; j < nk; j++)
+                    for (int32_t d = 0; d < hd; d++) {
+                        const uint16_t h = muse_fp32_to_fp16(kr_float() * (j % 3 == 1 ? 30.0f : 1.0f));
+                        memcpy(kv + (size_t)j * stride + 2 * (size_t)d, &h, 2);
+                    }
+                fill_poison(qf, sizeof(float) * q_stride * (size_t)nq);
+                fill_poison(p, sizeof(float) * s_stride * (size_t)nq);
+                for (int32_t i = 0; i < nq; i++) {
+                    for (int32_t d = 0; d < hd; d++)
+                        qf[(size_t)i * q_stride + d] = muse_fp16_to_fp32(muse_fp32_to_fp16(kr_float() * 4.0f));
+                    for (int32_t j = 0; j < nk; j++)
+                        p[(size_t)i * s_stride + j] = muse_fp16_to_fp32(muse_fp32_to_fp16(kr_float() * 0.5f + 0.5f));
+                }
+                /* K.q */
+                fill_poison(scores, sizeof(float) * s_stride * (size_t)nq);
+                k->attn_kq_f16_multi(hd, nk, kv, stride, nq, qf, q_stride, scores, s_stride);
+                for (int32_t i = 0; i < nq; i++) {
+                    for (int32_t j = 0; j < nk; j++) {
+                        muse_type_traits[MUSE_TYPE_F16].to_float(kv + (size_t)j * stride, row, hd);
+                        const float w = muse_x86_dot_tinyblas(hd, row, qf + (size_t)i * q_stride);
+                        bad += memcmp(&w, &scores[(size_t)i * s_stride + j], 4) != 0;
+                    }
+                    bad += !all_ff((const uint8_t *)(scores + (size_t)i * s_stride + nk), 5 * sizeof(float));
+                }
+                /* V.p, every starting lane, accumulating onto non-zero lanes */
+                for (int32_t lane0 = 0; lane0 < 8; lane0++) {
+                    fill_poison(lanes, sizeof(float) * l_stride * (size_t)nq);
+                    for (int32_t i = 0; i < nq; i++)
+                        for (int32_t e = 0; e < 8 * hd; e++)
+                            lanes[(size_t)i * l_stride + e] = want[(size_t)i * l_stride + e] = kr_float();
+                    k->attn_pv_f16_multi(hd, nk, kv, stride, nq, p, s_stride, lane0, lanes, l_stride);
+                    for (int32_t i = 0; i < nq; i++) {
+                        for (int32_t j = 0; j < nk; j++) {
+                            muse_type_traits[MUSE_TYPE_F16].to_float(kv + (size_t)j * stride, row, hd);
+                            float *l = want + (size_t)i * l_stride + (size_t)((lane0 + j) % 8) * hd;
+                            for (int32_t d = 0; d < hd; d++) l[d] = fmaf(row[d], p[(size_t)i * s_stride + j], l[d]);
+                        }
+                        bad += memcmp(lanes + (size_t)i * l_stride, want + (size_t)i * l_stride,
+                                      sizeof(float) * 8 * (size_t)hd) != 0;
+                        bad += !all_ff((const uint8_t *)(lanes + (size_t)i * l_stride + 8 * (size_t)hd), 8 * sizeof(float));
+                    }
+                    cases++;
+                }
+                free(kv);
+                free(qf);
+                free(row);
+                free(p);
+                free(scores);
+                free(lanes);
+                free(want);
+            }
+    TEST_CONDF(bad == 0, "%s: GQA attention helpers differ from the scalar x86 order in %d checks (%d cases)",
+               muse_cpu_level_name(k->level), bad, cases);
+    printf("  %s GQA attention helpers: %d cases, bit-exact x86 order\n", muse_cpu_level_name(k->level), cases);
+}
+
+/* attn_kq_f32 / attn_pv_f32 / attn_kq_q8_0 / attn_pv_q8_0 against muse_attn_head_ref's scalar
+ * orders for those caches (K.q: muse_x86_dot_vec with an f32 tail, resp. Q8_0's vec_dot_ref
+ * against the query quantized by the reference quantizer; V.p: fmaf of the dequantized row into
+ * lane (lane0 + j) % 8), bit for bit: head dims (F32 also ones that are not multiples of 8 or
+ * 32), key counts, every lane0, NaN-poisoned padding between the rows and after the outputs. */
+static void test_attention_f32_q8_0(const struct muse_kernels *k) {
+    if (!k->attn_kq_f32 || !k->attn_pv_f32 || !k->attn_kq_q8_0 || !k->attn_pv_q8_0) return;
+    const int32_t hds[] = {8, 32, 40, 64, 100, 128, 256};
+    const int32_t nks[] = {1, 3, 4, 5, 17};
+    int bad = 0, cases = 0;
+    for (int q8 = 0; q8 < 2; q8++)
+        for (size_t hi = 0; hi < sizeof hds / sizeof hds[0]; hi++)
+            for (size_t ni = 0; ni < sizeof nks / sizeof nks[0]; ni++) {
+                const int32_t hd = hds[hi], nk = nks[ni];
+                if (q8 && hd % 32) continue;
+                const enum muse_type ty = q8 ? MUSE_TYPE_Q8_0 : MUSE_TYPE_F32;
+                const size_t row_bytes = muse_type_row_size(ty, hd), stride = row_bytes + 40; /* 40 poisoned */
+                uint8_t *kv = malloc(stride * (size_t)nk), *qq = malloc(row_bytes + 8);
+                float *qf = malloc(sizeof(float) * (size_t)hd), *row = malloc(sizeof(float) * (size_t)hd);
+                float *p = malloc(sizeof(float) * (size_t)nk);
+                float *scores = malloc(sizeof(float) * ((size_t)nk + 8));
+                float *lanes = malloc(sizeof(float) * (8 * (size_t)hd + 8)), *want = malloc(sizeof(float) * 8 * (size_t)hd);
+                fill_poison(kv, stride * (size_t)nk);
+                for (int32_t j = 0; j < nk; j++) {
+                    for (int32_t d = 0; d < hd; d++) row[d] = kr_float() * (j % 3 == 1 ? 30.0f : 1.0f);
+                    if (j == 2) row[hd / 2] = 0.0f;
+                    muse_kernels_quantize_row(NULL, ty, row, kv + (size_t)j * stride, hd);
+                }
+                for (int32_t d = 0; d < hd; d++) qf[d] = kr_float() * 4.0f;
+                if (q8) muse_type_traits[MUSE_TYPE_Q8_0].from_float(qf, qq, hd);
+                for (int32_t j = 0; j < nk; j++) p[j] = kr_float() * 0.5f + 0.5f;
+                /* K.q */
+                fill_poison(scores, sizeof(float) * ((size_t)nk + 8));
+                if (q8) k->attn_kq_q8_0(hd, nk, kv, stride, qq, scores);
+                else k->attn_kq_f32(hd, nk, kv, stride, qf, scores);
+                for (int32_t j = 0; j < nk; j++) {
+                    float w;
+                    if (q8) muse_type_traits[MUSE_TYPE_Q8_0].vec_dot_ref(hd, &w, kv + (size_t)j * stride, qq);
+                    else w = muse_x86_dot_vec(hd, (const float *)(const void *)(kv + (size_t)j * stride), qf, 0);
+                    bad += memcmp(&w, &scores[j], 4) != 0;
+                }
+                bad += !all_ff((const uint8_t *)(scores + nk), 8 * sizeof(float));
+                /* V.p, every starting lane, accumulating onto non-zero lanes */
+                for (int32_t lane0 = 0; lane0 < 8; lane0++) {
+                    for (int32_t i = 0; i < 8 * hd; i++) lanes[i] = want[i] = kr_float();
+                    fill_poison(lanes + 8 * (size_t)hd, 8 * sizeof(float));
+                    (q8 ? k->attn_pv_q8_0 : k->attn_pv_f32)(hd, nk, kv, stride, p, lane0, lanes);
+                    for (int32_t j = 0; j < nk; j++) {
+                        muse_type_traits[ty].to_float(kv + (size_t)j * stride, row, hd);
+                        float *l = want + (size_t)((lane0 + j) % 8) * hd;
+                        for (int32_t d = 0; d < hd; d++) l[d] = fmaf(row[d], p[j], l[d]);
+                    }
+                    bad += memcmp(lanes, want, sizeof(float) * 8 * (size_t)hd) != 0;
+                    bad += !all_ff((const uint8_t *)(lanes + 8 * (size_t)hd), 8 * sizeof(float));
+                    cases++;
+                }
+                free(kv);
+                free(qq);
+                free(qf);
+                free(row);
+                free(p);
+                free(scores);
+                free(lanes);
+                free(want);
+            }
+    TEST_CONDF(bad == 0, "%s: F32/Q8_0 attention helpers differ from the scalar orders in %d checks (%d cases)",
+               muse_cpu_level_name(k->level), bad, cases);
+    printf("  %s F32/Q8_0 attention helpers: %d cases, bit-exact\n", muse_cpu_level_name(k->level), cases);
+}
+
 // ---- threaded driver ---------------------------------------------------------------------
 
 struct drive_ctx {
@@ -467,8 +625,14 @@ int main(void) {
         test_quantizers(k);
         for (size_t t = 0; t < sizeof(gemm_types) / sizeof(gemm_types[0]); t++) test_gemm_type(k, gemm_types[t]);
         test_attention(k);
+        test_attention_multi(k);
+        test_attention_f32_q8_0(k);
         const enum muse_type drive_types[] = {MUSE_TYPE_Q8_0, MUSE_TYPE_Q4_K, MUSE_TYPE_Q6_K, MUSE_TYPE_IQ2_XXS,
-                                              MUSE_TYPE_F16,  MUSE_TYPE_Q4_0, MUSE_TYPE_BF16, MUSE_TYPE_F32};
+                                              MUSE_TYPE_F16,  MUSE_TYPE_Q4_0, MUSE_TYPE_BF16, MUSE_TYPE_F32,
+                                              MUSE_TYPE_IQ3_XXS, MUSE_TYPE_IQ3_S, MUSE_TYPE_IQ4_XS, MUSE_TYPE_Q5_0,
+                                              MUSE_TYPE_IQ4_NL, MUSE_TYPE_Q2_K, MUSE_TYPE_Q3_K, MUSE_TYPE_IQ2_XS,
+                                              MUSE_TYPE_IQ2_S, MUSE_TYPE_Q4_1, MUSE_TYPE_Q5_1, MUSE_TYPE_IQ1_S,
+                                              MUSE_TYPE_TQ2_0, MUSE_TYPE_IQ1_M};
         for (size_t t = 0; t < sizeof(drive_types) / sizeof(drive_types[0]); t++) test_driver(k, drive_types[t]);
     }
     setenv("MUSE_CPU", "scalar", 1);

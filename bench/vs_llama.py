@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Side-by-side prefill/decode speed of muse and llama.cpp on the same GGUF files.
+
+    python3 bench/vs_llama.py --llama-bench PATH/llama-bench [--muse build/muse]
+        [-p 512] [-n 64] [-t 2] [--rounds 3] MODEL.gguf [MODEL.gguf ...]
+
+llama-bench is not part of muse (build it from llama.cpp yourself). On a shared machine the two
+engines are alternated: each round runs `muse bench -r 1` then `llama-bench -r 1` on the same
+file (each after its own warm-up), so slow phases of the machine hit both. Prints a markdown
+table of the median tok/s of each engine over the rounds and muse / llama.cpp; --json writes
+every sample as well.
+"""
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+
+
+def run_json(cmd):
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    start = out.find("[")
+    return json.loads(out[start:])
+
+
+def llama_records(records):
+    res = {}
+    for r in records:
+        name = f"pp{r['n_prompt']}" if r["n_prompt"] else f"tg{r['n_gen']}"
+        if r.get("n_depth"):
+            name += f" @ d{r['n_depth']}"
+        res[name] = r["avg_ts"]
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("models", nargs="+")
+    ap.add_argument("--llama-bench", required=True)
+    ap.add_argument("--muse", default="build/muse")
+    ap.add_argument("-p", type=int, default=512)
+    ap.add_argument("-n", type=int, default=64)
+    ap.add_argument("-d", type=int, default=0)
+    ap.add_argument("-t", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--muse-args", default="", help="extra arguments for muse bench")
+    ap.add_argument("--json", help="write all samples to this file")
+    a = ap.parse_args()
+
+    table, dump = [], []
+    for model in a.models:
+        got = {"muse": {}, "llama.cpp": {}}
+        for _ in range(a.rounds):
+            m = run_json([a.muse, "bench", "-m", model, "-p", str(a.p), "-n", str(a.n), "-d", str(a.d),
+                          "-t", str(a.t), "-r", "1", "--json"] + a.muse_args.split())
+            l = run_json([a.llama_bench, "-m", model, "-p", str(a.p), "-n", str(a.n), "-d", str(a.d),
+                          "-t", str(a.t), "-r", "1", "-o", "json"])
+            for name, ts in llama_records(m).items():
+                got["muse"].setdefault(name, []).append(ts)
+            for name, ts in llama_records(l).items():
+                got["llama.cpp"].setdefault(name, []).append(ts)
+        dump.append({"model": model, "samples_ts": got})
+        for test in got["muse"]:
+            mu = statistics.median(got["muse"][test])
+            ll = statistics.median(got["llama.cpp"].get(test, [float("nan")]))
+            table.append((model.rsplit("/", 1)[-1], test, mu, ll, mu / ll))
+        print(f"done: {model}", file=sys.stderr, flush=True)
+
+    print(f"| model | test | muse t/s | llama.cpp t/s | muse / llama.cpp |")
+    print("|---|---|---:|---:|---:|")
+    for model, test, mu, ll, ratio in table:
+        print(f"| {model} | {test} | {mu:.2f} | {ll:.2f} | {ratio:.2f}x |")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(dump, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+/*
+ * gemm_legacy1_avx2.c - AVX2 matrix kernels for Q4_1 and Q5_1 with Q8_1 activations, in the order
+ * in force for these types: ggml's generic one (vec_dot_ref, quant_legacy.c; muse has no x86
+ * variant for them):
+ *     per block:  sumf += (d_w * d_a) * (float)sumi + m_w * s_a      (scalar, in that order)
+ * with sumi the exact integer sum of the unsigned codes times the activations. The kernels take
+ * 8 blocks at a time: maddubs/madd give 8 int32 lanes per block, one horizontal reduction turns
+ * them into one lane per block, the float terms of the 8 blocks are computed as vectors (the
+ * same single roundings; the fp16 scales of 8 blocks fetched with one gather) and added to sumf
+ * in block order (avx2_lanes_total); the last nb % 8 blocks one at a time.
+ * maddubs cannot saturate: codes <= 31, |a| <= 127.
+ *
+ * Shape: activation rows in groups of up to 8; the codes of 8 blocks are unpacked once per group.
+ */
+#include "kernels/kernels_isa.h"
+
+#include "kernels/blocks.h"
+#include "kernels/kernels.h"
+#include "kernels/simd_avx2.h"
+
+#define NY_MAX 8   /* activation rows per pass over a weight row */
+
+/* Lane g of the result = the sum of the 8 int32 lanes of p[g] (g = 0..7). */
+MUSE_AVX2_INLINE __m256i reduce8x8(const __m256i p[8]) {
+    const __m256i h01 = _mm256_hadd_epi32(p[0], p[1]), h23 = _mm256_hadd_epi32(p[2], p[3]);
+    const __m256i h45 = _mm256_hadd_epi32(p[4], p[5]), h67 = _mm256_hadd_epi32(p[6], p[7]);
+    const __m256i a = _mm256_hadd_epi32(h01, h23), b = _mm256_hadd_epi32(h45, h67);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+MUSE_AVX2_INLINE __m256i q4_1_codes(const struct muse_block_q4_1 *b) { return avx2_nibbles_16(b->qs); }
+
+MUSE_AVX2_INLINE __m256i q5_1_codes(const struct muse_block_q5_1 *b) {
+    uint32_t qh;
+    memcpy(&qh, b->qh, 4);
+    const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh),
+                                              _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                                               2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    const __m256i hb = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit), _mm256_set1_epi8(16));
+    return _mm256_or_si256(avx2_nibbles_16(b->qs), hb);
+}
+
+/* The two fp16 fields at byte offsets 0 and 2 of 8 consecutive blocks (stride bytes apart) as
+ * floats: *lo from offset 0, *hi from offset 2. */
+MUSE_AVX2_INLINE void halves8(const void *p, int stride, __m256 *lo, __m256 *hi) {
+    const __m256i off = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(stride));
+    const __m256i v = _mm256_i32gather_epi32((const int *)p, off, 1);
+    /* per 128-bit half: low u16 of each u32 in bytes 0-7, high u16 in bytes 8-15 */
+    const __m256i s = _mm256_shuffle_epi8(v, _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
+                                                              0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15));
+    const __m256i j = _mm256_permute4x64_epi64(s, 0xd8); /* lo0 lo1 | hi0 hi1 */
+    *lo = _mm256_cvtph_ps(_mm256_castsi256_si128(j));
+    *hi = _mm256_cvtph_ps(_mm256_extracti128_si256(j, 1));
+}
+
+/* The float terms of 8 blocks: (d_w * d_a) * (float)sumi + m_w * s_a. */
+MUSE_AVX2_INLINE __m256 legacy1_terms(__m256 dw, __m256 mw, const struct muse_block_q8_1 *a, const __m256i p[8]) {
+    __m256 da, sa;
+    halves8(a, (int)sizeof(struct muse_block_q8_1), &da, &sa);
+    return _mm256_add_ps(_mm256_mul_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(reduce8x8(p))), _mm256_mul_ps(mw, sa));
+}
+
+#define LEGACY1_ROW(BLOCK)                                                                                   \
+    MUSE_AVX2_INLINE void BLOCK##_row(int64_t nb, const struct muse_block_##BLOCK *w, const char *act,        \
+                                      size_t act_stride, const int ny, float *out, int64_t out_stride) {      \
+        float sumf[NY_MAX];                                                                                  \
+        MUSE_UNROLL                                                                                          \
+        for (int r = 0; r < ny; r++) sumf[r] = 0.0f;                                                         \
+        const __m256i ones = _mm256_set1_epi16(1);                                                           \
+        int64_t ib0 = 0;                                                                                     \
+        for (; ib0 + 8 <= nb; ib0 += 8) {                                                                    \
+            __m256i wq[8];                                                                                   \
+            MUSE_UNROLL                                                                                      \
+            for (int k = 0; k < 8; k++) wq[k] = BLOCK##_codes(&w[ib0 + k]);                                  \
+            __m256 dw, mw;                                                                                   \
+            halves8(&w[ib0], (int)sizeof(w[0]), &dw, &mw);                                                   \
+            for (int r = 0; r < ny; r++) {                                                                   \
+                const struct muse_block_q8_1 *a = (const struct muse_block_q8_1 *)(const void *)(act + r * act_stride) + ib0; \
+                __m256i p[8];                                                                                \
+                MUSE_UNROLL                                                                                  \
+                for (int k = 0; k < 8; k++)                                                                  \
+                    p[k] = _mm256_madd_epi16(_mm256_maddubs_epi16(wq[k], avx2_load(a[k].qs)), ones);         \
+                sumf[r] = avx2_lanes_total(sumf[r], legacy1_terms(dw, mw, a, p));                            \
+            }                                                                                                \
+        }                                                                                                    \
+        /* the last nb % 8 blocks, one at a time: the same float operations */                             \
+        for (; ib0 < nb; ib0++) {                                                                            \
+            const __m256i wq = BLOCK##_codes(&w[ib0]);                                                       \
+            const float dw = avx2_h2f(w[ib0].d), mw = avx2_h2f(w[ib0].m);                                    \
+            for (int r = 0; r < ny; r++) {                                                                   \
+                const struct muse_block_q8_1 *a = (const struct muse_block_q8_1 *)(const void *)(act + r * act_stride) + ib0; \
+                const int32_t sumi = avx2_hsum_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(wq, avx2_load(a->qs)), ones)); \
+                sumf[r] += (dw * avx2_h2f(a->d)) * (float)sumi + mw * avx2_h2f(a->s);                        \
+            }                                                                                                \
+        }                                                                                                    \
+        MUSE_UNROLL                                                                                          \
+        for (int r = 0; r < ny; r++) out[r * out_stride] = sumf[r];                                          \
+    }                                                                                                        \
+    MUSE_AVX2_INLINE void BLOCK##_rows(int64_t nb, const char *w, size_t w_stride, int64_t n_rows,           \
+                                       const char *act, size_t act_stride, const int ny, float *out,         \
+                                       int64_t out_stride) {                                                 \
+        for (int64_t i = 0; i < n_rows; i++)                                                                 \
+            BLOCK##_row(nb, (const void *)(w + i * w_stride), act, act_stride, ny, out + i, out_stride);     \
+    }                                                                                                        \
+    bool muse_gemm_##BLOCK##_avx2(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act, \
+                                  size_t act_stride, int n_act, float *out, int64_t out_stride) {          \
+        if (n % 32 != 0) return false;                                                                      \
+        const int64_t nb = n / 32;                                                                          \
+        MUSE_AVX2_ROW_GROUPS(NY_MAX, BLOCK##_CALL)                                                          \
+        return true;                                                                                        \
+    }
+
+#define q4_1_CALL(NY) q4_1_rows(nb, w, w_stride, n_rows, a, act_stride, NY, o, out_stride)
+#define q5_1_CALL(NY) q5_1_rows(nb, w, w_stride, n_rows, a, act_stride, NY, o, out_stride)
+LEGACY1_ROW(q4_1)
+LEGACY1_ROW(q5_1)

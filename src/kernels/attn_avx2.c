@@ -137,19 +137,25 @@ MUSE_AVX2_INLINE void pv_tile(int NH, int32_t hd, const char *v0, const float *p
 
 void muse_attn_pv_f16_multi_avx2(int32_t hd, int32_t n_keys, const void *v, size_t v_stride, int32_t nq,
                                  const float *p, size_t p_stride, int32_t lane0, float *lanes, size_t l_stride) {
+    /* blocks of PV_KEYS keys (their V rows stay in L1) times tiles of 4 heads (their lanes stay
+     * in L1); each head still sees the keys in increasing order */
+    enum { PV_KEYS = 32 };
     const char *vb = v;
-    for (int32_t j = 0; j < n_keys; j++) {
-        const char *v0 = vb + (size_t)j * v_stride;
-        float *l = lanes + (size_t)((lane0 + j) & 7) * hd;
-        int32_t i = 0;
-        for (; i + 4 <= nq; i += 4) pv_tile(4, hd, v0, p + (size_t)i * p_stride + j, p_stride, l + (size_t)i * l_stride, l_stride);
-        const float *pi = p + (size_t)i * p_stride + j;
-        float *li = l + (size_t)i * l_stride;
-        switch (nq - i) {
-        case 3: pv_tile(3, hd, v0, pi, p_stride, li, l_stride); break;
-        case 2: pv_tile(2, hd, v0, pi, p_stride, li, l_stride); break;
-        case 1: pv_tile(1, hd, v0, pi, p_stride, li, l_stride); break;
-        default: break;
+    for (int32_t j0 = 0; j0 < n_keys; j0 += PV_KEYS) {
+        const int32_t j1 = j0 + PV_KEYS < n_keys ? j0 + PV_KEYS : n_keys;
+        for (int32_t i = 0; i < nq; i += 4) {
+            const float *pi = p + (size_t)i * p_stride;
+            float *li = lanes + (size_t)i * l_stride;
+            for (int32_t j = j0; j < j1; j++) {
+                const char *v0 = vb + (size_t)j * v_stride;
+                float *l = li + (size_t)((lane0 + j) & 7) * hd;
+                switch (nq - i) {
+                case 1: pv_tile(1, hd, v0, pi + j, p_stride, l, l_stride); break;
+                case 2: pv_tile(2, hd, v0, pi + j, p_stride, l, l_stride); break;
+                case 3: pv_tile(3, hd, v0, pi + j, p_stride, l, l_stride); break;
+                default: pv_tile(4, hd, v0, pi + j, p_stride, l, l_stride); break;
+                }
+            }
         }
     }
 }

@@ -13,8 +13,10 @@
  * when a batch has few queries; each query head follows the ref backend's muse_attn_head_ref
  * (ggml's x86 numerics: tinyBLAS lane orders, vector exp in the softmax), so the two backends
  * agree bit for bit: over an F16, F32 or Q8_0 cache with the kernels' K.q / V.p helpers
- * (attn_head_fast, the same operations in the same order), otherwise by calling
- * muse_attn_head_ref itself; the sigmoid gate is applied to each head where it was computed.
+ * (attn_head_fast, the same operations in the same order; over F16 the heads of a work item,
+ * which share one KV head, together: attn_group_f16 reads each K/V row once for all of them),
+ * otherwise by calling muse_attn_head_ref itself; the sigmoid gate is applied to each head where
+ * it was computed.
  *
  * Everything is sized from the plan at init; the per-token path allocates nothing.
  */
@@ -33,7 +35,7 @@
 #include "kernels/x86_numerics.h"
 #include "model/backend.h"
 
-#define ATTN_QB 8     /* query heads per attention work item */
+#define ATTN_QB 16    /* query heads per attention work item */
 #define SPLIT_ROWS 8  /* matmul output rows are split between threads in units of this many */
 #define CHUNKS_PER_THREAD 8 /* matmul chunks per thread and step (claimed dynamically) ... */
 #define MAX_CHUNK_UNITS 16  /* ... of at most this many units (128 rows: ~150-220 KB of a 2048-wide

@@ -7,8 +7,9 @@
 llama-bench is not part of muse (build it from llama.cpp yourself). On a shared machine the two
 engines are alternated: each round runs `muse bench -r 1` then `llama-bench -r 1` on the same
 file (each after its own warm-up), so slow phases of the machine hit both. Prints a markdown
-table of the median tok/s of each engine over the rounds and muse / llama.cpp; --json writes
-every sample as well.
+table of the median and the best tok/s of each engine over the rounds and muse / llama.cpp (on
+a machine shared with other jobs the best round is the closest to the uncontended rate);
+--json writes every sample as well.
 """
 import argparse
 import json
@@ -61,15 +62,15 @@ def main():
                 got["llama.cpp"].setdefault(name, []).append(ts)
         dump.append({"model": model, "samples_ts": got})
         for test in got["muse"]:
-            mu = statistics.median(got["muse"][test])
-            ll = statistics.median(got["llama.cpp"].get(test, [float("nan")]))
-            table.append((model.rsplit("/", 1)[-1], test, mu, ll, mu / ll))
+            m_s, l_s = got["muse"][test], got["llama.cpp"].get(test, [float("nan")])
+            table.append((model.rsplit("/", 1)[-1], test, statistics.median(m_s), statistics.median(l_s), max(m_s),
+                          max(l_s)))
         print(f"done: {model}", file=sys.stderr, flush=True)
 
-    print(f"| model | test | muse t/s | llama.cpp t/s | muse / llama.cpp |")
+    print("| model | test | muse t/s median (best) | llama.cpp t/s median (best) | muse / llama.cpp median (best) |")
     print("|---|---|---:|---:|---:|")
-    for model, test, mu, ll, ratio in table:
-        print(f"| {model} | {test} | {mu:.2f} | {ll:.2f} | {ratio:.2f}x |")
+    for model, test, mu, ll, mb, lb in table:
+        print(f"| {model} | {test} | {mu:.2f} ({mb:.2f}) | {ll:.2f} ({lb:.2f}) | {mu / ll:.2f}x ({mb / lb:.2f}x) |")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(dump, f, indent=1)

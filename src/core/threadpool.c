@@ -22,8 +22,11 @@
 /* Spins before a waiting thread sleeps in the kernel: short inside a region (barrier, end of
  * region), longer for an idle worker waiting for the next region. Sleeping matters when the
  * machine has fewer free cores than threads: a spinning waiter would hold the core that the
- * thread it waits for needs. */
-#define SPIN_IN_REGION 2000
+ * thread it waits for needs. A pause takes ~55 ns on the Zen 3 development VM, so a waiter in a
+ * region spins ~28 us (longer than the model forward's usual imbalance between barriers, which
+ * backend_cpu.c keeps under ~20 us) before it gives its core back; 2000 spins (~110 us) left 12%
+ * of decode CPU time spinning on a loaded machine, 500 leaves 4% (docs/perf.md). */
+#define SPIN_IN_REGION 500
 #define SPIN_IDLE 20000
 
 static void futex_wait(int *addr, int val) { syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0); }

@@ -209,24 +209,7 @@ MUSE_AVX2_INLINE void iq2_s_row(int64_t nb, const struct muse_block_iq2_s *w, co
 
 // ---- drivers ---------------------------------------------------------------------------
 
-#define IQ_GEMM(T)                                                                                           \
-    MUSE_AVX2_INLINE void T##_rows(int64_t nb, const char *w, size_t w_stride, int64_t n_rows, const char *act,  \
-                                   size_t act_stride, const int ny, float *out, int64_t out_stride) {         \
-        for (int64_t i = 0; i < n_rows; i++)                                                                 \
-            T##_row(nb, (const void *)(w + i * w_stride), act, act_stride, ny, out + i, out_stride);         \
-    }                                                                                                        \
-    bool muse_gemm_##T##_avx2(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,     \
-                              size_t act_stride, int n_act, float *out, int64_t out_stride) {                \
-        if (n % 256 != 0) return false;                                                                      \
-        MUSE_AVX2_ROW_GROUPS(NY_MAX, T##_CALL)                                                               \
-        return true;                                                                                         \
-    }
-
-#define iq2_xs_CALL(NY) iq2_xs_rows(n / 256, w, w_stride, n_rows, a, act_stride, NY, o, out_stride)
-#define iq2_s_CALL(NY) iq2_s_rows(n / 256, w, w_stride, n_rows, a, act_stride, NY, o, out_stride)
-#define iq3_xxs_CALL(NY) iq3_xxs_rows(n / 256, w, w_stride, n_rows, a, act_stride, NY, o, out_stride)
-#define iq3_s_CALL(NY) iq3_s_rows(n / 256, w, w_stride, n_rows, a, act_stride, NY, o, out_stride)
-IQ_GEMM(iq2_xs)
-IQ_GEMM(iq2_s)
-IQ_GEMM(iq3_xxs)
-IQ_GEMM(iq3_s)
+MUSE_AVX2_ROWWISE_GEMM(iq2_xs, 256, NY_MAX)
+MUSE_AVX2_ROWWISE_GEMM(iq2_s, 256, NY_MAX)
+MUSE_AVX2_ROWWISE_GEMM(iq3_xxs, 256, NY_MAX)
+MUSE_AVX2_ROWWISE_GEMM(iq3_s, 256, NY_MAX)

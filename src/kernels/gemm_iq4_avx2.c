@@ -21,14 +21,6 @@
 
 #define NY_MAX 8   /* activation rows per pass over a weight row */
 
-/* Lane g of the result = the sum of the 8 int32 lanes of p[g] (g = 0..7). */
-MUSE_AVX2_INLINE __m256i reduce8x8(const __m256i p[8]) {
-    const __m256i h01 = _mm256_hadd_epi32(p[0], p[1]), h23 = _mm256_hadd_epi32(p[2], p[3]);
-    const __m256i h45 = _mm256_hadd_epi32(p[4], p[5]), h67 = _mm256_hadd_epi32(p[6], p[7]);
-    const __m256i a = _mm256_hadd_epi32(h01, h23), b = _mm256_hadd_epi32(h45, h67); /* per half: g0..3 / g4..7 */
-    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
-}
-
 MUSE_AVX2_INLINE void iq4_xs_row(int64_t nb, const struct muse_block_iq4_xs *w, const char *act, size_t act_stride,
                                  const int ny, float *out, int64_t out_stride) {
     float sumf[NY_MAX];
@@ -62,23 +54,10 @@ MUSE_AVX2_INLINE void iq4_xs_row(int64_t nb, const struct muse_block_iq4_xs *w, 
                 p[g] = _mm256_madd_epi16(_mm256_maddubs_epi16(wa[g], _mm256_sign_epi8(avx2_load(a[ib].qs + 32 * g), wv[g])),
                                          ones);
             const __m256 dl = _mm256_mul_ps(_mm256_set1_ps(dw * a[ib].d), lsf);
-            sumf[r] = avx2_lanes_total(sumf[r], _mm256_mul_ps(dl, _mm256_cvtepi32_ps(reduce8x8(p))));
+            sumf[r] = avx2_lanes_total(sumf[r], _mm256_mul_ps(dl, _mm256_cvtepi32_ps(avx2_reduce8x8_epi32(p))));
         }
     }
     for (int r = 0; r < ny; r++) out[r * out_stride] = sumf[r];
 }
 
-MUSE_AVX2_INLINE void iq4_xs_rows(int64_t nb, const char *w, size_t w_stride, int64_t n_rows, const char *act,
-                                  size_t act_stride, const int ny, float *out, int64_t out_stride) {
-    for (int64_t i = 0; i < n_rows; i++)
-        iq4_xs_row(nb, (const void *)(w + i * w_stride), act, act_stride, ny, out + i, out_stride);
-}
-
-bool muse_gemm_iq4_xs_avx2(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,
-                           size_t act_stride, int n_act, float *out, int64_t out_stride) {
-    if (n % 256 != 0) return false;
-#define CALL(NY) iq4_xs_rows(n / 256, w, w_stride, n_rows, a, act_stride, NY, o, out_stride)
-    MUSE_AVX2_ROW_GROUPS(NY_MAX, CALL)
-#undef CALL
-    return true;
-}
+MUSE_AVX2_ROWWISE_GEMM(iq4_xs, 256, NY_MAX)

@@ -127,35 +127,8 @@ MUSE_AVX2_INLINE void q3_K_row(int64_t nb, const struct muse_block_q3_K *w, cons
 
 // ---- drivers ---------------------------------------------------------------------------
 
-MUSE_AVX2_INLINE void q2_K_rows(int64_t nb, const char *w, size_t w_stride, int64_t n_rows, const char *act,
-                                size_t act_stride, const int ny, float *out, int64_t out_stride) {
-    for (int64_t i = 0; i < n_rows; i++)
-        q2_K_row(nb, (const void *)(w + i * w_stride), act, act_stride, ny, out + i, out_stride);
-}
-
-MUSE_AVX2_INLINE void q3_K_rows(int64_t nb, const char *w, size_t w_stride, int64_t n_rows, const char *act,
-                                size_t act_stride, const int ny, float *out, int64_t out_stride) {
-    for (int64_t i = 0; i < n_rows; i++)
-        q3_K_row(nb, (const void *)(w + i * w_stride), act, act_stride, ny, out + i, out_stride);
-}
-
-bool muse_gemm_q2_K_avx2(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,
-                         size_t act_stride, int n_act, float *out, int64_t out_stride) {
-    if (n % 256 != 0) return false;
-#define CALL(NY) q2_K_rows(n / 256, w, w_stride, n_rows, a, act_stride, NY, o, out_stride)
-    MUSE_AVX2_ROW_GROUPS(NY_MAX, CALL)
-#undef CALL
-    return true;
-}
-
-bool muse_gemm_q3_K_avx2(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,
-                         size_t act_stride, int n_act, float *out, int64_t out_stride) {
-    if (n % 256 != 0) return false;
-#define CALL(NY) q3_K_rows(n / 256, w, w_stride, n_rows, a, act_stride, NY, o, out_stride)
-    MUSE_AVX2_ROW_GROUPS(NY_MAX, CALL)
-#undef CALL
-    return true;
-}
+MUSE_AVX2_ROWWISE_GEMM(q2_K, 256, NY_MAX)
+MUSE_AVX2_ROWWISE_GEMM(q3_K, 256, NY_MAX)
 
 // ---- activation layout ----------------------------------------------------------------------
 

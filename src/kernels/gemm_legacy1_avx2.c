@@ -20,14 +20,6 @@
 
 #define NY_MAX 8   /* activation rows per pass over a weight row */
 
-/* Lane g of the result = the sum of the 8 int32 lanes of p[g] (g = 0..7). */
-MUSE_AVX2_INLINE __m256i reduce8x8(const __m256i p[8]) {
-    const __m256i h01 = _mm256_hadd_epi32(p[0], p[1]), h23 = _mm256_hadd_epi32(p[2], p[3]);
-    const __m256i h45 = _mm256_hadd_epi32(p[4], p[5]), h67 = _mm256_hadd_epi32(p[6], p[7]);
-    const __m256i a = _mm256_hadd_epi32(h01, h23), b = _mm256_hadd_epi32(h45, h67);
-    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
-}
-
 MUSE_AVX2_INLINE __m256i q4_1_codes(const struct muse_block_q4_1 *b) { return avx2_nibbles_16(b->qs); }
 
 MUSE_AVX2_INLINE __m256i q5_1_codes(const struct muse_block_q5_1 *b) {
@@ -58,7 +50,7 @@ MUSE_AVX2_INLINE void halves8(const void *p, int stride, __m256 *lo, __m256 *hi)
 MUSE_AVX2_INLINE __m256 legacy1_terms(__m256 dw, __m256 mw, const struct muse_block_q8_1 *a, const __m256i p[8]) {
     __m256 da, sa;
     halves8(a, (int)sizeof(struct muse_block_q8_1), &da, &sa);
-    return _mm256_add_ps(_mm256_mul_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(reduce8x8(p))), _mm256_mul_ps(mw, sa));
+    return _mm256_add_ps(_mm256_mul_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(avx2_reduce8x8_epi32(p))), _mm256_mul_ps(mw, sa));
 }
 
 #define LEGACY1_ROW(BLOCK)                                                                                   \
@@ -96,22 +88,9 @@ MUSE_AVX2_INLINE __m256 legacy1_terms(__m256 dw, __m256 mw, const struct muse_bl
         }                                                                                                    \
         MUSE_UNROLL                                                                                          \
         for (int r = 0; r < ny; r++) out[r * out_stride] = sumf[r];                                          \
-    }                                                                                                        \
-    MUSE_AVX2_INLINE void BLOCK##_rows(int64_t nb, const char *w, size_t w_stride, int64_t n_rows,           \
-                                       const char *act, size_t act_stride, const int ny, float *out,         \
-                                       int64_t out_stride) {                                                 \
-        for (int64_t i = 0; i < n_rows; i++)                                                                 \
-            BLOCK##_row(nb, (const void *)(w + i * w_stride), act, act_stride, ny, out + i, out_stride);     \
-    }                                                                                                        \
-    bool muse_gemm_##BLOCK##_avx2(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act, \
-                                  size_t act_stride, int n_act, float *out, int64_t out_stride) {          \
-        if (n % 32 != 0) return false;                                                                      \
-        const int64_t nb = n / 32;                                                                          \
-        MUSE_AVX2_ROW_GROUPS(NY_MAX, BLOCK##_CALL)                                                          \
-        return true;                                                                                        \
     }
 
-#define q4_1_CALL(NY) q4_1_rows(nb, w, w_stride, n_rows, a, act_stride, NY, o, out_stride)
-#define q5_1_CALL(NY) q5_1_rows(nb, w, w_stride, n_rows, a, act_stride, NY, o, out_stride)
 LEGACY1_ROW(q4_1)
 LEGACY1_ROW(q5_1)
+MUSE_AVX2_ROWWISE_GEMM(q4_1, 32, NY_MAX)
+MUSE_AVX2_ROWWISE_GEMM(q5_1, 32, NY_MAX)

@@ -92,16 +92,5 @@ MUSE_AVX2_INLINE __m256i iq4_nl_unpack(const struct muse_block_iq4_nl *b) {
 LEGACY5_ROWS(q5_0, q5_0_unpack)
 LEGACY5_ROWS(iq4_nl, iq4_nl_unpack)
 
-#define LEGACY5_GEMM(BLOCK)                                                                                \
-    bool muse_gemm_##BLOCK##_avx2(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act, \
-                                  size_t act_stride, int n_act, float *out, int64_t out_stride) {          \
-        if (n % 32 != 0) return false;                                                                      \
-        const int64_t nb = n / 32;                                                                          \
-        MUSE_AVX2_ROW_GROUPS(NY_MAX, BLOCK##_CALL)                                                          \
-        return true;                                                                                        \
-    }
-
-#define q5_0_CALL(NY) q5_0_rows(nb, w, w_stride, n_rows, a, act_stride, NY, o, out_stride)
-#define iq4_nl_CALL(NY) iq4_nl_rows(nb, w, w_stride, n_rows, a, act_stride, NY, o, out_stride)
-LEGACY5_GEMM(q5_0)
-LEGACY5_GEMM(iq4_nl)
+MUSE_AVX2_GEMM_OF_ROWS(q5_0, 32, NY_MAX)
+MUSE_AVX2_GEMM_OF_ROWS(iq4_nl, 32, NY_MAX)

@@ -10,6 +10,17 @@ static const struct muse_kernels kernels_scalar = {
     /* no entries: the scalar level is the reference path */
 };
 
+/* The weight types with an AVX2 matrix kernel (muse_gemm_<t>_avx2; one function serves both the
+ * 1-row gemv and the N-row gemm slots). */
+#define AVX2_GEMM_TYPES(X) \
+    X(Q8_0, q8_0) X(Q4_0, q4_0) X(Q4_K, q4_K) X(Q5_K, q5_K) X(Q6_K, q6_K) X(IQ2_XXS, iq2_xxs) \
+    X(IQ3_XXS, iq3_xxs) X(IQ3_S, iq3_s) X(IQ4_XS, iq4_xs) X(Q5_0, q5_0) X(IQ4_NL, iq4_nl) X(Q2_K, q2_K) \
+    X(Q3_K, q3_K) X(IQ2_XS, iq2_xs) X(IQ2_S, iq2_s) X(Q4_1, q4_1) X(Q5_1, q5_1) X(IQ1_S, iq1_s) \
+    X(TQ2_0, tq2_0) X(IQ1_M, iq1_m) X(MXFP4, mxfp4) X(TQ1_0, tq1_0) X(F32, f32) X(F16, f16) \
+    X(BF16, bf16)
+#define AVX2_GEMM_ENTRY(T, t) [MUSE_TYPE_##T] = muse_gemm_##t##_avx2,
+#define AVX2_EXACT_ENTRY(T, t) [MUSE_TYPE_##T] = true,
+
 static const struct muse_kernels kernels_avx2 = {
     .level = MUSE_CPU_LEVEL_AVX2,
     .quantize = {
@@ -21,54 +32,8 @@ static const struct muse_kernels kernels_avx2 = {
     .quantize_x86 = {
         [MUSE_TYPE_Q8_0] = muse_quantize_q8_0_x86_avx2,
     },
-    .gemv = {
-        [MUSE_TYPE_Q8_0] = muse_gemm_q8_0_avx2,
-        [MUSE_TYPE_Q4_0] = muse_gemm_q4_0_avx2,
-        [MUSE_TYPE_Q4_K] = muse_gemm_q4_K_avx2,
-        [MUSE_TYPE_Q5_K] = muse_gemm_q5_K_avx2,
-        [MUSE_TYPE_Q6_K] = muse_gemm_q6_K_avx2,
-        [MUSE_TYPE_IQ2_XXS] = muse_gemm_iq2_xxs_avx2,
-        [MUSE_TYPE_IQ3_XXS] = muse_gemm_iq3_xxs_avx2,
-        [MUSE_TYPE_IQ3_S] = muse_gemm_iq3_s_avx2,
-        [MUSE_TYPE_IQ4_XS] = muse_gemm_iq4_xs_avx2,
-        [MUSE_TYPE_Q5_0] = muse_gemm_q5_0_avx2,
-        [MUSE_TYPE_IQ4_NL] = muse_gemm_iq4_nl_avx2,
-        [MUSE_TYPE_Q2_K] = muse_gemm_q2_K_avx2,
-        [MUSE_TYPE_Q3_K] = muse_gemm_q3_K_avx2,
-        [MUSE_TYPE_IQ2_XS] = muse_gemm_iq2_xs_avx2,
-        [MUSE_TYPE_IQ2_S] = muse_gemm_iq2_s_avx2,
-        [MUSE_TYPE_Q4_1] = muse_gemm_q4_1_avx2,
-        [MUSE_TYPE_Q5_1] = muse_gemm_q5_1_avx2,
-        [MUSE_TYPE_IQ1_S] = muse_gemm_iq1_s_avx2,
-        [MUSE_TYPE_TQ2_0] = muse_gemm_tq2_0_avx2,
-        [MUSE_TYPE_F32] = muse_gemm_f32_avx2,
-        [MUSE_TYPE_F16] = muse_gemm_f16_avx2,
-        [MUSE_TYPE_BF16] = muse_gemm_bf16_avx2,
-    },
-    .gemm = {
-        [MUSE_TYPE_Q8_0] = muse_gemm_q8_0_avx2,
-        [MUSE_TYPE_Q4_0] = muse_gemm_q4_0_avx2,
-        [MUSE_TYPE_Q4_K] = muse_gemm_q4_K_avx2,
-        [MUSE_TYPE_Q5_K] = muse_gemm_q5_K_avx2,
-        [MUSE_TYPE_Q6_K] = muse_gemm_q6_K_avx2,
-        [MUSE_TYPE_IQ2_XXS] = muse_gemm_iq2_xxs_avx2,
-        [MUSE_TYPE_IQ3_XXS] = muse_gemm_iq3_xxs_avx2,
-        [MUSE_TYPE_IQ3_S] = muse_gemm_iq3_s_avx2,
-        [MUSE_TYPE_IQ4_XS] = muse_gemm_iq4_xs_avx2,
-        [MUSE_TYPE_Q5_0] = muse_gemm_q5_0_avx2,
-        [MUSE_TYPE_IQ4_NL] = muse_gemm_iq4_nl_avx2,
-        [MUSE_TYPE_Q2_K] = muse_gemm_q2_K_avx2,
-        [MUSE_TYPE_Q3_K] = muse_gemm_q3_K_avx2,
-        [MUSE_TYPE_IQ2_XS] = muse_gemm_iq2_xs_avx2,
-        [MUSE_TYPE_IQ2_S] = muse_gemm_iq2_s_avx2,
-        [MUSE_TYPE_Q4_1] = muse_gemm_q4_1_avx2,
-        [MUSE_TYPE_Q5_1] = muse_gemm_q5_1_avx2,
-        [MUSE_TYPE_IQ1_S] = muse_gemm_iq1_s_avx2,
-        [MUSE_TYPE_TQ2_0] = muse_gemm_tq2_0_avx2,
-        [MUSE_TYPE_F32] = muse_gemm_f32_avx2,
-        [MUSE_TYPE_F16] = muse_gemm_f16_avx2,
-        [MUSE_TYPE_BF16] = muse_gemm_bf16_avx2,
-    },
+    .gemv = {AVX2_GEMM_TYPES(AVX2_GEMM_ENTRY)},
+    .gemm = {AVX2_GEMM_TYPES(AVX2_GEMM_ENTRY)},
     .act_layout = {
         [MUSE_TYPE_Q3_K] = MUSE_ACT_Q8K_PERM8,
     },
@@ -87,30 +52,8 @@ static const struct muse_kernels kernels_avx2 = {
         [MUSE_TYPE_Q5_K] = MUSE_ORDER_X86,
         [MUSE_TYPE_Q6_K] = MUSE_ORDER_X86,
     },
-    .exact = {
-        [MUSE_TYPE_F32] = true,
-        [MUSE_TYPE_F16] = true,
-        [MUSE_TYPE_BF16] = true,
-        [MUSE_TYPE_Q8_0] = true,
-        [MUSE_TYPE_Q4_0] = true,
-        [MUSE_TYPE_IQ2_XXS] = true,
-        [MUSE_TYPE_Q4_K] = true,
-        [MUSE_TYPE_Q5_K] = true,
-        [MUSE_TYPE_Q6_K] = true,
-        [MUSE_TYPE_IQ3_XXS] = true,
-        [MUSE_TYPE_IQ3_S] = true,
-        [MUSE_TYPE_IQ4_XS] = true,
-        [MUSE_TYPE_Q5_0] = true,
-        [MUSE_TYPE_IQ4_NL] = true,
-        [MUSE_TYPE_Q2_K] = true,
-        [MUSE_TYPE_Q3_K] = true,
-        [MUSE_TYPE_IQ2_XS] = true,
-        [MUSE_TYPE_IQ2_S] = true,
-        [MUSE_TYPE_Q4_1] = true,
-        [MUSE_TYPE_Q5_1] = true,
-        [MUSE_TYPE_IQ1_S] = true,
-        [MUSE_TYPE_TQ2_0] = true,
-    },
+    /* every AVX2 matrix kernel reproduces its order bit for bit */
+    .exact = {AVX2_GEMM_TYPES(AVX2_EXACT_ENTRY)},
     .attn_kq_f16 = muse_attn_kq_f16_avx2,
     .attn_pv_f16 = muse_attn_pv_f16_avx2,
     .attn_kq_f16_multi = muse_attn_kq_f16_multi_avx2,

@@ -8,7 +8,8 @@
  *   gemm_iquants_<isa>.c   IQ2_XXS (Q8_K activations)
  *   gemm_iq23_<isa>.c      IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S (Q8_K activations)
  *   gemm_k23_<isa>.c       Q2_K, Q3_K (Q8_K activations)
- *   gemm_iq1_<isa>.c       IQ1_S, TQ2_0 (Q8_K activations)
+ *   gemm_iq1_<isa>.c       IQ1_S, IQ1_M, TQ1_0, TQ2_0 (Q8_K activations)
+ *   gemm_fp4_<isa>.c       MXFP4 (Q8_0 activations)
  *   gemm_legacy1_<isa>.c   Q4_1, Q5_1 (Q8_1 activations)
  *   gemm_iq4_<isa>.c       IQ4_XS (Q8_K activations)
  *   gemm_legacy5_<isa>.c   Q5_0, IQ4_NL (32-element blocks, Q8_0 activations)
@@ -43,7 +44,10 @@ MUSE_DECLARE_GEMM(muse_gemm_iq2_xxs_avx2);
 MUSE_DECLARE_GEMM(muse_gemm_iq2_xs_avx2);
 MUSE_DECLARE_GEMM(muse_gemm_iq2_s_avx2);
 MUSE_DECLARE_GEMM(muse_gemm_iq1_s_avx2);
+MUSE_DECLARE_GEMM(muse_gemm_iq1_m_avx2);
+MUSE_DECLARE_GEMM(muse_gemm_mxfp4_avx2);
 MUSE_DECLARE_GEMM(muse_gemm_tq2_0_avx2);
+MUSE_DECLARE_GEMM(muse_gemm_tq1_0_avx2);
 MUSE_DECLARE_GEMM(muse_gemm_q2_K_avx2);
 MUSE_DECLARE_GEMM(muse_gemm_q3_K_avx2);
 MUSE_DECLARE_GEMM(muse_gemm_q4_1_avx2);

@@ -73,6 +73,14 @@ MUSE_AVX2_INLINE __m256i avx2_perm8(__m256i v) {
                                                    0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
 }
 
+/* Lane g of the result = the sum of the 8 int32 lanes of p[g] (g = 0..7). */
+MUSE_AVX2_INLINE __m256i avx2_reduce8x8_epi32(const __m256i p[8]) {
+    const __m256i h01 = _mm256_hadd_epi32(p[0], p[1]), h23 = _mm256_hadd_epi32(p[2], p[3]);
+    const __m256i h45 = _mm256_hadd_epi32(p[4], p[5]), h67 = _mm256_hadd_epi32(p[6], p[7]);
+    const __m256i a = _mm256_hadd_epi32(h01, h23), b = _mm256_hadd_epi32(h45, h67); /* per half: p0..3 / p4..7 */
+    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+}
+
 /* Sequential float sum start + v[0] + v[1] + ... + v[7] (the order of ggml's lane totals). */
 MUSE_AVX2_INLINE float avx2_lanes_total(float start, __m256 v) {
     float l[8];
@@ -82,25 +90,59 @@ MUSE_AVX2_INLINE float avx2_lanes_total(float start, __m256 v) {
 }
 
 /*
- * Walk n_act activation rows in groups of at most NY_MAX (a constant, 1..8), calling CALL(NY)
- * with a literal group size so that each size gets its own unrolled kernel. Expects `act`,
- * `act_stride`, `n_act`, `out` and `out_stride` in scope and gives CALL the group's first
+ * Walk n_act activation rows in groups of at most NY_MAX (a constant, 1..8), calling APPLY(X, NY)
+ * (MUSE_AVX2_ROW_GROUPS: CALL(NY)) with a literal group size so that each size gets its own unrolled kernel. Expects `act`,
+ * `act_stride`, `n_act`, `out` and `out_stride` in scope and gives the call the group's first
  * activation row `a` and output column `o`. Labels above NY_MAX are unreachable; their
  * arguments are clamped so that no kernel is instantiated past NY_MAX.
  */
 #define MUSE_AVX2_NY(k, NY_MAX) ((k) < (NY_MAX) ? (k) : (NY_MAX))
-#define MUSE_AVX2_ROW_GROUPS(NY_MAX, CALL)                                                   \
-    for (int r0 = 0; r0 < n_act; r0 += (NY_MAX)) {                                            \
-        const char *a = (const char *)act + (size_t)r0 * act_stride;                          \
-        float *o = out + (int64_t)r0 * out_stride;                                            \
-        switch (n_act - r0 < (NY_MAX) ? n_act - r0 : (NY_MAX)) {                              \
-        case 1: CALL(1); break;                                                               \
-        case 2: CALL(MUSE_AVX2_NY(2, NY_MAX)); break;                                         \
-        case 3: CALL(MUSE_AVX2_NY(3, NY_MAX)); break;                                         \
-        case 4: CALL(MUSE_AVX2_NY(4, NY_MAX)); break;                                         \
-        case 5: CALL(MUSE_AVX2_NY(5, NY_MAX)); break;                                         \
-        case 6: CALL(MUSE_AVX2_NY(6, NY_MAX)); break;                                         \
-        case 7: CALL(MUSE_AVX2_NY(7, NY_MAX)); break;                                         \
-        default: CALL(NY_MAX); break;                                                         \
-        }                                                                                     \
+#define MUSE_AVX2_ROW_GROUPS_WITH(NY_MAX, APPLY, X)                                                \
+    for (int r0 = 0; r0 < n_act; r0 += (NY_MAX)) {                                                 \
+        const char *a = (const char *)act + (size_t)r0 * act_stride;                               \
+        float *o = out + (int64_t)r0 * out_stride;                                                 \
+        switch (n_act - r0 < (NY_MAX) ? n_act - r0 : (NY_MAX)) {                                   \
+        case 1: APPLY(X, 1); break;                                                                \
+        case 2: APPLY(X, MUSE_AVX2_NY(2, NY_MAX)); break;                                          \
+        case 3: APPLY(X, MUSE_AVX2_NY(3, NY_MAX)); break;                                          \
+        case 4: APPLY(X, MUSE_AVX2_NY(4, NY_MAX)); break;                                          \
+        case 5: APPLY(X, MUSE_AVX2_NY(5, NY_MAX)); break;                                          \
+        case 6: APPLY(X, MUSE_AVX2_NY(6, NY_MAX)); break;                                          \
+        case 7: APPLY(X, MUSE_AVX2_NY(7, NY_MAX)); break;                                          \
+        default: APPLY(X, NY_MAX); break;                                                          \
+        }                                                                                          \
     }
+/* The same with CALL(NY) for each group. */
+#define MUSE_AVX2_CALL_NY(CALL, NY) CALL(NY)
+#define MUSE_AVX2_ROW_GROUPS(NY_MAX, CALL) MUSE_AVX2_ROW_GROUPS_WITH(NY_MAX, MUSE_AVX2_CALL_NY, CALL)
+
+/*
+ * Define muse_gemm_<T>_avx2 (muse_gemm_fn) over a family's
+ *     T_rows(int64_t nb, const char *w, size_t w_stride, int64_t n_rows, const char *act,
+ *            size_t act_stride, const int ny, float *out, int64_t out_stride)
+ * (n_rows weight rows of nb blocks of QK elements against ny activation rows): the activation
+ * rows in MUSE_AVX2_ROW_GROUPS of at most NY_MAX. Declines rows that are not whole blocks.
+ */
+#define MUSE_AVX2_GEMM_OF_ROWS(T, QK, NY_MAX)                                                               \
+    bool muse_gemm_##T##_avx2(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,    \
+                              size_t act_stride, int n_act, float *out, int64_t out_stride) {               \
+        if (n % (QK) != 0) return false;                                                                    \
+        const int64_t nb = n / (QK);                                                                        \
+        MUSE_AVX2_ROW_GROUPS_WITH(NY_MAX, MUSE_AVX2_ROWS_CALL, T##_rows)                                     \
+        return true;                                                                                        \
+    }
+#define MUSE_AVX2_ROWS_CALL(rows, NY) rows(nb, w, w_stride, n_rows, a, act_stride, NY, o, out_stride)
+
+/*
+ * The same for a family whose kernel
+ *     T_row(int64_t nb, const <block> *w, const char *act, size_t act_stride, const int ny,
+ *           float *out, int64_t out_stride)
+ * computes one weight row: T_rows walks the weight rows one after another.
+ */
+#define MUSE_AVX2_ROWWISE_GEMM(T, QK, NY_MAX)                                                                 \
+    MUSE_AVX2_INLINE void T##_rows(int64_t nb, const char *w, size_t w_stride, int64_t n_rows, const char *act, \
+                                   size_t act_stride, const int ny, float *out, int64_t out_stride) {        \
+        for (int64_t i = 0; i < n_rows; i++)                                                                \
+            T##_row(nb, (const void *)(w + i * w_stride), act, act_stride, ny, out + i, out_stride);        \
+    }                                                                                                       \
+    MUSE_AVX2_GEMM_OF_ROWS(T, QK, NY_MAX)

@@ -37,7 +37,9 @@
 
 #define ATTN_QB 16    /* query heads per attention work item */
 #define SPLIT_ROWS 8  /* matmul output rows are split between threads in units of this many */
-#define CHUNKS_PER_THREAD 8 /* matmul chunks per thread and step (claimed dynamically) */
+#define CHUNKS_PER_THREAD 8 /* matmul chunks per thread and step (claimed dynamically) ... */
+#define MAX_CHUNK_UNITS 16  /* ... of at most this many units (128 rows: ~150-220 KB of a 2048-wide
+                               4-6 bit matrix), so that threads finish within ~20 us of each other */
 
 /* Per-thread scratch and state. */
 struct attn_scratch {
@@ -173,7 +175,7 @@ static void run_jobs(struct cpu_state *s, const struct muse_matmul_job *jobs, in
     int *next = &s->next_chunk[step & 1].v;
     if (ith == 0) __atomic_store_n(&s->next_chunk[(step + 1) & 1].v, 0, __ATOMIC_RELAXED);
     int64_t per = units / ((int64_t)nth * CHUNKS_PER_THREAD);
-    if (per < 1) per = 1;
+    per = per < 1 ? 1 : per > MAX_CHUNK_UNITS ? MAX_CHUNK_UNITS : per;
     const int64_t n_chunks = (units + per - 1) / per;
     for (int64_t c; (c = __atomic_fetch_add(next, 1, __ATOMIC_RELAXED)) < n_chunks;)
         run_units(s, jobs, j0, j1, n_rows, c * per, (c + 1) * per < units ? (c + 1) * per : units);

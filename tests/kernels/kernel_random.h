@@ -38,7 +38,8 @@ static const struct kr_scale_fields kr_scale_fields[] = {
     {MUSE_TYPE_Q5_0, 1, {0}},    {MUSE_TYPE_IQ4_NL, 1, {0}},  {MUSE_TYPE_Q2_K, 2, {80, 82}},
     {MUSE_TYPE_Q3_K, 1, {108}},  {MUSE_TYPE_IQ2_XS, 1, {0}},  {MUSE_TYPE_IQ2_S, 1, {0}},
     {MUSE_TYPE_Q4_1, 2, {0, 2}}, {MUSE_TYPE_Q5_1, 2, {0, 2}},  {MUSE_TYPE_IQ1_S, 1, {0}},
-    {MUSE_TYPE_TQ2_0, 1, {64}},
+    {MUSE_TYPE_TQ2_0, 1, {64}},  {MUSE_TYPE_IQ1_M, 0, {0}},
+    {MUSE_TYPE_MXFP4, 0, {0}},   {MUSE_TYPE_TQ1_0, 1, {52}},
 };
 
 /* One random weight row of `type` (ne0 elements) into p. Returns false for types it does not
@@ -61,9 +62,17 @@ static inline bool kr_weight_row(enum muse_type type, int64_t ne0, uint8_t *p) {
         if (kr_scale_fields[i].type == type) sf = &kr_scale_fields[i];
     if (!sf || !l) return false;
     const int64_t nb = ne0 / l->block_size;
+    const bool tiny = kr_u32() % 4 == 0; /* MXFP4: one row in four gets only the subnormal scales */
     for (int64_t b = 0; b < nb; b++) {
         uint8_t *blk = p + b * l->type_size;
         for (size_t j = 0; j < l->type_size; j++) blk[j] = (uint8_t)kr_u32();
+        if (type == MUSE_TYPE_MXFP4) /* E8M0 scale 2^-13..2^0, or 0 / 1 (the subnormal forms) */
+            blk[0] = (uint8_t)(tiny ? kr_u32() % 2 : 116 + kr_u32() % 14);
+        if (type == MUSE_TYPE_IQ1_M) {
+            /* no d field: the fp16 scale is the top nibbles of the four u16 scale words (48..55) */
+            const uint16_t h = muse_fp32_to_fp16(ldexpf(1.0f + 0.5f * kr_float(), -4 - (int)(kr_u32() % 6)));
+            for (int k = 0; k < 4; k++) blk[49 + 2 * k] = (uint8_t)((blk[49 + 2 * k] & 0x0f) | ((h >> (4 * k)) & 15) << 4);
+        }
         for (int k = 0; k < sf->n; k++) {
             float d = ldexpf(1.0f + 0.5f * kr_float(), -4 - (int)(kr_u32() % 6));
             if (kr_u32() & 1) d = -d;

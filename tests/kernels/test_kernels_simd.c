@@ -229,6 +229,7 @@ static const enum muse_type gemm_types[] = {
     MUSE_TYPE_BF16,    MUSE_TYPE_F32,  MUSE_TYPE_IQ3_XXS, MUSE_TYPE_IQ3_S, MUSE_TYPE_IQ4_XS, MUSE_TYPE_Q4_0,
     MUSE_TYPE_Q5_0,    MUSE_TYPE_IQ4_NL, MUSE_TYPE_Q2_K, MUSE_TYPE_Q3_K, MUSE_TYPE_IQ2_XS, MUSE_TYPE_IQ2_S,
     MUSE_TYPE_Q4_1,    MUSE_TYPE_Q5_1,   MUSE_TYPE_IQ1_S, MUSE_TYPE_TQ2_0,
+    MUSE_TYPE_IQ1_M,   MUSE_TYPE_MXFP4,  MUSE_TYPE_TQ1_0,
 };
 
 static void test_gemm_type(const struct muse_kernels *k, enum muse_type type) {
@@ -254,7 +255,7 @@ static void test_gemm_type(const struct muse_kernels *k, enum muse_type type) {
                muse_cpu_level_name(k->level), l->name);
     const int64_t bs = l->block_size == 1 ? 1 : l->block_size;
     /* sizes in elements: 1 block, 3 blocks, 11 blocks (odd), plus odd float lengths */
-    int64_t sizes[5] = {bs, 3 * bs, 11 * bs, 0, 0};
+    int64_t sizes[6] = {bs, 3 * bs, 11 * bs, 0, 0, 0};
     int n_sizes = 3;
     if (bs == 1) {
         /* 8, 40, 1000: the 8-lane x86 order; 7, 257: kernels may decline (the scalar dot runs) */
@@ -267,8 +268,10 @@ static void test_gemm_type(const struct muse_kernels *k, enum muse_type type) {
     } else if (bs == 32) {
         sizes[3] = 37 * 32;
         sizes[4] = 650 * 32;  /* past the legacy kernels' pre-converted scale buffers */
-        n_sizes = 5;
+        sizes[5] = 100 * 32;  /* Q4_0 prefill: too wide for its unpacked 16-row chunk buffer */
+        n_sizes = 6;
     }
+    if (type == MUSE_TYPE_IQ2_XXS) sizes[n_sizes++] = 140 * 256;  /* past the prefill decode buffer */
     const int64_t rows_list[] = {1, 3, 6, 17};
     int cases = 0, failures = 0;
     for (int si = 0; si < n_sizes; si++) {
@@ -661,7 +664,8 @@ int main(void) {
                                               MUSE_TYPE_IQ3_XXS, MUSE_TYPE_IQ3_S, MUSE_TYPE_IQ4_XS, MUSE_TYPE_Q5_0,
                                               MUSE_TYPE_IQ4_NL, MUSE_TYPE_Q2_K, MUSE_TYPE_Q3_K, MUSE_TYPE_IQ2_XS,
                                               MUSE_TYPE_IQ2_S, MUSE_TYPE_Q4_1, MUSE_TYPE_Q5_1, MUSE_TYPE_IQ1_S,
-                                              MUSE_TYPE_TQ2_0};
+                                              MUSE_TYPE_TQ2_0, MUSE_TYPE_IQ1_M, MUSE_TYPE_MXFP4,
+                                              MUSE_TYPE_TQ1_0};
         for (size_t t = 0; t < sizeof(drive_types) / sizeof(drive_types[0]); t++) test_driver(k, drive_types[t]);
     }
     setenv("MUSE_CPU", "scalar", 1);

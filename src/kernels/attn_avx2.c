@@ -27,6 +27,7 @@
 
 #include <math.h>
 
+#include "core/fp16.h"
 #include "kernels/blocks.h"
 #include "kernels/simd_avx2.h"
 
@@ -158,6 +159,17 @@ void muse_attn_pv_f16_multi_avx2(int32_t hd, int32_t n_keys, const void *v, size
             }
         }
     }
+}
+
+void muse_attn_probs_f16_avx2(int32_t n, float inv, float *p) {
+    const __m256 vi = _mm256_set1_ps(inv);
+    int32_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(p + j), vi);
+        if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q))) break; /* NaN: the scalar code from here */
+        _mm256_storeu_ps(p + j, _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+    }
+    for (; j < n; j++) p[j] = muse_fp16_to_fp32(muse_fp32_to_fp16(p[j] * inv));
 }
 
 // ---- F32 cache -------------------------------------------------------------------------------

@@ -58,6 +58,7 @@ static const struct muse_kernels kernels_avx2 = {
     .attn_pv_f16 = muse_attn_pv_f16_avx2,
     .attn_kq_f16_multi = muse_attn_kq_f16_multi_avx2,
     .attn_pv_f16_multi = muse_attn_pv_f16_multi_avx2,
+    .attn_probs_f16 = muse_attn_probs_f16_avx2,
     .attn_kq_f32 = muse_attn_kq_f32_avx2,
     .attn_pv_f32 = muse_attn_pv_f32_avx2,
     .attn_kq_q8_0 = muse_attn_kq_q8_0_avx2,

@@ -71,6 +71,10 @@ typedef void (*muse_attn_pv_multi_fn)(int32_t hd, int32_t n_keys, const void *v,
                                       const float *p, size_t p_stride, int32_t lane0, float *lanes,
                                       size_t l_stride);
 
+/* The probabilities over an F16 cache: p[j] = muse_fp16_to_fp32(muse_fp32_to_fp16(p[j] * inv))
+ * for j < n, bit for bit (NaN included). */
+typedef void (*muse_attn_probs_fn)(int32_t n, float inv, float *p);
+
 /*
  * The same over F32 and Q8_0 KV caches, in the orders muse_attn_head_ref uses for them (NULL at
  * levels without them):
@@ -126,6 +130,7 @@ struct muse_kernels {
     muse_attn_pv_fn attn_pv_f16;
     muse_attn_kq_multi_fn attn_kq_f16_multi;
     muse_attn_pv_multi_fn attn_pv_f16_multi;
+    muse_attn_probs_fn attn_probs_f16;
     muse_attn_kq_fn attn_kq_f32;
     muse_attn_pv_fn attn_pv_f32;
     muse_attn_kq_q_fn attn_kq_q8_0;

@@ -69,6 +69,7 @@ void muse_attn_kq_f16_multi_avx2(int32_t hd, int32_t n_keys, const void *k, size
                                  const float *qf, size_t q_stride, float *scores, size_t s_stride);
 void muse_attn_pv_f16_multi_avx2(int32_t hd, int32_t n_keys, const void *v, size_t v_stride, int32_t nq,
                                  const float *p, size_t p_stride, int32_t lane0, float *lanes, size_t l_stride);
+void muse_attn_probs_f16_avx2(int32_t n, float inv, float *p);
 void muse_attn_kq_f32_avx2(int32_t hd, int32_t n_keys, const void *k, size_t k_stride, const float *qf,
                            float *scores);
 void muse_attn_pv_f32_avx2(int32_t hd, int32_t n_keys, const void *v, size_t v_stride, const float *p, int32_t lane0,

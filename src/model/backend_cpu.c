@@ -308,7 +308,8 @@ static void attn_group_f16(const struct muse_kernels *k, const struct muse_attn_
             if (sc[j] > max) max = sc[j];
         }
         const float inv = (float)(1.0 / muse_x86_softmax_exp(sc, n, lo, max));
-        for (int32_t j = 0; j < n; j++) sc[j] = muse_fp16_to_fp32(muse_fp32_to_fp16(sc[j] * inv));
+        if (k->attn_probs_f16) k->attn_probs_f16(n, inv, sc);
+        else for (int32_t j = 0; j < n; j++) sc[j] = muse_fp16_to_fp32(muse_fp32_to_fp16(sc[j] * inv));
     }
     memset(lanes, 0, sizeof(float) * l_stride * (size_t)nq);
     for (int32_t j = 0; j < n;) {

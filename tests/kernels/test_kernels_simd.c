@@ -457,6 +457,37 @@ static void test_attention_multi(const struct muse_kernels *k) {
     printf("  %s GQA attention helpers: %d cases, bit-exact x86 order\n", muse_cpu_level_name(k->level), cases);
 }
 
+/* attn_probs_f16 against the scalar F16 round trip of p * inv, bit for bit: lengths around the
+ * 8-wide chunks, values that round to F16 subnormals, to zero, to inf, ties, inf and NaN. */
+static void test_attention_probs(const struct muse_kernels *k) {
+    if (!k->attn_probs_f16) return;
+    int bad = 0, cases = 0;
+    float p[48], want[48];
+    for (int32_t n = 1; n <= 37; n++)
+        for (int v = 0; v < 6; v++, cases++) {
+            const float inv = v == 5 ? 3.0e4f : 1.0f / (float)(v + 1);
+            for (int32_t j = 0; j < n; j++) {
+                const float r = kr_float() * 0.5f + 0.5f;
+                switch ((j + v) % 7) {
+                case 0: p[j] = r * 1e-6f; break;          /* F16 subnormal */
+                case 1: p[j] = r * 1e-9f; break;          /* rounds to 0 */
+                case 2: p[j] = 1.0f + 0x1p-11f; break;    /* a tie: to even */
+                case 3: p[j] = v == 4 && j == n / 2 ? NAN : r; break;
+                case 4: p[j] = v == 3 && j == n / 3 ? INFINITY : r * 3.0f; break;
+                default: p[j] = r; break;
+                }
+                want[j] = muse_fp16_to_fp32(muse_fp32_to_fp16(p[j] * inv));
+            }
+            fill_poison(p + n, sizeof(float) * (48 - (size_t)n));
+            k->attn_probs_f16(n, inv, p);
+            bad += memcmp(p, want, sizeof(float) * (size_t)n) != 0;
+            bad += !all_ff((const uint8_t *)(p + n), sizeof(float) * (48 - (size_t)n));
+        }
+    TEST_CONDF(bad == 0, "%s: attn_probs_f16 differs from the scalar F16 round trip in %d of %d cases",
+               muse_cpu_level_name(k->level), bad, cases);
+    printf("  %s attention probabilities: %d cases, bit-exact\n", muse_cpu_level_name(k->level), cases);
+}
+
 /* attn_kq_f32 / attn_pv_f32 / attn_kq_q8_0 / attn_pv_q8_0 against muse_attn_head_ref's scalar
  * orders for those caches (K.q: muse_x86_dot_vec with an f32 tail, resp. Q8_0's vec_dot_ref
  * against the query quantized by the reference quantizer; V.p: fmaf of the dequantized row into
@@ -626,6 +657,7 @@ int main(void) {
         for (size_t t = 0; t < sizeof(gemm_types) / sizeof(gemm_types[0]); t++) test_gemm_type(k, gemm_types[t]);
         test_attention(k);
         test_attention_multi(k);
+        test_attention_probs(k);
         test_attention_f32_q8_0(k);
         const enum muse_type drive_types[] = {MUSE_TYPE_Q8_0, MUSE_TYPE_Q4_K, MUSE_TYPE_Q6_K, MUSE_TYPE_IQ2_XXS,
                                               MUSE_TYPE_F16,  MUSE_TYPE_Q4_0, MUSE_TYPE_BF16, MUSE_TYPE_F32,

@@ -318,6 +318,29 @@ static void test_gemm_type(const struct muse_kernels *k, enum muse_type type) {
 /* attn_kq_f16 / attn_pv_f16 against the scalar x86 order (muse_x86_dot_tinyblas on the widened
  * rows; fmaf into lane (lane0 + j) % 8), bit for bit: head dims 8..136, key counts around the
  * 4-key blocks, every lane0, NaN-poisoned padding between the K/V rows and after the outputs. */
+/* V.p of pv over nk rows of kv (type ty, hd values each) against the scalar order
+ * (lanes[(lane0 + j) % 8][d] = fma(V_j[d], p[j], ...)), every starting lane, accumulating onto
+ * non-zero lanes, with poison after the 8 lane rows. lanes, want: [8 * hd + 8]; row: [hd].
+ * Returns the failed checks and counts the cases. */
+static int check_pv(muse_attn_pv_fn pv, enum muse_type ty, int32_t hd, int32_t nk, const uint8_t *kv, size_t stride,
+                    const float *p, float *lanes, float *want, float *row, int *cases) {
+    int bad = 0;
+    for (int32_t lane0 = 0; lane0 < 8; lane0++) {
+        for (int32_t i = 0; i < 8 * hd; i++) lanes[i] = want[i] = kr_float();
+        fill_poison(lanes + 8 * (size_t)hd, 8 * sizeof(float));
+        pv(hd, nk, kv, stride, p, lane0, lanes);
+        for (int32_t j = 0; j < nk; j++) {
+            muse_type_traits[ty].to_float(kv + (size_t)j * stride, row, hd);
+            float *l = want + (size_t)((lane0 + j) % 8) * hd;
+            for (int32_t d = 0; d < hd; d++) l[d] = fmaf(row[d], p[j], l[d]);
+        }
+        bad += memcmp(lanes, want, sizeof(float) * 8 * (size_t)hd) != 0;
+        bad += !all_ff((const uint8_t *)(lanes + 8 * (size_t)hd), 8 * sizeof(float));
+        (*cases)++;
+    }
+    return bad;
+}
+
 static void test_attention(const struct muse_kernels *k) {
     if (!k->attn_kq_f16 || !k->attn_pv_f16) return;
     const int32_t hds[] = {8, 32, 128, 136};
@@ -350,19 +373,7 @@ static void test_attention(const struct muse_kernels *k) {
             }
             bad += !all_ff((const uint8_t *)(scores + nk), 8 * sizeof(float));
             /* V.p, every starting lane, accumulating onto non-zero lanes */
-            for (int32_t lane0 = 0; lane0 < 8; lane0++) {
-                for (int32_t i = 0; i < 8 * hd; i++) lanes[i] = want[i] = kr_float();
-                fill_poison(lanes + 8 * (size_t)hd, 8 * sizeof(float));
-                k->attn_pv_f16(hd, nk, kv, stride, p, lane0, lanes);
-                for (int32_t j = 0; j < nk; j++) {
-                    muse_type_traits[MUSE_TYPE_F16].to_float(kv + (size_t)j * stride, row, hd);
-                    float *l = want + (size_t)((lane0 + j) % 8) * hd;
-                    for (int32_t d = 0; d < hd; d++) l[d] = fmaf(row[d], p[j], l[d]);
-                }
-                bad += memcmp(lanes, want, sizeof(float) * 8 * (size_t)hd) != 0;
-                bad += !all_ff((const uint8_t *)(lanes + 8 * (size_t)hd), 8 * sizeof(float));
-                cases++;
-            }
+            bad += check_pv(k->attn_pv_f16, MUSE_TYPE_F16, hd, nk, kv, stride, p, lanes, want, row, &cases);
             free(kv);
             free(qf);
             free(row);
@@ -531,19 +542,8 @@ static void test_attention_f32_q8_0(const struct muse_kernels *k) {
                 }
                 bad += !all_ff((const uint8_t *)(scores + nk), 8 * sizeof(float));
                 /* V.p, every starting lane, accumulating onto non-zero lanes */
-                for (int32_t lane0 = 0; lane0 < 8; lane0++) {
-                    for (int32_t i = 0; i < 8 * hd; i++) lanes[i] = want[i] = kr_float();
-                    fill_poison(lanes + 8 * (size_t)hd, 8 * sizeof(float));
-                    (q8 ? k->attn_pv_q8_0 : k->attn_pv_f32)(hd, nk, kv, stride, p, lane0, lanes);
-                    for (int32_t j = 0; j < nk; j++) {
-                        muse_type_traits[ty].to_float(kv + (size_t)j * stride, row, hd);
-                        float *l = want + (size_t)((lane0 + j) % 8) * hd;
-                        for (int32_t d = 0; d < hd; d++) l[d] = fmaf(row[d], p[j], l[d]);
-                    }
-                    bad += memcmp(lanes, want, sizeof(float) * 8 * (size_t)hd) != 0;
-                    bad += !all_ff((const uint8_t *)(lanes + 8 * (size_t)hd), 8 * sizeof(float));
-                    cases++;
-                }
+                bad += check_pv(q8 ? k->attn_pv_q8_0 : k->attn_pv_f32, ty, hd, nk, kv, stride, p, lanes, want, row,
+                                &cases);
                 free(kv);
                 free(qq);
                 free(qf);

@@ -163,7 +163,11 @@ struct iq2_xxs_dec {
     float d;
 };
 #define IQ_RC 16                /* most weight rows per call chunk */
-#define IQ_DEC_BYTES (48 * 1024) /* stack budget for the decoded super-blocks of a chunk */
+/* Stack budget for the decoded super-blocks of a chunk (352 bytes each): 192 KiB holds 16 rows
+ * of 6656 and 7 rows of 19968 elements (the 30B FFN); with 48 KiB (5 and 1 rows) the per-chunk
+ * activation offsetting dominated: kernel_lab -m 19968x6656 -P 256 -p 64, 1 core, CPU time,
+ * 55 -> 78-87 GOP/s, -m 6656x19968 75-81 -> 97-102; 30B 2-layer slice pp128 74 -> 101 t/s. */
+#define IQ_DEC_BYTES (192 * 1024)
 #define IQ_DEC_MAX (IQ_DEC_BYTES / (int)sizeof(struct iq2_xxs_dec))
 
 MUSE_AVX2_INLINE void iq2_xxs_decode(const struct muse_block_iq2_xxs *b, struct iq2_xxs_dec *o) {

@@ -22,16 +22,7 @@
 
 MUSE_AVX2_INLINE __m256i q4_1_codes(const struct muse_block_q4_1 *b) { return avx2_nibbles_16(b->qs); }
 
-MUSE_AVX2_INLINE __m256i q5_1_codes(const struct muse_block_q5_1 *b) {
-    uint32_t qh;
-    memcpy(&qh, b->qh, 4);
-    const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh),
-                                              _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                                                               2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
-    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
-    const __m256i hb = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit), _mm256_set1_epi8(16));
-    return _mm256_or_si256(avx2_nibbles_16(b->qs), hb);
-}
+MUSE_AVX2_INLINE __m256i q5_1_codes(const struct muse_block_q5_1 *b) { return avx2_q5_codes(b->qs, b->qh); }
 
 /* The two fp16 fields at byte offsets 0 and 2 of 8 consecutive blocks (stride bytes apart) as
  * floats: *lo from offset 0, *hi from offset 2. */

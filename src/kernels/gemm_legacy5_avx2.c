@@ -22,14 +22,7 @@
 
 /* Q5_0: low nibbles = elements 0-15, high nibbles 16-31, bit j of qh = 5th bit of element j; -16. */
 MUSE_AVX2_INLINE __m256i q5_0_unpack(const struct muse_block_q5_0 *b) {
-    uint32_t qh;
-    memcpy(&qh, b->qh, 4);
-    const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh),
-                                              _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                                                               2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
-    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
-    const __m256i hb = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit), _mm256_set1_epi8(16));
-    return _mm256_sub_epi8(_mm256_or_si256(avx2_nibbles_16(b->qs), hb), _mm256_set1_epi8(16));
+    return _mm256_sub_epi8(avx2_q5_codes(b->qs, b->qh), _mm256_set1_epi8(16));
 }
 
 /* IQ4_NL: the codebook value of each nibble (same element order as Q4_0). */

@@ -4,7 +4,9 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/fp16.h"
 #include "kernels/types.h"
+#include "kernels/x86_numerics.h"
 
 /* Registered backends, the default first. A new backend adds one line here. */
 static const struct muse_backend_ops *const backends[] = {
@@ -52,4 +54,22 @@ void muse_attn_gate_head(const struct muse_attn_args *a, int32_t t, int32_t h) {
     float *o = a->out + off;
     const float *g = a->gate + off;
     for (int32_t d = 0; d < a->head_dim; d++) o[d] = o[d] * (1.0f / (1.0f + expf(-g[d])));
+}
+
+void muse_attn_softmax(float *scores, int32_t n, int32_t lo, float scale, bool round_f16,
+                       void (*probs_f16)(int32_t n, float inv, float *p)) {
+    float max = -INFINITY;
+    for (int32_t j = 0; j < n; j++) {
+        scores[j] = scores[j] * scale;
+        if (scores[j] > max) max = scores[j];
+    }
+    const float inv = (float)(1.0 / muse_x86_softmax_exp(scores, n, lo, max));
+    if (round_f16 && probs_f16) {
+        probs_f16(n, inv, scores);
+        return;
+    }
+    for (int32_t j = 0; j < n; j++) {
+        const float pj = scores[j] * inv;
+        scores[j] = round_f16 ? muse_fp16_to_fp32(muse_fp32_to_fp16(pj)) : pj;
+    }
 }

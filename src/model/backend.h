@@ -129,6 +129,15 @@ void muse_matmul_job_epilogue(const struct muse_matmul_job *j, int32_t n_rows, i
 void muse_attn_gate_head(const struct muse_attn_args *a, int32_t t, int32_t h);
 
 /*
+ * The attention probabilities of one query head in place, as llama.cpp's non-flash CPU path
+ * forms them: scores[j] *= scale, then p = e * (float)(1 / sum) with ggml's vector exp
+ * (muse_x86_softmax_exp over positions lo..lo+n-1), rounded to F16 and back when round_f16 (an
+ * F16 cache). probs_f16 (NULL, or a kernel giving the same bits) does that last step.
+ */
+void muse_attn_softmax(float *scores, int32_t n, int32_t lo, float scale, bool round_f16,
+                       void (*probs_f16)(int32_t n, float inv, float *p));
+
+/*
  * One query head of the attention, with the numerics of llama.cpp's non-flash CPU path on an
  * x86-64 AVX2+FMA build (backend_ref.c; every backend calls it so that they agree bit for bit):
  * query t, head h of `a`, written to a->out. Scratch: scores [a->kv->n_cells] floats,

@@ -252,16 +252,7 @@ static void attn_head_fast(const struct muse_kernels *k, const struct muse_attn_
         else kq(hd, run, kb, kv->k_row_size, qk, scores + j);
         j += run;
     }
-    float max = -INFINITY;
-    for (int32_t j = 0; j < n; j++) {
-        scores[j] = scores[j] * a->scale;
-        if (scores[j] > max) max = scores[j];
-    }
-    const float inv = (float)(1.0 / muse_x86_softmax_exp(scores, n, lo, max));
-    for (int32_t j = 0; j < n; j++) {
-        const float pj = scores[j] * inv;
-        scores[j] = f16 ? muse_fp16_to_fp32(muse_fp32_to_fp16(pj)) : pj;
-    }
+    muse_attn_softmax(scores, n, lo, a->scale, f16, k->attn_probs_f16);
     memset(lanes, 0, sizeof(float) * 8 * (size_t)hd);
     for (int32_t j = 0; j < n;) {
         const uint32_t cell = (uint32_t)(lo + j) % kv->n_cells;
@@ -301,16 +292,8 @@ static void attn_group_f16(const struct muse_kernels *k, const struct muse_attn_
                              kv->k_row_size, nq, qf, (size_t)hd, scores + j, s_stride);
         j += run;
     }
-    for (int32_t i = 0; i < nq; i++) {
-        float *sc = scores + (size_t)i * s_stride, max = -INFINITY;
-        for (int32_t j = 0; j < n; j++) {
-            sc[j] = sc[j] * a->scale;
-            if (sc[j] > max) max = sc[j];
-        }
-        const float inv = (float)(1.0 / muse_x86_softmax_exp(sc, n, lo, max));
-        if (k->attn_probs_f16) k->attn_probs_f16(n, inv, sc);
-        else for (int32_t j = 0; j < n; j++) sc[j] = muse_fp16_to_fp32(muse_fp32_to_fp16(sc[j] * inv));
-    }
+    for (int32_t i = 0; i < nq; i++)
+        muse_attn_softmax(scores + (size_t)i * s_stride, n, lo, a->scale, true, k->attn_probs_f16);
     memset(lanes, 0, sizeof(float) * l_stride * (size_t)nq);
     for (int32_t j = 0; j < n;) {
         const uint32_t cell = (uint32_t)(lo + j) % kv->n_cells;

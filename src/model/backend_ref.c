@@ -138,8 +138,7 @@ void muse_attn_head_ref(const struct muse_attn_args *a, int32_t t, int32_t h, fl
     } else if (!f32) {
         muse_type_traits[tt->vec_dot_type].from_float(qh, qc, hd);
     }
-    /* scores = (K·q) * scale; the mask adds 0 to the visible keys */
-    float max = -INFINITY;
+    /* scores = K·q, then * scale (the mask adds 0 to the visible keys) and softmax */
     for (int32_t j = 0; j < n; j++) {
         const uint8_t *kh = (const uint8_t *)kv->k + ((uint32_t)(lo + j) % kv->n_cells) * kv->k_row_size + (size_t)kvh * head_bytes;
         float kq;
@@ -152,14 +151,9 @@ void muse_attn_head_ref(const struct muse_attn_args *a, int32_t t, int32_t h, fl
         } else {
             tt->vec_dot_ref(hd, &kq, kh, qc);
         }
-        scores[j] = kq * a->scale;
-        if (scores[j] > max) max = scores[j];
+        scores[j] = kq;
     }
-    const float inv = (float)(1.0 / muse_x86_softmax_exp(scores, n, lo, max));
-    for (int32_t j = 0; j < n; j++) {
-        const float pj = scores[j] * inv;
-        scores[j] = f16 ? muse_fp16_to_fp32(muse_fp32_to_fp16(pj)) : pj;
-    }
+    muse_attn_softmax(scores, n, lo, a->scale, f16, NULL);
     /* out[d] = V[., d]·p: lane pos % 8 accumulates with FMA in increasing position, then hsum */
     memset(lanes, 0, sizeof(float) * 8 * (size_t)hd);
     for (int32_t j = 0; j < n; j++) {

@@ -253,6 +253,23 @@ static void observe(const struct fwd *f, uint32_t il) {
     barrier(f);
 }
 
+/* h = rms(x, eps) * w on this thread's rows (the rows it converts for the next matmul). */
+static void pre_norm(const struct fwd *f, const float *w) {
+    const int64_t n_embd = f->hp->n_embd;
+    FOR_OWN_ROWS(f, r, f->a->n_tokens)
+        rms_norm_rows(f->rs->x + (size_t)r * n_embd, f->rs->h + (size_t)r * n_embd, 1, n_embd, f->hp->f_norm_rms_eps, w);
+}
+
+/* x += rms(o, post-norm eps 1e-8) * w on this thread's rows. */
+static void add_post_norm(const struct fwd *f, const float *w) {
+    const int64_t n_embd = f->hp->n_embd;
+    FOR_OWN_ROWS(f, r, f->a->n_tokens) {
+        float *o = f->rs->o + (size_t)r * n_embd;
+        rms_norm_rows(o, o, 1, n_embd, f->hp->f_post_norm_eps, w);
+        add(f->rs->x + (size_t)r * n_embd, o, n_embd);
+    }
+}
+
 // ---- the blocks ----------------------------------------------------------------------------------
 
 /* x = embd_norm(token_embd[tok]) (or an injected row): RMS-normed WITHOUT a weight. Also the
@@ -302,7 +319,6 @@ static void attention_block(const struct fwd *f, uint32_t il) {
     const struct muse_layer_weights *l = &f->w->layers[il];
     struct muse_run_state *rs = f->rs;
     const int32_t n = f->a->n_tokens;
-    const int64_t n_embd = hp->n_embd;
     const int32_t n_head = (int32_t)hp->n_head[il], n_head_kv = (int32_t)hp->n_head_kv[il];
     const int32_t hd = (int32_t)muse_hparams_head_dim_k(hp, il);
     const int64_t n_q = (int64_t)n_head * hd, n_k = (int64_t)n_head_kv * hd, n_v = n_k;
@@ -311,7 +327,7 @@ static void attention_block(const struct fwd *f, uint32_t il) {
     const float eps = hp->f_norm_rms_eps;
 
     /* h = rms(x, eps) * attn_norm                                      [n][n_embd] */
-    FOR_OWN_ROWS(f, r, n) rms_norm_rows(rs->x + (size_t)r * n_embd, rs->h + (size_t)r * n_embd, 1, n_embd, eps, l->attn_norm.data);
+    pre_norm(f, l->attn_norm.data);
     /* q [n][n_head][hd], k [n][n_head_kv][hd], v [n][n_head_kv][hd]; gate g [n][n_q] from the same h */
     struct muse_matmul_job jobs[4];
     const int n_jobs = qkv_jobs(f, l, n_q, n_k, n_v, jobs);
@@ -349,11 +365,7 @@ static void attention_block(const struct fwd *f, uint32_t il) {
     matmuls(f, &wo, 1, rs->att, n);
     barrier(f);
     /* x += rms(o, 1e-8) * post_attention_norm */
-    FOR_OWN_ROWS(f, r, n) {
-        float *o = rs->o + (size_t)r * n_embd;
-        rms_norm_rows(o, o, 1, n_embd, hp->f_post_norm_eps, l->post_attention_norm.data);
-        add(rs->x + (size_t)r * n_embd, o, n_embd);
-    }
+    add_post_norm(f, l->post_attention_norm.data);
 }
 
 /* The FFN half of layer il: x += post_norm(W_down·(silu(W_gate·h) * (W_up·h))). */
@@ -362,11 +374,10 @@ static void ffn_block(const struct fwd *f, uint32_t il) {
     const struct muse_layer_weights *l = &f->w->layers[il];
     struct muse_run_state *rs = f->rs;
     const int32_t n = f->a->n_tokens;
-    const int64_t n_embd = hp->n_embd, n_ff = hp->n_ff[il];
+    const int64_t n_ff = hp->n_ff[il];
 
     /* h = rms(x, eps) * ffn_norm                                          [n][n_embd] */
-    FOR_OWN_ROWS(f, r, n)
-        rms_norm_rows(rs->x + (size_t)r * n_embd, rs->h + (size_t)r * n_embd, 1, n_embd, hp->f_norm_rms_eps, l->ffn_norm.data);
+    pre_norm(f, l->ffn_norm.data);
     /* fg = W_gate·h, fu = W_up·h (one step, one conversion of h)          [n][n_ff] */
     const struct muse_matmul_job gu[2] = {
         linear(&l->ffn_gate, false, 1.0f, NULL, rs->fg),
@@ -390,11 +401,7 @@ static void ffn_block(const struct fwd *f, uint32_t il) {
     matmuls(f, &down, 1, rs->fg, n);
     barrier(f);
     /* x += rms(o, 1e-8) * post_ffw_norm */
-    FOR_OWN_ROWS(f, r, n) {
-        float *o = rs->o + (size_t)r * n_embd;
-        rms_norm_rows(o, o, 1, n_embd, hp->f_post_norm_eps, l->post_ffw_norm.data);
-        add(rs->x + (size_t)r * n_embd, o, n_embd);
-    }
+    add_post_norm(f, l->post_ffw_norm.data);
 }
 
 /* logits = softcap(logit_scale · W_out·(rms(x) * output_norm)) for rows first..n-1. */

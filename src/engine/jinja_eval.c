@@ -368,8 +368,10 @@ static bool do_slice(struct jctx *c, struct jscope *sc, struct jv obj, struct jn
     }
     struct jlist *r = jlist_new(c, 0);
     if (!r) return false;
-    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step)
+    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
         if (!jlist_push(c, r, items->items[i])) return false;
+        if (step > 0 ? step >= stop - i : step <= stop - i) break; /* the next i is past stop (and i + step may not fit) */
+    }
     if (is_str) {
         struct jbuf tmp = {0};
         for (size_t i = 0; i < r->n; i++) jbuf_put(&tmp, r->items[i].u.s->s, r->items[i].u.s->len);
@@ -569,7 +571,7 @@ static bool eval(struct jctx *c, struct jscope *sc, struct jnode *n, struct jv *
     case JN_NOT: {
         struct jv v;
         ok = eval(c, sc, n->a, &v);
-        *out = jv_bool(!jv_truthy(v));
+        if (ok) *out = jv_bool(!jv_truthy(v)); /* v is unset when the operand failed */
         break;
     }
     case JN_NEG: case JN_POS: {

@@ -76,6 +76,9 @@ static void test_error_positions(void) {
     expect_error_at("x\n{{ raise_exception('Bad role: ' ~ 3) }}", "line 2, column", "Bad role: 3");
     expect_error_at("{% set s = 'abc' %}{{ s.nosuchmethod() }}", "line 1", "is undefined");
     expect_error_at("{% for a, b in [1, 2] %}{% endfor %}", "line 1", "not iterable");
+    /* fuzz finds: `not` read its operand's value after the operand had failed */
+    expect_error_at("{{ not zz.y }}", "line 1", "'zz' is undefined");
+    expect_error_at("{% if not (1 // 0) %}{% endif %}", "line 1", "zero");
 }
 
 static void test_limits(void) {
@@ -147,6 +150,11 @@ static void test_misc(void) {
     TEST_COND("dict order kept", render("{% for k, v in d.items() %}{{ k }}{{ v }}{% endfor %}|{{ d|tojson }}",
                                         "{\"d\": {\"z\": 1, \"a\": 2, \"m\": 3}}", NULL, &out, &err) == MUSE_OK &&
                                      !strcmp(out, "z1a2m3|{\"z\": 1, \"a\": 2, \"m\": 3}"));
+    free(out);
+    /* slice steps past the end of int64 (Python: 'abcdef'[1::huge] == 'b') */
+    TEST_COND("huge slice steps", render("{{ 'abcdef'[1::9223372036854775807] }}|{{ [1, 2, 3, 4][3::-9223372036854775807] }}"
+                                         "|{{ 'abcdef'[::4] }}|{{ 'abcdef'[5:0:-2] }}",
+                                         NULL, NULL, &out, &err) == MUSE_OK && !strcmp(out, "b|[4]|ae|fdb"));
     free(out);
     /* strftime_now uses the configured time */
     struct muse_jinja_options o = fixed_now();

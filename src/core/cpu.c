@@ -69,6 +69,12 @@ static void detect(void) {
         if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx512bf16 = f.avx512f && ((a >> 5) & 1);
     }
 #endif
+#ifdef MUSE_CPU_EMULATE_AVX512
+    /* the `make emu512` test build: its AVX-512 kernels run on SIMDe's emulation of the
+     * AVX-512 intrinsics, so an AVX2 machine counts as an AVX-512 VNNI one */
+    if (f.avx2 && f.fma && f.f16c)
+        f.avx512f = f.avx512dq = f.avx512bw = f.avx512vl = f.avx512vnni = true;
+#endif
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     f.n_logical = n > 0 ? (int)n : 1;
     int p = count_physical_cores();
@@ -86,7 +92,7 @@ const struct muse_cpu_features *muse_cpu_features(void) {
 
 enum muse_cpu_level muse_cpu_level_max(void) {
     const struct muse_cpu_features *f = muse_cpu_features();
-    if (f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq && f->fma && f->f16c)
+    if (f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq && f->avx512vnni && f->fma && f->f16c)
         return MUSE_CPU_LEVEL_AVX512;
     if (f->avx2 && f->fma && f->f16c) return MUSE_CPU_LEVEL_AVX2;
     return MUSE_CPU_LEVEL_SCALAR;

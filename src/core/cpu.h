@@ -19,7 +19,7 @@ struct muse_cpu_features {
 enum muse_cpu_level {
     MUSE_CPU_LEVEL_SCALAR = 0,  /* plain C (the _ref kernels) */
     MUSE_CPU_LEVEL_AVX2   = 1,  /* AVX2 + FMA + F16C */
-    MUSE_CPU_LEVEL_AVX512 = 2,  /* AVX-512 F/BW/VL/DQ (+VNNI/BF16 where present) */
+    MUSE_CPU_LEVEL_AVX512 = 2,  /* AVX-512 F/BW/VL/DQ + VNNI (Ice Lake, Zen 4 and later) */
     MUSE_CPU_LEVEL_COUNT
 };
 

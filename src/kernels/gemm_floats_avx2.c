@@ -73,6 +73,6 @@ MUSE_AVX2_INLINE void float_rows(int64_t n, const char *w, size_t w_stride, int6
 #define CALL_KIND_F16(NY) float_rows(n, w, w_stride, n_rows, a, act_stride, KIND_F16, NY, o, out_stride)
 #define CALL_KIND_BF16(NY) float_rows(n, w, w_stride, n_rows, a, act_stride, KIND_BF16, NY, o, out_stride)
 
-FLOAT_GEMM(muse_gemm_f32_avx2, KIND_F32)
-FLOAT_GEMM(muse_gemm_f16_avx2, KIND_F16)
-FLOAT_GEMM(muse_gemm_bf16_avx2, KIND_BF16)
+FLOAT_GEMM(MUSE_ISA_NAME(muse_gemm_f32), KIND_F32)
+FLOAT_GEMM(MUSE_ISA_NAME(muse_gemm_f16), KIND_F16)
+FLOAT_GEMM(MUSE_ISA_NAME(muse_gemm_bf16), KIND_BF16)

@@ -44,7 +44,6 @@ MUSE_AVX2_INLINE void mxfp4_row(int64_t nb, const struct muse_block_mxfp4 *w, co
     float sumf[NY_MAX];
     for (int r = 0; r < ny; r++) sumf[r] = 0.0f;
     const __m256i kv = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)muse_kvalues_mxfp4));
-    const __m256i ones = _mm256_set1_epi16(1);
     int64_t ib0 = 0;
     for (; ib0 + 8 <= nb; ib0 += 8) {
         __m256i wv[8], wa[8];
@@ -59,7 +58,7 @@ MUSE_AVX2_INLINE void mxfp4_row(int64_t nb, const struct muse_block_mxfp4 *w, co
             __m256i p[8];
             MUSE_UNROLL
             for (int k = 0; k < 8; k++)
-                p[k] = _mm256_madd_epi16(_mm256_maddubs_epi16(wa[k], _mm256_sign_epi8(avx2_load(a[k].qs), wv[k])), ones);
+                p[k] = avx2_dot_u8i8(wa[k], _mm256_sign_epi8(avx2_load(a[k].qs), wv[k]));
             const __m256 d = _mm256_mul_ps(q8_0_d8(a), dw);
             sumf[r] = avx2_lanes_total(sumf[r], _mm256_mul_ps(d, _mm256_cvtepi32_ps(avx2_reduce8x8_epi32(p))));
         }
@@ -71,7 +70,7 @@ MUSE_AVX2_INLINE void mxfp4_row(int64_t nb, const struct muse_block_mxfp4 *w, co
         for (int r = 0; r < ny; r++) {
             const struct muse_block_q8_0 *a = (const struct muse_block_q8_0 *)(const void *)(act + r * act_stride) + ib0;
             const int32_t sumi =
-                avx2_hsum_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(wa, _mm256_sign_epi8(avx2_load(a->qs), wv)), ones));
+                avx2_hsum_epi32(avx2_dot_u8i8(wa, _mm256_sign_epi8(avx2_load(a->qs), wv)));
             const float d = avx2_h2f(a->d) * dw;
             sumf[r] += d * (float)sumi;
         }

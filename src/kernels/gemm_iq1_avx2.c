@@ -56,7 +56,7 @@ MUSE_AVX2_INLINE void iq1_s_row(int64_t nb, const struct muse_block_iq1_s *w, co
             for (int r = 0; r < ny; r++) {
                 const struct muse_block_q8_K *a = (const void *)(act + r * act_stride);
                 const __m256i p = _mm256_maddubs_epi16(ag, _mm256_sign_epi8(avx2_load(a[ib].qs + 32 * g), grid));
-                sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(p, lsv));
+                sumi[r] = avx2_madd_acc(sumi[r], p, lsv);
             }
         }
         const __m256i cv = _mm256_loadu_si256((const __m256i *)coef);
@@ -93,8 +93,7 @@ MUSE_AVX2_INLINE void tq2_0_row(int64_t nb, const struct muse_block_tq2_0 *w, co
                 MUSE_UNROLL
                 for (int r = 0; r < ny; r++) {
                     const struct muse_block_q8_K *a = (const void *)(act + r * act_stride);
-                    const __m256i p = _mm256_maddubs_epi16(codes, avx2_load(a[ib].qs + 128 * h + 32 * c));
-                    sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(p, ones));
+                    sumi[r] = avx2_dot_u8i8_acc(sumi[r], codes, avx2_load(a[ib].qs + 128 * h + 32 * c));
                 }
             }
         }
@@ -125,7 +124,6 @@ MUSE_AVX2_INLINE void iq1_m_row(int64_t nb, const struct muse_block_iq1_m *w, co
     float sumf[NY_MAX];
     MUSE_UNROLL
     for (int r = 0; r < ny; r++) sumf[r] = 0.0f;
-    const __m256i ones = _mm256_set1_epi16(1);
     for (int64_t ib = 0; ib < nb; ib++) {
         const struct muse_block_iq1_m *b = &w[ib];
         uint16_t sc[4];
@@ -157,8 +155,8 @@ MUSE_AVX2_INLINE void iq1_m_row(int64_t nb, const struct muse_block_iq1_m *w, co
             for (int r = 0; r < ny; r++) {
                 const struct muse_block_q8_K *a = (const void *)(act + r * act_stride);
                 const __m256i q8 = avx2_load(a[ib].qs + 32 * g);
-                s1[r] = _mm256_add_epi32(s1[r], _mm256_madd_epi16(_mm256_maddubs_epi16(ag, _mm256_sign_epi8(q8, grid)), lsv));
-                s2[r] = _mm256_add_epi32(s2[r], _mm256_madd_epi16(_mm256_maddubs_epi16(acoef, _mm256_sign_epi8(q8, coef)), ones));
+                s1[r] = avx2_madd_acc(s1[r], _mm256_maddubs_epi16(ag, _mm256_sign_epi8(q8, grid)), lsv);
+                s2[r] = avx2_dot_u8i8_acc(s2[r], acoef, _mm256_sign_epi8(q8, coef));
             }
         }
         MUSE_UNROLL
@@ -214,7 +212,7 @@ MUSE_AVX2_INLINE void tq1_0_row(int64_t nb, const struct muse_block_tq1_0 *w, co
             __m256i acc = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_madd_epi16(avx2_load(a[ib].bsums), ones));
             MUSE_UNROLL
             for (int c = 0; c < 8; c++)
-                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(codes[c], avx2_load(a[ib].qs + 32 * c)), ones));
+                acc = avx2_dot_u8i8_acc(acc, codes[c], avx2_load(a[ib].qs + 32 * c));
             sumf[r] += (float)avx2_hsum_epi32(acc) * (dw * a[ib].d);
         }
     }

@@ -68,7 +68,7 @@ MUSE_AVX2_INLINE __m256i signs_of_bits(uint32_t s) {
     for (int r = 0; r < ny; r++) {                                                                     \
         const struct muse_block_q8_K *a = (const void *)(act + r * act_stride);                        \
         const __m256i q8 = _mm256_sign_epi8(avx2_load(a[ib].qs + 32 * (g)), signs);                    \
-        sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(_mm256_maddubs_epi16(grid, q8), ls));    \
+        sumi[r] = avx2_madd_acc(sumi[r], _mm256_maddubs_epi16(grid, q8), ls);    \
     }
 
 /* sumf[r] += (d_w * d_a) * (float)bsum, the scalar order of vec_dot_ref */

@@ -26,7 +26,6 @@ MUSE_AVX2_INLINE void iq4_xs_row(int64_t nb, const struct muse_block_iq4_xs *w, 
     float sumf[NY_MAX];
     for (int r = 0; r < ny; r++) sumf[r] = 0.0f;
     const __m256i kv = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)muse_kvalues_iq4nl));
-    const __m256i ones = _mm256_set1_epi16(1);
     for (int64_t ib = 0; ib < nb; ib++) {
         const struct muse_block_iq4_xs *b = &w[ib];
         const float dw = avx2_h2f(b->d);
@@ -51,8 +50,7 @@ MUSE_AVX2_INLINE void iq4_xs_row(int64_t nb, const struct muse_block_iq4_xs *w, 
             __m256i p[8];
             MUSE_UNROLL
             for (int g = 0; g < 8; g++)
-                p[g] = _mm256_madd_epi16(_mm256_maddubs_epi16(wa[g], _mm256_sign_epi8(avx2_load(a[ib].qs + 32 * g), wv[g])),
-                                         ones);
+                p[g] = avx2_dot_u8i8(wa[g], _mm256_sign_epi8(avx2_load(a[ib].qs + 32 * g), wv[g]));
             const __m256 dl = _mm256_mul_ps(_mm256_set1_ps(dw * a[ib].d), lsf);
             sumf[r] = avx2_lanes_total(sumf[r], _mm256_mul_ps(dl, _mm256_cvtepi32_ps(avx2_reduce8x8_epi32(p))));
         }

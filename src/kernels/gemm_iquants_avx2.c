@@ -126,7 +126,7 @@ MUSE_AVX2_INLINE void iq2_xxs_gemv_tile(int64_t nb, const char *w, size_t w_stri
             for (int k = 0; k < WR; k++) {
                 const __m256i signs = _mm256_or_si256(iq2_xxs_negmask(&sd[k], g), _mm256_set1_epi8(1));
                 const __m256i p = _mm256_maddubs_epi16(iq2_xxs_grid(b[k], g), _mm256_sign_epi8(q8, signs));
-                sumi[k] = _mm256_add_epi32(sumi[k], _mm256_madd_epi16(p, iq2_xxs_ls(&sd[k], g)));
+                sumi[k] = avx2_madd_acc(sumi[k], p, iq2_xxs_ls(&sd[k], g));
             }
         }
         MUSE_UNROLL
@@ -178,7 +178,7 @@ MUSE_AVX2_INLINE void iq2_xxs_decode(const struct muse_block_iq2_xxs *b, struct 
     for (int g = 0; g < 8; g++) {
         const __m256i q = _mm256_sign_epi8(iq2_xxs_grid(b, g), _mm256_or_si256(iq2_xxs_negmask(&sd, g), _mm256_set1_epi8(1)));
         _mm256_storeu_si256((__m256i *)(o->q + 32 * g), q);
-        corr = _mm256_add_epi32(corr, _mm256_madd_epi16(_mm256_maddubs_epi16(off, q), iq2_xxs_ls(&sd, g)));
+        corr = avx2_madd_acc(corr, _mm256_maddubs_epi16(off, q), iq2_xxs_ls(&sd, g));
     }
     _mm_storeu_si128((__m128i *)o->ls, _mm256_castsi256_si128(sd.l03));
     _mm_storeu_si128((__m128i *)(o->ls + 4), _mm256_castsi256_si128(sd.l47));
@@ -217,7 +217,7 @@ MUSE_AVX2_INLINE void iq2_xxs_rows_d(int64_t nb, const struct iq2_xxs_dec *dec, 
                 MUSE_UNROLL
                 for (int r = 0; r < NY; r++) {
                     const __m256i p = _mm256_maddubs_epi16(_mm256_load_si256((const __m256i *)&au[r][32 * g]), q);
-                    sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(p, ls));
+                    sumi[r] = avx2_madd_acc(sumi[r], p, ls);
                     /* keep the sum in a register here: otherwise GCC hoists the products of
                      * all 8 groups and spills them */
                     __asm__("" : "+x"(sumi[r]));
@@ -234,7 +234,7 @@ MUSE_AVX2_INLINE void iq2_xxs_rows_d(int64_t nb, const struct iq2_xxs_dec *dec, 
         for (int r = 0; r < NY; r++) out[r * out_stride + i] = 0.125f * avx2_hsum_ps(acc[i][r]);
 }
 
-bool muse_gemm_iq2_xxs_avx2(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,
+bool MUSE_ISA_NAME(muse_gemm_iq2_xxs)(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,
                             size_t act_stride, int n_act, float *out, int64_t out_stride) {
     if (n % 256 != 0) return false;
     const int64_t nb = n / 256;

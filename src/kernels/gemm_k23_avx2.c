@@ -52,7 +52,7 @@ MUSE_AVX2_INLINE void q2_K_row(int64_t nb, const struct muse_block_q2_K *w, cons
                 for (int r = 0; r < ny; r++) {
                     const struct muse_block_q8_K *a = (const void *)(act + r * act_stride);
                     const __m256i p = _mm256_maddubs_epi16(codes, avx2_load(a[ib].qs + 32 * k));
-                    sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(p, sv));
+                    sumi[r] = avx2_madd_acc(sumi[r], p, sv);
                 }
             }
         }
@@ -111,7 +111,7 @@ MUSE_AVX2_INLINE void q3_K_row(int64_t nb, const struct muse_block_q3_K *w, cons
                 for (int r = 0; r < ny; r++) {
                     const struct muse_block_q8_K *a = (const void *)(act + r * act_stride);
                     const __m256i p = _mm256_maddubs_epi16(acode, _mm256_sign_epi8(avx2_load(a[ib].qs + 32 * k), code));
-                    aux[r] = _mm256_add_epi32(aux[r], _mm256_madd_epi16(p, sv));
+                    aux[r] = avx2_madd_acc(aux[r], p, sv);
                 }
             }
         }
@@ -133,7 +133,7 @@ MUSE_AVX2_ROWWISE_GEMM(q3_K, 256, NY_MAX)
 // ---- activation layout ----------------------------------------------------------------------
 
 /* MUSE_ACT_Q8K_PERM8: each 32-element group of a Q8_K row's qs permuted by avx2_perm8 (in place). */
-void muse_act_q8K_perm8_avx2(void *q, int64_t n) {
+void MUSE_ISA_NAME(muse_act_q8K_perm8)(void *q, int64_t n) {
     struct muse_block_q8_K *y = q;
     for (int64_t i = 0; i < n / 256; i++)
         for (int g = 0; g < 8; g++) {

@@ -107,9 +107,8 @@ MUSE_AVX2_INLINE void k45_row(int64_t nb, const uint8_t *w, size_t bb, const int
             for (int r = 0; r < NY; r++) {
                 const struct muse_block_q8_K *a = (const void *)(act + r * act_stride);
                 const int8_t *aq = a[ib].qs + 64 * c;
-                const __m256i p_lo = _mm256_madd_epi16(s_lo, _mm256_maddubs_epi16(lo, avx2_load(aq)));
-                const __m256i p_hi = _mm256_madd_epi16(s_hi, _mm256_maddubs_epi16(hi, avx2_load(aq + 32)));
-                sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(p_lo, p_hi));
+                sumi[r] = avx2_madd_acc(sumi[r], s_lo, _mm256_maddubs_epi16(lo, avx2_load(aq)));
+                sumi[r] = avx2_madd_acc(sumi[r], s_hi, _mm256_maddubs_epi16(hi, avx2_load(aq + 32)));
                 K_PIN(sumi[r]);
             }
         }
@@ -226,14 +225,14 @@ MUSE_AVX2_INLINE void q6_row(int64_t nb, const uint8_t *w, const char *act, size
                 if (NY == 1) { /* decode: ggml's form, 2 ops fewer than the sign form per chunk */
                     const __m256i a8 = avx2_load(((const struct muse_block_q8_K *)(const void *)act)[ib].qs + 128 * h + 32 * k);
                     const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(qu, a8), _mm256_maddubs_epi16(m32, a8));
-                    sumi[0] = _mm256_add_epi32(sumi[0], _mm256_madd_epi16(sv, p));
+                    sumi[0] = avx2_madd_acc(sumi[0], sv, p);
                     continue;
                 }
                 MUSE_UNROLL
                 for (int r = 0; r < NY; r++) {
                     const struct muse_block_q8_K *a = (const void *)(act + r * act_stride);
                     const __m256i p = _mm256_maddubs_epi16(aq, _mm256_sign_epi8(avx2_load(a[ib].qs + 128 * h + 32 * k), q));
-                    sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(sv, p));
+                    sumi[r] = avx2_madd_acc(sumi[r], sv, p);
                     K_PIN(sumi[r]);
                 }
             }
@@ -264,21 +263,21 @@ MUSE_AVX2_INLINE void k45_gemm(int64_t n, const void *w, size_t w_stride, int64_
 #undef CALL
 }
 
-bool muse_gemm_q4_K_avx2(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,
+bool MUSE_ISA_NAME(muse_gemm_q4_K)(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,
                          size_t act_stride, int n_act, float *out, int64_t out_stride) {
     if (n % 256 != 0) return false;
     k45_gemm(n, w, w_stride, n_rows, act, act_stride, n_act, out, out_stride, sizeof(struct muse_block_q4_K), 0);
     return true;
 }
 
-bool muse_gemm_q5_K_avx2(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,
+bool MUSE_ISA_NAME(muse_gemm_q5_K)(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,
                          size_t act_stride, int n_act, float *out, int64_t out_stride) {
     if (n % 256 != 0) return false;
     k45_gemm(n, w, w_stride, n_rows, act, act_stride, n_act, out, out_stride, sizeof(struct muse_block_q5_K), 1);
     return true;
 }
 
-bool muse_gemm_q6_K_avx2(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,
+bool MUSE_ISA_NAME(muse_gemm_q6_K)(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,
                          size_t act_stride, int n_act, float *out, int64_t out_stride) {
     if (n % 256 != 0) return false;
     const int64_t nb = n / 256;

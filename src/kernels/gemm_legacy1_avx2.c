@@ -50,7 +50,6 @@ MUSE_AVX2_INLINE __m256 legacy1_terms(__m256 dw, __m256 mw, const struct muse_bl
         float sumf[NY_MAX];                                                                                  \
         MUSE_UNROLL                                                                                          \
         for (int r = 0; r < ny; r++) sumf[r] = 0.0f;                                                         \
-        const __m256i ones = _mm256_set1_epi16(1);                                                           \
         int64_t ib0 = 0;                                                                                     \
         for (; ib0 + 8 <= nb; ib0 += 8) {                                                                    \
             __m256i wq[8];                                                                                   \
@@ -63,7 +62,7 @@ MUSE_AVX2_INLINE __m256 legacy1_terms(__m256 dw, __m256 mw, const struct muse_bl
                 __m256i p[8];                                                                                \
                 MUSE_UNROLL                                                                                  \
                 for (int k = 0; k < 8; k++)                                                                  \
-                    p[k] = _mm256_madd_epi16(_mm256_maddubs_epi16(wq[k], avx2_load(a[k].qs)), ones);         \
+                    p[k] = avx2_dot_u8i8(wq[k], avx2_load(a[k].qs));         \
                 sumf[r] = avx2_lanes_total(sumf[r], legacy1_terms(dw, mw, a, p));                            \
             }                                                                                                \
         }                                                                                                    \
@@ -73,7 +72,7 @@ MUSE_AVX2_INLINE __m256 legacy1_terms(__m256 dw, __m256 mw, const struct muse_bl
             const float dw = avx2_h2f(w[ib0].d), mw = avx2_h2f(w[ib0].m);                                    \
             for (int r = 0; r < ny; r++) {                                                                   \
                 const struct muse_block_q8_1 *a = (const struct muse_block_q8_1 *)(const void *)(act + r * act_stride) + ib0; \
-                const int32_t sumi = avx2_hsum_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(wq, avx2_load(a->qs)), ones)); \
+                const int32_t sumi = avx2_hsum_epi32(avx2_dot_u8i8(wq, avx2_load(a->qs))); \
                 sumf[r] += (dw * avx2_h2f(a->d)) * (float)sumi + mw * avx2_h2f(a->s);                        \
             }                                                                                                \
         }                                                                                                    \

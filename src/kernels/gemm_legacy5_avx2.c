@@ -57,8 +57,7 @@ MUSE_AVX2_INLINE __m256i iq4_nl_unpack(const struct muse_block_iq4_nl *b) {
                 MUSE_UNROLL                                                                                  \
                 for (int r = 0; r < NY; r++) {                                                               \
                     const struct muse_block_q8_0 *a = (const void *)(act + r * act_stride);                  \
-                    const __m256i p = avx2_sum_i16_pairs(                                                    \
-                        _mm256_maddubs_epi16(aq, _mm256_sign_epi8(avx2_load(a[ib].qs), q)));                 \
+                    const __m256i p = avx2_dot_u8i8(aq, _mm256_sign_epi8(avx2_load(a[ib].qs), q));          \
                     acc[k][r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da[r]), _mm256_cvtepi32_ps(p), acc[k][r]); \
                 }                                                                                            \
             }                                                                                                \

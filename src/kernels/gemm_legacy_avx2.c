@@ -58,7 +58,7 @@ MUSE_AVX2_INLINE uint16_t legacy_d(const char *row, int64_t ib, const int kind) 
 
 /* int32 lanes: lane l = exact sum of products of elements 4l..4l+3 (aq = |q|) */
 MUSE_AVX2_INLINE __m256i legacy_dot(__m256i aq, __m256i q, __m256i a) {
-    return avx2_sum_i16_pairs(_mm256_maddubs_epi16(aq, _mm256_sign_epi8(a, q)));
+    return avx2_dot_u8i8(aq, _mm256_sign_epi8(a, q));
 }
 
 /* the activation scales of block ib of row a as float */
@@ -282,12 +282,12 @@ MUSE_AVX2_INLINE bool legacy_gemm(int64_t n, const void *wv, size_t w_stride, in
     return true;
 }
 
-bool muse_gemm_q8_0_avx2(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,
+bool MUSE_ISA_NAME(muse_gemm_q8_0)(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,
                          size_t act_stride, int n_act, float *out, int64_t out_stride) {
     return legacy_gemm(n, w, w_stride, n_rows, act, act_stride, n_act, out, out_stride, K_Q8_0);
 }
 
-bool muse_gemm_q4_0_avx2(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,
+bool MUSE_ISA_NAME(muse_gemm_q4_0)(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,
                          size_t act_stride, int n_act, float *out, int64_t out_stride) {
     return legacy_gemm(n, w, w_stride, n_rows, act, act_stride, n_act, out, out_stride, K_Q4_0);
 }

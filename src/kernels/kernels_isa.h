@@ -14,6 +14,7 @@
  *   gemm_iq4_<isa>.c       IQ4_XS (Q8_K activations)
  *   gemm_legacy5_<isa>.c   Q5_0, IQ4_NL (32-element blocks, Q8_0 activations)
  *   gemm_floats_<isa>.c    F32, F16, BF16
+ *   (each gemm_*_avx512.c compiles its gemm_*_avx2.c with the AVX-512 flags: see simd_avx2.h)
  *   attn_<isa>.c           attention over an F16, F32 or Q8_0 KV cache
  */
 #pragma once
@@ -35,31 +36,20 @@ void muse_quantize_bf16_avx2(const float *x, void *y, int64_t n);
 
 void muse_act_q8K_perm8_avx2(void *q, int64_t n);
 
-MUSE_DECLARE_GEMM(muse_gemm_q8_0_avx2);
-MUSE_DECLARE_GEMM(muse_gemm_q4_0_avx2);
-MUSE_DECLARE_GEMM(muse_gemm_q4_K_avx2);
-MUSE_DECLARE_GEMM(muse_gemm_q5_K_avx2);
-MUSE_DECLARE_GEMM(muse_gemm_q6_K_avx2);
-MUSE_DECLARE_GEMM(muse_gemm_iq2_xxs_avx2);
-MUSE_DECLARE_GEMM(muse_gemm_iq2_xs_avx2);
-MUSE_DECLARE_GEMM(muse_gemm_iq2_s_avx2);
-MUSE_DECLARE_GEMM(muse_gemm_iq1_s_avx2);
-MUSE_DECLARE_GEMM(muse_gemm_iq1_m_avx2);
-MUSE_DECLARE_GEMM(muse_gemm_mxfp4_avx2);
-MUSE_DECLARE_GEMM(muse_gemm_tq2_0_avx2);
-MUSE_DECLARE_GEMM(muse_gemm_tq1_0_avx2);
-MUSE_DECLARE_GEMM(muse_gemm_q2_K_avx2);
-MUSE_DECLARE_GEMM(muse_gemm_q3_K_avx2);
-MUSE_DECLARE_GEMM(muse_gemm_q4_1_avx2);
-MUSE_DECLARE_GEMM(muse_gemm_q5_1_avx2);
-MUSE_DECLARE_GEMM(muse_gemm_iq3_xxs_avx2);
-MUSE_DECLARE_GEMM(muse_gemm_iq3_s_avx2);
-MUSE_DECLARE_GEMM(muse_gemm_iq4_xs_avx2);
-MUSE_DECLARE_GEMM(muse_gemm_q5_0_avx2);
-MUSE_DECLARE_GEMM(muse_gemm_iq4_nl_avx2);
-MUSE_DECLARE_GEMM(muse_gemm_f32_avx2);
-MUSE_DECLARE_GEMM(muse_gemm_f16_avx2);
-MUSE_DECLARE_GEMM(muse_gemm_bf16_avx2);
+// ---- AVX-512 (F/BW/VL/DQ + VNNI): the gemm_*_avx512.c twins of the gemm files, below ----
+void muse_act_q8K_perm8_avx512(void *q, int64_t n);
+
+
+/* The weight types with an x86 matrix kernel, muse_gemm_<t>_avx2 and its AVX-512 twin
+ * muse_gemm_<t>_avx512 (one function serves both the 1-row gemv and the N-row gemm slots). */
+#define MUSE_X86_GEMM_TYPES(X) \
+    X(Q8_0, q8_0) X(Q4_0, q4_0) X(Q4_K, q4_K) X(Q5_K, q5_K) X(Q6_K, q6_K) X(IQ2_XXS, iq2_xxs) \
+    X(IQ3_XXS, iq3_xxs) X(IQ3_S, iq3_s) X(IQ4_XS, iq4_xs) X(Q5_0, q5_0) X(IQ4_NL, iq4_nl) X(Q2_K, q2_K) \
+    X(Q3_K, q3_K) X(IQ2_XS, iq2_xs) X(IQ2_S, iq2_s) X(Q4_1, q4_1) X(Q5_1, q5_1) X(IQ1_S, iq1_s) \
+    X(TQ2_0, tq2_0) X(IQ1_M, iq1_m) X(MXFP4, mxfp4) X(TQ1_0, tq1_0) X(F32, f32) X(F16, f16) \
+    X(BF16, bf16)
+#define MUSE_DECLARE_X86_GEMM(T, t) MUSE_DECLARE_GEMM(muse_gemm_##t##_avx2); MUSE_DECLARE_GEMM(muse_gemm_##t##_avx512);
+MUSE_X86_GEMM_TYPES(MUSE_DECLARE_X86_GEMM)
 
 void muse_attn_kq_f16_avx2(int32_t hd, int32_t n_keys, const void *k, size_t k_stride, const float *qf,
                            float *scores);

@@ -1,15 +1,39 @@
 /*
  * simd_avx2.h - small AVX2 helpers shared by the *_avx2.c kernel files. Include only from
- * translation units compiled with the AVX2 flags (files named *_avx2.c).
+ * translation units compiled with the AVX2 flags (files named *_avx2.c) or the AVX-512 ones.
+ *
+ * The same kernel sources serve two levels. A *_avx2.c file defines its kernels through
+ * MUSE_ISA_NAME(muse_gemm_x) = muse_gemm_x_avx2; its *_avx512.c twin defines MUSE_ISA_NAME to
+ * add _avx512, includes it, and is compiled with the AVX-512 flags: the integer dot steps below
+ * then use AVX-512 VNNI (vpdpbusd / vpdpwssd on 256-bit registers, EVEX-encoded, 32 registers),
+ * which give the very same int32 lanes as maddubs + madd (+ add) wherever maddubs does not
+ * saturate (every kernel here states why it does not), so both levels give the same bits.
+ * MUSE_EMULATE_AVX512 (the `make emu512` test build on an AVX2 machine) takes the AVX-512
+ * intrinsics from SIMDe instead of the CPU, so the AVX-512 kernels are tested where no
+ * AVX-512 CPU is at hand.
  */
 #pragma once
 
+#if defined(MUSE_EMULATE_AVX512)
+#define SIMDE_ENABLE_NATIVE_ALIASES
+#include <simde/x86/avx512.h>
+#endif
 #include <immintrin.h>
 #include <stdint.h>
 #include <string.h>
 
 #if !defined(__AVX2__) || !defined(__FMA__) || !defined(__F16C__)
-#error "simd_avx2.h needs -mavx2 -mfma -mf16c (only *_avx2.c files get them)"
+#error "simd_avx2.h needs -mavx2 -mfma -mf16c (only *_avx2.c / *_avx512.c files get them)"
+#endif
+
+#ifndef MUSE_ISA_NAME
+#define MUSE_ISA_NAME(name) name##_avx2
+#endif
+
+#if (defined(__AVX512VNNI__) && defined(__AVX512VL__)) || defined(MUSE_EMULATE_AVX512)
+#define MUSE_AVX2_VNNI 1
+#else
+#define MUSE_AVX2_VNNI 0
 #endif
 
 #define MUSE_AVX2_INLINE static inline __attribute__((always_inline))
@@ -44,12 +68,39 @@ MUSE_AVX2_INLINE int32_t avx2_hsum_epi32(__m256i v) {
 /* Pairwise sums of 16-bit lanes into 8 int32 lanes. */
 MUSE_AVX2_INLINE __m256i avx2_sum_i16_pairs(__m256i v) { return _mm256_madd_epi16(v, _mm256_set1_epi16(1)); }
 
+/* acc + int32 lanes of sum over groups of 4 of u[i]*s[i], u unsigned and s signed int8: maddubs +
+ * madd + add, or one vpdpbusd. Equal as long as no pair u[2j]*s[2j] + u[2j+1]*s[2j+1] leaves
+ * int16 (maddubs would saturate it; the callers keep |u*s| pairs < 32768). */
+MUSE_AVX2_INLINE __m256i avx2_dot_u8i8_acc(__m256i acc, __m256i u, __m256i s) {
+#if MUSE_AVX2_VNNI
+    return _mm256_dpbusd_epi32(acc, u, s);
+#else
+    return _mm256_add_epi32(acc, avx2_sum_i16_pairs(_mm256_maddubs_epi16(u, s)));
+#endif
+}
+
+/* The same without an accumulator. */
+MUSE_AVX2_INLINE __m256i avx2_dot_u8i8(__m256i u, __m256i s) {
+#if MUSE_AVX2_VNNI
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+#else
+    return avx2_sum_i16_pairs(_mm256_maddubs_epi16(u, s));
+#endif
+}
+
+/* acc + madd(p, s) (int16 pairs times int16 scales, summed into int32 lanes): one vpdpwssd. */
+MUSE_AVX2_INLINE __m256i avx2_madd_acc(__m256i acc, __m256i p, __m256i s) {
+#if MUSE_AVX2_VNNI
+    return _mm256_dpwssd_epi32(acc, p, s);
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(p, s));
+#endif
+}
+
 /* int32 lanes of sum over groups of 4 of x[i]*y[i], x and y signed int8 (x != -128 needed
  * only when y is -128; activations never hold -128). */
 MUSE_AVX2_INLINE __m256i avx2_dot_i8(__m256i x, __m256i y) {
-    __m256i ax = _mm256_sign_epi8(x, x);
-    __m256i sy = _mm256_sign_epi8(y, x);
-    return avx2_sum_i16_pairs(_mm256_maddubs_epi16(ax, sy));
+    return avx2_dot_u8i8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
 }
 
 /* 32 unsigned nibbles from 16 bytes: low nibbles in bytes 0-15, high nibbles in bytes 16-31. */
@@ -137,7 +188,7 @@ MUSE_AVX2_INLINE float avx2_lanes_total(float start, __m256 v) {
  * rows in MUSE_AVX2_ROW_GROUPS of at most NY_MAX. Declines rows that are not whole blocks.
  */
 #define MUSE_AVX2_GEMM_OF_ROWS(T, QK, NY_MAX)                                                               \
-    bool muse_gemm_##T##_avx2(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,    \
+    bool MUSE_ISA_NAME(muse_gemm_##T)(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,    \
                               size_t act_stride, int n_act, float *out, int64_t out_stride) {               \
         if (n % (QK) != 0) return false;                                                                    \
         const int64_t nb = n / (QK);                                                                        \

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# README command (b): install, build (normal + sanitizer + fuzz), run every test.
+# README command (b): install, build (normal + sanitizer + fuzz + emulated AVX-512), run every test.
 # Ends with "N passed, N failed". .ci/run calls exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,4 +8,5 @@ JOBS=$(nproc 2>/dev/null || echo 2)
 make -j"$JOBS" all
 make -j"$JOBS" asan
 make fuzz
+make -j"$JOBS" emu512
 bash scripts/run-tests.sh

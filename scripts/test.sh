@@ -7,6 +7,6 @@ bash scripts/install-deps.sh --test
 JOBS=$(nproc 2>/dev/null || echo 2)
 make -j"$JOBS" all
 make -j"$JOBS" asan
-make fuzz
+make -j"$JOBS" fuzz
 make -j"$JOBS" emu512
 bash scripts/run-tests.sh

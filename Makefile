@@ -103,10 +103,10 @@ fuzz:
 
 # AVX-512 without an AVX-512 CPU: the *_avx512.c kernels built with the AVX2 flags and SIMDe's
 # emulation of the AVX-512 intrinsics (libsimde-dev), the CPU check told to count AVX2 as AVX-512
-# VNNI. Slow; for the tests only (the kernel tests and cpu == ref at MUSE_CPU=avx512).
+# VNNI. Slow; for the tests only (the kernel tests, test_forward and cpu == ref at MUSE_CPU=avx512).
 emu512:
 	$(MAKE) BUILD=build-emu512 ISA_AVX512="$(ISA_AVX2) -DMUSE_EMULATE_AVX512" SAN="-DMUSE_CPU_EMULATE_AVX512" \
-	    build-emu512/muse build-emu512/tests/kernels/test_kernels_simd
+	    build-emu512/muse build-emu512/tests/kernels/test_kernels_simd build-emu512/tests/model/test_forward
 
 test: all asan fuzz emu512
 	bash scripts/run-tests.sh

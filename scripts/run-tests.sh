@@ -44,6 +44,7 @@ fi
 if [ -x build-emu512/muse ]; then
     run "emu512/tests/kernels/test_kernels_simd" 600 bash -c 'out=$(build-emu512/tests/kernels/test_kernels_simd); st=$?
         echo "$out"; [ $st -eq 0 ] && grep -q "^cpu level: max avx512, active avx512" <<<"$out"'
+    MUSE_CPU=avx512 run "emu512/tests/model/test_forward" 600 build-emu512/tests/model/test_forward
     MUSE="$PWD/build-emu512/muse" MUSE_CPU=avx512 run "emu512/tests/model/test_backend_cpu.sh" 900 bash tests/model/test_backend_cpu.sh
 fi
 for t in $(find tests -name 'test_*.sh' | sort); do

@@ -9,7 +9,8 @@
  *   gemm_iq23_<isa>.c      IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S (Q8_K activations)
  *   gemm_k23_<isa>.c       Q2_K, Q3_K (Q8_K activations)
  *   gemm_iq1_<isa>.c       IQ1_S, IQ1_M, TQ1_0, TQ2_0 (Q8_K activations)
- *   gemm_fp4_<isa>.c       MXFP4 (Q8_0 activations)
+ *   gemm_fp4_<isa>.c       MXFP4, NVFP4 (Q8_0 activations)
+ *   gemm_q1_<isa>.c        Q1_0 (Q8_0 activations)
  *   gemm_legacy1_<isa>.c   Q4_1, Q5_1 (Q8_1 activations)
  *   gemm_iq4_<isa>.c       IQ4_XS (Q8_K activations)
  *   gemm_legacy5_<isa>.c   Q5_0, IQ4_NL (32-element blocks, Q8_0 activations)
@@ -47,7 +48,7 @@ void muse_act_q8K_perm8_avx512(void *q, int64_t n);
     X(IQ3_XXS, iq3_xxs) X(IQ3_S, iq3_s) X(IQ4_XS, iq4_xs) X(Q5_0, q5_0) X(IQ4_NL, iq4_nl) X(Q2_K, q2_K) \
     X(Q3_K, q3_K) X(IQ2_XS, iq2_xs) X(IQ2_S, iq2_s) X(Q4_1, q4_1) X(Q5_1, q5_1) X(IQ1_S, iq1_s) \
     X(TQ2_0, tq2_0) X(IQ1_M, iq1_m) X(MXFP4, mxfp4) X(TQ1_0, tq1_0) X(F32, f32) X(F16, f16) \
-    X(BF16, bf16)
+    X(BF16, bf16) X(NVFP4, nvfp4) X(Q1_0, q1_0)
 #define MUSE_DECLARE_X86_GEMM(T, t) MUSE_DECLARE_GEMM(muse_gemm_##t##_avx2); MUSE_DECLARE_GEMM(muse_gemm_##t##_avx512);
 MUSE_X86_GEMM_TYPES(MUSE_DECLARE_X86_GEMM)
 

@@ -39,7 +39,8 @@ static const struct kr_scale_fields kr_scale_fields[] = {
     {MUSE_TYPE_Q3_K, 1, {108}},  {MUSE_TYPE_IQ2_XS, 1, {0}},  {MUSE_TYPE_IQ2_S, 1, {0}},
     {MUSE_TYPE_Q4_1, 2, {0, 2}}, {MUSE_TYPE_Q5_1, 2, {0, 2}},  {MUSE_TYPE_IQ1_S, 1, {0}},
     {MUSE_TYPE_TQ2_0, 1, {64}},  {MUSE_TYPE_IQ1_M, 0, {0}},
-    {MUSE_TYPE_MXFP4, 0, {0}},   {MUSE_TYPE_TQ1_0, 1, {52}},
+    {MUSE_TYPE_MXFP4, 0, {0}},   {MUSE_TYPE_TQ1_0, 1, {52}},  {MUSE_TYPE_NVFP4, 0, {0}},
+    {MUSE_TYPE_Q1_0, 1, {0}},
 };
 
 /* One random weight row of `type` (ne0 elements) into p. Returns false for types it does not

@@ -229,7 +229,7 @@ static const enum muse_type gemm_types[] = {
     MUSE_TYPE_BF16,    MUSE_TYPE_F32,  MUSE_TYPE_IQ3_XXS, MUSE_TYPE_IQ3_S, MUSE_TYPE_IQ4_XS, MUSE_TYPE_Q4_0,
     MUSE_TYPE_Q5_0,    MUSE_TYPE_IQ4_NL, MUSE_TYPE_Q2_K, MUSE_TYPE_Q3_K, MUSE_TYPE_IQ2_XS, MUSE_TYPE_IQ2_S,
     MUSE_TYPE_Q4_1,    MUSE_TYPE_Q5_1,   MUSE_TYPE_IQ1_S, MUSE_TYPE_TQ2_0,
-    MUSE_TYPE_IQ1_M,   MUSE_TYPE_MXFP4,  MUSE_TYPE_TQ1_0,
+    MUSE_TYPE_IQ1_M,   MUSE_TYPE_MXFP4,  MUSE_TYPE_TQ1_0, MUSE_TYPE_NVFP4, MUSE_TYPE_Q1_0,
 };
 
 static void test_gemm_type(const struct muse_kernels *k, enum muse_type type) {
@@ -665,7 +665,7 @@ int main(void) {
                                               MUSE_TYPE_IQ4_NL, MUSE_TYPE_Q2_K, MUSE_TYPE_Q3_K, MUSE_TYPE_IQ2_XS,
                                               MUSE_TYPE_IQ2_S, MUSE_TYPE_Q4_1, MUSE_TYPE_Q5_1, MUSE_TYPE_IQ1_S,
                                               MUSE_TYPE_TQ2_0, MUSE_TYPE_IQ1_M, MUSE_TYPE_MXFP4,
-                                              MUSE_TYPE_TQ1_0};
+                                              MUSE_TYPE_TQ1_0, MUSE_TYPE_NVFP4, MUSE_TYPE_Q1_0};
         for (size_t t = 0; t < sizeof(drive_types) / sizeof(drive_types[0]); t++) test_driver(k, drive_types[t]);
     }
     setenv("MUSE_CPU", "scalar", 1);

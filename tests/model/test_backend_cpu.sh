@@ -66,6 +66,7 @@ synth_types=(
     'ffn_gate=iq3_xxs,ffn_up=iq3_s,ffn_down=iq4_xs,attn_q=q5_0,attn_k=iq4_nl,attn_v=q5_0,attn_output=iq4_nl,*=q8_0'
     'ffn_gate=q2_k,ffn_up=q3_k,ffn_down=iq2_xs,attn_q=iq2_s,attn_k=q4_1,attn_v=q5_1,attn_output=q3_k,attn_gate=q4_1,output=q5_1,*=q8_0'
     'ffn_gate=iq1_s,ffn_up=tq2_0,ffn_down=iq1_m,attn_q=tq2_0,attn_output=iq1_m,attn_k=mxfp4,attn_gate=mxfp4,attn_v=tq1_0,*=q8_0'
+    'ffn_gate=nvfp4,ffn_up=q1_0,ffn_down=nvfp4,attn_q=q1_0,attn_output=nvfp4,attn_gate=q1_0,*=q8_0'
 )
 toks=$(seq -s, 5 40)
 si=0

@@ -19,13 +19,7 @@
 
 /* +1 / -1 bytes for the 32 bits at q (bit j of byte j / 8 -> element j) */
 MUSE_AVX2_INLINE __m256i q1_signs(const uint8_t *q) {
-    uint32_t b;
-    memcpy(&b, q, 4);
-    const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32((int)b),
-                                              _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                                                               2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
-    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
-    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit); /* 0xff where the bit is 1 */
+    const __m256i set = avx2_bit_mask_32(q); /* 0xff (-1) where the bit is 1 */
     return _mm256_or_si256(_mm256_andnot_si256(set, _mm256_set1_epi8(-1)), _mm256_and_si256(set, _mm256_set1_epi8(1)));
 }
 

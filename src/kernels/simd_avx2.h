@@ -110,17 +110,22 @@ MUSE_AVX2_INLINE __m256i avx2_nibbles_16(const uint8_t *p) {
     return _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
 }
 
-/* The 32 five-bit codes of a Q5_0/Q5_1 block: avx2_nibbles_16(qs) with bit j of the 32-bit
- * little-endian qh added as 16 to element j. */
-MUSE_AVX2_INLINE __m256i avx2_q5_codes(const uint8_t *qs, const uint8_t *qh) {
+/* Byte j = 0xff where bit j of the 32-bit little-endian word at p is set (bit j % 8 of byte
+ * j / 8), else 0. */
+MUSE_AVX2_INLINE __m256i avx2_bit_mask_32(const uint8_t *p) {
     uint32_t h;
-    memcpy(&h, qh, 4);
+    memcpy(&h, p, 4);
     const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32((int)h),
                                               _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
                                                                2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
     const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
-    const __m256i hb = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit), _mm256_set1_epi8(16));
-    return _mm256_or_si256(avx2_nibbles_16(qs), hb);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
+}
+
+/* The 32 five-bit codes of a Q5_0/Q5_1 block: avx2_nibbles_16(qs) with bit j of the 32-bit
+ * little-endian qh added as 16 to element j. */
+MUSE_AVX2_INLINE __m256i avx2_q5_codes(const uint8_t *qs, const uint8_t *qh) {
+    return _mm256_or_si256(avx2_nibbles_16(qs), _mm256_and_si256(avx2_bit_mask_32(qh), _mm256_set1_epi8(16)));
 }
 
 MUSE_AVX2_INLINE __m256i avx2_load(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }

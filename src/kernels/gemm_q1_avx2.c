@@ -31,7 +31,9 @@ MUSE_AVX2_INLINE void q1_0_row(int64_t nb, const struct muse_block_q1_0 *w, cons
     for (int64_t ib = 0; ib < nb; ib += 2) {
         const int nk = ib + 1 < nb ? 8 : 4; /* Q8_0 blocks in this step */
         __m256i sg[8];
+        float dw[2];
         for (int k = 0; k < 8; k++) sg[k] = k < nk ? q1_signs(w[ib + k / 4].qs + 4 * (k % 4)) : _mm256_setzero_si256();
+        for (int h = 0; h < nk / 4; h++) dw[h] = avx2_h2f(w[ib + h].d);
         for (int r = 0; r < ny; r++) {
             const struct muse_block_q8_0 *a = (const struct muse_block_q8_0 *)(const void *)(act + r * act_stride) + 4 * ib;
             __m256i p[8];
@@ -44,7 +46,7 @@ MUSE_AVX2_INLINE void q1_0_row(int64_t nb, const struct muse_block_q1_0 *w, cons
             for (int h = 0; h < nk / 4; h++) {
                 float sumi = 0.0f;
                 for (int k = 0; k < 4; k++) sumi += t[4 * h + k];
-                sumf[r] += avx2_h2f(w[ib + h].d) * sumi;
+                sumf[r] += dw[h] * sumi;
             }
         }
     }

@@ -19,8 +19,8 @@
 #include <time.h>
 
 #include "core/timer.h"
-#include "engine/tokenizer.h"
-#include "engine/tok_corpus.h"
+#include "text/tokenizer.h"
+#include "text/tok_corpus.h"
 #include "gguf/gguf.h"
 
 static const char *const docs[] = {"long-prose-en", "long-code-c", "long-code-py",

@@ -11,7 +11,7 @@
 
 #include "cli.h"
 #include "core/timer.h"
-#include "engine/sampler.h"
+#include "gen/sampler.h"
 #include "model_opts.h"
 #include "muse.h"
 #include "run_text.h"

@@ -1,11 +1,11 @@
-/* cmd_synth.c - `muse synth`: write a synthetic Muse-Glimmer GGUF (model/synth.h). */
+/* cmd_synth.c - `muse synth`: write a synthetic Muse-Glimmer GGUF (synth/synth.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 #include "core/timer.h"
-#include "model/synth.h"
+#include "synth/synth.h"
 
 static void usage(FILE *f) {
     fprintf(f,

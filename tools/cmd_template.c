@@ -16,8 +16,8 @@
 #include <cJSON.h>
 
 #include "cli.h"
-#include "engine/chat.h"
-#include "engine/jinja.h"
+#include "text/chat.h"
+#include "text/jinja.h"
 #include "gguf/gguf.h"
 
 static char *read_file(const char *path, size_t *len) {

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "engine/tokenizer.h"
+#include "text/tokenizer.h"
 #include "gguf/gguf.h"
 
 static void usage(FILE *f) {

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "engine/tokenizer.h"
+#include "text/tokenizer.h"
 #include "gguf/gguf.h"
 
 struct run_text {

@@ -1,6 +1,6 @@
 /*
  * run_text.h - text in and out for `muse run`: tokenizing the prompt and streaming generated
- * tokens as UTF-8, over the model's own tokenizer (src/engine/tokenizer.h).
+ * tokens as UTF-8, over the model's own tokenizer (src/text/tokenizer.h).
  */
 #pragma once
 

@@ -10,7 +10,7 @@
  */
 #pragma once
 
-#include "model/backend.h"
+#include "backend/backend.h"
 #include "model/hparams.h"
 #include "model/kv_cache.h"
 #include "model/weights.h"

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/backend.h"
+#include "backend/backend.h"
 #include "model/hparams.h"
 
 struct muse_kv_cache {

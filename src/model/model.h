@@ -5,7 +5,7 @@
 #pragma once
 
 #include "gguf/gguf.h"
-#include "model/backend.h"
+#include "backend/backend.h"
 #include "model/forward.h"
 #include "model/hparams.h"
 #include "model/kv_cache.h"

@@ -8,7 +8,7 @@
 #pragma once
 
 #include "gguf/gguf.h"
-#include "model/backend.h"
+#include "backend/backend.h"
 #include "model/hparams.h"
 
 struct muse_layer_weights {

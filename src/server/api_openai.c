@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/chat.h"
+#include "text/chat.h"
 #include "server/server_int.h"
 
 static const char *const roles[] = {"system", "developer", "user", "assistant", "tool"};

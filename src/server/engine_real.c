@@ -1,7 +1,7 @@
 /*
  * engine_real.c - the server's engine interface over libmuse: the model + one muse_context per
- * slot (muse.h), the GGUF tokenizer (engine/tokenizer.h), the chat template of the file or the
- * built-in one (engine/chat.h), and the server's sampler (sampler.h).
+ * slot (muse.h), the GGUF tokenizer (text/tokenizer.h), the chat template of the file or the
+ * built-in one (text/chat.h), and the server's sampler (sampler.h).
  *
  * Prefix reuse: slot_keep truncates the context's KV cache. Sliding-window layers keep a ring of
  * n_swa + n_batch rows, so a rewind further than that is refused by muse_kv_truncate. The typical
@@ -18,9 +18,9 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "engine/chat.h"
-#include "engine/sampler.h"
-#include "engine/tokenizer.h"
+#include "text/chat.h"
+#include "gen/sampler.h"
+#include "text/tokenizer.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "server/engine_iface.h"

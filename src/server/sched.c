@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "core/timer.h"
-#include "engine/output_parser.h"
+#include "text/output_parser.h"
 
 #define PREFILL_CHUNK 256 /* tokens per eval call during prefill: cancellation is checked between */
 #define MAX_PIECE 256

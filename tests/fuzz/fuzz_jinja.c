@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "engine/jinja.h"
+#include "text/jinja.h"
 
 static const char context_json[] =
     "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"},"

@@ -1,5 +1,5 @@
 /*
- * fuzz_output_parser.c - libFuzzer target for the engine's output parser (engine/output_parser.h),
+ * fuzz_output_parser.c - libFuzzer target for the engine's output parser (text/output_parser.h),
  * which sees untrusted model output in `muse chat` and `muse serve`. Arbitrary text must never
  * crash it; the result must not depend on how the text is split (input[0] picks the chunk size,
  * the rest is the text); every tool call carries a JSON object and an id with the given prefix;
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/output_parser.h"
+#include "text/output_parser.h"
 
 struct buf {
     char *d;

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/tokenizer.h"
+#include "text/tokenizer.h"
 #include "gguf/gguf.h"
 
 static struct muse_tokenizer *small_tok, *big_tok;

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/tokenizer.h"
+#include "text/tokenizer.h"
 
 enum { MAX_ENTRIES = 512 };
 

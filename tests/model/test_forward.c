@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "model/backend.h"
+#include "backend/backend.h"
 #include "model/model.h"
 #include "model_fixture.h"
 #include "test.h"

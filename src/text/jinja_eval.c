@@ -1,0 +1,894 @@
+/*
+ * jinja_eval.c - the interpreter: scopes, statements (if/for/set/macro/filter blocks,
+ * break/continue), expressions with Python semantics, macro calls, resource limits, and the
+ * public muse_jinja_parse / muse_jinja_render / muse_jinja_free.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "text/jinja_builtins.h"
+
+static bool eval(struct jctx *c, struct jscope *sc, struct jnode *n, struct jv *out);
+static bool exec_body(struct jctx *c, struct jscope *sc, struct jnode **kids, size_t n,
+                      struct jbuf *out, enum jflow *flow);
+
+/* ---- scopes ---- */
+
+static struct jscope *scope_new(struct jctx *c, struct jscope *parent) {
+    struct jscope *s = jarena_alloc(&c->arena, sizeof(*s));
+    if (!s) {
+        jerr(c, "out of memory");
+        return NULL;
+    }
+    s->parent = parent;
+    return s;
+}
+
+static struct jscope_var *scope_find(struct jscope *s, const char *name, size_t len) {
+    for (struct jscope_var *v = s->vars; v; v = v->next)
+        if (v->len == len && memcmp(v->name, name, len) == 0) return v;
+    return NULL;
+}
+
+static bool scope_set(struct jctx *c, struct jscope *s, const char *name, size_t len, struct jv val) {
+    struct jscope_var *v = scope_find(s, name, len);
+    if (!v) {
+        v = jarena_alloc(&c->arena, sizeof(*v));
+        if (!v) return jerr(c, "out of memory");
+        v->name = name;
+        v->len = len;
+        v->next = s->vars;
+        s->vars = v;
+    }
+    v->val = val;
+    return true;
+}
+
+static const struct {
+    const char *name;
+    int id;
+} builtins[] = {
+    {"range", JB_RANGE}, {"namespace", JB_NAMESPACE}, {"raise_exception", JB_RAISE},
+    {"strftime_now", JB_STRFTIME}, {"dict", JB_DICT},
+};
+
+static bool lookup(struct jctx *c, struct jscope *sc, const char *name, size_t len, struct jv *out) {
+    for (struct jscope *s = sc; s; s = s->parent) {
+        struct jscope_var *v = scope_find(s, name, len);
+        if (v) {
+            *out = v->val;
+            return true;
+        }
+    }
+    for (size_t i = 0; i < sizeof(builtins) / sizeof(builtins[0]); i++) {
+        if (strlen(builtins[i].name) == len && !memcmp(builtins[i].name, name, len)) {
+            out->kind = JV_BUILTIN;
+            out->u.builtin = builtins[i].id;
+            return true;
+        }
+    }
+    struct jstr *s = jstr_new(c, name, len);
+    if (!s) return false;
+    *out = jv_undef(s);
+    return true;
+}
+
+/* ---- output ---- */
+
+static bool emit(struct jctx *c, struct jbuf *b, const char *s, size_t n) {
+    c->output_total += n;
+    if (c->output_total > c->lim.max_output)
+        return jerr(c, "output limit of %zu bytes exceeded", c->lim.max_output);
+    if (!jbuf_put(b, s, n)) return jerr(c, "out of memory");
+    return true;
+}
+
+static bool emit_value(struct jctx *c, struct jbuf *b, struct jv v) {
+    if (v.kind == JV_STR) return emit(c, b, v.u.s->s, v.u.s->len);
+    struct jbuf tmp = {0};
+    bool ok = jv_to_str(c, v, &tmp);
+    if (ok) ok = emit(c, b, tmp.data ? tmp.data : "", tmp.len);
+    else if (!c->failed) jerr(c, "out of memory");
+    jbuf_free(&tmp);
+    return ok;
+}
+
+/* ---- expressions ---- */
+
+bool jinja_percent_format(struct jctx *c, struct jv a, struct jv b, struct jv *out) {
+    {
+        /* printf-style formatting: %s %d %i %r %% */
+        struct jlist *args = NULL;
+        if (b.kind == JV_LIST && b.u.l->tuple) {
+            args = b.u.l;
+        } else {
+            args = jlist_new(c, 1);
+            if (!args || !jlist_push(c, args, b)) return false;
+        }
+        struct jbuf tmp = {0};
+        size_t ai = 0;
+        const char *s = a.u.s->s;
+        for (size_t i = 0; i < a.u.s->len; i++) {
+            if (s[i] != '%') {
+                jbuf_putc(&tmp, s[i]);
+                continue;
+            }
+            char f = i + 1 < a.u.s->len ? s[++i] : 0;
+            if (f == '%') {
+                jbuf_putc(&tmp, '%');
+                continue;
+            }
+            if (ai >= args->n) {
+                jbuf_free(&tmp);
+                return jerr(c, "not enough arguments for format string");
+            }
+            struct jv v = args->items[ai++];
+            bool ok = f == 'r' ? jv_repr(c, v, &tmp) : f == 'd' || f == 'i'
+                      ? (v.kind == JV_INT || v.kind == JV_BOOL ? jbuf_printf(&tmp, "%lld", (long long)(v.kind == JV_INT ? v.u.i : v.u.b))
+                         : v.kind == JV_FLOAT ? jbuf_printf(&tmp, "%lld", (long long)v.u.f) : jerr(c, "%%d format: a real number is required"))
+                      : f == 's' ? jv_to_str(c, v, &tmp) : jerr(c, "unsupported format character '%c'", f);
+            if (!ok) {
+                jbuf_free(&tmp);
+                return false;
+            }
+        }
+        *out = jv_strn(c, tmp.data ? tmp.data : "", tmp.len);
+        jbuf_free(&tmp);
+        return out->kind == JV_STR;
+    }
+}
+
+
+static bool undefined_error(struct jctx *c, struct jv v) {
+    if (v.u.s) return jerr(c, "'%s' is undefined", v.u.s->s);
+    return jerr(c, "undefined value used");
+}
+
+static bool arith(struct jctx *c, enum jop op, struct jv a, struct jv b, struct jv *out) {
+    if (a.kind == JV_UNDEF) return undefined_error(c, a);
+    if (b.kind == JV_UNDEF) return undefined_error(c, b);
+    bool an = a.kind == JV_INT || a.kind == JV_FLOAT || a.kind == JV_BOOL;
+    bool bn = b.kind == JV_INT || b.kind == JV_FLOAT || b.kind == JV_BOOL;
+    if (an && bn) {
+        bool fl = a.kind == JV_FLOAT || b.kind == JV_FLOAT;
+        double x = a.kind == JV_FLOAT ? a.u.f : a.kind == JV_INT ? (double)a.u.i : a.u.b;
+        double y = b.kind == JV_FLOAT ? b.u.f : b.kind == JV_INT ? (double)b.u.i : b.u.b;
+        int64_t xi = a.kind == JV_INT ? a.u.i : a.kind == JV_BOOL ? a.u.b : 0;
+        int64_t yi = b.kind == JV_INT ? b.u.i : b.kind == JV_BOOL ? b.u.b : 0;
+        switch (op) {
+        case JOP_ADD: *out = fl ? jv_float(x + y) : jv_int((int64_t)((uint64_t)xi + (uint64_t)yi)); return true;
+        case JOP_SUB: *out = fl ? jv_float(x - y) : jv_int((int64_t)((uint64_t)xi - (uint64_t)yi)); return true;
+        case JOP_MUL: *out = fl ? jv_float(x * y) : jv_int((int64_t)((uint64_t)xi * (uint64_t)yi)); return true;
+        case JOP_DIV:
+            if (y == 0) return jerr(c, "division by zero");
+            *out = jv_float(x / y);
+            return true;
+        case JOP_FLOORDIV:
+        case JOP_MOD:
+            if (y == 0) return jerr(c, op == JOP_MOD ? "modulo by zero" : "integer division or modulo by zero");
+            if (fl) {
+                double m = fmod(x, y);
+                if (m != 0 && ((m < 0) != (y < 0))) m += y;
+                *out = op == JOP_MOD ? jv_float(m) : jv_float(floor((x - m) / y + 0.5 - 0.5));
+                if (op == JOP_FLOORDIV) *out = jv_float(floor(x / y));
+            } else {
+                if (yi == -1 && xi == INT64_MIN) return jerr(c, "integer overflow");
+                int64_t q = xi / yi, r = xi % yi;
+                if (r != 0 && ((r < 0) != (yi < 0))) {
+                    q--;
+                    r += yi;
+                }
+                *out = jv_int(op == JOP_MOD ? r : q);
+            }
+            return true;
+        case JOP_POW:
+            if (!fl && yi >= 0) {
+                /* by squaring, wrapping like + - * above (Python's ints are unbounded; the
+                 * result is exact while it fits in 64 bits) */
+                uint64_t r = 1, base = (uint64_t)xi;
+                for (uint64_t e = (uint64_t)yi; e; e >>= 1, base *= base)
+                    if (e & 1) r *= base;
+                *out = jv_int((int64_t)r);
+            } else {
+                *out = jv_float(pow(x, y));
+            }
+            return true;
+        default: break;
+        }
+    }
+    if (op == JOP_ADD && a.kind == JV_STR && b.kind == JV_STR && JV_SAFE(a) != JV_SAFE(b)) {
+        /* Markup + str escapes the plain side (markupsafe) */
+        struct jbuf tmp = {0};
+        if (JV_SAFE(a)) jbuf_put(&tmp, a.u.s->s, a.u.s->len);
+        else jhtml_escape(&tmp, a.u.s->s, a.u.s->len);
+        if (JV_SAFE(b)) jbuf_put(&tmp, b.u.s->s, b.u.s->len);
+        else jhtml_escape(&tmp, b.u.s->s, b.u.s->len);
+        *out = jv_strn(c, tmp.data ? tmp.data : "", tmp.len);
+        jbuf_free(&tmp);
+        out->safe = true;
+        return out->kind == JV_STR;
+    }
+    if (op == JOP_ADD && (JV_SAFE(a) || JV_SAFE(b)) && (a.kind == JV_STR || b.kind == JV_STR) && a.kind != b.kind) {
+        /* Markup + non-string: markupsafe escapes str(other) */
+        struct jv sa = a, sb = b;
+        if (!jv_stringify(c, a, &sa) || !jv_stringify(c, b, &sb)) return false;
+        sa.safe = JV_SAFE(a);
+        sb.safe = JV_SAFE(b);
+        return arith(c, op, sa, sb, out);
+    }
+    if (op == JOP_ADD && a.kind == JV_STR && b.kind == JV_STR) {
+        struct jstr *s = jarena_alloc(&c->arena, sizeof(*s) + a.u.s->len + b.u.s->len + 1);
+        if (!s) return jerr(c, "out of memory");
+        s->len = a.u.s->len + b.u.s->len;
+        memcpy(s->s, a.u.s->s, a.u.s->len);
+        memcpy(s->s + a.u.s->len, b.u.s->s, b.u.s->len);
+        s->s[s->len] = '\0';
+        *out = jv_str(s);
+        out->safe = JV_SAFE(a) && JV_SAFE(b);
+        return true;
+    }
+    if (op == JOP_ADD && a.kind == JV_LIST && b.kind == JV_LIST && a.u.l->tuple == b.u.l->tuple &&
+        !a.u.l->gen && !b.u.l->gen) {
+        struct jlist *l = jlist_new(c, a.u.l->n + b.u.l->n);
+        if (!l) return false;
+        if (a.u.l->n) memcpy(l->items, a.u.l->items, a.u.l->n * sizeof(struct jv));
+        if (b.u.l->n) memcpy(l->items + a.u.l->n, b.u.l->items, b.u.l->n * sizeof(struct jv));
+        l->n = a.u.l->n + b.u.l->n;
+        l->tuple = a.u.l->tuple;
+        out->kind = JV_LIST;
+        out->u.l = l;
+        return true;
+    }
+    if (op == JOP_MUL && ((a.kind == JV_STR || a.kind == JV_LIST) && b.kind == JV_INT)) {
+        int64_t k = b.u.i < 0 ? 0 : b.u.i;
+        if (a.kind == JV_STR) {
+            if (a.u.s->len && (uint64_t)k > c->lim.max_output / a.u.s->len)
+                return jerr(c, "string repetition exceeds the output limit");
+            struct jbuf tmp = {0};
+            for (int64_t i = 0; i < k; i++) jbuf_put(&tmp, a.u.s->s, a.u.s->len);
+            *out = jv_strn(c, tmp.data ? tmp.data : "", tmp.len);
+            jbuf_free(&tmp);
+            return out->kind == JV_STR;
+        }
+        if (a.u.l->n && (uint64_t)k > c->lim.max_iterations / a.u.l->n)
+            return jerr(c, "list repetition exceeds the iteration limit");
+        struct jlist *l = jlist_new(c, (size_t)k * a.u.l->n);
+        if (!l) return false;
+        for (int64_t i = 0; i < k; i++)
+            for (size_t j = 0; j < a.u.l->n; j++) l->items[l->n++] = a.u.l->items[j];
+        l->tuple = a.u.l->tuple;
+        out->kind = JV_LIST;
+        out->u.l = l;
+        return true;
+    }
+    if (op == JOP_MUL && a.kind == JV_INT && (b.kind == JV_STR || b.kind == JV_LIST))
+        return arith(c, op, b, a, out);
+    if (op == JOP_MOD && a.kind == JV_STR) return jinja_percent_format(c, a, b, out);
+    static const char *const opname[] = {"+", "-", "*", "/", "//", "%", "**"};
+    return jerr(c, "unsupported operand type(s) for %s: '%s' and '%s'", opname[op], jv_type_name(a),
+                jv_type_name(b));
+}
+
+static bool contains(struct jctx *c, struct jv needle, struct jv hay, bool *out) {
+    switch (hay.kind) {
+    case JV_STR:
+        if (needle.kind != JV_STR)
+            return jerr(c, "'in <string>' requires string as left operand, not %s", jv_type_name(needle));
+        if (needle.u.s->len == 0) *out = true;
+        else *out = memmem(hay.u.s->s, hay.u.s->len, needle.u.s->s, needle.u.s->len) != NULL;
+        return true;
+    case JV_LIST:
+        *out = false;
+        for (size_t i = 0; i < hay.u.l->n; i++)
+            if (jv_equal(needle, hay.u.l->items[i])) *out = true;
+        return true;
+    case JV_DICT: case JV_NS:
+        *out = jdict_get(hay.u.d, needle) != NULL;
+        return true;
+    case JV_UNDEF:
+        *out = false;
+        return true;
+    default:
+        return jerr(c, "argument of type '%s' is not iterable", jv_type_name(hay));
+    }
+}
+
+static bool compare(struct jctx *c, enum jop op, struct jv a, struct jv b, bool *out) {
+    switch (op) {
+    case JOP_EQ: *out = jv_equal(a, b); return true;
+    case JOP_NE: *out = !jv_equal(a, b); return true;
+    case JOP_IN: return contains(c, a, b, out);
+    case JOP_NOTIN:
+        if (!contains(c, a, b, out)) return false;
+        *out = !*out;
+        return true;
+    default: break;
+    }
+    if (a.kind == JV_UNDEF) return undefined_error(c, a);
+    if (b.kind == JV_UNDEF) return undefined_error(c, b);
+    int r;
+    if (!jv_compare(c, a, b, &r)) return false;
+    switch (op) {
+    case JOP_LT: *out = r < 0; break;
+    case JOP_LE: *out = r <= 0; break;
+    case JOP_GT: *out = r > 0; break;
+    default: *out = r >= 0; break;
+    }
+    return true;
+}
+
+static bool slice_index(struct jctx *c, struct jscope *sc, struct jnode *n, bool *present, int64_t *v) {
+    *present = false;
+    if (!n) return true;
+    struct jv x;
+    if (!eval(c, sc, n, &x)) return false;
+    if (x.kind == JV_NONE || x.kind == JV_UNDEF) return true;
+    if (x.kind != JV_INT && x.kind != JV_BOOL) return jerr(c, "slice indices must be integers or None");
+    *present = true;
+    *v = x.kind == JV_INT ? x.u.i : x.u.b;
+    return true;
+}
+
+static bool do_slice(struct jctx *c, struct jscope *sc, struct jv obj, struct jnode *sl, struct jv *out) {
+    bool hs, he, hst;
+    int64_t start = 0, stop = 0, step = 1;
+    if (!slice_index(c, sc, sl->a, &hs, &start) || !slice_index(c, sc, sl->b, &he, &stop) ||
+        !slice_index(c, sc, sl->c, &hst, &step))
+        return false;
+    if (!hst) step = 1;
+    if (step == 0) return jerr(c, "slice step cannot be zero");
+    if (obj.kind == JV_UNDEF) return undefined_error(c, obj);
+    struct jlist *items;
+    bool is_str = obj.kind == JV_STR;
+    if (obj.kind == JV_STR) {
+        if (!jv_iterate(c, obj, &items)) return false;
+    } else if (obj.kind == JV_LIST) {
+        items = obj.u.l;
+    } else {
+        return jerr(c, "'%s' object is not subscriptable", jv_type_name(obj));
+    }
+    int64_t len = (int64_t)items->n;
+    if (step > 0) {
+        if (!hs) start = 0;
+        else if (start < 0) { start += len; if (start < 0) start = 0; }
+        else if (start > len) start = len;
+        if (!he) stop = len;
+        else if (stop < 0) { stop += len; if (stop < 0) stop = 0; }
+        else if (stop > len) stop = len;
+    } else {
+        if (!hs) start = len - 1;
+        else if (start < 0) { start += len; if (start < 0) start = -1; }
+        else if (start >= len) start = len - 1;
+        if (!he) stop = -1;
+        else if (stop < 0) { stop += len; if (stop < 0) stop = -1; }
+        else if (stop >= len) stop = len - 1;
+    }
+    struct jlist *r = jlist_new(c, 0);
+    if (!r) return false;
+    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+        if (!jlist_push(c, r, items->items[i])) return false;
+        if (step > 0 ? step >= stop - i : step <= stop - i) break; /* the next i is past stop (and i + step may not fit) */
+    }
+    if (is_str) {
+        struct jbuf tmp = {0};
+        for (size_t i = 0; i < r->n; i++) jbuf_put(&tmp, r->items[i].u.s->s, r->items[i].u.s->len);
+        *out = jv_strn(c, tmp.data ? tmp.data : "", tmp.len);
+        jbuf_free(&tmp);
+        return out->kind == JV_STR;
+    }
+    r->tuple = obj.u.l->tuple;
+    out->kind = JV_LIST;
+    out->u.l = r;
+    return true;
+}
+
+/* Evaluate call arguments of n into arena arrays. */
+static bool eval_args(struct jctx *c, struct jscope *sc, struct jnode *n, struct jv **args,
+                      struct jv **kwargs) {
+    *args = *kwargs = NULL;
+    if (n->n_args) {
+        *args = jarena_alloc(&c->arena, n->n_args * sizeof(struct jv));
+        if (!*args) return jerr(c, "out of memory");
+        for (size_t i = 0; i < n->n_args; i++)
+            if (!eval(c, sc, n->args[i], &(*args)[i])) return false;
+    }
+    if (n->n_kwargs) {
+        *kwargs = jarena_alloc(&c->arena, n->n_kwargs * sizeof(struct jv));
+        if (!*kwargs) return jerr(c, "out of memory");
+        for (size_t i = 0; i < n->n_kwargs; i++)
+            if (!eval(c, sc, n->kwargs[i], &(*kwargs)[i])) return false;
+    }
+    return true;
+}
+
+static bool call_macro(struct jctx *c, struct jmacro *m, struct jv *args, size_t n_args,
+                       const char **kwnames, struct jv *kwargs, size_t n_kwargs, struct jv *out) {
+    const struct jnode *mn = m->node;
+    if (n_args > mn->n_names)
+        return jerr(c, "macro '%s' takes not more than %zu argument(s)", mn->str, mn->n_names);
+    if (++c->depth > c->lim.max_depth) {
+        c->depth--;
+        return jerr(c, "maximum recursion depth exceeded (%d nested macro calls)", c->lim.max_depth);
+    }
+    bool ok = false;
+    struct jscope *sc = scope_new(c, m->scope);
+    if (!sc) goto done;
+    for (size_t i = 0; i < n_kwargs; i++) {
+        size_t k;
+        for (k = 0; k < mn->n_names; k++)
+            if (!strcmp(mn->names[k], kwnames[i])) break;
+        if (k == mn->n_names) {
+            jerr(c, "macro '%s' has no argument named '%s'", mn->str, kwnames[i]);
+            goto done;
+        }
+        if (k < n_args) {
+            jerr(c, "macro '%s' got multiple values for argument '%s'", mn->str, kwnames[i]);
+            goto done;
+        }
+    }
+    for (size_t k = 0; k < mn->n_names; k++) {
+        struct jv v;
+        bool found = false;
+        if (k < n_args) {
+            v = args[k];
+            found = true;
+        }
+        for (size_t i = 0; i < n_kwargs && !found; i++)
+            if (!strcmp(mn->names[k], kwnames[i])) {
+                v = kwargs[i];
+                found = true;
+            }
+        if (!found) {
+            if (mn->args[k]) {
+                if (!eval(c, sc, mn->args[k], &v)) goto done;
+            } else {
+                struct jstr *nm = jstr_new(c, mn->names[k], strlen(mn->names[k]));
+                if (!nm) goto done;
+                v = jv_undef(nm);
+            }
+        }
+        if (!scope_set(c, sc, mn->names[k], strlen(mn->names[k]), v)) goto done;
+    }
+    struct jbuf b = {0};
+    enum jflow flow = JF_NORMAL;
+    struct jnode *saved = c->cur;
+    int saved_loop = c->loop_depth;
+    c->loop_depth = 0;
+    ok = exec_body(c, sc, mn->kids, mn->n_kids, &b, &flow);
+    c->loop_depth = saved_loop;
+    c->cur = saved;
+    if (ok) {
+        *out = jv_strn(c, b.data ? b.data : "", b.len);
+        ok = out->kind == JV_STR;
+    }
+    jbuf_free(&b);
+done:
+    c->depth--;
+    return ok;
+}
+
+bool jinja_call_value(struct jctx *c, struct jv fn, struct jv *args, size_t n_args,
+                      const char **kwnames, struct jv *kwargs, size_t n_kwargs, struct jv *out) {
+    switch (fn.kind) {
+    case JV_MACRO: return call_macro(c, fn.u.mc, args, n_args, kwnames, kwargs, n_kwargs, out);
+    case JV_BUILTIN: return jinja_call_builtin(c, fn.u.builtin, args, n_args, kwnames, kwargs, n_kwargs, out);
+    case JV_METHOD: return jinja_call_method(c, fn.u.mt, args, n_args, kwnames, kwargs, n_kwargs, out);
+    case JV_UNDEF: return undefined_error(c, fn);
+    default: return jerr(c, "'%s' object is not callable", jv_type_name(fn));
+    }
+}
+
+static bool eval(struct jctx *c, struct jscope *sc, struct jnode *n, struct jv *out) {
+    if (c->failed) return false;
+    struct jnode *saved = c->cur;
+    c->cur = n;
+    if (++c->depth > c->lim.max_depth + 100) {
+        c->depth--;
+        return jerr(c, "maximum recursion depth exceeded");
+    }
+    bool ok = true;
+    switch (n->kind) {
+    case JN_LIT_STR: *out = jv_strn(c, n->str, n->len); ok = out->kind == JV_STR; break;
+    case JN_LIT_INT: *out = jv_int(n->i); break;
+    case JN_LIT_FLOAT: *out = jv_float(n->f); break;
+    case JN_LIT_BOOL: *out = jv_bool(n->i != 0); break;
+    case JN_LIT_NONE: *out = jv_none(); break;
+    case JN_NAME: ok = lookup(c, sc, n->str, strlen(n->str), out); break;
+    case JN_LIST: case JN_TUPLE: {
+        struct jlist *l = jlist_new(c, n->n_kids);
+        if (!l) { ok = false; break; }
+        for (size_t i = 0; i < n->n_kids && ok; i++) ok = eval(c, sc, n->kids[i], &l->items[i]);
+        l->n = n->n_kids;
+        l->tuple = n->kind == JN_TUPLE;
+        out->kind = JV_LIST;
+        out->u.l = l;
+        break;
+    }
+    case JN_DICT: {
+        struct jdict *d = jdict_new(c, n->n_kids / 2);
+        if (!d) { ok = false; break; }
+        for (size_t i = 0; i + 1 < n->n_kids && ok; i += 2) {
+            struct jv k, v;
+            ok = eval(c, sc, n->kids[i], &k) && eval(c, sc, n->kids[i + 1], &v) &&
+                 jdict_set(c, d, k, v);
+        }
+        out->kind = JV_DICT;
+        out->u.d = d;
+        break;
+    }
+    case JN_GETATTR: {
+        struct jv obj;
+        ok = eval(c, sc, n->a, &obj);
+        c->cur = n;
+        if (ok) ok = jinja_getattr(c, obj, n->str, strlen(n->str), out);
+        break;
+    }
+    case JN_GETITEM: {
+        struct jv obj, key;
+        ok = eval(c, sc, n->a, &obj);
+        c->cur = n;
+        if (!ok) break;
+        if (n->b->kind == JN_SLICE) {
+            ok = do_slice(c, sc, obj, n->b, out);
+        } else {
+            ok = eval(c, sc, n->b, &key);
+            c->cur = n;
+            if (ok) ok = jinja_getitem(c, obj, key, out);
+        }
+        break;
+    }
+    case JN_CALL: {
+        struct jv fn, *args, *kwargs;
+        ok = eval(c, sc, n->a, &fn) && eval_args(c, sc, n, &args, &kwargs);
+        c->cur = n;
+        if (ok) ok = jinja_call_value(c, fn, args, n->n_args, n->kwnames, kwargs, n->n_kwargs, out);
+        break;
+    }
+    case JN_FILTER: {
+        struct jv v, *args, *kwargs;
+        if (n->a->kind == JN_NAME && n->a->str[0] == '\0') {
+            ok = lookup(c, sc, "", 0, &v); /* placeholder of a filter/set block */
+        } else {
+            ok = eval(c, sc, n->a, &v);
+        }
+        ok = ok && eval_args(c, sc, n, &args, &kwargs);
+        c->cur = n;
+        if (ok) ok = jinja_apply_filter(c, n->str, v, args, n->n_args, n->kwnames, kwargs, n->n_kwargs, out);
+        break;
+    }
+    case JN_TEST: {
+        struct jv v, *args, *kwargs;
+        ok = eval(c, sc, n->a, &v) && eval_args(c, sc, n, &args, &kwargs);
+        c->cur = n;
+        bool r = false;
+        if (ok) ok = jinja_apply_test(c, n->str, v, args, n->n_args, &r);
+        *out = jv_bool(n->i ? !r : r);
+        break;
+    }
+    case JN_NOT: {
+        struct jv v;
+        ok = eval(c, sc, n->a, &v);
+        if (ok) *out = jv_bool(!jv_truthy(v)); /* v is unset when the operand failed */
+        break;
+    }
+    case JN_NEG: case JN_POS: {
+        struct jv v;
+        ok = eval(c, sc, n->a, &v);
+        c->cur = n;
+        if (!ok) break;
+        if (v.kind == JV_INT) *out = jv_int(n->kind == JN_NEG ? -v.u.i : v.u.i);
+        else if (v.kind == JV_FLOAT) *out = jv_float(n->kind == JN_NEG ? -v.u.f : v.u.f);
+        else if (v.kind == JV_BOOL) *out = jv_int(n->kind == JN_NEG ? -(int64_t)v.u.b : v.u.b);
+        else if (v.kind == JV_UNDEF) ok = undefined_error(c, v);
+        else ok = jerr(c, "bad operand type for unary %c: '%s'", n->kind == JN_NEG ? '-' : '+', jv_type_name(v));
+        break;
+    }
+    case JN_BINOP: {
+        struct jv a, b;
+        ok = eval(c, sc, n->a, &a) && eval(c, sc, n->b, &b);
+        c->cur = n;
+        if (ok) ok = arith(c, n->op, a, b, out);
+        break;
+    }
+    case JN_CONCAT: {
+        struct jv a, b;
+        ok = eval(c, sc, n->a, &a) && eval(c, sc, n->b, &b);
+        c->cur = n;
+        if (!ok) break;
+        struct jbuf tmp = {0};
+        ok = jv_to_str(c, a, &tmp) && jv_to_str(c, b, &tmp);
+        if (ok) {
+            *out = jv_strn(c, tmp.data ? tmp.data : "", tmp.len);
+            ok = out->kind == JV_STR;
+        }
+        jbuf_free(&tmp);
+        break;
+    }
+    case JN_AND: case JN_OR: {
+        struct jv a;
+        ok = eval(c, sc, n->a, &a);
+        if (!ok) break;
+        bool t = jv_truthy(a);
+        if ((n->kind == JN_AND && !t) || (n->kind == JN_OR && t)) *out = a;
+        else ok = eval(c, sc, n->b, out);
+        break;
+    }
+    case JN_COMPARE: {
+        struct jv left;
+        ok = eval(c, sc, n->a, &left);
+        bool r = true;
+        for (size_t i = 0; i < n->n_kids && ok && r; i++) {
+            struct jv right;
+            ok = eval(c, sc, n->kids[i], &right);
+            c->cur = n;
+            if (ok) ok = compare(c, n->ops[i], left, right, &r);
+            left = right;
+        }
+        *out = jv_bool(r);
+        break;
+    }
+    case JN_COND: {
+        struct jv cond;
+        ok = eval(c, sc, n->b, &cond);
+        if (!ok) break;
+        if (jv_truthy(cond)) ok = eval(c, sc, n->a, out);
+        else if (n->c) ok = eval(c, sc, n->c, out);
+        else *out = jv_undef(NULL);
+        break;
+    }
+    default:
+        ok = jerr(c, "internal error: statement used as an expression");
+    }
+    c->depth--;
+    if (ok) c->cur = saved;
+    return ok && !c->failed;
+}
+
+/* ---- statements ---- */
+
+static bool assign_targets(struct jctx *c, struct jscope *sc, struct jnode *n, struct jv v) {
+    if (n->n_names == 1) return scope_set(c, sc, n->names[0], strlen(n->names[0]), v);
+    if (v.kind == JV_UNDEF) return undefined_error(c, v);
+    struct jlist *items;
+    if (!jv_iterate(c, v, &items)) return false;
+    if (items->n != n->n_names)
+        return jerr(c, items->n > n->n_names ? "too many values to unpack (expected %zu)" : "not enough values to unpack (expected %zu)", n->n_names);
+    for (size_t i = 0; i < n->n_names; i++)
+        if (!scope_set(c, sc, n->names[i], strlen(n->names[i]), items->items[i])) return false;
+    return true;
+}
+
+static bool exec_for(struct jctx *c, struct jscope *sc, struct jnode *n, struct jbuf *out) {
+    struct jv seq;
+    if (!eval(c, sc, n->a, &seq)) return false;
+    c->cur = n;
+    struct jlist *items;
+    if (seq.kind == JV_NONE || seq.kind == JV_INT || seq.kind == JV_FLOAT || seq.kind == JV_BOOL)
+        return jerr(c, "'%s' object is not iterable", jv_type_name(seq));
+    if (!jv_iterate(c, seq, &items)) return false;
+    struct jscope *ls = scope_new(c, sc);
+    if (!ls) return false;
+    if (n->c) { /* loop filter */
+        struct jlist *kept = jlist_new(c, 0);
+        if (!kept) return false;
+        for (size_t i = 0; i < items->n; i++) {
+            if (++c->iterations > c->lim.max_iterations)
+                return jerr(c, "loop iteration limit of %llu exceeded", (unsigned long long)c->lim.max_iterations);
+            ls->vars = NULL;
+            struct jv cond;
+            if (!assign_targets(c, ls, n, items->items[i]) || !eval(c, ls, n->c, &cond)) return false;
+            if (jv_truthy(cond) && !jlist_push(c, kept, items->items[i])) return false;
+        }
+        items = kept;
+    }
+    struct jloop loop = {.items = items->items, .n = items->n, .depth = ++c->loop_depth};
+    struct jv loopv = {.kind = JV_LOOP};
+    loopv.u.loop = &loop;
+    bool ok = true;
+    for (size_t i = 0; i < items->n && ok; i++) {
+        if (++c->iterations > c->lim.max_iterations) {
+            c->cur = n;
+            ok = jerr(c, "loop iteration limit of %llu exceeded", (unsigned long long)c->lim.max_iterations);
+            break;
+        }
+        loop.index0 = i;
+        ls->vars = NULL;
+        ok = scope_set(c, ls, "loop", 4, loopv) && assign_targets(c, ls, n, items->items[i]);
+        if (!ok) break;
+        enum jflow flow = JF_NORMAL;
+        ok = exec_body(c, ls, n->kids, n->n_kids, out, &flow);
+        if (flow == JF_BREAK) break;
+    }
+    c->loop_depth--;
+    if (ok && items->n == 0 && n->b) {
+        enum jflow flow = JF_NORMAL;
+        ok = exec_body(c, sc, n->b->kids, n->b->n_kids, out, &flow);
+    }
+    return ok;
+}
+
+/* Run a filter chain (whose innermost operand is the "" placeholder) over text. */
+static bool apply_chain(struct jctx *c, struct jscope *sc, struct jnode *chain, struct jv text, struct jv *out) {
+    struct jscope *fs = scope_new(c, sc);
+    if (!fs || !scope_set(c, fs, "", 0, text)) return false;
+    return eval(c, fs, chain, out);
+}
+
+static bool exec_stmt(struct jctx *c, struct jscope *sc, struct jnode *n, struct jbuf *out, enum jflow *flow) {
+    c->cur = n;
+    switch (n->kind) {
+    case JN_TEXT: return emit(c, out, n->str, n->len);
+    case JN_OUTPUT: {
+        struct jv v;
+        if (!eval(c, sc, n->a, &v)) return false;
+        return emit_value(c, out, v);
+    }
+    case JN_IF: {
+        for (struct jnode *b = n; b;) {
+            struct jv cond;
+            c->cur = b;
+            if (!eval(c, sc, b->a, &cond)) return false;
+            if (jv_truthy(cond)) return exec_body(c, sc, b->kids, b->n_kids, out, flow);
+            if (!b->b) return true;
+            if (b->b->kind == JN_IF) {
+                b = b->b;
+                continue;
+            }
+            return exec_body(c, sc, b->b->kids, b->b->n_kids, out, flow);
+        }
+        return true;
+    }
+    case JN_FOR: return exec_for(c, sc, n, out);
+    case JN_SET: {
+        struct jv v;
+        if (!eval(c, sc, n->a, &v)) return false;
+        c->cur = n;
+        if (n->i) {
+            struct jv ns;
+            if (!lookup(c, sc, n->str, strlen(n->str), &ns)) return false;
+            if (ns.kind != JV_NS) return jerr(c, "cannot assign attribute on non-namespace object");
+            struct jv key = jv_strn(c, n->names[0], strlen(n->names[0]));
+            return key.kind == JV_STR && jdict_set(c, ns.u.d, key, v);
+        }
+        return assign_targets(c, sc, n, v);
+    }
+    case JN_SET_BLOCK: case JN_FILTER_BLOCK: {
+        struct jbuf b = {0};
+        enum jflow f2 = JF_NORMAL;
+        bool ok = exec_body(c, sc, n->kids, n->n_kids, &b, &f2);
+        struct jv v = {0};
+        if (ok) {
+            v = jv_strn(c, b.data ? b.data : "", b.len);
+            ok = v.kind == JV_STR;
+        }
+        jbuf_free(&b);
+        c->cur = n;
+        if (ok && n->a) ok = apply_chain(c, sc, n->a, v, &v);
+        if (!ok) return false;
+        if (n->kind == JN_FILTER_BLOCK) return emit_value(c, out, v);
+        return scope_set(c, sc, n->names[0], strlen(n->names[0]), v);
+    }
+    case JN_MACRO: {
+        struct jmacro *m = jarena_alloc(&c->arena, sizeof(*m));
+        if (!m) return jerr(c, "out of memory");
+        m->node = n;
+        m->scope = sc;
+        struct jv v = {.kind = JV_MACRO};
+        v.u.mc = m;
+        return scope_set(c, sc, n->str, strlen(n->str), v);
+    }
+    case JN_BREAK: case JN_CONTINUE:
+        if (c->loop_depth == 0) return jerr(c, "'%s' outside of a loop", n->kind == JN_BREAK ? "break" : "continue");
+        *flow = n->kind == JN_BREAK ? JF_BREAK : JF_CONTINUE;
+        return true;
+    case JN_BODY: return exec_body(c, sc, n->kids, n->n_kids, out, flow);
+    default: return jerr(c, "internal error: expression used as a statement");
+    }
+}
+
+static bool exec_body(struct jctx *c, struct jscope *sc, struct jnode **kids, size_t n,
+                      struct jbuf *out, enum jflow *flow) {
+    for (size_t i = 0; i < n; i++) {
+        if (!exec_stmt(c, sc, kids[i], out, flow)) return false;
+        if (*flow != JF_NORMAL) return true;
+    }
+    return true;
+}
+
+/* ---- public API ---- */
+
+muse_status muse_jinja_parse(const char *text, size_t len, struct muse_jinja_template **out,
+                             struct muse_error *err) {
+    *out = NULL;
+    struct muse_jinja_template *t = calloc(1, sizeof(*t));
+    if (!t) return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
+    struct jlex_result lx;
+    if (!text) text = "";
+    if (!jinja_lex(&t->arena, text, len, &lx, err)) goto fail;
+    t->src = lx.src;
+    t->src_len = lx.src_len;
+    if (!jinja_parse_tokens(t, &lx, err)) goto fail;
+    *out = t;
+    return MUSE_OK;
+fail:
+    muse_jinja_free(t);
+    if (err && err->status == MUSE_OK) muse_error_set(err, MUSE_ERR_TEMPLATE, "template parse error");
+    return err ? err->status : MUSE_ERR_TEMPLATE;
+}
+
+void muse_jinja_free(struct muse_jinja_template *tmpl) {
+    if (!tmpl) return;
+    jarena_free(&tmpl->arena);
+    free(tmpl);
+}
+
+const char *muse_jinja_error_message(const struct muse_error *err) {
+    const char *m = err->msg;
+    if (strncmp(m, "line ", 5) == 0) {
+        const char *p = strstr(m, ": ");
+        if (p) return p + 2;
+    }
+    return m;
+}
+
+muse_status muse_jinja_render(const struct muse_jinja_template *tmpl, const cJSON *context,
+                              const struct muse_jinja_options *opts, char **out, size_t *out_len,
+                              struct muse_error *err) {
+    *out = NULL;
+    if (out_len) *out_len = 0;
+    struct muse_error local;
+    if (!err) err = &local;
+    muse_error_clear(err);
+    struct jctx c = {.t = tmpl, .err = err};
+    if (opts) c.lim = opts->limits;
+    if (c.lim.max_depth <= 0) c.lim.max_depth = 200;
+    if (!c.lim.max_iterations) c.lim.max_iterations = 1000000;
+    if (!c.lim.max_output) c.lim.max_output = (size_t)64 << 20;
+    if (!c.lim.max_memory) c.lim.max_memory = (size_t)512 << 20;
+    c.arena.limit = c.lim.max_memory;
+    if (opts && opts->now_set) {
+        c.now[0] = opts->now_year; c.now[1] = opts->now_month; c.now[2] = opts->now_day;
+        c.now[3] = opts->now_hour; c.now[4] = opts->now_min; c.now[5] = opts->now_sec;
+    } else {
+        time_t tt = time(NULL);
+        struct tm tm;
+        localtime_r(&tt, &tm);
+        c.now[0] = tm.tm_year + 1900; c.now[1] = tm.tm_mon + 1; c.now[2] = tm.tm_mday;
+        c.now[3] = tm.tm_hour; c.now[4] = tm.tm_min; c.now[5] = tm.tm_sec;
+    }
+    struct jbuf b = {0};
+    muse_status st = MUSE_OK;
+    c.globals = scope_new(&c, NULL);
+    if (!c.globals) goto fail;
+    if (context && cJSON_IsObject(context)) {
+        for (const cJSON *e = context->child; e; e = e->next) {
+            struct jv v;
+            if (!e->string) continue;
+            if (!jv_from_json(&c, e, &v)) goto fail;
+            struct jstr *name = jstr_new(&c, e->string, strlen(e->string));
+            if (!name || !scope_set(&c, c.globals, name->s, name->len, v)) goto fail;
+        }
+    }
+    enum jflow flow = JF_NORMAL;
+    if (!exec_body(&c, c.globals, tmpl->root->kids, tmpl->root->n_kids, &b, &flow)) goto fail;
+    *out = b.data ? b.data : strdup("");
+    if (!*out) {
+        muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    if (out_len) *out_len = b.len;
+    jarena_free(&c.arena);
+    return MUSE_OK;
+fail:
+    if (err->status == MUSE_OK) {
+        if (c.arena.failed) muse_error_set(err, MUSE_ERR_TEMPLATE, "render memory limit exceeded");
+        else muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
+    }
+    st = err->status;
+    jbuf_free(&b);
+    jarena_free(&c.arena);
+    return st;
+}

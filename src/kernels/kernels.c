@@ -3,7 +3,8 @@
 
 #include <string.h>
 
-#include "kernels/kernels_isa.h"
+#include "kernels/x86/kernels_isa.h"
+#include "kernels/x86_numerics.h"
 
 static const struct muse_kernels kernels_scalar = {
     .level = MUSE_CPU_LEVEL_SCALAR,
@@ -13,6 +14,7 @@ static const struct muse_kernels kernels_scalar = {
 #define GEMM_ENTRY_AVX2(T, t) [MUSE_TYPE_##T] = muse_gemm_##t##_avx2,
 #define GEMM_ENTRY_AVX512(T, t) [MUSE_TYPE_##T] = muse_gemm_##t##_avx512,
 #define EXACT_ENTRY(T, t) [MUSE_TYPE_##T] = true,
+#define ORDER_ENTRY(T, t) [MUSE_TYPE_##T] = MUSE_ORDER_X86,
 
 /* The x86 tables: the AVX2 one, and the AVX-512 one with the VNNI builds of the same matrix
  * kernels (quantizers and attention helpers are the AVX2 ones). */
@@ -34,20 +36,8 @@ static const struct muse_kernels kernels_scalar = {
             [MUSE_TYPE_Q3_K] = MUSE_ACT_Q8K_PERM8,                                     \
         },                                                                             \
         .act_prepare = {[MUSE_ACT_Q8K_PERM8] = ACT_PERM8},                             \
-        /* the types whose forward order is ggml's x86 one (muse_x86_vec_dot != ref) */ \
-        .order = {                                                                     \
-            [MUSE_TYPE_F32] = MUSE_ORDER_X86,                                          \
-            [MUSE_TYPE_F16] = MUSE_ORDER_X86,                                          \
-            [MUSE_TYPE_BF16] = MUSE_ORDER_X86,                                         \
-            [MUSE_TYPE_Q8_0] = MUSE_ORDER_X86,                                         \
-            [MUSE_TYPE_Q4_0] = MUSE_ORDER_X86,                                         \
-            [MUSE_TYPE_IQ2_XXS] = MUSE_ORDER_X86,                                      \
-            [MUSE_TYPE_Q5_0] = MUSE_ORDER_X86,                                         \
-            [MUSE_TYPE_IQ4_NL] = MUSE_ORDER_X86,                                       \
-            [MUSE_TYPE_Q4_K] = MUSE_ORDER_X86,                                         \
-            [MUSE_TYPE_Q5_K] = MUSE_ORDER_X86,                                         \
-            [MUSE_TYPE_Q6_K] = MUSE_ORDER_X86,                                         \
-        },                                                                             \
+        /* the types whose forward order is ggml's x86 one (x86_numerics.h) */         \
+        .order = {MUSE_X86_ORDER_TYPES(ORDER_ENTRY)},                                  \
         /* every x86 matrix kernel reproduces its order bit for bit */                 \
         .exact = {MUSE_X86_GEMM_TYPES(EXACT_ENTRY)},                                   \
         .attn_kq_f16 = muse_attn_kq_f16_avx2,                                          \

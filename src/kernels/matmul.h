@@ -7,8 +7,8 @@
  * activation rows to the weight's vec_dot_type with the forward's quantizer
  * (muse_x86_act_from_float: ggml's x86 rounding for Q8_0/Q8_1, the reference otherwise),
  * muse_matmul computes this thread's contiguous share of output rows. The dot order in force
- * for a weight type is ggml's x86 one where x86_numerics.h has one (muse_x86_vec_dot:
- * F32/F16/BF16, Q8_0, Q4_0, Q5_0, IQ4_NL, IQ2_XXS, Q4_K, Q5_K, Q6_K), vec_dot_ref otherwise (muse_matmul_order); the kernels
+ * for a weight type is ggml's x86 one where x86_numerics.h has one (muse_x86_vec_dot, for the
+ * types of MUSE_X86_ORDER_TYPES), vec_dot_ref otherwise (muse_matmul_order); the kernels
  * of a muse_kernels table run only when they declare that order (muse_kernels.order), and the
  * scalar dot of that order runs where a kernel is missing, follows another order, or declines:
  * the output is the same bits either way.

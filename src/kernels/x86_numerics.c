@@ -24,17 +24,11 @@ float muse_x86_dot_tinyblas_fma(int64_t n, const float *x, const float *y);
 float muse_x86_dot_vec_fma(int64_t n, const float *x, const float *y, int tail_double);
 double muse_x86_softmax_exp_fma(float *x, int32_t n, int32_t pos0, float max);
 void muse_x86_fma_lanes_fma(float *lanes, const float *row, float p, int32_t lane, int32_t n);
-void muse_x86_vd_q8_0_fma(int64_t n, float *s, const void *vx, const void *vy);
-void muse_x86_vd_q4_0_fma(int64_t n, float *s, const void *vx, const void *vy);
-void muse_x86_vd_f32_fma(int64_t n, float *s, const void *vx, const void *vy);
-void muse_x86_vd_f16_fma(int64_t n, float *s, const void *vx, const void *vy);
-void muse_x86_vd_bf16_fma(int64_t n, float *s, const void *vx, const void *vy);
-void muse_x86_vd_iq2_xxs_fma(int64_t n, float *s, const void *vx, const void *vy);
-void muse_x86_vd_q5_0_fma(int64_t n, float *s, const void *vx, const void *vy);
-void muse_x86_vd_iq4_nl_fma(int64_t n, float *s, const void *vx, const void *vy);
-void muse_x86_vd_q4_K_fma(int64_t n, float *s, const void *vx, const void *vy);
-void muse_x86_vd_q5_K_fma(int64_t n, float *s, const void *vx, const void *vy);
-void muse_x86_vd_q6_K_fma(int64_t n, float *s, const void *vx, const void *vy);
+/* muse_x86_vd_<t>_fma for each type of MUSE_X86_ORDER_TYPES */
+#define DECLARE_VD_FMA(T, t) void muse_x86_vd_##t##_fma(int64_t n, float *s, const void *vx, const void *vy);
+MUSE_X86_ORDER_TYPES(DECLARE_VD_FMA)
+#undef DECLARE_VD_FMA
+/* the AVX2 single-row dots (same bits as the generic / FMA builds, faster) */
 void muse_x86_vd_q8_0_avx2(int64_t n, float *s, const void *vx, const void *vy);
 void muse_x86_vd_q4_0_avx2(int64_t n, float *s, const void *vx, const void *vy);
 void muse_x86_vd_iq2_xxs_avx2(int64_t n, float *s, const void *vx, const void *vy);
@@ -66,20 +60,19 @@ void muse_x86_kv_to_float(enum muse_type type, const void *x, float *y, int64_t 
 }
 
 muse_vec_dot_fn muse_x86_vec_dot(enum muse_type type) {
+    if (have_avx2()) {
+        switch (type) {
+        case MUSE_TYPE_Q8_0: return muse_x86_vd_q8_0_avx2;
+        case MUSE_TYPE_Q4_0: return muse_x86_vd_q4_0_avx2;
+        case MUSE_TYPE_IQ2_XXS: return muse_x86_vd_iq2_xxs_avx2;
+        default: break;
+        }
+    }
     const int f = have_fma();
     switch (type) {
-    case MUSE_TYPE_F32: return f ? muse_x86_vd_f32_fma : muse_x86_vd_f32_generic;
-    case MUSE_TYPE_F16: return f ? muse_x86_vd_f16_fma : muse_x86_vd_f16_generic;
-    case MUSE_TYPE_BF16: return f ? muse_x86_vd_bf16_fma : muse_x86_vd_bf16_generic;
-    case MUSE_TYPE_Q8_0: return have_avx2() ? muse_x86_vd_q8_0_avx2 : f ? muse_x86_vd_q8_0_fma : muse_x86_vd_q8_0_generic;
-    case MUSE_TYPE_Q4_0: return have_avx2() ? muse_x86_vd_q4_0_avx2 : f ? muse_x86_vd_q4_0_fma : muse_x86_vd_q4_0_generic;
-    case MUSE_TYPE_Q5_0: return f ? muse_x86_vd_q5_0_fma : muse_x86_vd_q5_0_generic;
-    case MUSE_TYPE_IQ4_NL: return f ? muse_x86_vd_iq4_nl_fma : muse_x86_vd_iq4_nl_generic;
-    case MUSE_TYPE_Q4_K: return f ? muse_x86_vd_q4_K_fma : muse_x86_vd_q4_K_generic;
-    case MUSE_TYPE_Q5_K: return f ? muse_x86_vd_q5_K_fma : muse_x86_vd_q5_K_generic;
-    case MUSE_TYPE_Q6_K: return f ? muse_x86_vd_q6_K_fma : muse_x86_vd_q6_K_generic;
-    case MUSE_TYPE_IQ2_XXS:
-        return have_avx2() ? muse_x86_vd_iq2_xxs_avx2 : f ? muse_x86_vd_iq2_xxs_fma : muse_x86_vd_iq2_xxs_generic;
+#define VD_CASE(T, t) case MUSE_TYPE_##T: return f ? muse_x86_vd_##t##_fma : muse_x86_vd_##t##_generic;
+    MUSE_X86_ORDER_TYPES(VD_CASE)
+#undef VD_CASE
     default: return muse_type_traits[type].vec_dot_ref;
     }
 }

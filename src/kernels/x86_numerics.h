@@ -63,11 +63,22 @@ void muse_x86_fma_lanes(float *lanes, const float *row, float p, int32_t lane, i
  * has it: the same values, faster). */
 void muse_x86_kv_to_float(enum muse_type type, const void *x, float *y, int64_t n);
 
+/*
+ * The weight types whose dot product has an x86 order here, X(TYPE, t) for MUSE_TYPE_<TYPE>: the
+ * one list of them. muse_x86_vec_dot(type) differs from vec_dot_ref exactly for these
+ * (muse_x86_vd_<t>_{generic,fma} in x86_numerics_body.h), so they are the types whose forward
+ * order is MUSE_ORDER_X86 (muse_matmul_order), and the x86 kernel tables mark their matrix kernels
+ * so (kernels.c).
+ */
+#define MUSE_X86_ORDER_TYPES(X)                                                                      \
+    X(F32, f32) X(F16, f16) X(BF16, bf16) X(Q8_0, q8_0) X(Q4_0, q4_0) X(Q5_0, q5_0) X(IQ4_NL, iq4_nl) \
+    X(IQ2_XXS, iq2_xxs) X(Q4_K, q4_K) X(Q5_K, q5_K) X(Q6_K, q6_K)
 
 /*
  * The dot product ggml's x86 AVX2+FMA build uses for weights of `type` (the x86 kernels and
  * llamafile's tinyBLAS agree on it; for float weights tinyBLAS, i.e. the order of batches of two
- * or more rows, which muse uses for every batch), or the type's vec_dot_ref where muse has no x86 variant:
+ * or more rows, which muse uses for every batch) for the types of MUSE_X86_ORDER_TYPES, the type's
+ * vec_dot_ref for the others:
  *   F32, F16, BF16 (activations converted to the same type): tinyBLAS, muse_x86_dot_tinyblas
  *     (n % 8 != 0: ggml_vec_dot_f32 for F32, the reference for F16/BF16);
  *   IQ2_XXS x Q8_K: per super-block d = d_w * d_a; lane l = the exact integer sum over the 8

@@ -3,13 +3,13 @@
  * the bytes of its reference twin (muse_from_float_*, spec 2.11); tests/kernels compares them
  * byte for byte.
  */
-#include "kernels/kernels_isa.h"
+#include "kernels/x86/kernels_isa.h"
 
 #include <math.h>
 
 #include "core/fp16.h"
 #include "kernels/blocks.h"
-#include "kernels/simd_avx2.h"
+#include "kernels/x86/simd_avx2.h"
 
 // ---- rounding helpers ------------------------------------------------------------------
 

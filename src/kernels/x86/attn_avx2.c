@@ -23,13 +23,13 @@
  *   V.p: the rows as floats (F32 as is, Q8_0 as (float)q * d, the reference dequantizer), then
  *        the lanes as for F16.
  */
-#include "kernels/kernels_isa.h"
+#include "kernels/x86/kernels_isa.h"
 
 #include <math.h>
 
 #include "core/fp16.h"
 #include "kernels/blocks.h"
-#include "kernels/simd_avx2.h"
+#include "kernels/x86/simd_avx2.h"
 
 MUSE_AVX2_INLINE __m256 ld_f16(const void *row, int32_t d) {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + d)));

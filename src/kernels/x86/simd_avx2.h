@@ -1,15 +1,17 @@
 /*
- * simd_avx2.h - small AVX2 helpers shared by the *_avx2.c kernel files. Include only from
- * translation units compiled with the AVX2 flags (files named *_avx2.c) or the AVX-512 ones.
+ * simd_avx2.h - small helpers on 256-bit registers shared by the x86 kernel files. Include only
+ * from translation units compiled with the AVX2 flags (files named *_avx2.c) or the AVX-512 ones
+ * (*_avx512.c): the Makefile gives those names their -m flags.
  *
- * The same kernel sources serve two levels. A *_avx2.c file defines its kernels through
- * MUSE_ISA_NAME(muse_gemm_x) = muse_gemm_x_avx2; its *_avx512.c twin defines MUSE_ISA_NAME to
- * add _avx512, includes it, and is compiled with the AVX-512 flags: the integer dot steps below
- * then use AVX-512 VNNI (vpdpbusd / vpdpwssd on 256-bit registers, EVEX-encoded, 32 registers),
- * which give the very same int32 lanes as maddubs + madd (+ add) wherever maddubs does not
- * saturate (every kernel here states why it does not), so both levels give the same bits.
- * MUSE_EMULATE_AVX512 (the `make emu512` test build on an AVX2 machine) takes the AVX-512
- * intrinsics from SIMDe instead of the CPU, so the AVX-512 kernels are tested where no
+ * One kernel body serves two levels. The matrix kernels of a family live in an ISA-neutral
+ * gemm_<family>.inc that names its functions through MUSE_ISA_NAME(muse_gemm_x); two thin files
+ * include it: gemm_<family>_avx2.c with MUSE_ISA_NAME(name) = name##_avx2, compiled with the AVX2
+ * flags, and gemm_<family>_avx512.c with name##_avx512, compiled with the AVX-512 flags. In the
+ * latter the integer dot steps below use AVX-512 VNNI (vpdpbusd / vpdpwssd on 256-bit registers,
+ * EVEX-encoded, 32 registers), which give the very same int32 lanes as maddubs + madd (+ add)
+ * wherever maddubs does not saturate (every kernel states why it does not), so both levels give
+ * the same bits. MUSE_EMULATE_AVX512 (the `make emu512` test build on an AVX2 machine) takes the
+ * AVX-512 intrinsics from SIMDe instead of the CPU, so the AVX-512 kernels are tested where no
  * AVX-512 CPU is at hand.
  */
 #pragma once
@@ -24,10 +26,6 @@
 
 #if !defined(__AVX2__) || !defined(__FMA__) || !defined(__F16C__)
 #error "simd_avx2.h needs -mavx2 -mfma -mf16c (only *_avx2.c / *_avx512.c files get them)"
-#endif
-
-#ifndef MUSE_ISA_NAME
-#define MUSE_ISA_NAME(name) name##_avx2
 #endif
 
 #if (defined(__AVX512VNNI__) && defined(__AVX512VL__)) || defined(MUSE_EMULATE_AVX512)
@@ -186,11 +184,12 @@ MUSE_AVX2_INLINE float avx2_lanes_total(float start, __m256 v) {
 #define MUSE_AVX2_ROW_GROUPS(NY_MAX, CALL) MUSE_AVX2_ROW_GROUPS_WITH(NY_MAX, MUSE_AVX2_CALL_NY, CALL)
 
 /*
- * Define muse_gemm_<T>_avx2 (muse_gemm_fn) over a family's
+ * Define MUSE_ISA_NAME(muse_gemm_<T>) (muse_gemm_fn: muse_gemm_<T>_avx2 / _avx512) over a family's
  *     T_rows(int64_t nb, const char *w, size_t w_stride, int64_t n_rows, const char *act,
  *            size_t act_stride, const int ny, float *out, int64_t out_stride)
  * (n_rows weight rows of nb blocks of QK elements against ny activation rows): the activation
  * rows in MUSE_AVX2_ROW_GROUPS of at most NY_MAX. Declines rows that are not whole blocks.
+ * Each use carries a note naming the two symbols it defines, for grep.
  */
 #define MUSE_AVX2_GEMM_OF_ROWS(T, QK, NY_MAX)                                                               \
     bool MUSE_ISA_NAME(muse_gemm_##T)(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,    \

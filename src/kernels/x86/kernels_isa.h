@@ -1,22 +1,20 @@
 /*
- * kernels_isa.h - prototypes of the per-ISA kernels that kernels.c puts into the tables of
+ * kernels_isa.h - prototypes of the per-ISA x86 kernels that kernels.c puts into the tables of
  * kernels.h. Internal to src/kernels. Each kernel follows the muse_gemm_fn / muse_from_float_fn
- * contracts of kernels.h; the files are split by quant family and ISA:
- *   quantize_<isa>.c       activation quantizers (bit-identical to the reference ones)
- *   gemm_legacy_<isa>.c    Q8_0, Q4_0 (32-element blocks, Q8_0 activations)
- *   gemm_kquants_<isa>.c   Q4_K, Q5_K, Q6_K (Q8_K activations)
- *   gemm_iquants_<isa>.c   IQ2_XXS (Q8_K activations)
- *   gemm_iq23_<isa>.c      IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S (Q8_K activations)
- *   gemm_k23_<isa>.c       Q2_K, Q3_K (Q8_K activations)
- *   gemm_iq1_<isa>.c       IQ1_S, IQ1_M, TQ1_0, TQ2_0 (Q8_K activations)
- *   gemm_fp4_<isa>.c       MXFP4, NVFP4 (Q8_0 activations)
- *   gemm_q1_<isa>.c        Q1_0 (Q8_0 activations)
- *   gemm_legacy1_<isa>.c   Q4_1, Q5_1 (Q8_1 activations)
- *   gemm_iq4_<isa>.c       IQ4_XS (Q8_K activations)
- *   gemm_legacy5_<isa>.c   Q5_0, IQ4_NL (32-element blocks, Q8_0 activations)
- *   gemm_floats_<isa>.c    F32, F16, BF16
- *   (each gemm_*_avx512.c compiles its gemm_*_avx2.c with the AVX-512 flags: see simd_avx2.h)
- *   attn_<isa>.c           attention over an F16, F32 or Q8_0 KV cache
+ * contracts of kernels.h. The files of src/kernels/x86 (a file named *_avx2.c / *_avx512.c is
+ * compiled with that level's flags):
+ *   quantize_avx2.c        activation quantizers (bit-identical to the reference ones)
+ *   attn_avx2.c            attention over an F16, F32 or Q8_0 KV cache
+ *   gemm_<family>.inc      the matrix kernels of a quant family, one ISA-neutral body (its functions
+ *                          named through MUSE_ISA_NAME), built by gemm_<family>_avx2.c and
+ *                          gemm_<family>_avx512.c (see simd_avx2.h); the families follow the
+ *                          unpacking machinery, as ik_llama.cpp's iqk_gemm_<family> do:
+ *     gemm_legacy     Q8_0, Q4_0, Q5_0, IQ4_NL (Q8_0 activations), Q4_1, Q5_1 (Q8_1 activations)
+ *     gemm_kquants    Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS (Q8_K activations)
+ *     gemm_iquants    IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S (Q8_K activations)
+ *     gemm_1bit       IQ1_S, IQ1_M, TQ1_0, TQ2_0 (Q8_K activations), Q1_0 (Q8_0 activations)
+ *     gemm_fp4        MXFP4, NVFP4 (Q8_0 activations)
+ *     gemm_floats     F32, F16, BF16 (activations of the same type)
  */
 #pragma once
 
@@ -37,18 +35,23 @@ void muse_quantize_bf16_avx2(const float *x, void *y, int64_t n);
 
 void muse_act_q8K_perm8_avx2(void *q, int64_t n);
 
-// ---- AVX-512 (F/BW/VL/DQ + VNNI): the gemm_*_avx512.c twins of the gemm files, below ----
+// ---- AVX-512 (F/BW/VL/DQ + VNNI): the gemm_<family>_avx512.c builds, below ----
 void muse_act_q8K_perm8_avx512(void *q, int64_t n);
 
 
 /* The weight types with an x86 matrix kernel, muse_gemm_<t>_avx2 and its AVX-512 twin
- * muse_gemm_<t>_avx512 (one function serves both the 1-row gemv and the N-row gemm slots). */
-#define MUSE_X86_GEMM_TYPES(X) \
-    X(Q8_0, q8_0) X(Q4_0, q4_0) X(Q4_K, q4_K) X(Q5_K, q5_K) X(Q6_K, q6_K) X(IQ2_XXS, iq2_xxs) \
-    X(IQ3_XXS, iq3_xxs) X(IQ3_S, iq3_s) X(IQ4_XS, iq4_xs) X(Q5_0, q5_0) X(IQ4_NL, iq4_nl) X(Q2_K, q2_K) \
-    X(Q3_K, q3_K) X(IQ2_XS, iq2_xs) X(IQ2_S, iq2_s) X(Q4_1, q4_1) X(Q5_1, q5_1) X(IQ1_S, iq1_s) \
-    X(TQ2_0, tq2_0) X(IQ1_M, iq1_m) X(MXFP4, mxfp4) X(TQ1_0, tq1_0) X(F32, f32) X(F16, f16) \
-    X(BF16, bf16) X(NVFP4, nvfp4) X(Q1_0, q1_0)
+ * muse_gemm_<t>_avx512 (one function serves both the 1-row gemv and the N-row gemm slots), by
+ * family (the gemm_<family>.inc that defines them). */
+#define MUSE_X86_GEMM_TYPES(X)                                                                         \
+    /* gemm_legacy */ X(Q8_0, q8_0) X(Q4_0, q4_0) X(Q5_0, q5_0) X(IQ4_NL, iq4_nl) X(Q4_1, q4_1)        \
+    X(Q5_1, q5_1)                                                                                      \
+    /* gemm_kquants */ X(Q2_K, q2_K) X(Q3_K, q3_K) X(Q4_K, q4_K) X(Q5_K, q5_K) X(Q6_K, q6_K)           \
+    X(IQ4_XS, iq4_xs)                                                                                  \
+    /* gemm_iquants */ X(IQ2_XXS, iq2_xxs) X(IQ2_XS, iq2_xs) X(IQ2_S, iq2_s) X(IQ3_XXS, iq3_xxs)       \
+    X(IQ3_S, iq3_s)                                                                                    \
+    /* gemm_1bit */ X(IQ1_S, iq1_s) X(IQ1_M, iq1_m) X(TQ1_0, tq1_0) X(TQ2_0, tq2_0) X(Q1_0, q1_0)      \
+    /* gemm_fp4 */ X(MXFP4, mxfp4) X(NVFP4, nvfp4)                                                     \
+    /* gemm_floats */ X(F32, f32) X(F16, f16) X(BF16, bf16)
 #define MUSE_DECLARE_X86_GEMM(T, t) MUSE_DECLARE_GEMM(muse_gemm_##t##_avx2); MUSE_DECLARE_GEMM(muse_gemm_##t##_avx512);
 MUSE_X86_GEMM_TYPES(MUSE_DECLARE_X86_GEMM)
 

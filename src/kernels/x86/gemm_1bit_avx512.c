@@ -1,0 +1,7 @@
+/*
+ * gemm_1bit_avx512.c - the 1-bit kernels (IQ1_S, IQ1_M, TQ1_0, TQ2_0, Q1_0) of gemm_1bit.inc for
+ * the AVX-512 level: muse_gemm_<t>_avx512. The Makefile compiles *_avx512.c files with the AVX-512
+ * flags; the integer dot steps then run on VNNI, with the same bits as the AVX2 build (simd_avx2.h).
+ */
+#define MUSE_ISA_NAME(name) name##_avx512
+#include "kernels/x86/gemm_1bit.inc"

@@ -1,171 +1,122 @@
-/* weights.c - bind the Muse-Glimmer tensors of a parsed GGUF (weights.h). */
+/* weights.c - bind the Muse-Glimmer tensors of a parsed GGUF (weights.h) by walking the tensor table
+ * (tensors.h). */
 #include "model/weights.h"
 
-#include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
-#include "kernels/types.h"
-
-enum tensor_kind {
-    KIND_VECTOR, /* a 1-D f32 tensor (norm weight, bias, scale) */
-    KIND_MATRIX, /* a matmul weight: any type with a dot product */
-    KIND_EMBD,   /* a row-gathered table: any type with a dequantizer */
-};
-
-static int fmt_shape(char *buf, size_t size, const int64_t *ne, int n) {
-    int len = snprintf(buf, size, "{");
-    for (int i = 0; i < n; i++) len += snprintf(buf + len, size - (size_t)len, "%s%lld", i ? ", " : "", (long long)ne[i]);
-    return len + snprintf(buf + len, size - (size_t)len, "}");
-}
+#include "model/tensors.h"
 
 /*
- * Find `name` and check it against the expected shape {ne0} (ne1 == 0) or {ne0, ne1}; every
- * further dimension must be 1 (llama.cpp's rule). Absent and !required: w->data = NULL, OK.
+ * Where each entry of muse_glimmer_tensors binds: the offset of its struct muse_weight in struct
+ * muse_weights (global entries) or struct muse_layer_weights (per-layer entries); a scale entry
+ * binds its value (1.0 when absent) and its found flag instead.
  */
-static muse_status get_tensor(const struct muse_gguf *g, const char *name, bool required, enum tensor_kind kind,
-                              int64_t ne0, int64_t ne1, struct muse_weight *w, struct muse_error *err) {
-    memset(w, 0, sizeof *w);
-    const struct muse_gguf_tensor *t = muse_gguf_find_tensor(g, name);
-    if (!t) {
-        if (!required) return MUSE_OK;
-        return muse_error_set(err, MUSE_ERR_MISSING, "missing tensor '%s'", name);
-    }
-    int64_t want[MUSE_GGUF_MAX_DIMS] = {ne0, ne1 ? ne1 : 1, 1, 1};
-    int n_want = ne1 ? 2 : 1;
-    bool ok = true;
-    for (int i = 0; i < MUSE_GGUF_MAX_DIMS; i++) ok = ok && t->ne[i] == want[i];
-    if (!ok) {
-        char a[96], b[96];
-        fmt_shape(a, sizeof a, want, n_want);
-        fmt_shape(b, sizeof b, t->ne, (int)(t->n_dims ? t->n_dims : 1));
-        return muse_error_set(err, MUSE_ERR_SHAPE, "tensor '%s' has wrong shape: expected %s, found %s", name, a, b);
-    }
-    const struct muse_type_layout *lay = muse_type_layout_get(t->type);
-    const char *tname = lay ? lay->name : "?";
-    switch (kind) {
-    case KIND_VECTOR:
-        if (t->type != MUSE_TYPE_F32)
-            return muse_error_set(err, MUSE_ERR_SHAPE, "tensor '%s' has type %s, expected f32", name, tname);
-        break;
-    case KIND_MATRIX:
-        if (!muse_backend_type_supported((enum muse_type)t->type))
-            return muse_error_set(err, MUSE_ERR_UNSUPPORTED, "tensor '%s' has type %s, which has no matmul kernel", name, tname);
-        {
-            enum muse_type vt = muse_type_traits[t->type].vec_dot_type;
-            int64_t vb = muse_type_layouts[vt].block_size;
-            if (ne0 % lay->block_size || ne0 % vb)
-                return muse_error_set(err, MUSE_ERR_SHAPE,
-                                      "tensor '%s': row length %lld is not a multiple of the %s/%s block size", name,
-                                      (long long)ne0, tname, muse_type_layouts[vt].name);
-        }
-        break;
-    case KIND_EMBD:
-        if (!lay || !muse_type_traits[t->type].to_float)
-            return muse_error_set(err, MUSE_ERR_UNSUPPORTED, "tensor '%s' has type %s, which cannot be dequantized", name, tname);
-        if (ne0 % lay->block_size)
-            return muse_error_set(err, MUSE_ERR_SHAPE, "tensor '%s': row length %lld is not a multiple of the %s block size",
-                                  name, (long long)ne0, tname);
-        break;
-    }
-    w->data = t->data;
-    w->type = (enum muse_type)t->type;
-    w->ne0 = t->ne[0];
-    w->ne1 = t->ne[1];
-    w->row_size = muse_type_row_size(w->type, w->ne0);
-    w->name = t->name;
-    return MUSE_OK;
-}
+struct slot {
+    size_t weight;
+    size_t value, found; /* scale entries */
+};
+#define GLOBAL(f) {.weight = offsetof(struct muse_weights, f)}
+#define LAYER(f) {.weight = offsetof(struct muse_layer_weights, f)}
+#define GLOBAL_SCALE(v, f) {.value = offsetof(struct muse_weights, v), .found = offsetof(struct muse_weights, f)}
+#define LAYER_SCALE(v, f) {.value = offsetof(struct muse_layer_weights, v), .found = offsetof(struct muse_layer_weights, f)}
+static const struct slot slots[MUSE_GLIMMER_TENSOR_COUNT] = {
+    [MUSE_GLIMMER_TOKEN_EMBD] = GLOBAL(token_embd),
+    [MUSE_GLIMMER_ATTN_NORM] = LAYER(attn_norm),
+    [MUSE_GLIMMER_ATTN_QKV] = LAYER(wqkv),
+    [MUSE_GLIMMER_ATTN_QKV_BIAS] = LAYER(bqkv),
+    [MUSE_GLIMMER_ATTN_QKV_SCALE] = LAYER_SCALE(wqkv_scale, has_wqkv_scale),
+    [MUSE_GLIMMER_ATTN_Q] = LAYER(wq),
+    [MUSE_GLIMMER_ATTN_K] = LAYER(wk),
+    [MUSE_GLIMMER_ATTN_V] = LAYER(wv),
+    [MUSE_GLIMMER_ATTN_Q_BIAS] = LAYER(bq),
+    [MUSE_GLIMMER_ATTN_K_BIAS] = LAYER(bk),
+    [MUSE_GLIMMER_ATTN_V_BIAS] = LAYER(bv),
+    [MUSE_GLIMMER_ATTN_Q_SCALE] = LAYER_SCALE(wq_scale, has_wq_scale),
+    [MUSE_GLIMMER_ATTN_K_SCALE] = LAYER_SCALE(wk_scale, has_wk_scale),
+    [MUSE_GLIMMER_ATTN_V_SCALE] = LAYER_SCALE(wv_scale, has_wv_scale),
+    [MUSE_GLIMMER_ATTN_Q_NORM] = LAYER(attn_q_norm),
+    [MUSE_GLIMMER_ATTN_K_NORM] = LAYER(attn_k_norm),
+    [MUSE_GLIMMER_ATTN_GATE] = LAYER(attn_gate),
+    [MUSE_GLIMMER_ATTN_OUTPUT] = LAYER(wo),
+    [MUSE_GLIMMER_ATTN_OUTPUT_SCALE] = LAYER_SCALE(wo_scale, has_wo_scale),
+    [MUSE_GLIMMER_POST_ATTENTION_NORM] = LAYER(post_attention_norm),
+    [MUSE_GLIMMER_FFN_NORM] = LAYER(ffn_norm),
+    [MUSE_GLIMMER_FFN_GATE] = LAYER(ffn_gate),
+    [MUSE_GLIMMER_FFN_UP] = LAYER(ffn_up),
+    [MUSE_GLIMMER_FFN_DOWN] = LAYER(ffn_down),
+    [MUSE_GLIMMER_POST_FFW_NORM] = LAYER(post_ffw_norm),
+    [MUSE_GLIMMER_OUTPUT_NORM] = GLOBAL(output_norm),
+    [MUSE_GLIMMER_OUTPUT] = GLOBAL(output),
+    [MUSE_GLIMMER_OUTPUT_SCALE] = GLOBAL_SCALE(output_scale, has_output_scale),
+};
+#undef GLOBAL
+#undef LAYER
+#undef GLOBAL_SCALE
+#undef LAYER_SCALE
 
-/* Optional `<base>.scale` {1} f32: *value = its value, or 1.0 when absent. */
-static muse_status get_scale(const struct muse_gguf *g, const char *base, float *value, bool *found,
-                             struct muse_error *err) {
+/*
+ * Bind entry `id` of the table into `base` (a struct muse_weights, or the struct
+ * muse_layer_weights of layer il), unless its `when` says it is not looked at.
+ */
+static muse_status bind_entry(int id, char *base, uint32_t il, const int64_t *dims, const struct muse_gguf *g,
+                              struct muse_error *err) {
+    const struct muse_tensor_desc *d = &muse_glimmer_tensors[id];
+    const struct slot *s = &slots[id];
+    if (d->when != MUSE_TENSOR_ALWAYS) {
+        bool dep_present = ((const struct muse_weight *)(base + slots[d->dep].weight))->data != NULL;
+        if (dep_present != (d->when == MUSE_TENSOR_IF_PRESENT)) return MUSE_OK;
+    }
     char name[MUSE_GGUF_MAX_NAME + 16];
-    snprintf(name, sizeof name, "%s.scale", base);
+    muse_tensor_name(d, il, name, sizeof name);
+    int64_t ne[2];
+    int n_dims = muse_tensor_shape(d, dims, ne);
+    if (d->kind != MUSE_TENSOR_SCALE)
+        return muse_tensor_bind(g, d, name, n_dims, ne, (struct muse_weight *)(base + s->weight), err);
+    /* a scale: its value, or 1.0 when absent */
     struct muse_weight w;
-    muse_status st = get_tensor(g, name, false, KIND_VECTOR, 1, 0, &w, err);
+    muse_status st = muse_tensor_bind(g, d, name, n_dims, ne, &w, err);
+    float *value = (float *)(base + s->value);
+    bool *found = (bool *)(base + s->found);
     *value = 1.0f;
     *found = st == MUSE_OK && w.data;
     if (*found) memcpy(value, w.data, sizeof(float));
     return st;
 }
 
-static muse_status bind_layer(struct muse_layer_weights *l, uint32_t il, const struct muse_hparams *hp,
-                              const struct muse_gguf *g, struct muse_error *err) {
-    const int64_t n_embd = hp->n_embd;
-    const int64_t hd = muse_hparams_head_dim_k(hp, il);
-    const int64_t n_q = muse_hparams_n_embd_q(hp, il);
-    const int64_t n_k = muse_hparams_n_embd_k_gqa(hp, il);
-    const int64_t n_v = muse_hparams_n_embd_v_gqa(hp, il);
-    const int64_t n_ff = hp->n_ff[il];
-    char name[MUSE_GGUF_MAX_NAME + 16];
-    muse_status st;
-#define NAME(suffix) (snprintf(name, sizeof name, "blk.%u." suffix, il), name)
-#define GET(suffix, req, kind, a, b, dst) \
-    if ((st = get_tensor(g, NAME(suffix), req, kind, a, b, dst, err))) return st
-#define SCALE(base, v, f) \
-    if ((st = get_scale(g, NAME(base), v, f, err))) return st
-
-    GET("attn_norm.weight", true, KIND_VECTOR, n_embd, 0, &l->attn_norm);
-    GET("attn_qkv.weight", false, KIND_MATRIX, n_embd, n_q + n_k + n_v, &l->wqkv);
-    if (l->wqkv.data) {
-        GET("attn_qkv.bias", false, KIND_VECTOR, n_q + n_k + n_v, 0, &l->bqkv);
-        SCALE("attn_qkv.weight", &l->wqkv_scale, &l->has_wqkv_scale);
-    } else {
-        GET("attn_q.weight", true, KIND_MATRIX, n_embd, n_q, &l->wq);
-        GET("attn_k.weight", true, KIND_MATRIX, n_embd, n_k, &l->wk);
-        GET("attn_v.weight", true, KIND_MATRIX, n_embd, n_v, &l->wv);
-        GET("attn_q.bias", false, KIND_VECTOR, n_q, 0, &l->bq);
-        GET("attn_k.bias", false, KIND_VECTOR, n_k, 0, &l->bk);
-        GET("attn_v.bias", false, KIND_VECTOR, n_v, 0, &l->bv);
-        SCALE("attn_q.weight", &l->wq_scale, &l->has_wq_scale);
-        SCALE("attn_k.weight", &l->wk_scale, &l->has_wk_scale);
-        SCALE("attn_v.weight", &l->wv_scale, &l->has_wv_scale);
-    }
-    GET("attn_q_norm.weight", true, KIND_VECTOR, hd, 0, &l->attn_q_norm);
-    GET("attn_k_norm.weight", true, KIND_VECTOR, hd, 0, &l->attn_k_norm);
-    GET("attn_gate.weight", true, KIND_MATRIX, n_embd, n_q, &l->attn_gate);
-    GET("attn_output.weight", true, KIND_MATRIX, n_q, n_embd, &l->wo);
-    SCALE("attn_output.weight", &l->wo_scale, &l->has_wo_scale);
-    GET("post_attention_norm.weight", true, KIND_VECTOR, n_embd, 0, &l->post_attention_norm);
-    GET("ffn_norm.weight", true, KIND_VECTOR, n_embd, 0, &l->ffn_norm);
-    GET("ffn_gate.weight", true, KIND_MATRIX, n_embd, n_ff, &l->ffn_gate);
-    GET("ffn_up.weight", true, KIND_MATRIX, n_embd, n_ff, &l->ffn_up);
-    GET("ffn_down.weight", true, KIND_MATRIX, n_ff, n_embd, &l->ffn_down);
-    GET("post_ffw_norm.weight", true, KIND_VECTOR, n_embd, 0, &l->post_ffw_norm);
-    /* attn_gate.scale and ffn_{gate,up,down}.scale: ignored, as llama.cpp's graph ignores them */
-#undef NAME
-#undef GET
-#undef SCALE
-    return MUSE_OK;
-}
-
 muse_status muse_weights_bind(struct muse_weights *w, const struct muse_hparams *hp, const struct muse_gguf *g,
                               struct muse_error *err) {
     muse_status st;
     memset(w, 0, sizeof *w);
-    const struct muse_gguf_tensor *te = muse_gguf_find_tensor(g, "token_embd.weight");
-    if (!te) return muse_error_set(err, MUSE_ERR_MISSING, "missing tensor 'token_embd.weight'");
+    const char *te_name = muse_glimmer_tensors[MUSE_GLIMMER_TOKEN_EMBD].name;
+    const struct muse_gguf_tensor *te = muse_gguf_find_tensor(g, te_name);
+    if (!te) return muse_error_set(err, MUSE_ERR_MISSING, "missing tensor '%s'", te_name);
     if (hp->n_vocab && te->ne[1] != (int64_t)hp->n_vocab && te->ne[0] == (int64_t)hp->n_embd)
         return muse_error_set(err, MUSE_ERR_SHAPE,
-                              "vocabulary mismatch: tokenizer.ggml.tokens has %u entries but tensor 'token_embd.weight' has %lld rows",
-                              hp->n_vocab, (long long)te->ne[1]);
+                              "vocabulary mismatch: tokenizer.ggml.tokens has %u entries but tensor '%s' has %lld rows",
+                              hp->n_vocab, te_name, (long long)te->ne[1]);
     int64_t n_vocab = hp->n_vocab ? (int64_t)hp->n_vocab : te->ne[1];
     if (n_vocab <= 0 || n_vocab > INT32_MAX)
         return muse_error_set(err, MUSE_ERR_FORMAT, "bad vocabulary size %lld", (long long)n_vocab);
     w->n_vocab = n_vocab;
-    if ((st = get_tensor(g, "token_embd.weight", true, KIND_EMBD, hp->n_embd, n_vocab, &w->token_embd, err))) goto fail;
-    if ((st = get_tensor(g, "output_norm.weight", true, KIND_VECTOR, hp->n_embd, 0, &w->output_norm, err))) goto fail;
-    if ((st = get_tensor(g, "output.weight", true, KIND_MATRIX, hp->n_embd, n_vocab, &w->output, err))) goto fail;
-    if ((st = get_scale(g, "output.weight", &w->output_scale, &w->has_output_scale, err))) goto fail;
+    int64_t dims[MUSE_GLIMMER_DIM_COUNT];
+    /* the global entries first (their dimensions are the same for every layer), then layer by layer */
+    muse_glimmer_dims(dims, hp, 0, n_vocab);
+    for (int id = 0; id < MUSE_GLIMMER_TENSOR_COUNT; id++)
+        if (!muse_glimmer_tensors[id].per_layer && (st = bind_entry(id, (char *)w, 0, dims, g, err))) goto fail;
     w->layers = calloc(hp->n_layer, sizeof *w->layers);
     if (!w->layers) {
         st = muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
         goto fail;
     }
-    for (uint32_t il = 0; il < hp->n_layer; il++)
-        if ((st = bind_layer(&w->layers[il], il, hp, g, err))) goto fail;
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        muse_glimmer_dims(dims, hp, il, n_vocab);
+        for (int id = 0; id < MUSE_GLIMMER_TENSOR_COUNT; id++)
+            if (muse_glimmer_tensors[id].per_layer && (st = bind_entry(id, (char *)&w->layers[il], il, dims, g, err)))
+                goto fail;
+    }
     return MUSE_OK;
 fail:
     muse_weights_free(w);

@@ -1,9 +1,11 @@
 /*
  * weights.h - the Muse-Glimmer tensors as read-only views into the mapped GGUF
- * (text-model.md section 4): every tensor found by name with its shape and type checked.
- * Optional variants handled as llama.cpp does: fused QKV (+ bias) instead of Q/K/V, Q/K/V
- * biases, and per-tensor `.scale` scalars (applied for attn_q/k/v/qkv, attn_output and output;
- * attn_gate.scale and ffn_*.scale are ignored like llama.cpp's muse-glimmer graph does).
+ * (text-model.md section 4): every tensor found by name with its shape and type checked. The
+ * tensors, their shapes and which are optional are the table muse_glimmer_tensors
+ * (model/tensors.h); binding walks it. Optional variants handled as llama.cpp does: fused QKV
+ * (+ bias) instead of Q/K/V, Q/K/V biases, and per-tensor `.scale` scalars (applied for
+ * attn_q/k/v/qkv, attn_output and output; attn_gate.scale and ffn_*.scale are ignored like
+ * llama.cpp's muse-glimmer graph does).
  */
 #pragma once
 

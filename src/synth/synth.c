@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "model/tensors.h"
 
 /* HF output_multiplier of the 30B, 1/sqrt(6656/256); every synthetic file uses it (as the goldens
  * do); the output matrix's std compensates for other widths. Keep in sync with synth_write.c. */
@@ -224,74 +225,83 @@ static muse_status validate_dims(const struct muse_synth_config *cfg, struct mus
     return MUSE_OK;
 }
 
-struct plan_builder {
-    const struct muse_synth_config *cfg;
-    struct muse_synth_tensor *t;
-    size_t n;
-};
-
-static void add_tensor(struct plan_builder *b, int il, const char *base, int64_t ne0, int64_t ne1, float mean,
-                       float std) {
-    struct muse_synth_tensor *t = &b->t[b->n++];
-    if (il >= 0)
-        snprintf(t->name, sizeof(t->name), "blk.%d.%s.weight", il, base);
-    else
-        snprintf(t->name, sizeof(t->name), "%s.weight", base);
-    t->n_dims = ne1 ? 2 : 1;
-    t->ne[0] = ne0;
-    t->ne[1] = ne1 ? ne1 : 1;
-    t->type = ne1 ? matrix_type(b->cfg, t->name) : MUSE_TYPE_F32; /* 1-D tensors (norms) are always F32 */
-    t->mean = mean;
-    t->std = std;
+/*
+ * The value recipe (golden/text/README.md "Value scales"): what the values of table entry `id`
+ * are drawn from, mean + std * N(0, 1). ne0 = the tensor's row length.
+ */
+static void value_scale(const struct muse_synth_config *cfg, int id, int64_t ne0, float *mean, float *std) {
+    const bool cond = cfg->values == MUSE_SYNTH_VALUES_CONDITIONED;
+    const float post = cond ? 0.15f : 1.0f; /* post-attention / post-FFN norm factor */
+    const float ffn_norm = cond ? 0.25f : 1.0f;
+    switch (id) {
+    case MUSE_GLIMMER_TOKEN_EMBD: *mean = 0.0f, *std = cond ? 0.05f : 1.0f; break;
+    case MUSE_GLIMMER_ATTN_Q_NORM: *mean = QK_SCALE_FACTOR, *std = 0.1f; break;
+    case MUSE_GLIMMER_POST_ATTENTION_NORM:
+    case MUSE_GLIMMER_POST_FFW_NORM: *mean = post, *std = 0.1f * post; break;
+    case MUSE_GLIMMER_FFN_NORM: *mean = ffn_norm, *std = 0.1f * ffn_norm; break;
+    /* pre-softcap logits of std ~4: |h| ~ sqrt(n_embd) after the final norm */
+    case MUSE_GLIMMER_OUTPUT: *mean = 0.0f, *std = (float)(4.0 / (sqrt((double)ne0) * LOGIT_SCALE)); break;
+    default:
+        if (muse_glimmer_tensors[id].kind == MUSE_TENSOR_MATRIX)
+            *mean = 0.0f, *std = 0.02f; /* hidden matrices */
+        else
+            *mean = 1.0f, *std = 0.1f; /* attn_norm, attn_k_norm, output_norm */
+    }
 }
 
+static void add_tensor(const struct muse_synth_config *cfg, const int64_t *dims, int id, uint32_t il,
+                       struct muse_synth_tensor *t) {
+    const struct muse_tensor_desc *d = &muse_glimmer_tensors[id];
+    muse_tensor_name(d, il, t->name, sizeof(t->name));
+    t->n_dims = (uint32_t)muse_tensor_shape(d, dims, t->ne);
+    t->type = t->n_dims == 2 ? matrix_type(cfg, t->name) : MUSE_TYPE_F32; /* 1-D tensors (norms) are always F32 */
+    value_scale(cfg, id, t->ne[0], &t->mean, &t->std);
+}
+
+/*
+ * The tensors a converter writes (the table's required entries) in file order: the global
+ * entries before the per-layer run, every layer's, then the global entries after the run.
+ */
 muse_status muse_synth_plan(const struct muse_synth_config *cfg, struct muse_synth_tensor **out, size_t *n_out,
                             struct muse_error *err) {
     *out = NULL;
     *n_out = 0;
     muse_status st = validate_dims(cfg, err);
     if (st) return st;
-    size_t n_max = 3 + 14 * (size_t)cfg->n_layer;
-    struct plan_builder b = {cfg, calloc(n_max, sizeof(struct muse_synth_tensor)), 0};
-    if (!b.t) return muse_error_set(err, MUSE_ERR_NOMEM, "synth: out of memory");
-    bool cond = cfg->values == MUSE_SYNTH_VALUES_CONDITIONED;
-    int64_t e = cfg->n_embd, nq = (int64_t)cfg->n_head * cfg->head_dim, nkv = (int64_t)cfg->n_head_kv * cfg->head_dim;
-    const float w = 0.02f;                          /* hidden matrices */
-    const float post = cond ? 0.15f : 1.0f;         /* post-attention / post-FFN norm factor */
-    const float ffn_norm = cond ? 0.25f : 1.0f;
-    add_tensor(&b, -1, "token_embd", e, cfg->n_vocab, 0.0f, cond ? 0.05f : 1.0f);
-    for (int il = 0; il < cfg->n_layer; il++) {
-        add_tensor(&b, il, "attn_norm", e, 0, 1.0f, 0.1f);
-        add_tensor(&b, il, "attn_q", e, nq, 0.0f, w);
-        add_tensor(&b, il, "attn_k", e, nkv, 0.0f, w);
-        add_tensor(&b, il, "attn_v", e, nkv, 0.0f, w);
-        add_tensor(&b, il, "attn_q_norm", cfg->head_dim, 0, QK_SCALE_FACTOR, 0.1f);
-        add_tensor(&b, il, "attn_k_norm", cfg->head_dim, 0, 1.0f, 0.1f);
-        add_tensor(&b, il, "attn_gate", e, nq, 0.0f, w);
-        add_tensor(&b, il, "attn_output", nq, e, 0.0f, w);
-        add_tensor(&b, il, "post_attention_norm", e, 0, post, 0.1f * post);
-        add_tensor(&b, il, "ffn_norm", e, 0, ffn_norm, 0.1f * ffn_norm);
-        add_tensor(&b, il, "ffn_gate", e, cfg->n_ff, 0.0f, w);
-        add_tensor(&b, il, "ffn_up", e, cfg->n_ff, 0.0f, w);
-        add_tensor(&b, il, "ffn_down", cfg->n_ff, e, 0.0f, w);
-        add_tensor(&b, il, "post_ffw_norm", e, 0, post, 0.1f * post);
+    const struct muse_tensor_desc *tab = muse_glimmer_tensors;
+    size_t n_global = 0, n_layer = 0;
+    for (int id = 0; id < MUSE_GLIMMER_TENSOR_COUNT; id++)
+        if (!tab[id].optional) tab[id].per_layer ? n_layer++ : n_global++;
+    struct muse_synth_tensor *t = calloc(n_global + n_layer * (size_t)cfg->n_layer, sizeof(struct muse_synth_tensor));
+    if (!t) return muse_error_set(err, MUSE_ERR_NOMEM, "synth: out of memory");
+    int64_t dims[MUSE_GLIMMER_DIM_COUNT];
+    muse_glimmer_dims_uniform(dims, cfg->n_embd, cfg->n_vocab, cfg->n_head, cfg->n_head_kv, cfg->head_dim, cfg->n_ff);
+    size_t n = 0;
+    bool layers_done = false;
+    for (int id = 0; id < MUSE_GLIMMER_TENSOR_COUNT; id++) {
+        if (tab[id].optional || (tab[id].per_layer && layers_done)) continue;
+        if (!tab[id].per_layer) {
+            add_tensor(cfg, dims, id, 0, &t[n++]);
+            continue;
+        }
+        for (int32_t il = 0; il < cfg->n_layer; il++) /* the whole per-layer run, layer by layer */
+            for (int j = id; j < MUSE_GLIMMER_TENSOR_COUNT && tab[j].per_layer; j++)
+                if (!tab[j].optional) add_tensor(cfg, dims, j, (uint32_t)il, &t[n++]);
+        layers_done = true;
     }
-    add_tensor(&b, -1, "output_norm", e, 0, 1.0f, 0.1f);
-    /* pre-softcap logits of std ~4: |h| ~ sqrt(n_embd) after the final norm */
-    add_tensor(&b, -1, "output", e, cfg->n_vocab, 0.0f, (float)(4.0 / (sqrt((double)e) * LOGIT_SCALE)));
-    for (size_t i = 0; i < b.n; i++) {
-        const struct muse_type_layout *l = muse_type_layout_get(b.t[i].type);
-        if (b.t[i].ne[0] % l->block_size) {
+    for (size_t i = 0; i < n; i++) {
+        const struct muse_type_layout *l = muse_type_layout_get(t[i].type);
+        if (t[i].ne[0] % l->block_size) {
             st = muse_error_set(err, MUSE_ERR_INVALID_ARG,
                                 "%s: row length %lld is not a multiple of the %s block size %lld (choose another "
                                 "type with --types or other dimensions)",
-                                b.t[i].name, (long long)b.t[i].ne[0], l->name, (long long)l->block_size);
-            free(b.t);
+                                t[i].name, (long long)t[i].ne[0], l->name, (long long)l->block_size);
+            free(t);
             return st;
         }
     }
-    *out = b.t;
-    *n_out = b.n;
+    *out = t;
+    *n_out = n;
     return MUSE_OK;
 }
 

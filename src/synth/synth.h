@@ -1,8 +1,8 @@
 /*
  * synth.h - the recipe for synthetic Muse-Glimmer GGUF files (`muse synth`): presets, per-tensor
- * type rules, the tensor list with the shapes of ../shared/spec/text-model.md §4, the value-scale
- * recipe of ../shared/golden/text/README.md, a working byte-level BPE vocabulary and the streaming
- * write. Everything is deterministic: the vocabulary depends only on n_vocab, the weights only on
+ * type rules, the tensor list (the required entries of the tensor table model/tensors.h, spec
+ * ../shared/spec/text-model.md §4) with the config's shapes, the value-scale recipe of
+ * ../shared/golden/text/README.md, a working byte-level BPE vocabulary and the streaming write. Everything is deterministic: the vocabulary depends only on n_vocab, the weights only on
  * the config (seed included).
  *
  * A file is written in one pass through the GGUF streaming writer: the metadata (vocabulary

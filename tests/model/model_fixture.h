@@ -1,7 +1,8 @@
 /*
  * model_fixture.h - writes small synthetic Muse-Glimmer GGUF files with chosen metadata for the
- * model tests (header-only, static functions; used by tests/model/test_*.c). Values are seeded
- * normal draws; matrices may be F32 or Q8_0.
+ * model tests (header-only, static functions; used by tests/model/test_*.c). The tensors are the
+ * required entries of the tensor table (model/tensors.h) plus the optional variants a spec asks
+ * for. Values are seeded normal draws; matrices may be F32 or Q8_0.
  */
 #pragma once
 
@@ -13,6 +14,7 @@
 
 #include "gguf/gguf.h"
 #include "kernels/types.h"
+#include "model/tensors.h"
 
 enum fx_pattern {
     FX_PATTERN_BOOL_ARRAY, /* bool[n_layer] from `swa` */
@@ -64,41 +66,51 @@ static double fx_normal(uint64_t *st) {
     return sqrt(-2.0 * log(u[0])) * cos(6.283185307179586 * u[1]);
 }
 
+#define FX_MAX_TENSORS (17 * MUSE_GLIMMER_TENSOR_COUNT) /* the globals and up to 16 layers, variants included */
+
+/* A tensor of the base list: a required entry of the Muse-Glimmer table for one layer. */
 struct fx_tensor {
     char name[64];
+    int id;           /* enum muse_glimmer_tensor */
+    uint32_t il;      /* the layer of a per-layer entry */
     int64_t ne0, ne1; /* ne1 == 0: a vector */
     double mean, std;
     bool matrix;
 };
 
-static int fx_tensors(const struct fx_spec *s, struct fx_tensor *t) {
-    int n = 0;
-    const int64_t E = s->n_embd, Q = (int64_t)s->n_head * s->head_dim, K = (int64_t)s->n_head_kv * s->head_dim;
-#define T(nm, a, b, m, sd, mat) \
-    do { snprintf(t[n].name, sizeof t[n].name, "%s", nm); t[n].ne0 = a; t[n].ne1 = b; t[n].mean = m; t[n].std = sd; t[n].matrix = mat; n++; } while (0)
-    T("token_embd.weight", E, s->n_vocab, 0, 1, true);
-    T("output_norm.weight", E, 0, 1, 0.1, false);
-    T("output.weight", E, s->n_vocab, 0, 0.5, true);
-    char nm[64];
-    for (int il = 0; il < s->n_layer; il++) {
-#define L(sfx, a, b, m, sd, mat) do { snprintf(nm, sizeof nm, "blk.%d." sfx, il); T(nm, a, b, m, sd, mat); } while (0)
-        L("attn_norm.weight", E, 0, 1, 0.1, false);
-        L("attn_q.weight", E, Q, 0, 1 / sqrt((double)E), true);
-        L("attn_k.weight", E, K, 0, 1 / sqrt((double)E), true);
-        L("attn_v.weight", E, K, 0, 1 / sqrt((double)E), true);
-        L("attn_q_norm.weight", s->head_dim, 0, 1.5, 0.1, false);
-        L("attn_k_norm.weight", s->head_dim, 0, 1, 0.1, false);
-        L("attn_gate.weight", E, Q, 0, 1 / sqrt((double)E), true);
-        L("attn_output.weight", Q, E, 0, 1 / sqrt((double)Q), true);
-        L("post_attention_norm.weight", E, 0, 0.3, 0.03, false);
-        L("ffn_norm.weight", E, 0, 1, 0.1, false);
-        L("ffn_gate.weight", E, s->n_ff, 0, 1 / sqrt((double)E), true);
-        L("ffn_up.weight", E, s->n_ff, 0, 1 / sqrt((double)E), true);
-        L("ffn_down.weight", s->n_ff, E, 0, 1 / sqrt((double)s->n_ff), true);
-        L("post_ffw_norm.weight", E, 0, 0.3, 0.03, false);
-#undef L
+/* The fixture's value recipe: mean + std * N(0, 1) of table entry `id` (ne0 = its row length). */
+static void fx_values(int id, int64_t ne0, double *mean, double *std) {
+    *mean = 0, *std = 1;
+    switch (id) {
+    case MUSE_GLIMMER_TOKEN_EMBD: break;
+    case MUSE_GLIMMER_OUTPUT: *std = 0.5; break;
+    case MUSE_GLIMMER_ATTN_Q_NORM: *mean = 1.5, *std = 0.1; break;
+    case MUSE_GLIMMER_POST_ATTENTION_NORM:
+    case MUSE_GLIMMER_POST_FFW_NORM: *mean = 0.3, *std = 0.03; break;
+    default:
+        if (muse_glimmer_tensors[id].kind == MUSE_TENSOR_MATRIX) *std = 1 / sqrt((double)ne0);
+        else *mean = 1, *std = 0.1; /* the other norms */
     }
-#undef T
+}
+
+/* The base list: the table's required entries, the global ones first, then layer by layer. */
+static int fx_tensors(const struct fx_spec *s, struct fx_tensor *t) {
+    int64_t dims[MUSE_GLIMMER_DIM_COUNT];
+    muse_glimmer_dims_uniform(dims, s->n_embd, s->n_vocab, s->n_head, s->n_head_kv, s->head_dim, s->n_ff);
+    int n = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int il = 0; il < (pass ? s->n_layer : 1); il++)
+            for (int id = 0; id < MUSE_GLIMMER_TENSOR_COUNT; id++) {
+                const struct muse_tensor_desc *d = &muse_glimmer_tensors[id];
+                if (d->optional || d->per_layer != (pass == 1)) continue;
+                struct fx_tensor *x = &t[n++];
+                int64_t ne[2];
+                muse_tensor_name(d, (uint32_t)il, x->name, sizeof x->name);
+                bool two_d = muse_tensor_shape(d, dims, ne) == 2;
+                x->id = id, x->il = (uint32_t)il, x->ne0 = ne[0], x->ne1 = two_d ? ne[1] : 0;
+                x->matrix = d->kind == MUSE_TENSOR_MATRIX || d->kind == MUSE_TENSOR_ROWS;
+                fx_values(id, ne[0], &x->mean, &x->std);
+            }
     return n;
 }
 
@@ -151,9 +163,9 @@ static bool fx_write(const char *path, const struct fx_spec *s) {
 #undef KEY
 #undef OMIT
     /* every base tensor's values first (one RNG stream, independent of the optional layout) */
-    static struct fx_tensor t[8 + 16 * 14];
+    static struct fx_tensor t[FX_MAX_TENSORS];
     int n = fx_tensors(s, t);
-    float *vals[8 + 16 * 14];
+    float *vals[FX_MAX_TENSORS];
     uint64_t rng = s->seed * 0x9E3779B97F4A7C15ull + 7;
     for (int i = 0; i < n; i++) {
         bool bad = s->bad_tensor && !strcmp(s->bad_tensor, t[i].name);
@@ -164,42 +176,41 @@ static bool fx_write(const char *path, const struct fx_spec *s) {
     }
     /* the tensors as written: name, shape, values (owned or borrowed), matrix or not */
     struct out { char name[80]; int64_t ne0, ne1; float *v; bool own, matrix; };
-    static struct out o[8 + 16 * 20];
+    static struct out o[FX_MAX_TENSORS];
     int no = 0;
     for (int i = 0; i < n; i++) {
         if (s->omit_tensor && !strcmp(s->omit_tensor, t[i].name)) continue;
-        const char *sfx = strchr(t[i].name, '.') ? strchr(t[i].name, '.') + 1 : t[i].name;
-        if (!strncmp(t[i].name, "blk.", 4)) sfx = strchr(sfx, '.') + 1; /* after "blk.N." */
-        char base[64];
-        snprintf(base, sizeof base, "%.*s", (int)(sfx - t[i].name), t[i].name); /* "blk.N." */
-        if (s->fused_qkv && (!strcmp(sfx, "attn_k.weight") || !strcmp(sfx, "attn_v.weight"))) continue;
+        const int id = t[i].id;
+        if (s->fused_qkv && (id == MUSE_GLIMMER_ATTN_K || id == MUSE_GLIMMER_ATTN_V)) continue;
         struct out *x = &o[no++];
         snprintf(x->name, sizeof x->name, "%.63s", t[i].name);
         x->ne0 = t[i].ne0, x->ne1 = t[i].ne1, x->v = vals[i], x->own = false, x->matrix = t[i].matrix;
-        if (s->fused_qkv && !strcmp(sfx, "attn_q.weight")) { /* t[i+1], t[i+2] are attn_k, attn_v */
+        if (s->fused_qkv && id == MUSE_GLIMMER_ATTN_Q) { /* t[i+1], t[i+2] are attn_k, attn_v (table order) */
             int64_t r = t[i].ne1 + t[i + 1].ne1 + t[i + 2].ne1;
             x->v = malloc(sizeof(float) * (size_t)(t[i].ne0 * r));
             x->own = true;
             memcpy(x->v, vals[i], sizeof(float) * (size_t)(t[i].ne0 * t[i].ne1));
             memcpy(x->v + t[i].ne0 * t[i].ne1, vals[i + 1], sizeof(float) * (size_t)(t[i].ne0 * t[i + 1].ne1));
             memcpy(x->v + t[i].ne0 * (t[i].ne1 + t[i + 1].ne1), vals[i + 2], sizeof(float) * (size_t)(t[i].ne0 * t[i + 2].ne1));
-            snprintf(x->name, sizeof x->name, "%sattn_qkv.weight", base);
+            muse_tensor_name(&muse_glimmer_tensors[MUSE_GLIMMER_ATTN_QKV], t[i].il, x->name, sizeof x->name);
             x->ne1 = r;
         }
-        if (s->q_bias != 0 && !strcmp(sfx, "attn_q.weight")) {
+        if (s->q_bias != 0 && id == MUSE_GLIMMER_ATTN_Q) {
             struct out *b = &o[no++];
-            snprintf(b->name, sizeof b->name, "%.32s%s", base, s->fused_qkv ? "attn_qkv.bias" : "attn_q.bias");
+            int bias = s->fused_qkv ? MUSE_GLIMMER_ATTN_QKV_BIAS : MUSE_GLIMMER_ATTN_Q_BIAS;
+            muse_tensor_name(&muse_glimmer_tensors[bias], t[i].il, b->name, sizeof b->name);
             b->ne0 = s->fused_qkv ? o[no - 2].ne1 : t[i].ne1, b->ne1 = 0, b->own = true, b->matrix = false;
             b->v = calloc((size_t)b->ne0, sizeof(float));
             for (int64_t j = 0; j < t[i].ne1; j++) b->v[j] = s->q_bias;
         }
-        if (s->wo_scale > 0 && !strcmp(sfx, "attn_output.weight")) {
+        if (s->wo_scale > 0 && id == MUSE_GLIMMER_ATTN_OUTPUT) {
             size_t cnt = (size_t)(t[i].ne0 * t[i].ne1);
             x->v = malloc(sizeof(float) * cnt);
             x->own = true;
             for (size_t j = 0; j < cnt; j++) x->v[j] = vals[i][j] / s->wo_scale;
         }
-        float sc = !strcmp(sfx, "attn_output.weight") ? s->wo_scale : !strcmp(sfx, "attn_gate.weight") ? s->gate_scale : 0;
+        /* attn_gate.weight.scale is not in the table (llama.cpp ignores it): its name is spelled here */
+        float sc = id == MUSE_GLIMMER_ATTN_OUTPUT ? s->wo_scale : id == MUSE_GLIMMER_ATTN_GATE ? s->gate_scale : 0;
         if (sc > 0) {
             struct out *c = &o[no++];
             snprintf(c->name, sizeof c->name, "%.63s.scale", t[i].name);

@@ -1,4 +1,12 @@
-/* sched.c - slots, queue and the per-slot generation loop. */
+/*
+ * sched.c - slots, queue and the per-slot generation loop (the contract: sched.h).
+ *
+ * Ownership in brief: the scheduler owns its slots (each: the adapter slot, the token mirror, the
+ * worker thread, the condition the worker sleeps on) and the queue's storage; it borrows the
+ * adapter and the metrics. Jobs are shared by reference count (sched.h). The only state two
+ * threads touch is the queue and the slots' `job` / `last_used` (under s->mu), a job's outputs
+ * (under job->mu) and a job's cancel flag (atomic).
+ */
 #include "server/sched.h"
 
 #include <cJSON.h>
@@ -16,19 +24,20 @@
 struct slot {
     struct muse_srv_sched *s;
     int idx;
-    void *es;               /* the engine's slot */
-    int32_t *cache;         /* [n_ctx] tokens now in the engine slot's KV cache */
+    void *es;               /* the adapter's slot: used by this slot's worker only */
+    int32_t *cache;         /* [n_ctx] token ids now in the adapter slot's KV cache: written by the worker
+                               while it holds a job, read by submit only while the slot is idle */
     int n_cache;
-    struct muse_srv_job *job; /* assigned job (under s->mu) */
-    uint64_t last_used;
+    struct muse_srv_job *job; /* assigned job, NULL when idle (under s->mu); the scheduler's reference */
+    uint64_t last_used;     /* s->tick when its last job ended (under s->mu): least recently used wins ties */
     pthread_t th;
-    bool th_started;
-    pthread_cond_t cv;
+    bool th_started;        /* th was created and must be joined */
+    pthread_cond_t cv;      /* the worker waits here (with s->mu) for a job or for stopping */
 };
 
 struct muse_srv_sched {
-    const struct muse_srv_engine *eng;
-    struct muse_srv_engine_info info;
+    const struct muse_srv_adapter *ad; /* borrowed */
+    struct muse_srv_adapter_info info;
     struct muse_srv_metrics *metrics;
     pthread_mutex_t mu;
     struct slot *slots; /* [n_slots] */
@@ -50,7 +59,7 @@ struct muse_srv_job *muse_srv_job_new(void) {
     pthread_cond_init(&job->cv, NULL);
     job->n_predict = -1;
     job->slot = -1;
-    job->sp.top_p = 1.0f;
+    job->sp = muse_sampler_default_params();
     atomic_init(&job->cancel, false);
     atomic_init(&job->refs, 1);
     return job;
@@ -247,12 +256,13 @@ static bool record_token(struct muse_srv_job *job, int32_t tok, const struct mus
     return true;
 }
 
-/* Evaluate toks in the slot and mirror them in its cache; on failure the slot cache is dropped. */
+/* Evaluate toks in the slot and mirror them in its cache; on failure the slot's cache is dropped
+ * (the request ends with an error; the next one starts cold). */
 static muse_status slot_eval(struct slot *sl, const int32_t *toks, int n, struct muse_error *err) {
-    const struct muse_srv_engine *eng = sl->s->eng;
-    muse_status st = eng->ops->slot_eval(sl->es, toks, n, err);
+    const struct muse_srv_adapter *ad = sl->s->ad;
+    muse_status st = ad->ops->slot_eval(sl->es, toks, n, err);
     if (st != MUSE_OK) {
-        sl->n_cache = eng->ops->slot_keep(sl->es, 0);
+        sl->n_cache = ad->ops->slot_keep(sl->es, 0).n_kept;
         return st;
     }
     memcpy(sl->cache + sl->n_cache, toks, (size_t)n * sizeof *toks);
@@ -262,7 +272,7 @@ static muse_status slot_eval(struct slot *sl, const int32_t *toks, int n, struct
 
 static void run_job(struct slot *sl, struct muse_srv_job *job) {
     struct muse_srv_sched *s = sl->s;
-    const struct muse_srv_engine *eng = s->eng;
+    const struct muse_srv_adapter *ad = s->ad;
     struct muse_error err = {0};
     struct gen g = {.job = job};
     struct muse_srv_prob *probs = NULL;
@@ -282,10 +292,11 @@ static void run_job(struct slot *sl, struct muse_srv_job *job) {
         goto done;
     }
 
-    /* prompt cache: keep the common prefix (as far as the engine can rewind), evaluate the rest */
-    int keep = muse_srv_common_prefix(sl->cache, sl->n_cache, job->prompt, job->n_prompt);
-    if (keep >= job->n_prompt) keep = job->n_prompt - 1; /* re-evaluate one token for fresh logits */
-    sl->n_cache = eng->ops->slot_keep(sl->es, keep);
+    /* prompt cache: keep the common prefix (as far as the adapter can rewind), evaluate the rest */
+    struct muse_session_keep kept =
+        ad->ops->slot_keep(sl->es, muse_session_reuse_len(sl->cache, sl->n_cache, job->prompt, job->n_prompt));
+    sl->n_cache = kept.n_kept;
+    if (s->metrics) muse_srv_metrics_keep(s->metrics, &kept);
     pthread_mutex_lock(&job->mu);
     job->n_cached = sl->n_cache;
     pthread_mutex_unlock(&job->mu);
@@ -320,19 +331,21 @@ static void run_job(struct slot *sl, struct muse_srv_job *job) {
         job_finish(job, MUSE_SRV_FINISH_ERROR, "out of memory");
         goto done;
     }
-    uint64_t rng = job->sp.seed;
+    if (ad->ops->slot_begin(sl->es, &job->sp, &err) != MUSE_OK) {
+        job_finish(job, MUSE_SRV_FINISH_ERROR, err.msg);
+        goto done;
+    }
     for (;;) {
         if (atomic_load(&job->cancel)) { fin = MUSE_SRV_FINISH_CANCELLED; break; }
         if (job->n_predict >= 0 && job->n_out >= job->n_predict) { fin = MUSE_SRV_FINISH_LENGTH; break; }
         int32_t tok;
-        if (eng->ops->slot_sample(sl->es, &job->sp, job->out_toks, job->n_out, &rng, job->n_probs, probs, &tok,
-                                  &err) != MUSE_OK) {
+        if (ad->ops->slot_sample(sl->es, job->n_probs, probs, &tok, &err) != MUSE_OK) {
             fin = MUSE_SRV_FINISH_ERROR;
             break;
         }
-        bool eog = eng->ops->is_eog(eng->self, tok);
+        bool eog = ad->ops->is_eog(ad->self, tok);
         char piece[MAX_PIECE];
-        int np = eog ? 0 : eng->ops->token_piece(eng->self, tok, piece, sizeof piece);
+        int np = eog ? 0 : ad->ops->token_piece(ad->self, tok, piece, sizeof piece);
         if (np < 0) np = 0;
         if (np > (int)sizeof piece) np = (int)sizeof piece; /* no real token is that long */
         pthread_mutex_lock(&job->mu);
@@ -400,7 +413,7 @@ static void *worker(void *arg) {
     return NULL;
 }
 
-struct muse_srv_sched *muse_srv_sched_create(const struct muse_srv_engine *eng, int n_slots, int queue_cap,
+struct muse_srv_sched *muse_srv_sched_create(const struct muse_srv_adapter *ad, int n_slots, int queue_cap,
                                              struct muse_srv_metrics *metrics, struct muse_error *err) {
     struct muse_srv_sched *s = calloc(1, sizeof *s);
     if (!s) {
@@ -408,9 +421,9 @@ struct muse_srv_sched *muse_srv_sched_create(const struct muse_srv_engine *eng, 
         return NULL;
     }
     pthread_mutex_init(&s->mu, NULL);
-    s->eng = eng;
+    s->ad = ad;
     s->metrics = metrics;
-    eng->ops->info(eng->self, &s->info);
+    ad->ops->info(ad->self, &s->info);
     if (n_slots < 1 || queue_cap < 0 || s->info.n_ctx < 2) {
         muse_error_set(err, MUSE_ERR_INVALID_ARG, "bad scheduler parameters (slots %d, queue %d, n_ctx %d)", n_slots,
                        queue_cap, s->info.n_ctx);
@@ -437,7 +450,7 @@ struct muse_srv_sched *muse_srv_sched_create(const struct muse_srv_engine *eng, 
             muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
             goto fail;
         }
-        sl->es = eng->ops->slot_create(eng->self, err);
+        sl->es = ad->ops->slot_create(ad->self, err);
         if (!sl->es) goto fail;
     }
     for (int i = 0; i < n_slots; i++) {
@@ -471,7 +484,7 @@ enum muse_srv_submit muse_srv_sched_submit(struct muse_srv_sched *s, struct muse
         struct slot *sl = &s->slots[i];
         if (sl->job) continue;
         /* the worker only changes cache/n_cache while it holds a job, so reading them here is safe */
-        int lcp = muse_srv_common_prefix(sl->cache, sl->n_cache, job->prompt, job->n_prompt);
+        int lcp = muse_session_common_prefix(sl->cache, sl->n_cache, job->prompt, job->n_prompt);
         if (lcp > best_lcp || (lcp == best_lcp && sl->last_used < best->last_used)) {
             best = sl;
             best_lcp = lcp;
@@ -534,7 +547,7 @@ void muse_srv_sched_free(struct muse_srv_sched *s) {
     if (!s) return;
     muse_srv_sched_stop(s);
     for (int i = 0; s->slots && i < s->n_slots; i++) {
-        if (s->slots[i].es) s->eng->ops->slot_free(s->slots[i].es);
+        if (s->slots[i].es) s->ad->ops->slot_free(s->slots[i].es);
         free(s->slots[i].cache);
         pthread_cond_destroy(&s->slots[i].cv);
     }

@@ -1,4 +1,12 @@
-/* session.c - one conversation's KV state: token mirror, prefix reuse, rollback, checkpoints (session.h). */
+/*
+ * session.c - one conversation's KV state: token mirror, prefix reuse, rollback, checkpoints
+ * (the contract: session.h).
+ *
+ * Invariants between calls: s->n == muse_context_n_past(s->ctx) and toks[0..n) are the ids at
+ * positions 0..n-1 (every change of n_past goes through this file); a checkpoint whose position
+ * is >= 0 is restorable (kv_cache.c marks checkpoints stale whenever n_past drops below them), so
+ * the choice below never restores one that would be refused.
+ */
 #include "gen/session.h"
 
 #include <stdbool.h>
@@ -11,10 +19,10 @@ struct muse_session {
     struct muse_context *ctx;        /* borrowed */
     int32_t *toks;                   /* [n_ctx] the ids of positions 0..n-1 */
     int32_t n;                       /* == muse_context_n_past(ctx) between calls */
-    struct muse_kv_checkpoint **ck;  /* [n_ck] */
-    uint64_t *ck_saved;              /* [n_ck] save counter at each checkpoint's last save (0 = never) */
+    struct muse_kv_checkpoint **ck;  /* [n_ck], owned; each muse_kv_checkpoint_size() bytes */
+    uint64_t *ck_saved;              /* [n_ck] value of n_saves at each checkpoint's last save (0 = never) */
     int32_t n_ck;
-    uint64_t n_saves;
+    uint64_t n_saves;                /* saves so far: the clock that picks the least recently saved */
     struct muse_session_stats stats;
 };
 
@@ -105,6 +113,7 @@ static int32_t restore(struct muse_session *s, int32_t i, int32_t n_keep) {
     return p > n_keep ? n_keep : p;
 }
 
+/* In place when the rings allow; else the best checkpoint (pick_checkpoint); else clear. Never fails. */
 struct muse_session_keep muse_session_keep(struct muse_session *s, int32_t n_keep) {
     if (n_keep < 0) n_keep = 0;
     if (n_keep > s->n) n_keep = s->n;
@@ -168,6 +177,9 @@ muse_status muse_session_eval(struct muse_session *s, const int32_t *tokens, int
     return MUSE_OK;
 }
 
+/* Replacement: a checkpoint already at n_past is kept (its copy is the true state there: positions
+ * below it were never rewritten since); else the first empty or stale one; else the least recently
+ * saved, which in a conversation is the lowest position and the least likely to serve a miss. */
 muse_status muse_session_checkpoint(struct muse_session *s, struct muse_error *err) {
     int32_t pick = -1;
     for (int32_t i = 0; i < s->n_ck; i++) {

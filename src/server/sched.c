@@ -37,17 +37,17 @@ struct slot {
 
 struct muse_srv_sched {
     const struct muse_srv_adapter *ad; /* borrowed */
-    struct muse_srv_adapter_info info;
-    struct muse_srv_metrics *metrics;
-    pthread_mutex_t mu;
-    struct slot *slots; /* [n_slots] */
+    struct muse_srv_adapter_info info; /* read once at creation: immutable afterwards, read without a lock */
+    struct muse_srv_metrics *metrics;  /* borrowed, may be NULL; has its own lock */
+    pthread_mutex_t mu;                /* guards everything below that changes, and each slot's job/last_used */
+    struct slot *slots; /* [n_slots]; the array itself never changes after creation */
     int n_slots;
-    struct muse_srv_job **queue; /* ring [q_cap] */
+    struct muse_srv_job **queue; /* ring [q_cap] of waiting jobs, each holding the scheduler's reference */
     int q_head, q_len, q_cap; /* q_cap = storage (>= 1) */
     int q_limit;              /* most jobs allowed to wait (--queue) */
-    bool stopping;
-    bool joined; /* muse_srv_sched_stop ran */
-    uint64_t tick;
+    bool stopping;            /* no new jobs; workers exit once their job is done */
+    bool joined;              /* muse_srv_sched_stop ran (it joins once) */
+    uint64_t tick;            /* counts finished jobs: the clock of last_used */
 };
 
 /* ---- jobs ---- */
@@ -87,6 +87,11 @@ void muse_srv_job_release(struct muse_srv_job *job) {
 
 void muse_srv_job_cancel(struct muse_srv_job *job) { atomic_store(&job->cancel, true); }
 
+/*
+ * End a job once (later calls only wake readers again): record why and when, set done and wake
+ * every reader. The timestamps a job never reached (it was cancelled in the queue, or failed
+ * before its prefill ended) are set to the end, so durations are never negative.
+ */
 static void job_finish(struct muse_srv_job *job, enum muse_srv_finish f, const char *err) {
     pthread_mutex_lock(&job->mu);
     if (!job->done) {
@@ -101,11 +106,18 @@ static void job_finish(struct muse_srv_job *job, enum muse_srv_finish f, const c
     pthread_mutex_unlock(&job->mu);
 }
 
-/* ---- the generation loop's text pipeline ---- */
+/*
+ * ---- the generation loop's text pipeline ----
+ * Token pieces -> complete UTF-8 (utf8_drain) -> stop-string search (text_advance) -> the output
+ * parser (chat: reasoning / content / tool calls) or the content verbatim (raw completions). Text
+ * that may be the start of a stop string is held back until it is decided; a stop string ends the
+ * job and never reaches the client. All of it runs on the worker, with job->mu held while the job's
+ * outputs change; `struct gen` itself is the worker's own.
+ */
 
 struct gen {
     struct muse_srv_job *job;
-    struct muse_output_parser *parser; /* chat: the engine's output parser; NULL: raw text */
+    struct muse_output_parser *parser; /* chat: the library's output parser; NULL: raw text */
     struct muse_srv_buf utf8; /* piece bytes not yet forming complete UTF-8 */
     struct muse_srv_buf raw;  /* valid UTF-8 generated text */
     size_t fed;               /* raw[0..fed) went to the parser (or to content when raw) */
@@ -236,6 +248,8 @@ static void text_advance(struct gen *g, bool final) {
     }
 }
 
+/* Append a generated token (and its top-n_probs list) to the job's outputs; false when out of memory
+ * (nothing appended). Called with job->mu held: the arrays may move. */
 static bool record_token(struct muse_srv_job *job, int32_t tok, const struct muse_srv_prob *probs) {
     if (job->n_out == job->cap_out) {
         int cap = job->cap_out ? job->cap_out * 2 : 64;
@@ -270,6 +284,12 @@ static muse_status slot_eval(struct slot *sl, const int32_t *toks, int n, struct
     return MUSE_OK;
 }
 
+/*
+ * Run one job on its slot, from the worker thread, with no lock held on entry. Ends the job exactly
+ * once (job_finish) on every path: cancelled, an error, or the loop's finish reason. The slot's
+ * mirror (sl->cache) tracks the adapter slot's cache throughout, so the next job's prefix match is
+ * right even after an error. Metrics are counted at the end for every job that reached a slot.
+ */
 static void run_job(struct slot *sl, struct muse_srv_job *job) {
     struct muse_srv_sched *s = sl->s;
     const struct muse_srv_adapter *ad = s->ad;
@@ -292,7 +312,8 @@ static void run_job(struct slot *sl, struct muse_srv_job *job) {
         goto done;
     }
 
-    /* prompt cache: keep the common prefix (as far as the adapter can rewind), evaluate the rest */
+    /* prompt cache: keep the common prefix (as far as the adapter can rewind: a sliding-window miss
+     * may keep less, src/gen/session.h), evaluate the rest */
     struct muse_session_keep kept =
         ad->ops->slot_keep(sl->es, muse_session_reuse_len(sl->cache, sl->n_cache, job->prompt, job->n_prompt));
     sl->n_cache = kept.n_kept;
@@ -331,6 +352,7 @@ static void run_job(struct slot *sl, struct muse_srv_job *job) {
         job_finish(job, MUSE_SRV_FINISH_ERROR, "out of memory");
         goto done;
     }
+    /* the prompt is in the cache: a sampler for this request, and the adapter's checkpoint */
     if (ad->ops->slot_begin(sl->es, &job->sp, &err) != MUSE_OK) {
         job_finish(job, MUSE_SRV_FINISH_ERROR, err.msg);
         goto done;
@@ -389,6 +411,13 @@ done:
 
 /* ---- slots and queue ---- */
 
+/*
+ * A slot's thread: sleep on sl->cv until submit (or a finishing worker, through the queue) hands it
+ * a job or the scheduler stops; run the job without the lock; drop the scheduler's reference; mark
+ * the slot idle, or take the queue's head straight away. A job already assigned when stopping
+ * starts is still run (it sees its cancel flag and ends as cancelled), so every job submitted with
+ * OK is finished by some worker - or, when no worker ever started, by muse_srv_sched_stop.
+ */
 static void *worker(void *arg) {
     struct slot *sl = arg;
     struct muse_srv_sched *s = sl->s;
@@ -466,6 +495,7 @@ fail:
     return NULL;
 }
 
+/* Placement (sched.h): all under s->mu, so a slot is handed at most one job and the queue is FIFO. */
 enum muse_srv_submit muse_srv_sched_submit(struct muse_srv_sched *s, struct muse_srv_job *job) {
     pthread_mutex_lock(&s->mu);
     if (s->stopping) {
@@ -519,6 +549,12 @@ void muse_srv_sched_stats(struct muse_srv_sched *s, int *n_slots, int *n_busy, i
     pthread_mutex_unlock(&s->mu);
 }
 
+/*
+ * Set stopping and cancel everything under s->mu, then join the workers without it (a worker needs
+ * s->mu to finish its job). Each worker runs its assigned job to its (cancelled) end, drains the
+ * queue the same way (cancelled jobs end at once) and exits; what is still queued after the joins
+ * (only when no worker ever started) is finished as cancelled here.
+ */
 void muse_srv_sched_stop(struct muse_srv_sched *s) {
     if (!s) return;
     pthread_mutex_lock(&s->mu);

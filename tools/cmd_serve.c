@@ -147,7 +147,7 @@ int cmd_serve(int argc, char **argv) {
     struct muse_srv_adapter ad = {0};
     muse_status st;
     if (test_mode) {
-        fprintf(stderr, "muse serve: TEST MODE: scripted fake engine, no model (%s)\n", script);
+        fprintf(stderr, "muse serve: TEST MODE: scripted adapter, no model (%s)\n", script);
         st = muse_srv_scripted_adapter_create(script, &ad, &err);
     } else {
         struct muse_srv_model_params rp = {n_ctx, n_batch};

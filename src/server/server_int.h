@@ -17,7 +17,7 @@ struct muse_server {
     char *host;
     int port;
     struct MHD_Daemon *daemon;
-    atomic_bool ready;    /* engine attached and slots running */
+    atomic_bool ready;    /* adapter attached and slots running */
     atomic_bool stopping; /* shutdown started */
     struct muse_srv_adapter ad;
     struct muse_srv_adapter_info info;

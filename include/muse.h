@@ -157,6 +157,9 @@ void muse_context_free(struct muse_context *ctx);
 
 /* Context size in positions (as resolved at creation). */
 uint32_t muse_context_n_ctx(const struct muse_context *ctx);
+/* Most tokens per forward chunk (as resolved at creation); also how far muse_kv_truncate can
+ * always roll back. */
+uint32_t muse_context_n_batch(const struct muse_context *ctx);
 /* Threads the backend uses (as resolved at creation). */
 uint32_t muse_context_n_threads(const struct muse_context *ctx);
 /* Tokens stored in the KV cache (the position the next token gets). */
@@ -187,10 +190,57 @@ muse_status muse_eval_embd(struct muse_context *ctx, const float *embd, int32_t 
 void muse_kv_clear(struct muse_context *ctx);
 
 /*
- * Roll back to the first n_keep tokens. Errors: MUSE_ERR_INVALID_ARG when n_keep > n_past or a
- * sliding-window layer no longer holds what position n_keep needs (then clear and re-prefill).
+ * Roll back to the first n_keep tokens (moves n_past; copies nothing). Errors (nothing changed):
+ * MUSE_ERR_INVALID_ARG when n_keep < 0, n_keep > n_past, or a sliding-window layer no longer holds
+ * what position n_keep needs (muse_kv_can_truncate is false: restore a checkpoint, or clear and
+ * re-prefill). A rollback of at most n_batch positions always succeeds, also after the rings
+ * wrapped: evaluate up to n_batch tokens, then keep any prefix of them (speculative decoding).
  */
 muse_status muse_kv_truncate(struct muse_context *ctx, int32_t n_keep, struct muse_error *err);
+
+/*
+ * Whether a context holding n_past positions could roll back to n_keep (nonzero = yes). Pure: it
+ * asks about any n_past, not only the current one (e.g. "from a checkpoint at P, could I then
+ * truncate to n_keep?"). Full-attention layers always can; a sliding-window layer keeps a ring of
+ * n_swa + n_batch cells, so once n_past exceeds the ring it can drop at most n_batch + 1
+ * positions; n_keep = 0 is always possible. Never fails (out-of-range values give 0).
+ */
+int muse_kv_can_truncate(const struct muse_context *ctx, int32_t n_past, int32_t n_keep);
+
+/*
+ * ---- KV checkpoints: rollbacks deeper than the sliding-window rings allow -----------------------
+ * A checkpoint is a copy of a context's sliding-window rings taken at one n_past, its position P.
+ * Restoring it sets n_past back to P with the rings as they were then: the full-attention layers
+ * need no copy, since their rows below P are not rewritten while n_past stays at or above P.
+ * Cost, made explicit: creating one allocates muse_kv_checkpoint_size() bytes (every ring's k and
+ * v; 0 without rings: no sliding-window layer, swa_full, or rings that cover n_ctx), and save and
+ * restore each copy that many bytes. Nothing else is allocated or copied.
+ *
+ * A checkpoint belongs to the context it was made from and goes stale (position -1) as soon as
+ * that context's n_past drops below P (muse_kv_truncate or muse_kv_clear below P, restoring a
+ * checkpoint with a smaller position): the rows between may then be rewritten. So a checkpoint
+ * that muse_kv_checkpoint_pos reports is always safe to restore. Use it from the context's
+ * thread. Typical use: save where a prompt ends; when a later prompt diverges further back than
+ * muse_kv_truncate allows, restore (then truncate further down if still needed).
+ */
+struct muse_kv_checkpoint;
+
+/* An empty checkpoint (position -1) of ctx, owned by the caller: free with muse_kv_checkpoint_free,
+ * before or after the context (freeing the context first detaches it: save and restore then
+ * fail). Errors: MUSE_ERR_NOMEM. */
+muse_status muse_kv_checkpoint_create(struct muse_context *ctx, struct muse_kv_checkpoint **out,
+                                      struct muse_error *err);
+void muse_kv_checkpoint_free(struct muse_kv_checkpoint *ck); /* NULL is fine */
+/* Copy the rings now; the position becomes the context's n_past (overwrites what it held).
+ * Errors: MUSE_ERR_INVALID_ARG when the context was freed. */
+muse_status muse_kv_checkpoint_save(struct muse_kv_checkpoint *ck, struct muse_error *err);
+/* Copy the rings back and set n_past to the checkpoint's position; checkpoints above that go
+ * stale. Errors (nothing changed): MUSE_ERR_INVALID_ARG when empty, stale, or the context freed. */
+muse_status muse_kv_checkpoint_restore(struct muse_kv_checkpoint *ck, struct muse_error *err);
+/* The position the checkpoint restores to; -1 when empty or stale. */
+int32_t muse_kv_checkpoint_pos(const struct muse_kv_checkpoint *ck);
+/* Bytes a save or restore copies (also what the checkpoint holds allocated). */
+size_t muse_kv_checkpoint_size(const struct muse_kv_checkpoint *ck);
 
 #ifdef __cplusplus
 }

@@ -3,7 +3,9 @@
  *
  * Each turn renders the whole conversation with the model file's chat template (or the built-in
  * Muse-Glimmer one), tokenizes it with special-token parsing, and evaluates only the tokens after
- * the longest prefix already in the KV cache (the previous turns are not re-processed). The answer
+ * the longest prefix already in the KV cache (the previous turns are not re-processed; the session
+ * layer, src/gen/session.h, the same as the server's slots: a checkpoint of the sliding-window
+ * rings where each prompt ends serves the next turn's rewind when the rings cannot). The answer
  * streams through the output parser: reasoning dimmed (or hidden with --hide-reasoning), content
  * plain, tool calls as one line each. See docs/chat.md.
  */
@@ -19,6 +21,7 @@
 #include "text/chat.h"
 #include "text/output_parser.h"
 #include "gen/sampler.h"
+#include "gen/session.h"
 #include "text/tokenizer.h"
 #include "gguf/gguf.h"
 #include "model_opts.h"
@@ -64,8 +67,7 @@ struct session {
     struct muse_chat_options copts;
     cJSON *tools;
     char *system_owned;
-    int32_t *kv;      /* [n_kv] the tokens the KV cache holds */
-    int n_kv;
+    struct muse_session *kv; /* the context's KV state: its tokens, prefix reuse, checkpoints */
     float *logits;    /* [n_vocab] */
     bool color;
     int shown;        /* 0 nothing yet, 1 reasoning, 2 content */
@@ -162,23 +164,15 @@ static bool run_turn(struct session *s) {
         goto done;
     }
     /* reuse the cached prefix; always evaluate at least the last prompt token (for its logits) */
-    int common = 0;
-    while (common < s->n_kv && (size_t)common < n_ids && s->kv[common] == ids[common]) common++;
-    if ((size_t)common == n_ids) common--;
-    if (common < s->n_kv && muse_kv_truncate(s->ctx, common, &err) != MUSE_OK) {
-        muse_kv_clear(s->ctx);
-        common = 0;
-    }
-    s->n_kv = common;
+    struct muse_session_keep keep = muse_session_reuse(s->kv, ids, (int32_t)n_ids);
+    const int common = keep.n_kept;
     int64_t t0 = muse_time_us();
-    if (muse_eval(s->ctx, ids + common, (int32_t)(n_ids - (size_t)common), s->logits, 0, &err) != MUSE_OK) {
+    if (muse_session_eval(s->kv, ids + common, (int32_t)(n_ids - (size_t)common), s->logits, 0, &err) != MUSE_OK) {
         fprintf(stderr, "muse chat: %s\n", err.msg);
-        muse_kv_clear(s->ctx);
-        s->n_kv = 0;
         goto done;
     }
-    memcpy(s->kv + common, ids + common, (n_ids - (size_t)common) * sizeof(int32_t));
-    s->n_kv = (int)n_ids;
+    /* the prompt ends here: the next turn may drop what follows (the reasoning), see session.h */
+    if (muse_session_checkpoint(s->kv, &err) != MUSE_OK) fprintf(stderr, "muse chat: %s\n", err.msg);
     int64_t t1 = muse_time_us();
 
     muse_sampler_reset(s->smp);
@@ -201,15 +195,14 @@ static bool run_turn(struct session *s) {
             break;
         }
         if (n_gen >= s->o->max_tokens) break;
-        if (s->n_kv >= n_ctx) {
+        if (muse_session_n_past(s->kv) >= n_ctx) {
             stop = "context full";
             break;
         }
-        if (muse_eval(s->ctx, &t, 1, s->logits, 0, &err) != MUSE_OK) {
+        if (muse_session_eval(s->kv, &t, 1, s->logits, 0, &err) != MUSE_OK) {
             fprintf(stderr, "\nmuse chat: %s\n", err.msg);
             break;
         }
-        s->kv[s->n_kv++] = t;
     }
     const char *rest;
     size_t rn;
@@ -221,8 +214,14 @@ static bool run_turn(struct session *s) {
     if (muse_chat_add_parsed(s->chat, p, &err) != MUSE_OK) fprintf(stderr, "muse chat: %s\n", err.msg);
     int64_t t2 = muse_time_us();
     double tp = (double)(t1 - t0) / 1e6, tg = (double)(t2 - t1) / 1e6;
-    fprintf(stderr, "[turn %d: prompt %zu tokens, %d reused from the cache, %zu evaluated in %.3f s; generated %lld tokens in %.3f s (%.2f tok/s); stop: %s]\n",
-            s->turn, n_ids, common, n_ids - (size_t)common, tp, (long long)n_gen, tg, tg > 0 ? (double)n_gen / tg : 0.0, stop);
+    /* a sliding-window miss (the rings could not rewind to the common prefix) is shown, not hidden */
+    char miss[96] = "";
+    if (keep.kind == MUSE_SESSION_KEEP_RESTORED)
+        snprintf(miss, sizeof miss, "; sliding-window miss: checkpoint at %d restored", keep.ckpt_pos);
+    else if (keep.kind == MUSE_SESSION_KEEP_CLEARED)
+        snprintf(miss, sizeof miss, "; sliding-window miss: %d cached tokens re-evaluated", keep.n_asked);
+    fprintf(stderr, "[turn %d: prompt %zu tokens, %d reused from the cache, %zu evaluated in %.3f s; generated %lld tokens in %.3f s (%.2f tok/s); stop: %s%s]\n",
+            s->turn, n_ids, common, n_ids - (size_t)common, tp, (long long)n_gen, tg, tg > 0 ? (double)n_gen / tg : 0.0, stop, miss);
     ok = true;
 done:
     if (!ok && muse_chat_n_messages(s->chat) > 0) {
@@ -418,8 +417,7 @@ static int repl(struct session *s) {
             if (!strcmp(line, "/exit") || !strcmp(line, "/quit")) break;
             if (!strcmp(line, "/reset")) {
                 muse_chat_reset(s->chat);
-                muse_kv_clear(s->ctx);
-                s->n_kv = 0;
+                muse_session_clear(s->kv);
                 printf("(conversation reset)\n");
             } else if (!strncmp(line, "/system", 7) && (line[7] == ' ' || line[7] == '\0')) {
                 free(s->system_owned);
@@ -484,9 +482,13 @@ int cmd_chat(int argc, char **argv) {
     if (!model_opts_open(&o.mo, "chat", &s.model, &s.ctx)) goto done;
     int32_t n_vocab = muse_model_n_vocab(s.model);
     s.logits = malloc(sizeof(float) * (size_t)n_vocab);
-    s.kv = malloc(sizeof(int32_t) * (muse_context_n_ctx(s.ctx) + 1));
-    if (!s.logits || !s.kv || muse_sampler_create(o.sp, n_vocab, &s.smp, &err) != MUSE_OK) {
-        fprintf(stderr, "muse chat: %s\n", s.logits && s.kv ? err.msg : "out of memory");
+    if (!s.logits) {
+        fprintf(stderr, "muse chat: out of memory\n");
+        goto done;
+    }
+    if (muse_session_create(s.ctx, muse_session_default_params(), &s.kv, &err) != MUSE_OK ||
+        muse_sampler_create(o.sp, n_vocab, &s.smp, &err) != MUSE_OK) {
+        fprintf(stderr, "muse chat: %s\n", err.msg);
         goto done;
     }
     if (o.oneshot) {
@@ -502,7 +504,7 @@ int cmd_chat(int argc, char **argv) {
 done:
     free(input);
     free(s.system_owned);
-    free(s.kv);
+    muse_session_free(s.kv);
     free(s.logits);
     cJSON_Delete(s.tools);
     muse_sampler_free(s.smp);

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "server/engine_iface.h"
+#include "server/adapter.h"
 #include "server/server.h"
 
 static void usage(FILE *f) {
@@ -144,16 +144,16 @@ int cmd_serve(int argc, char **argv) {
             return 1;
         }
     }
-    struct muse_srv_engine eng = {0};
+    struct muse_srv_adapter ad = {0};
     muse_status st;
     if (test_mode) {
-        fprintf(stderr, "muse serve: TEST MODE: scripted fake engine, no model (%s)\n", script);
-        st = muse_srv_fake_engine_create(script, &eng, &err);
+        fprintf(stderr, "muse serve: TEST MODE: scripted adapter, no model (%s)\n", script);
+        st = muse_srv_scripted_adapter_create(script, &ad, &err);
     } else {
-        struct muse_srv_real_params rp = {n_ctx, n_batch};
-        st = muse_srv_real_engine_create(model, &rp, &eng, &err);
+        struct muse_srv_model_params rp = {n_ctx, n_batch};
+        st = muse_srv_model_adapter_create(model, &rp, &ad, &err);
     }
-    if (st == MUSE_OK) st = muse_server_attach_engine(srv, eng, &err);
+    if (st == MUSE_OK) st = muse_server_attach_adapter(srv, ad, &err);
     if (st != MUSE_OK) {
         fprintf(stderr, "muse serve: %s\n", err.msg);
         muse_server_free(srv);

@@ -146,6 +146,7 @@ fail:
 }
 
 uint32_t muse_context_n_ctx(const struct muse_context *ctx) { return ctx->params.n_ctx; }
+uint32_t muse_context_n_batch(const struct muse_context *ctx) { return ctx->params.n_batch; }
 uint32_t muse_context_n_threads(const struct muse_context *ctx) { return ctx->params.n_threads; }
 int32_t muse_context_n_past(const struct muse_context *ctx) { return ctx->kv->n_past; }
 const char *muse_context_backend(const struct muse_context *ctx) { return ctx->ops->name; }
@@ -207,4 +208,14 @@ void muse_kv_clear(struct muse_context *ctx) { muse_kv_cache_clear(ctx->kv); }
 
 muse_status muse_kv_truncate(struct muse_context *ctx, int32_t n_keep, struct muse_error *err) {
     return muse_kv_cache_truncate(ctx->kv, n_keep, err);
+}
+
+int muse_kv_can_truncate(const struct muse_context *ctx, int32_t n_past, int32_t n_keep) {
+    if (n_keep < 0 || n_keep > n_past || (uint32_t)n_past > ctx->params.n_ctx) return 0;
+    return muse_kv_cache_can_truncate(ctx->kv, n_past, n_keep);
+}
+
+muse_status muse_kv_checkpoint_create(struct muse_context *ctx, struct muse_kv_checkpoint **out,
+                                      struct muse_error *err) {
+    return muse_kv_cache_checkpoint_create(ctx->kv, out, err);
 }

@@ -1,4 +1,4 @@
-/* kv_cache.c - per-sequence KV cache (kv_cache.h). */
+/* kv_cache.c - per-sequence KV cache (kv_cache.h): storage, rollback and ring checkpoints. */
 #include "model/kv_cache.h"
 
 #include <stdlib.h>
@@ -9,8 +9,18 @@
 #include "core/fp16.h"
 #include "kernels/types.h"
 
+/* A checkpoint: the bytes of every ring layer's k then v, in layer order, taken at n_past = pos. */
+struct muse_kv_checkpoint {
+    struct muse_kv_cache *kv;        /* the cache it belongs to; NULL once that cache is freed */
+    struct muse_kv_checkpoint *next; /* kv's list of live checkpoints */
+    int32_t pos;                     /* n_past at the save; -1 = empty or stale */
+    size_t size;                     /* bytes of buf */
+    void *buf;
+};
+
 void muse_kv_cache_free(struct muse_kv_cache *kv) {
     if (!kv) return;
+    for (struct muse_kv_checkpoint *ck = kv->checkpoints; ck; ck = ck->next) ck->kv = NULL, ck->pos = -1;
     free(kv->buf);
     free(kv->layers);
     free(kv->n_swa);
@@ -82,39 +92,124 @@ fail:
     return st;
 }
 
+/*
+ * Every n_past decrease goes through here: checkpoints above the new n_past go stale, because
+ * the positions between would be rewritten by what is evaluated next, and their copy of the
+ * rings would then sit on top of full-layer rows that no longer match.
+ */
+static void lower_n_past(struct muse_kv_cache *kv, int32_t n_past) {
+    kv->n_past = n_past;
+    for (struct muse_kv_checkpoint *ck = kv->checkpoints; ck; ck = ck->next)
+        if (ck->pos > n_past) ck->pos = -1;
+}
+
 void muse_kv_cache_clear(struct muse_kv_cache *kv) {
-    kv->n_past = 0;
+    lower_n_past(kv, 0);
     memset(kv->buf, 0, kv->size);
+}
+
+/* A sliding-window layer whose ring can wrap (fewer cells than positions): what a checkpoint copies. */
+static bool is_ring(const struct muse_kv_cache *kv, uint32_t il) {
+    return kv->n_swa[il] && kv->layers[il].n_cells < kv->n_ctx;
+}
+
+bool muse_kv_ring_can_truncate(int64_t n_past, int64_t n_keep, int64_t n_swa, int64_t n_cells) {
+    if (n_keep == 0 || n_swa <= 0 || n_past <= n_cells) return true;
+    return n_past - n_keep <= n_cells - n_swa + 1;
+}
+
+bool muse_kv_cache_can_truncate(const struct muse_kv_cache *kv, int32_t n_past, int32_t n_keep) {
+    for (uint32_t il = 0; il < kv->n_layer; il++)
+        if (is_ring(kv, il) && !muse_kv_ring_can_truncate(n_past, n_keep, kv->n_swa[il], kv->layers[il].n_cells))
+            return false;
+    return true;
 }
 
 muse_status muse_kv_cache_truncate(struct muse_kv_cache *kv, int32_t n_keep, struct muse_error *err) {
     if (n_keep < 0 || n_keep > kv->n_past)
         return muse_error_set(err, MUSE_ERR_INVALID_ARG, "cannot keep %d positions: the cache holds %d", n_keep, kv->n_past);
-    for (uint32_t il = 0; il < kv->n_layer; il++) {
-        /* the ring holds positions n_past - n_cells .. n_past - 1; position n_keep needs n_keep - n_swa + 1 .. */
-        int64_t oldest = (int64_t)kv->n_past - kv->layers[il].n_cells;
-        int64_t need = kv->n_swa[il] ? (int64_t)n_keep - kv->n_swa[il] + 1 : 0;
-        if (need < 0) need = 0;
-        if (need < oldest && n_keep > 0)
-            return muse_error_set(err, MUSE_ERR_INVALID_ARG,
-                                  "cannot roll back from %d to %d positions: the sliding-window cache of layer %u no longer "
-                                  "holds them (clear and re-prefill)",
-                                  kv->n_past, n_keep, il);
-    }
-    kv->n_past = n_keep;
+    if (!muse_kv_cache_can_truncate(kv, kv->n_past, n_keep))
+        return muse_error_set(err, MUSE_ERR_INVALID_ARG,
+                              "cannot roll back from %d to %d positions: the sliding-window rings no longer hold them "
+                              "(restore a checkpoint, or clear and re-prefill)",
+                              kv->n_past, n_keep);
+    lower_n_past(kv, n_keep);
     return MUSE_OK;
 }
 
-muse_status muse_kv_cache_copy(struct muse_kv_cache *dst, const struct muse_kv_cache *src, struct muse_error *err) {
-    if (dst->n_layer != src->n_layer || dst->size != src->size || dst->type != src->type || dst->n_ctx != src->n_ctx)
-        return muse_error_set(err, MUSE_ERR_INVALID_ARG, "KV cache copy between different layouts");
-    for (uint32_t il = 0; il < src->n_layer; il++)
-        if (dst->layers[il].n_cells != src->layers[il].n_cells)
-            return muse_error_set(err, MUSE_ERR_INVALID_ARG, "KV cache copy between different layouts");
-    memcpy(dst->buf, src->buf, src->size);
-    dst->n_past = src->n_past;
+// ---- checkpoints ------------------------------------------------------------------------------
+
+muse_status muse_kv_cache_checkpoint_create(struct muse_kv_cache *kv, struct muse_kv_checkpoint **out,
+                                            struct muse_error *err) {
+    *out = NULL;
+    struct muse_kv_checkpoint *ck = calloc(1, sizeof *ck);
+    if (!ck) return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
+    for (uint32_t il = 0; il < kv->n_layer; il++)
+        if (is_ring(kv, il)) ck->size += (size_t)kv->layers[il].n_cells * (kv->layers[il].k_row_size + kv->layers[il].v_row_size);
+    if (ck->size && !(ck->buf = malloc(ck->size))) {
+        size_t size = ck->size;
+        free(ck);
+        return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory for a KV checkpoint (%zu bytes)", size);
+    }
+    ck->kv = kv;
+    ck->pos = -1;
+    ck->next = kv->checkpoints;
+    kv->checkpoints = ck;
+    *out = ck;
     return MUSE_OK;
 }
+
+void muse_kv_checkpoint_free(struct muse_kv_checkpoint *ck) {
+    if (!ck) return;
+    if (ck->kv)
+        for (struct muse_kv_checkpoint **p = &ck->kv->checkpoints; *p; p = &(*p)->next)
+            if (*p == ck) {
+                *p = ck->next;
+                break;
+            }
+    free(ck->buf);
+    free(ck);
+}
+
+/* Copy every ring into (save) or out of (restore) the checkpoint's buffer. */
+static void ring_copy(struct muse_kv_checkpoint *ck, bool save) {
+    struct muse_kv_cache *kv = ck->kv;
+    uint8_t *p = ck->buf;
+    for (uint32_t il = 0; il < kv->n_layer; il++) {
+        if (!is_ring(kv, il)) continue;
+        struct muse_kv_layer *l = &kv->layers[il];
+        size_t nk = (size_t)l->n_cells * l->k_row_size, nv = (size_t)l->n_cells * l->v_row_size;
+        if (save) {
+            memcpy(p, l->k, nk);
+            memcpy(p + nk, l->v, nv);
+        } else {
+            memcpy(l->k, p, nk);
+            memcpy(l->v, p + nk, nv);
+        }
+        p += nk + nv;
+    }
+}
+
+muse_status muse_kv_checkpoint_save(struct muse_kv_checkpoint *ck, struct muse_error *err) {
+    if (!ck || !ck->kv) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "KV checkpoint without its context");
+    ring_copy(ck, true);
+    ck->pos = ck->kv->n_past;
+    return MUSE_OK;
+}
+
+muse_status muse_kv_checkpoint_restore(struct muse_kv_checkpoint *ck, struct muse_error *err) {
+    if (!ck || !ck->kv) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "KV checkpoint without its context");
+    if (ck->pos < 0)
+        return muse_error_set(err, MUSE_ERR_INVALID_ARG, "KV checkpoint is empty or stale (the context rolled back below it)");
+    MUSE_ASSERT(ck->pos <= ck->kv->n_past); /* a drop below pos would have made it stale */
+    ring_copy(ck, false);
+    lower_n_past(ck->kv, ck->pos);
+    return MUSE_OK;
+}
+
+int32_t muse_kv_checkpoint_pos(const struct muse_kv_checkpoint *ck) { return ck ? ck->pos : -1; }
+
+size_t muse_kv_checkpoint_size(const struct muse_kv_checkpoint *ck) { return ck ? ck->size : 0; }
 
 static void store_row(enum muse_type type, const float *x, void *dst, int32_t n) {
     if (type == MUSE_TYPE_F32) {

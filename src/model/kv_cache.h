@@ -26,6 +26,7 @@ struct muse_kv_cache {
     uint32_t *n_swa;              /* [n_layer] window of each layer, 0 for full layers */
     void *buf;                    /* the storage every layer points into */
     size_t size;                  /* bytes of buf */
+    struct muse_kv_checkpoint *checkpoints; /* live checkpoints of this cache (a list through ->next) */
 };
 
 /*
@@ -37,23 +38,50 @@ struct muse_kv_cache {
 muse_status muse_kv_cache_create(const struct muse_hparams *hp, uint32_t n_ctx, uint32_t n_batch, enum muse_type type,
                                  bool swa_full, struct muse_kv_cache **out, struct muse_error *err);
 
+/* Free the cache (NULL is fine); its checkpoints stay to be freed by their owners, detached. */
 void muse_kv_cache_free(struct muse_kv_cache *kv);
 
-/* Forget every position (n_past = 0) and zero the storage. */
+/* Forget every position (n_past = 0) and zero the storage. Every checkpoint of kv goes stale. */
 void muse_kv_cache_clear(struct muse_kv_cache *kv);
 
 /*
- * Keep only positions 0..n_keep-1 (a rollback). Fails with MUSE_ERR_INVALID_ARG when a
- * sliding-window ring no longer holds the window that position n_keep needs (the caller must
- * then clear and re-prefill) or n_keep > n_past.
+ * Keep only positions 0..n_keep-1 (a rollback): moves n_past, copies nothing. Legal exactly when
+ * muse_kv_cache_can_truncate(kv, kv->n_past, n_keep); otherwise fails with MUSE_ERR_INVALID_ARG and
+ * changes nothing (the caller restores a checkpoint, or clears and re-prefills). Also INVALID_ARG
+ * for n_keep < 0 or n_keep > n_past. Checkpoints taken above n_keep go stale.
  */
 muse_status muse_kv_cache_truncate(struct muse_kv_cache *kv, int32_t n_keep, struct muse_error *err);
 
 /*
- * Copy the contents of `src` into `dst` (made with the same hparams, n_ctx, n_batch, type and
- * swa_full): an explicit, O(size) copy. Errors: INVALID_ARG when the layouts differ.
+ * The rollback rule of one sliding-window ring, pure: a ring of n_cells cells holding the last
+ * positions of a cache with n_past positions, read through a window of n_swa keys, can roll back
+ * to n_keep positions when
+ *   - n_keep == 0 (nothing is needed), or n_swa <= 0 (not a sliding-window layer), or
+ *   - n_past <= n_cells (the ring has not wrapped: every row is still there), or
+ *   - n_past - n_keep <= n_cells - n_swa + 1.
+ * Why the last bound: the ring holds positions [n_past - n_cells, n_past); the next token, at
+ * position n_keep, reads keys n_keep - n_swa + 1 .. n_keep, so n_keep - n_swa + 1 >= n_past - n_cells.
+ * Rows of the dropped positions are overwritten before anything reads them (a batch stores its
+ * keys first, and a query never reads a position above its own), and the rows a batch of at most
+ * n_cells - n_swa tokens overwrites are older than any of its queries' windows. With the ring sized
+ * n_swa + n_batch, any rollback of at most n_batch + 1 positions is legal, wrapped or not.
  */
-muse_status muse_kv_cache_copy(struct muse_kv_cache *dst, const struct muse_kv_cache *src, struct muse_error *err);
+bool muse_kv_ring_can_truncate(int64_t n_past, int64_t n_keep, int64_t n_swa, int64_t n_cells);
+
+/* Whether a cache holding n_past positions could roll back to n_keep: the ring rule for every
+ * sliding-window layer (full layers always can). Pure: n_past need not be kv->n_past. */
+bool muse_kv_cache_can_truncate(const struct muse_kv_cache *kv, int32_t n_past, int32_t n_keep);
+
+/*
+ * A checkpoint of `kv` (include/muse.h documents the public side: muse_kv_checkpoint_save,
+ * _restore, _pos, _size, _free). It copies only the sliding-window rings: a full layer's rows
+ * below the checkpoint's position are never rewritten while n_past stays at or above it, which
+ * the cache enforces by marking its checkpoints stale whenever n_past drops below their position
+ * (truncate, clear, restore). The checkpoint is linked into kv's list until freed; freeing kv
+ * first detaches it (its save/restore then fail). *out starts empty (position -1). Errors: NOMEM.
+ */
+muse_status muse_kv_cache_checkpoint_create(struct muse_kv_cache *kv, struct muse_kv_checkpoint **out,
+                                            struct muse_error *err);
 
 /* Store one token's k [n_embd_k] and v [n_embd_v] (f32) of layer il at position pos, converting to the cache type. */
 void muse_kv_cache_store(struct muse_kv_cache *kv, uint32_t il, int32_t pos, const float *k, const float *v);

@@ -37,32 +37,32 @@ static bool get_number(const cJSON *req, const char *key, double lo, double hi, 
     return true;
 }
 
-void srv_make_id(struct muse_server *srv, struct muse_srv_job *job, const char *prefix, char *out, size_t cap) {
+void muse_srv_make_id(struct muse_server *srv, struct muse_srv_job *job, const char *prefix, char *out, size_t cap) {
     job->id = srv->id_base + atomic_fetch_add(&srv->next_id, 1);
     snprintf(out, cap, "%s%016llx", prefix, (unsigned long long)job->id);
 }
 
-struct muse_srv_job *srv_completion_job(struct srv_req *r, const cJSON *req, bool openai, struct srv_gen_opts *o,
-                                        enum MHD_Result *ret) {
+struct muse_srv_job *muse_srv_completion_job(struct srv_req *r, const cJSON *req, bool openai, struct srv_gen_opts *o,
+                                             enum MHD_Result *ret) {
     struct muse_srv_job *job = muse_srv_job_new();
     if (!job) {
-        *ret = srv_reply_error(r, 500, "server_error", NULL, "out of memory");
+        *ret = muse_srv_reply_error(r, 500, "server_error", NULL, "out of memory");
         return NULL;
     }
-    srv_make_id(r->srv, job, "cmpl-", o->id, sizeof o->id);
+    muse_srv_make_id(r->srv, job, "cmpl-", o->id, sizeof o->id);
     char msg[300] = "";
     const char *param = NULL;
-    if (!srv_parse_common(r->srv, req, job, openai, msg, sizeof msg, &param)) {
-        *ret = srv_reply_error(r, 400, "invalid_request_error", param, "%s", msg);
+    if (!muse_srv_parse_common(r->srv, req, job, openai, msg, sizeof msg, &param)) {
+        *ret = muse_srv_reply_error(r, 400, "invalid_request_error", param, "%s", msg);
         muse_srv_job_release(job);
         return NULL;
     }
     return job;
 }
 
-bool srv_parse_common(struct muse_server *srv, const cJSON *req, struct muse_srv_job *job, bool openai, char *msg,
-                      size_t cap, const char **param) {
-    struct muse_srv_sampling *sp = &job->sp;
+bool muse_srv_parse_common(struct muse_server *srv, const cJSON *req, struct muse_srv_job *job, bool openai, char *msg,
+                           size_t cap, const char **param) {
+    struct muse_sampler_params *sp = &job->sp; /* starts as muse_sampler_default_params (muse_srv_job_new) */
     double t = srv->p.temperature, tp = srv->p.top_p, mp = srv->p.min_p, tk = srv->p.top_k;
     double pp = 0, fp = 0, seed = -1, np = -1, n = 1;
     bool has_seed = false, has_max = false;
@@ -92,7 +92,7 @@ bool srv_parse_common(struct muse_server *srv, const cJSON *req, struct muse_srv
     sp->temperature = (float)t;
     sp->top_p = (float)tp;
     sp->min_p = (float)mp;
-    sp->top_k = (int)tk;
+    sp->top_k = (int32_t)tk;
     sp->presence_penalty = (float)pp;
     sp->frequency_penalty = (float)fp;
     if (has_seed) sp->seed = seed < 0 ? (uint64_t)(int64_t)seed : (uint64_t)seed;
@@ -140,30 +140,30 @@ bool srv_parse_common(struct muse_server *srv, const cJSON *req, struct muse_srv
     return true;
 }
 
-bool srv_tokenize_prompt(struct srv_req *r, const char *text, bool add_special, struct muse_srv_job *job) {
+bool muse_srv_tokenize_prompt(struct srv_req *r, const char *text, bool add_special, struct muse_srv_job *job) {
     struct muse_server *s = r->srv;
     struct muse_error err = {0};
-    if (s->eng.ops->tokenize(s->eng.self, text, strlen(text), add_special, true, &job->prompt, &job->n_prompt, &err) !=
+    if (s->ad.ops->tokenize(s->ad.self, text, strlen(text), add_special, true, &job->prompt, &job->n_prompt, &err) !=
         MUSE_OK) {
-        srv_reply_error(r, 500, "server_error", NULL, "tokenizer failed: %s", err.msg);
+        muse_srv_reply_error(r, 500, "server_error", NULL, "tokenizer failed: %s", err.msg);
         return false;
     }
     if (job->n_prompt < 1) {
-        srv_reply_error(r, 400, "invalid_request_error", "prompt", "the prompt is empty");
+        muse_srv_reply_error(r, 400, "invalid_request_error", "prompt", "the prompt is empty");
         return false;
     }
     if (job->n_prompt >= s->info.n_ctx) {
-        srv_reply_error(r, 400, "invalid_request_error", "messages",
-                        "the prompt is %d tokens but the context of a slot is %d tokens: shorten the input or start "
-                        "the server with a larger --ctx-size",
-                        job->n_prompt, s->info.n_ctx);
+        muse_srv_reply_error(r, 400, "invalid_request_error", "messages",
+                             "the prompt is %d tokens but the context of a slot is %d tokens: shorten the input or start "
+                             "the server with a larger --ctx-size",
+                             job->n_prompt, s->info.n_ctx);
         return false;
     }
     return true;
 }
 
 /* Valid UTF-8 copy of s[0..n) with invalid bytes replaced by U+FFFD (malloc'd). */
-char *srv_utf8_clean(const char *s, size_t n) {
+char *muse_srv_utf8_clean(const char *s, size_t n) {
     char *out = malloc(3 * n + 1);
     if (!out) return NULL;
     size_t o = 0;
@@ -187,12 +187,12 @@ char *srv_utf8_clean(const char *s, size_t n) {
     return out;
 }
 
-cJSON *srv_piece_json(struct muse_server *srv, int32_t tok) {
+cJSON *muse_srv_piece_json(struct muse_server *srv, int32_t tok) {
     char piece[256];
-    int n = srv->eng.ops->token_piece(srv->eng.self, tok, piece, sizeof piece);
+    int n = srv->ad.ops->token_piece(srv->ad.self, tok, piece, sizeof piece);
     if (n < 0) n = 0;
     if (n > (int)sizeof piece) n = (int)sizeof piece;
-    char *clean = srv_utf8_clean(piece, (size_t)n);
+    char *clean = muse_srv_utf8_clean(piece, (size_t)n);
     cJSON *j = cJSON_CreateString(clean ? clean : "");
     free(clean);
     return j;
@@ -260,7 +260,7 @@ static cJSON *probs_json(struct muse_server *srv, const struct muse_srv_job *job
         int32_t tok = job->out_toks[i];
         cJSON *e = cJSON_CreateObject();
         cJSON_AddNumberToObject(e, "id", tok);
-        cJSON_AddItemToObject(e, "token", srv_piece_json(srv, tok));
+        cJSON_AddItemToObject(e, "token", muse_srv_piece_json(srv, tok));
         double p = 0;
         for (int k = 0; k < job->n_probs; k++)
             if (pr[k].token == tok) p = pr[k].prob;
@@ -270,7 +270,7 @@ static cJSON *probs_json(struct muse_server *srv, const struct muse_srv_job *job
         for (int k = 0; k < job->n_probs; k++) {
             cJSON *t = cJSON_CreateObject();
             cJSON_AddNumberToObject(t, "id", pr[k].token);
-            cJSON_AddItemToObject(t, "token", srv_piece_json(srv, pr[k].token));
+            cJSON_AddItemToObject(t, "token", muse_srv_piece_json(srv, pr[k].token));
             cJSON_AddNumberToObject(t, "prob", pr[k].prob);
             if (pr[k].prob > 0) cJSON_AddNumberToObject(t, "logprob", log(pr[k].prob));
             cJSON_AddItemToArray(top, t);
@@ -495,7 +495,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
             struct timespec ts;
             deadline_in(&ts, 50);
             pthread_cond_timedwait(&job->cv, &job->mu, &ts);
-            if (!job_has_news(st) && srv_client_gone(st->fd)) {
+            if (!job_has_news(st) && muse_srv_client_gone(st->fd)) {
                 pthread_mutex_unlock(&job->mu);
                 muse_srv_job_cancel(job); /* the worker stops at its next token and frees the slot */
                 return MHD_CONTENT_READER_END_WITH_ERROR;
@@ -514,16 +514,16 @@ static void stream_free(void *cls) {
     free(st);
 }
 
-enum MHD_Result srv_run_job(struct srv_req *r, struct muse_srv_job *job, const struct srv_gen_opts *o) {
+enum MHD_Result muse_srv_run_job(struct srv_req *r, struct muse_srv_job *job, const struct srv_gen_opts *o) {
     struct muse_server *srv = r->srv;
     enum muse_srv_submit sub = muse_srv_sched_submit(srv->sched, job);
     if (sub != MUSE_SRV_SUBMIT_OK) {
         muse_srv_job_release(job);
         if (sub == MUSE_SRV_SUBMIT_FULL)
-            return srv_reply_error(r, 503, "unavailable_error", NULL,
-                                   "server busy: all %d slots are busy and the queue (%d) is full; retry later",
-                                   srv->p.n_slots, srv->p.queue);
-        return srv_reply_error(r, 503, "unavailable_error", NULL, "the server is shutting down");
+            return muse_srv_reply_error(r, 503, "unavailable_error", NULL,
+                                        "server busy: all %d slots are busy and the queue (%d) is full; retry later",
+                                        srv->p.n_slots, srv->p.queue);
+        return muse_srv_reply_error(r, 503, "unavailable_error", NULL, "the server is shutting down");
     }
     if (o->stream) {
         struct srv_stream *st = calloc(1, sizeof *st);
@@ -558,7 +558,7 @@ enum MHD_Result srv_run_job(struct srv_req *r, struct muse_srv_job *job, const s
         struct timespec ts;
         deadline_in(&ts, 50);
         pthread_cond_timedwait(&job->cv, &job->mu, &ts);
-        if (!job->done && !gone && srv_client_gone(r->fd)) {
+        if (!job->done && !gone && muse_srv_client_gone(r->fd)) {
             gone = true;
             muse_srv_job_cancel(job);
         }
@@ -567,11 +567,11 @@ enum MHD_Result srv_run_job(struct srv_req *r, struct muse_srv_job *job, const s
     if (gone) {
         ret = MHD_NO;
     } else if (job->finish == MUSE_SRV_FINISH_ERROR) {
-        ret = srv_reply_error(r, 500, "server_error", NULL, "generation failed: %s", job->err);
+        ret = muse_srv_reply_error(r, 500, "server_error", NULL, "generation failed: %s", job->err);
     } else if (job->finish == MUSE_SRV_FINISH_CANCELLED) {
-        ret = srv_reply_error(r, 503, "unavailable_error", NULL, "generation cancelled (server shutting down)");
+        ret = muse_srv_reply_error(r, 503, "unavailable_error", NULL, "generation cancelled (server shutting down)");
     } else {
-        ret = srv_reply_json(r, 200, final_json(srv, job, o));
+        ret = muse_srv_reply_json(r, 200, final_json(srv, job, o));
     }
     pthread_mutex_unlock(&job->mu);
     muse_srv_job_release(job);

@@ -188,9 +188,9 @@ static cJSON *template_kwargs(const cJSON *req) {
     return out;
 }
 
-enum MHD_Result srv_api_chat(struct srv_req *r) {
+enum MHD_Result muse_srv_api_chat(struct srv_req *r) {
     struct muse_server *srv = r->srv;
-    cJSON *req = srv_parse_body(r);
+    cJSON *req = muse_srv_parse_body(r);
     if (!req) return MHD_YES;
     struct muse_srv_job *job = muse_srv_job_new();
     char msg[300] = "", *prompt = NULL;
@@ -199,10 +199,10 @@ enum MHD_Result srv_api_chat(struct srv_req *r) {
     enum MHD_Result ret = MHD_YES;
     struct srv_gen_opts o = {.api = SRV_API_CHAT};
     if (!job) {
-        ret = srv_reply_error(r, 500, "server_error", NULL, "out of memory");
+        ret = muse_srv_reply_error(r, 500, "server_error", NULL, "out of memory");
         goto out;
     }
-    srv_make_id(srv, job, "chatcmpl-", o.id, sizeof o.id);
+    muse_srv_make_id(srv, job, "chatcmpl-", o.id, sizeof o.id);
     const cJSON *messages = cJSON_GetObjectItemCaseSensitive(req, "messages");
     const cJSON *tools = cJSON_GetObjectItemCaseSensitive(req, "tools");
     bool no_tools = false;
@@ -212,7 +212,7 @@ enum MHD_Result srv_api_chat(struct srv_req *r) {
     else if (!valid_tool_choice(cJSON_GetObjectItemCaseSensitive(req, "tool_choice"), tools, &no_tools, msg, sizeof msg))
         param = "tool_choice";
     else if (!reasoning_strength(req, &strength, msg, sizeof msg, &param)) {
-    } else if (!srv_parse_common(srv, req, job, true, msg, sizeof msg, &param)) {
+    } else if (!muse_srv_parse_common(srv, req, job, true, msg, sizeof msg, &param)) {
     }
     const cJSON *so = cJSON_GetObjectItemCaseSensitive(req, "stream_options");
     if (!msg[0] && so && !cJSON_IsNull(so) && !cJSON_IsObject(so)) {
@@ -220,7 +220,7 @@ enum MHD_Result srv_api_chat(struct srv_req *r) {
         param = "stream_options";
     }
     if (msg[0]) {
-        ret = srv_reply_error(r, 400, "invalid_request_error", param, "%s", msg);
+        ret = muse_srv_reply_error(r, 400, "invalid_request_error", param, "%s", msg);
         goto out;
     }
     o.stream = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "stream"));
@@ -229,20 +229,20 @@ enum MHD_Result srv_api_chat(struct srv_req *r) {
     kwargs = template_kwargs(req);
     struct muse_srv_chat_input in = {messages, use_tools, strength, kwargs};
     struct muse_error err = {0};
-    if (srv->eng.ops->render_chat(srv->eng.self, &in, &prompt, &err) != MUSE_OK) {
+    if (srv->ad.ops->render_chat(srv->ad.self, &in, &prompt, &err) != MUSE_OK) {
         ret = err.status == MUSE_ERR_TEMPLATE || err.status == MUSE_ERR_INVALID_ARG || err.status == MUSE_ERR_FORMAT
-                  ? srv_reply_error(r, 400, "invalid_request_error", "messages", "chat template: %s", err.msg)
-                  : srv_reply_error(r, 500, "server_error", NULL, "chat template: %s", err.msg);
+                  ? muse_srv_reply_error(r, 400, "invalid_request_error", "messages", "chat template: %s", err.msg)
+                  : muse_srv_reply_error(r, 500, "server_error", NULL, "chat template: %s", err.msg);
         goto out;
     }
-    if (!srv_tokenize_prompt(r, prompt, false, job)) goto out;
+    if (!muse_srv_tokenize_prompt(r, prompt, false, job)) goto out;
     job->parse_channels = true;
     job->no_tool_calls = no_tools;
     if (use_tools) job->tools = cJSON_Duplicate(use_tools, true);
     free(prompt);
     cJSON_Delete(kwargs);
     cJSON_Delete(req);
-    return srv_run_job(r, job, &o);
+    return muse_srv_run_job(r, job, &o);
 out:
     free(prompt);
     cJSON_Delete(kwargs);
@@ -251,34 +251,34 @@ out:
     return ret;
 }
 
-bool srv_completion_prompt(struct srv_req *r, const cJSON *prompt, bool add_special, struct muse_srv_job *job) {
+bool muse_srv_completion_prompt(struct srv_req *r, const cJSON *prompt, bool add_special, struct muse_srv_job *job) {
     struct muse_server *srv = r->srv;
     if (cJSON_IsArray(prompt) && cJSON_GetArraySize(prompt) == 1 &&
         (cJSON_IsString(prompt->child) || cJSON_IsArray(prompt->child)))
         prompt = prompt->child;
-    if (cJSON_IsString(prompt)) return srv_tokenize_prompt(r, prompt->valuestring, add_special, job);
+    if (cJSON_IsString(prompt)) return muse_srv_tokenize_prompt(r, prompt->valuestring, add_special, job);
     if (!cJSON_IsArray(prompt) || cJSON_GetArraySize(prompt) == 0) {
-        srv_reply_error(r, 400, "invalid_request_error", "prompt",
-                        "'prompt' must be a string or a non-empty array of token ids");
+        muse_srv_reply_error(r, 400, "invalid_request_error", "prompt",
+                             "'prompt' must be a string or a non-empty array of token ids");
         return false;
     }
     int n = cJSON_GetArraySize(prompt), i = 0;
     if (n >= srv->info.n_ctx) {
-        srv_reply_error(r, 400, "invalid_request_error", "prompt",
-                        "the prompt is %d tokens but the context of a slot is %d tokens", n, srv->info.n_ctx);
+        muse_srv_reply_error(r, 400, "invalid_request_error", "prompt",
+                             "the prompt is %d tokens but the context of a slot is %d tokens", n, srv->info.n_ctx);
         return false;
     }
     job->prompt = malloc((size_t)n * sizeof *job->prompt);
     if (!job->prompt) {
-        srv_reply_error(r, 500, "server_error", NULL, "out of memory");
+        muse_srv_reply_error(r, 500, "server_error", NULL, "out of memory");
         return false;
     }
     const cJSON *t;
     cJSON_ArrayForEach(t, prompt) {
         if (!cJSON_IsNumber(t) || t->valuedouble != (double)t->valueint || t->valueint < 0 ||
             t->valueint >= srv->info.n_vocab) {
-            srv_reply_error(r, 400, "invalid_request_error", "prompt", "prompt[%d] is not a token id in [0, %d)", i,
-                            srv->info.n_vocab);
+            muse_srv_reply_error(r, 400, "invalid_request_error", "prompt", "prompt[%d] is not a token id in [0, %d)", i,
+                                 srv->info.n_vocab);
             return false;
         }
         job->prompt[i++] = t->valueint;
@@ -287,21 +287,21 @@ bool srv_completion_prompt(struct srv_req *r, const cJSON *prompt, bool add_spec
     return true;
 }
 
-enum MHD_Result srv_api_completions(struct srv_req *r) {
-    cJSON *req = srv_parse_body(r);
+enum MHD_Result muse_srv_api_completions(struct srv_req *r) {
+    cJSON *req = muse_srv_parse_body(r);
     if (!req) return MHD_YES;
     enum MHD_Result ret = MHD_YES;
     struct srv_gen_opts o = {.api = SRV_API_COMPLETIONS};
-    struct muse_srv_job *job = srv_completion_job(r, req, true, &o, &ret);
+    struct muse_srv_job *job = muse_srv_completion_job(r, req, true, &o, &ret);
     if (!job) goto out;
     if (!cJSON_GetObjectItemCaseSensitive(req, "max_tokens") && !cJSON_GetObjectItemCaseSensitive(req, "max_completion_tokens"))
         job->n_predict = 16; /* the OpenAI default for completions */
-    if (!srv_completion_prompt(r, cJSON_GetObjectItemCaseSensitive(req, "prompt"), true, job)) goto out;
+    if (!muse_srv_completion_prompt(r, cJSON_GetObjectItemCaseSensitive(req, "prompt"), true, job)) goto out;
     const cJSON *so = cJSON_GetObjectItemCaseSensitive(req, "stream_options");
     o.stream = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "stream"));
     o.include_usage = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(so, "include_usage"));
     cJSON_Delete(req);
-    return srv_run_job(r, job, &o);
+    return muse_srv_run_job(r, job, &o);
 out:
     muse_srv_job_release(job);
     cJSON_Delete(req);

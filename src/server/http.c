@@ -35,8 +35,9 @@ static void add_common_headers(struct MHD_Response *resp) {
     MHD_add_response_header(resp, "Server", "muse");
 }
 
-enum MHD_Result srv_reply_buf(struct srv_req *r, unsigned status, const char *content_type, const void *data,
-                              size_t n, bool copy) {
+/* Queue a response of n bytes (copied when copy, else borrowed: data must be static) and count it. */
+static enum MHD_Result reply_buf(struct srv_req *r, unsigned status, const char *content_type, const void *data,
+                                 size_t n, bool copy) {
     struct MHD_Response *resp =
         MHD_create_response_from_buffer(n, (void *)data, copy ? MHD_RESPMEM_MUST_COPY : MHD_RESPMEM_PERSISTENT);
     if (!resp) return MHD_NO;
@@ -51,17 +52,17 @@ enum MHD_Result srv_reply_buf(struct srv_req *r, unsigned status, const char *co
     return ret;
 }
 
-enum MHD_Result srv_reply_json(struct srv_req *r, unsigned status, cJSON *obj) {
+enum MHD_Result muse_srv_reply_json(struct srv_req *r, unsigned status, cJSON *obj) {
     char *text = obj ? cJSON_PrintUnformatted(obj) : NULL;
     cJSON_Delete(obj);
-    if (!text) return srv_reply_buf(r, 500, "application/json", "{\"error\":{\"message\":\"out of memory\"}}", 37, false);
-    enum MHD_Result ret = srv_reply_buf(r, status, "application/json; charset=utf-8", text, strlen(text), true);
+    if (!text) return reply_buf(r, 500, "application/json", "{\"error\":{\"message\":\"out of memory\"}}", 37, false);
+    enum MHD_Result ret = reply_buf(r, status, "application/json; charset=utf-8", text, strlen(text), true);
     free(text);
     return ret;
 }
 
-enum MHD_Result srv_reply_error(struct srv_req *r, unsigned status, const char *type, const char *param,
-                                const char *fmt, ...) {
+enum MHD_Result muse_srv_reply_error(struct srv_req *r, unsigned status, const char *type, const char *param,
+                                     const char *fmt, ...) {
     char msg[600];
     va_list ap;
     va_start(ap, fmt);
@@ -73,16 +74,16 @@ enum MHD_Result srv_reply_error(struct srv_req *r, unsigned status, const char *
     if (param) cJSON_AddStringToObject(e, "param", param);
     else cJSON_AddNullToObject(e, "param");
     cJSON_AddNumberToObject(e, "code", status);
-    return srv_reply_json(r, status, root);
+    return muse_srv_reply_json(r, status, root);
 }
 
-bool srv_client_gone(int fd) {
+bool muse_srv_client_gone(int fd) {
     if (fd < 0) return false;
     struct pollfd p = {.fd = fd, .events = POLLRDHUP};
     return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
 }
 
-cJSON *srv_parse_body(struct srv_req *r) {
+cJSON *muse_srv_parse_body(struct srv_req *r) {
     const char *end = NULL;
     cJSON *js = r->body.len ? cJSON_ParseWithLengthOpts(r->body.p, r->body.len, &end, false) : NULL;
     if (js && (size_t)(end - r->body.p) < r->body.len) {
@@ -95,12 +96,12 @@ cJSON *srv_parse_body(struct srv_req *r) {
             }
     }
     if (!js) {
-        srv_reply_error(r, 400, "invalid_request_error", NULL, "the request body is not valid JSON");
+        muse_srv_reply_error(r, 400, "invalid_request_error", NULL, "the request body is not valid JSON");
         return NULL;
     }
     if (!cJSON_IsObject(js)) {
         cJSON_Delete(js);
-        srv_reply_error(r, 400, "invalid_request_error", NULL, "the request body must be a JSON object");
+        muse_srv_reply_error(r, 400, "invalid_request_error", NULL, "the request body must be a JSON object");
         return NULL;
     }
     return js;
@@ -115,11 +116,11 @@ static enum MHD_Result reply_health(struct srv_req *r) {
         cJSON_AddStringToObject(e, "message", "Loading model");
         cJSON_AddStringToObject(e, "type", "unavailable_error");
         cJSON_AddStringToObject(root, "status", "loading model");
-        return srv_reply_json(r, 503, root);
+        return muse_srv_reply_json(r, 503, root);
     }
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "status", "ok");
-    return srv_reply_json(r, 200, root);
+    return muse_srv_reply_json(r, 200, root);
 }
 
 static enum MHD_Result reply_models(struct srv_req *r) {
@@ -137,7 +138,7 @@ static enum MHD_Result reply_models(struct srv_req *r) {
     cJSON_AddNumberToObject(meta, "n_ctx_train", s->info.n_ctx_train);
     cJSON_AddNumberToObject(meta, "n_vocab", s->info.n_vocab);
     cJSON_AddNumberToObject(meta, "n_slots", s->p.n_slots);
-    return srv_reply_json(r, 200, root);
+    return muse_srv_reply_json(r, 200, root);
 }
 
 static enum MHD_Result reply_metrics(struct srv_req *r) {
@@ -146,7 +147,7 @@ static enum MHD_Result reply_metrics(struct srv_req *r) {
     muse_srv_sched_stats(s->sched, &n_slots, &busy, &queued);
     struct muse_srv_buf b = {0};
     muse_srv_metrics_render(&s->metrics, n_slots, busy, queued, &b);
-    enum MHD_Result ret = srv_reply_buf(r, 200, "text/plain; version=0.0.4; charset=utf-8", muse_srv_buf_str(&b), b.len, true);
+    enum MHD_Result ret = reply_buf(r, 200, "text/plain; version=0.0.4; charset=utf-8", muse_srv_buf_str(&b), b.len, true);
     muse_srv_buf_free(&b);
     return ret;
 }
@@ -177,35 +178,35 @@ static enum MHD_Result route(struct srv_req *r, const char *url, const char *met
         return ret;
     }
     if (!strcmp(url, "/") || !strcmp(url, "/index.html")) {
-        if (!get) return srv_reply_error(r, 405, "invalid_request_error", NULL, "use GET for %s", url);
-        return srv_reply_buf(r, 200, "text/html; charset=utf-8", muse_srv_page_index, muse_srv_page_index_len, false);
+        if (!get) return muse_srv_reply_error(r, 405, "invalid_request_error", NULL, "use GET for %s", url);
+        return reply_buf(r, 200, "text/html; charset=utf-8", muse_srv_page_index, muse_srv_page_index_len, false);
     }
     if (!strcmp(url, "/health")) return reply_health(r);
-    if (!authorized(r)) return srv_reply_error(r, 401, "authentication_error", NULL, "invalid or missing API key");
+    if (!authorized(r)) return muse_srv_reply_error(r, 401, "authentication_error", NULL, "invalid or missing API key");
 
     static const struct {
         const char *path;
         bool post;
         enum MHD_Result (*fn)(struct srv_req *);
     } routes[] = {
-        {"/v1/chat/completions", true, srv_api_chat}, {"/chat/completions", true, srv_api_chat},
-        {"/v1/completions", true, srv_api_completions}, {"/completions", true, srv_api_completions},
-        {"/completion", true, srv_api_completion},      {"/tokenize", true, srv_api_tokenize},
-        {"/detokenize", true, srv_api_detokenize},      {"/v1/models", false, reply_models},
-        {"/models", false, reply_models},               {"/metrics", false, reply_metrics},
+        {"/v1/chat/completions", true, muse_srv_api_chat},   {"/chat/completions", true, muse_srv_api_chat},
+        {"/v1/completions", true, muse_srv_api_completions}, {"/completions", true, muse_srv_api_completions},
+        {"/completion", true, muse_srv_api_completion},      {"/tokenize", true, muse_srv_api_tokenize},
+        {"/detokenize", true, muse_srv_api_detokenize},      {"/v1/models", false, reply_models},
+        {"/models", false, reply_models},                    {"/metrics", false, reply_metrics},
     };
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
         if (strcmp(url, routes[i].path)) continue;
         if (routes[i].post ? !post : !get)
-            return srv_reply_error(r, 405, "invalid_request_error", NULL, "use %s for %s", routes[i].post ? "POST" : "GET",
-                                   url);
+            return muse_srv_reply_error(r, 405, "invalid_request_error", NULL, "use %s for %s",
+                                        routes[i].post ? "POST" : "GET", url);
         if (!atomic_load(&r->srv->ready))
-            return srv_reply_error(r, 503, "unavailable_error", NULL, "Loading model");
+            return muse_srv_reply_error(r, 503, "unavailable_error", NULL, "Loading model");
         if (atomic_load(&r->srv->stopping))
-            return srv_reply_error(r, 503, "unavailable_error", NULL, "the server is shutting down");
+            return muse_srv_reply_error(r, 503, "unavailable_error", NULL, "the server is shutting down");
         return routes[i].fn(r);
     }
-    return srv_reply_error(r, 404, "not_found_error", NULL, "no such endpoint: %s %s", method, url);
+    return muse_srv_reply_error(r, 404, "not_found_error", NULL, "no such endpoint: %s %s", method, url);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
@@ -226,8 +227,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (cl && strtoull(cl, NULL, 10) > s->p.max_body) {
             /* answer at once: MHD then closes the connection instead of reading the body */
             r->too_large = true;
-            return srv_reply_error(r, 413, "invalid_request_error", NULL, "request body larger than %zu bytes (--max-body)",
-                                   s->p.max_body);
+            return muse_srv_reply_error(r, 413, "invalid_request_error", NULL, "request body larger than %zu bytes (--max-body)",
+                                        s->p.max_body);
         }
         return MHD_YES;
     }
@@ -243,8 +244,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     if (r->answered) return MHD_YES;
     if (r->too_large)
-        return srv_reply_error(r, 413, "invalid_request_error", NULL, "request body larger than %zu bytes (--max-body)",
-                               s->p.max_body);
+        return muse_srv_reply_error(r, 413, "invalid_request_error", NULL, "request body larger than %zu bytes (--max-body)",
+                                    s->p.max_body);
     return route(r, url, method);
 }
 
@@ -320,10 +321,10 @@ fail:
 
 int muse_server_port(const struct muse_server *s) { return s->port; }
 
-muse_status muse_server_attach_engine(struct muse_server *s, struct muse_srv_engine eng, struct muse_error *err) {
-    s->eng = eng;
-    eng.ops->info(eng.self, &s->info);
-    s->sched = muse_srv_sched_create(&s->eng, s->p.n_slots, s->p.queue, &s->metrics, err);
+muse_status muse_server_attach_adapter(struct muse_server *s, struct muse_srv_adapter ad, struct muse_error *err) {
+    s->ad = ad;
+    ad.ops->info(ad.self, &s->info);
+    s->sched = muse_srv_sched_create(&s->ad, s->p.n_slots, s->p.queue, &s->metrics, err);
     if (!s->sched) return err ? err->status : MUSE_ERR_INTERNAL;
     atomic_store(&s->ready, true);
     return MUSE_OK;
@@ -344,7 +345,7 @@ void muse_server_free(struct muse_server *s) {
     if (s->daemon) MHD_stop_daemon(s->daemon);
     if (listen_fd >= 0) close(listen_fd);
     muse_srv_sched_free(s->sched);
-    if (s->eng.ops) s->eng.ops->destroy(s->eng.self);
+    if (s->ad.ops) s->ad.ops->destroy(s->ad.self);
     muse_srv_metrics_destroy(&s->metrics);
     free(s->host);
     free(s->api_key);

@@ -34,6 +34,13 @@ void muse_srv_metrics_job(struct muse_srv_metrics *m, int n_prompt, int n_cached
     pthread_mutex_unlock(&m->mu);
 }
 
+void muse_srv_metrics_keep(struct muse_srv_metrics *m, const struct muse_session_keep *keep) {
+    pthread_mutex_lock(&m->mu);
+    if (keep->kind == MUSE_SESSION_KEEP_RESTORED) m->swa_restores_total++;
+    if (keep->kind == MUSE_SESSION_KEEP_CLEARED) m->swa_reprefills_total++;
+    pthread_mutex_unlock(&m->mu);
+}
+
 static void metric(struct muse_srv_buf *out, const char *name, const char *type, const char *help, double v) {
     muse_srv_buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name, type, name, v);
 }
@@ -58,6 +65,12 @@ void muse_srv_metrics_render(struct muse_srv_metrics *m, int slots_total, int sl
            (double)(c.prompt_tokens_total - c.prompt_tokens_cached_total));
     metric(out, "muse_prompt_cache_hits_total", "counter", "Jobs that reused at least one cached prompt token.",
            (double)c.cache_hits_total);
+    metric(out, "muse_swa_checkpoint_restores_total", "counter",
+           "Prompt-cache rewinds the sliding-window rings could not serve, served by a checkpoint.",
+           (double)c.swa_restores_total);
+    metric(out, "muse_swa_reprefills_total", "counter",
+           "Prompt-cache rewinds the sliding-window rings could not serve, restarted from position 0.",
+           (double)c.swa_reprefills_total);
     metric(out, "muse_tokens_predicted_total", "counter", "Generated tokens.", (double)c.generated_tokens_total);
     metric(out, "muse_prefill_seconds_total", "counter", "Time spent in prefill.", c.prefill_seconds_total);
     metric(out, "muse_decode_seconds_total", "counter", "Time spent decoding.", c.decode_seconds_total);

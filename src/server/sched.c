@@ -1,4 +1,12 @@
-/* sched.c - slots, queue and the per-slot generation loop. */
+/*
+ * sched.c - slots, queue and the per-slot generation loop (the contract: sched.h).
+ *
+ * Ownership in brief: the scheduler owns its slots (each: the adapter slot, the token mirror, the
+ * worker thread, the condition the worker sleeps on) and the queue's storage; it borrows the
+ * adapter and the metrics. Jobs are shared by reference count (sched.h). The only state two
+ * threads touch is the queue and the slots' `job` / `last_used` (under s->mu), a job's outputs
+ * (under job->mu) and a job's cancel flag (atomic).
+ */
 #include "server/sched.h"
 
 #include <cJSON.h>
@@ -16,29 +24,30 @@
 struct slot {
     struct muse_srv_sched *s;
     int idx;
-    void *es;               /* the engine's slot */
-    int32_t *cache;         /* [n_ctx] tokens now in the engine slot's KV cache */
+    void *es;               /* the adapter's slot: used by this slot's worker only */
+    int32_t *cache;         /* [n_ctx] token ids now in the adapter slot's KV cache: written by the worker
+                               while it holds a job, read by submit only while the slot is idle */
     int n_cache;
-    struct muse_srv_job *job; /* assigned job (under s->mu) */
-    uint64_t last_used;
+    struct muse_srv_job *job; /* assigned job, NULL when idle (under s->mu); the scheduler's reference */
+    uint64_t last_used;     /* s->tick when its last job ended (under s->mu): least recently used wins ties */
     pthread_t th;
-    bool th_started;
-    pthread_cond_t cv;
+    bool th_started;        /* th was created and must be joined */
+    pthread_cond_t cv;      /* the worker waits here (with s->mu) for a job or for stopping */
 };
 
 struct muse_srv_sched {
-    const struct muse_srv_engine *eng;
-    struct muse_srv_engine_info info;
-    struct muse_srv_metrics *metrics;
-    pthread_mutex_t mu;
-    struct slot *slots; /* [n_slots] */
+    const struct muse_srv_adapter *ad; /* borrowed */
+    struct muse_srv_adapter_info info; /* read once at creation: immutable afterwards, read without a lock */
+    struct muse_srv_metrics *metrics;  /* borrowed, may be NULL; has its own lock */
+    pthread_mutex_t mu;                /* guards everything below that changes, and each slot's job/last_used */
+    struct slot *slots; /* [n_slots]; the array itself never changes after creation */
     int n_slots;
-    struct muse_srv_job **queue; /* ring [q_cap] */
+    struct muse_srv_job **queue; /* ring [q_cap] of waiting jobs, each holding the scheduler's reference */
     int q_head, q_len, q_cap; /* q_cap = storage (>= 1) */
     int q_limit;              /* most jobs allowed to wait (--queue) */
-    bool stopping;
-    bool joined; /* muse_srv_sched_stop ran */
-    uint64_t tick;
+    bool stopping;            /* no new jobs; workers exit once their job is done */
+    bool joined;              /* muse_srv_sched_stop ran (it joins once) */
+    uint64_t tick;            /* counts finished jobs: the clock of last_used */
 };
 
 /* ---- jobs ---- */
@@ -50,7 +59,7 @@ struct muse_srv_job *muse_srv_job_new(void) {
     pthread_cond_init(&job->cv, NULL);
     job->n_predict = -1;
     job->slot = -1;
-    job->sp.top_p = 1.0f;
+    job->sp = muse_sampler_default_params();
     atomic_init(&job->cancel, false);
     atomic_init(&job->refs, 1);
     return job;
@@ -78,6 +87,11 @@ void muse_srv_job_release(struct muse_srv_job *job) {
 
 void muse_srv_job_cancel(struct muse_srv_job *job) { atomic_store(&job->cancel, true); }
 
+/*
+ * End a job once (later calls only wake readers again): record why and when, set done and wake
+ * every reader. The timestamps a job never reached (it was cancelled in the queue, or failed
+ * before its prefill ended) are set to the end, so durations are never negative.
+ */
 static void job_finish(struct muse_srv_job *job, enum muse_srv_finish f, const char *err) {
     pthread_mutex_lock(&job->mu);
     if (!job->done) {
@@ -92,11 +106,18 @@ static void job_finish(struct muse_srv_job *job, enum muse_srv_finish f, const c
     pthread_mutex_unlock(&job->mu);
 }
 
-/* ---- the generation loop's text pipeline ---- */
+/*
+ * ---- the generation loop's text pipeline ----
+ * Token pieces -> complete UTF-8 (utf8_drain) -> stop-string search (text_advance) -> the output
+ * parser (chat: reasoning / content / tool calls) or the content verbatim (raw completions). Text
+ * that may be the start of a stop string is held back until it is decided; a stop string ends the
+ * job and never reaches the client. All of it runs on the worker, with job->mu held while the job's
+ * outputs change; `struct gen` itself is the worker's own.
+ */
 
 struct gen {
     struct muse_srv_job *job;
-    struct muse_output_parser *parser; /* chat: the engine's output parser; NULL: raw text */
+    struct muse_output_parser *parser; /* chat: the library's output parser; NULL: raw text */
     struct muse_srv_buf utf8; /* piece bytes not yet forming complete UTF-8 */
     struct muse_srv_buf raw;  /* valid UTF-8 generated text */
     size_t fed;               /* raw[0..fed) went to the parser (or to content when raw) */
@@ -227,6 +248,8 @@ static void text_advance(struct gen *g, bool final) {
     }
 }
 
+/* Append a generated token (and its top-n_probs list) to the job's outputs; false when out of memory
+ * (nothing appended). Called with job->mu held: the arrays may move. */
 static bool record_token(struct muse_srv_job *job, int32_t tok, const struct muse_srv_prob *probs) {
     if (job->n_out == job->cap_out) {
         int cap = job->cap_out ? job->cap_out * 2 : 64;
@@ -247,12 +270,13 @@ static bool record_token(struct muse_srv_job *job, int32_t tok, const struct mus
     return true;
 }
 
-/* Evaluate toks in the slot and mirror them in its cache; on failure the slot cache is dropped. */
+/* Evaluate toks in the slot and mirror them in its cache; on failure the slot's cache is dropped
+ * (the request ends with an error; the next one starts cold). */
 static muse_status slot_eval(struct slot *sl, const int32_t *toks, int n, struct muse_error *err) {
-    const struct muse_srv_engine *eng = sl->s->eng;
-    muse_status st = eng->ops->slot_eval(sl->es, toks, n, err);
+    const struct muse_srv_adapter *ad = sl->s->ad;
+    muse_status st = ad->ops->slot_eval(sl->es, toks, n, err);
     if (st != MUSE_OK) {
-        sl->n_cache = eng->ops->slot_keep(sl->es, 0);
+        sl->n_cache = ad->ops->slot_keep(sl->es, 0).n_kept;
         return st;
     }
     memcpy(sl->cache + sl->n_cache, toks, (size_t)n * sizeof *toks);
@@ -260,9 +284,15 @@ static muse_status slot_eval(struct slot *sl, const int32_t *toks, int n, struct
     return MUSE_OK;
 }
 
+/*
+ * Run one job on its slot, from the worker thread, with no lock held on entry. Ends the job exactly
+ * once (job_finish) on every path: cancelled, an error, or the loop's finish reason. The slot's
+ * mirror (sl->cache) tracks the adapter slot's cache throughout, so the next job's prefix match is
+ * right even after an error. Metrics are counted at the end for every job that reached a slot.
+ */
 static void run_job(struct slot *sl, struct muse_srv_job *job) {
     struct muse_srv_sched *s = sl->s;
-    const struct muse_srv_engine *eng = s->eng;
+    const struct muse_srv_adapter *ad = s->ad;
     struct muse_error err = {0};
     struct gen g = {.job = job};
     struct muse_srv_prob *probs = NULL;
@@ -282,10 +312,12 @@ static void run_job(struct slot *sl, struct muse_srv_job *job) {
         goto done;
     }
 
-    /* prompt cache: keep the common prefix (as far as the engine can rewind), evaluate the rest */
-    int keep = muse_srv_common_prefix(sl->cache, sl->n_cache, job->prompt, job->n_prompt);
-    if (keep >= job->n_prompt) keep = job->n_prompt - 1; /* re-evaluate one token for fresh logits */
-    sl->n_cache = eng->ops->slot_keep(sl->es, keep);
+    /* prompt cache: keep the common prefix (as far as the adapter can rewind: a sliding-window miss
+     * may keep less, src/gen/session.h), evaluate the rest */
+    struct muse_session_keep kept =
+        ad->ops->slot_keep(sl->es, muse_session_reuse_len(sl->cache, sl->n_cache, job->prompt, job->n_prompt));
+    sl->n_cache = kept.n_kept;
+    if (s->metrics) muse_srv_metrics_keep(s->metrics, &kept);
     pthread_mutex_lock(&job->mu);
     job->n_cached = sl->n_cache;
     pthread_mutex_unlock(&job->mu);
@@ -320,19 +352,22 @@ static void run_job(struct slot *sl, struct muse_srv_job *job) {
         job_finish(job, MUSE_SRV_FINISH_ERROR, "out of memory");
         goto done;
     }
-    uint64_t rng = job->sp.seed;
+    /* the prompt is in the cache: a sampler for this request, and the adapter's checkpoint */
+    if (ad->ops->slot_begin(sl->es, &job->sp, &err) != MUSE_OK) {
+        job_finish(job, MUSE_SRV_FINISH_ERROR, err.msg);
+        goto done;
+    }
     for (;;) {
         if (atomic_load(&job->cancel)) { fin = MUSE_SRV_FINISH_CANCELLED; break; }
         if (job->n_predict >= 0 && job->n_out >= job->n_predict) { fin = MUSE_SRV_FINISH_LENGTH; break; }
         int32_t tok;
-        if (eng->ops->slot_sample(sl->es, &job->sp, job->out_toks, job->n_out, &rng, job->n_probs, probs, &tok,
-                                  &err) != MUSE_OK) {
+        if (ad->ops->slot_sample(sl->es, job->n_probs, probs, &tok, &err) != MUSE_OK) {
             fin = MUSE_SRV_FINISH_ERROR;
             break;
         }
-        bool eog = eng->ops->is_eog(eng->self, tok);
+        bool eog = ad->ops->is_eog(ad->self, tok);
         char piece[MAX_PIECE];
-        int np = eog ? 0 : eng->ops->token_piece(eng->self, tok, piece, sizeof piece);
+        int np = eog ? 0 : ad->ops->token_piece(ad->self, tok, piece, sizeof piece);
         if (np < 0) np = 0;
         if (np > (int)sizeof piece) np = (int)sizeof piece; /* no real token is that long */
         pthread_mutex_lock(&job->mu);
@@ -376,6 +411,13 @@ done:
 
 /* ---- slots and queue ---- */
 
+/*
+ * A slot's thread: sleep on sl->cv until submit (or a finishing worker, through the queue) hands it
+ * a job or the scheduler stops; run the job without the lock; drop the scheduler's reference; mark
+ * the slot idle, or take the queue's head straight away. A job already assigned when stopping
+ * starts is still run (it sees its cancel flag and ends as cancelled), so every job submitted with
+ * OK is finished by some worker - or, when no worker ever started, by muse_srv_sched_stop.
+ */
 static void *worker(void *arg) {
     struct slot *sl = arg;
     struct muse_srv_sched *s = sl->s;
@@ -400,7 +442,7 @@ static void *worker(void *arg) {
     return NULL;
 }
 
-struct muse_srv_sched *muse_srv_sched_create(const struct muse_srv_engine *eng, int n_slots, int queue_cap,
+struct muse_srv_sched *muse_srv_sched_create(const struct muse_srv_adapter *ad, int n_slots, int queue_cap,
                                              struct muse_srv_metrics *metrics, struct muse_error *err) {
     struct muse_srv_sched *s = calloc(1, sizeof *s);
     if (!s) {
@@ -408,9 +450,9 @@ struct muse_srv_sched *muse_srv_sched_create(const struct muse_srv_engine *eng, 
         return NULL;
     }
     pthread_mutex_init(&s->mu, NULL);
-    s->eng = eng;
+    s->ad = ad;
     s->metrics = metrics;
-    eng->ops->info(eng->self, &s->info);
+    ad->ops->info(ad->self, &s->info);
     if (n_slots < 1 || queue_cap < 0 || s->info.n_ctx < 2) {
         muse_error_set(err, MUSE_ERR_INVALID_ARG, "bad scheduler parameters (slots %d, queue %d, n_ctx %d)", n_slots,
                        queue_cap, s->info.n_ctx);
@@ -437,7 +479,7 @@ struct muse_srv_sched *muse_srv_sched_create(const struct muse_srv_engine *eng, 
             muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
             goto fail;
         }
-        sl->es = eng->ops->slot_create(eng->self, err);
+        sl->es = ad->ops->slot_create(ad->self, err);
         if (!sl->es) goto fail;
     }
     for (int i = 0; i < n_slots; i++) {
@@ -453,6 +495,7 @@ fail:
     return NULL;
 }
 
+/* Placement (sched.h): all under s->mu, so a slot is handed at most one job and the queue is FIFO. */
 enum muse_srv_submit muse_srv_sched_submit(struct muse_srv_sched *s, struct muse_srv_job *job) {
     pthread_mutex_lock(&s->mu);
     if (s->stopping) {
@@ -471,7 +514,7 @@ enum muse_srv_submit muse_srv_sched_submit(struct muse_srv_sched *s, struct muse
         struct slot *sl = &s->slots[i];
         if (sl->job) continue;
         /* the worker only changes cache/n_cache while it holds a job, so reading them here is safe */
-        int lcp = muse_srv_common_prefix(sl->cache, sl->n_cache, job->prompt, job->n_prompt);
+        int lcp = muse_session_common_prefix(sl->cache, sl->n_cache, job->prompt, job->n_prompt);
         if (lcp > best_lcp || (lcp == best_lcp && sl->last_used < best->last_used)) {
             best = sl;
             best_lcp = lcp;
@@ -506,6 +549,12 @@ void muse_srv_sched_stats(struct muse_srv_sched *s, int *n_slots, int *n_busy, i
     pthread_mutex_unlock(&s->mu);
 }
 
+/*
+ * Set stopping and cancel everything under s->mu, then join the workers without it (a worker needs
+ * s->mu to finish its job). Each worker runs its assigned job to its (cancelled) end, drains the
+ * queue the same way (cancelled jobs end at once) and exits; what is still queued after the joins
+ * (only when no worker ever started) is finished as cancelled here.
+ */
 void muse_srv_sched_stop(struct muse_srv_sched *s) {
     if (!s) return;
     pthread_mutex_lock(&s->mu);
@@ -534,7 +583,7 @@ void muse_srv_sched_free(struct muse_srv_sched *s) {
     if (!s) return;
     muse_srv_sched_stop(s);
     for (int i = 0; s->slots && i < s->n_slots; i++) {
-        if (s->slots[i].es) s->eng->ops->slot_free(s->slots[i].es);
+        if (s->slots[i].es) s->ad->ops->slot_free(s->slots[i].es);
         free(s->slots[i].cache);
         pthread_cond_destroy(&s->slots[i].cv);
     }

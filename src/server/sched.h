@@ -1,13 +1,31 @@
 /*
  * sched.h - slots, the bounded request queue and the generation loop of `muse serve`.
  *
- * N slots, each a worker thread owning one engine slot (its own KV cache) and a mirror of the
- * tokens in it. A job submitted while a slot is idle goes to the idle slot whose cache shares
- * the longest token prefix with the job's prompt (ties: least recently used); otherwise it waits
- * in a FIFO queue of bounded length. The worker keeps the common prefix (as far as the engine
- * can rewind, see slot_keep), evaluates only the rest, then samples until a stop token, a stop
- * string, max tokens, the context end or cancellation. Output is appended to the job under its
- * mutex; readers (HTTP threads) keep their own cursors and wait on job->cv.
+ * Threads. N slots, each one worker thread that owns one adapter slot (its own KV cache: a
+ * session in the model adapter) and a mirror of the token ids in it. HTTP threads submit jobs
+ * and read their output; only the slot's worker ever calls the adapter's slot functions, so an
+ * adapter slot is never used from two threads. Workers of different slots run concurrently.
+ *
+ * Placement. A job submitted while some slot is idle goes to the idle slot whose cache shares the
+ * longest token prefix with the job's prompt - when that prefix is at least half the prompt -
+ * else to the least recently used idle slot (a new conversation does not evict another one's
+ * cache because both start with the same system prompt). With no idle slot it waits in a FIFO
+ * queue of at most queue_cap jobs; beyond that submit answers FULL. A worker that finishes a job
+ * takes the queue's head (FIFO, not prefix-aware).
+ *
+ * A job on a slot: keep the prompt's common prefix with the slot's cache as far as the adapter can
+ * rewind (muse_session_reuse_len: never all of it, the last prompt token is always evaluated for
+ * fresh logits; slot_keep may keep less on a sliding-window miss, src/gen/session.h), evaluate the
+ * rest in chunks (cancellation is checked between them), slot_begin, then sample until a stop
+ * token, a stop string, max tokens, the context end, cancellation or an error. The generated
+ * tokens are evaluated into the cache as they come (all but the last), so the next request of the
+ * conversation finds them there.
+ *
+ * Locks. The scheduler's mutex guards the queue, each slot's `job` pointer and `last_used`, and
+ * `stopping`. A slot's cache mirror is written only by its worker while it holds a job, and read by
+ * submit (under the scheduler's mutex) only for idle slots, so the two never overlap. A job's
+ * outputs are guarded by job->mu (below); the worker never holds the scheduler's mutex and a
+ * job's mutex at once, and never calls the adapter with either held.
  */
 #pragma once
 
@@ -16,8 +34,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "gen/sampler.h"
+#include "server/adapter.h"
 #include "server/buf.h"
-#include "server/engine_iface.h"
 #include "server/metrics.h"
 
 struct cJSON;
@@ -28,7 +47,7 @@ enum muse_srv_finish {
     MUSE_SRV_FINISH_WORD,      /* a stop string matched */
     MUSE_SRV_FINISH_LENGTH,    /* max tokens or the context end */
     MUSE_SRV_FINISH_CANCELLED, /* client gone or shutdown */
-    MUSE_SRV_FINISH_ERROR,     /* engine error: see status/err */
+    MUSE_SRV_FINISH_ERROR,     /* adapter error (or out of memory): see err */
 };
 
 struct muse_srv_tool_call {
@@ -37,11 +56,18 @@ struct muse_srv_tool_call {
     char *arguments; /* owned JSON object text */
 };
 
+/*
+ * One request's generation. Lifetime: reference counted (refs). muse_srv_job_new gives the
+ * creator one reference; a successful submit takes another for the scheduler, which it drops when
+ * the job is finished (done set, readers woken) or cancelled at shutdown. The last release frees
+ * the job and everything it owns. So an HTTP thread may keep reading a job after the scheduler let
+ * go of it, and a worker may finish a job whose client is gone.
+ */
 struct muse_srv_job {
-    /* inputs: set before submit, read-only afterwards (owned by the job) */
-    int32_t *prompt; /* [n_prompt] */
+    /* inputs: set before submit, read-only afterwards (owned by the job: freed with it) */
+    int32_t *prompt; /* [n_prompt] malloc'd */
     int n_prompt;
-    struct muse_srv_sampling sp;
+    struct muse_sampler_params sp; /* the request's sampling (defaults: muse_sampler_default_params) */
     int n_predict;       /* max generated tokens; < 0 = until the context is full */
     char **stops;        /* [n_stops] stop strings */
     int n_stops;
@@ -51,7 +77,12 @@ struct muse_srv_job {
     struct cJSON *tools; /* types tool-call arguments; may be NULL */
     uint64_t id;         /* unique per server: tool-call ids derive from it */
 
-    /* outputs, guarded by mu (the worker appends; readers copy what is new) */
+    /*
+     * outputs, guarded by mu: the worker appends and broadcasts cv after each token and once when
+     * done; readers lock mu, copy what is past their own cursor, and wait on cv. Arrays grow (they
+     * may move): readers copy under mu, never keep pointers into them. Once done is true nothing
+     * changes any more.
+     */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     struct muse_srv_buf content;
@@ -62,7 +93,7 @@ struct muse_srv_job {
     struct muse_srv_prob *probs;      /* [n_out][n_probs] */
     int *out_text_end;                /* [n_out] content length (bytes) after each token */
     int n_out, cap_out;
-    int n_cached;                     /* prompt tokens reused from the slot's cache */
+    int n_cached;                     /* prompt tokens reused from the slot's cache (set before prefill) */
     int slot;                         /* slot index once started, else -1 */
     bool started, done;
     enum muse_srv_finish finish;
@@ -70,13 +101,14 @@ struct muse_srv_job {
     char err[256];                    /* FINISH_ERROR message */
     int64_t t_submit_us, t_start_us, t_prefill_end_us, t_end_us;
 
-    atomic_bool cancel;
+    atomic_bool cancel; /* set by anyone (muse_srv_job_cancel); the worker polls it between tokens */
     atomic_int refs;
 };
 
-/* A new job with one reference (the caller's), or NULL. Fill the inputs, then submit. */
+/* A new job with one reference (the caller's) and default inputs (sp = muse_sampler_default_params,
+ * n_predict -1), or NULL when out of memory. Fill the inputs, then submit. */
 struct muse_srv_job *muse_srv_job_new(void);
-/* Drop a reference; the last one frees the job. */
+/* Drop a reference; the last one frees the job (NULL is a no-op). Any thread. */
 void muse_srv_job_release(struct muse_srv_job *job);
 /* Ask the worker to stop this job as soon as possible (safe from any thread, any time). */
 void muse_srv_job_cancel(struct muse_srv_job *job);
@@ -90,22 +122,27 @@ enum muse_srv_submit {
 };
 
 /*
- * Start n_slots workers over eng (borrowed; must outlive the scheduler) with a queue of at
- * most queue_cap waiting jobs. metrics is borrowed. NULL with err set on failure.
+ * Create n_slots adapter slots and start one worker per slot over ad (borrowed; must outlive the
+ * scheduler) with a queue of at most queue_cap waiting jobs (0: none wait, a busy server answers
+ * FULL). metrics is borrowed (may be NULL). NULL with err set on failure (bad parameters, out of
+ * memory, a slot the adapter could not create, a thread that did not start); nothing is left
+ * running then.
  */
-struct muse_srv_sched *muse_srv_sched_create(const struct muse_srv_engine *eng, int n_slots, int queue_cap,
+struct muse_srv_sched *muse_srv_sched_create(const struct muse_srv_adapter *ad, int n_slots, int queue_cap,
                                              struct muse_srv_metrics *metrics, struct muse_error *err);
-/* Hand a job to a slot or the queue. On OK the scheduler holds its own reference. */
+/*
+ * Hand a job to an idle slot or the queue (placement above). Any thread; never blocks on a
+ * generation. On OK the scheduler holds its own reference until the job is done, and the job's
+ * inputs must no longer change; on FULL or CLOSED it took nothing and the caller still owns its
+ * reference.
+ */
 enum muse_srv_submit muse_srv_sched_submit(struct muse_srv_sched *s, struct muse_srv_job *job);
-/* Gauges for /metrics. */
+/* Gauges for /metrics: slots, slots running a job, jobs waiting (a consistent snapshot). */
 void muse_srv_sched_stats(struct muse_srv_sched *s, int *n_slots, int *n_busy, int *n_queued);
 /*
  * Refuse new jobs, cancel every job (running and queued; each ends with FINISH_CANCELLED) and
  * join the workers. Idempotent; submit returns CLOSED afterwards. NULL is a no-op.
  */
 void muse_srv_sched_stop(struct muse_srv_sched *s);
-/* Stop (if not yet) and free the slots and the scheduler. NULL is a no-op. */
+/* Stop (if not yet) and free the slots and the scheduler. NULL is a no-op. Not from a worker. */
 void muse_srv_sched_free(struct muse_srv_sched *s);
-
-/* Length of the longest common prefix of a and b. */
-int muse_srv_common_prefix(const int32_t *a, int n_a, const int32_t *b, int n_b);

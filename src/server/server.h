@@ -1,8 +1,8 @@
 /*
- * server.h - `muse serve`: an OpenAI-compatible HTTP server over an engine (engine_iface.h).
+ * server.h - `muse serve`: an OpenAI-compatible HTTP server over an adapter (adapter.h).
  *
  * Lifecycle: muse_server_create() binds and starts answering at once (GET /health says 503
- * "loading" and API calls 503 until an engine is attached); muse_server_attach_engine() starts the
+ * "loading" and API calls 503 until an adapter is attached); muse_server_attach_adapter() starts the
  * slots; muse_server_free() shuts down gracefully (stops accepting, cancels generations, lets
  * open streams finish their last event, joins every thread). Endpoints: docs/server.md.
  */
@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "muse.h"
-#include "server/engine_iface.h"
+#include "server/adapter.h"
 
 struct muse_server_params {
     const char *host;       /* numeric IPv4/IPv6 address to bind; "127.0.0.1" by default */
@@ -31,15 +31,15 @@ struct muse_server_params muse_server_default_params(void);
 
 struct muse_server;
 
-/* Bind and start serving (503 until an engine is attached). *out owned by the caller. */
+/* Bind and start serving (503 until an adapter is attached). *out owned by the caller. */
 muse_status muse_server_create(const struct muse_server_params *params, struct muse_server **out,
                                struct muse_error *err);
 /* The bound TCP port. */
 int muse_server_port(const struct muse_server *s);
 /*
- * Hand the server its engine (ownership moves to the server, also on failure) and start the
+ * Hand the server its adapter (ownership moves to the server, also on failure) and start the
  * slots. After this the API endpoints answer. Call at most once, from the thread that created s.
  */
-muse_status muse_server_attach_engine(struct muse_server *s, struct muse_srv_engine eng, struct muse_error *err);
+muse_status muse_server_attach_adapter(struct muse_server *s, struct muse_srv_adapter ad, struct muse_error *err);
 /* Graceful shutdown and free (NULL is a no-op). Not callable from a request thread. */
 void muse_server_free(struct muse_server *s);

@@ -17,10 +17,10 @@ struct muse_server {
     char *host;
     int port;
     struct MHD_Daemon *daemon;
-    atomic_bool ready;    /* engine attached and slots running */
+    atomic_bool ready;    /* adapter attached and slots running */
     atomic_bool stopping; /* shutdown started */
-    struct muse_srv_engine eng;
-    struct muse_srv_engine_info info;
+    struct muse_srv_adapter ad;
+    struct muse_srv_adapter_info info;
     struct muse_srv_sched *sched;
     struct muse_srv_metrics metrics;
     atomic_uint_fast64_t next_id;
@@ -40,14 +40,12 @@ struct srv_req {
 };
 
 /* Reply helpers: each queues a response and counts it in the metrics. */
-enum MHD_Result srv_reply_json(struct srv_req *r, unsigned status, cJSON *obj); /* takes obj */
-enum MHD_Result srv_reply_error(struct srv_req *r, unsigned status, const char *type, const char *param,
-                                const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-enum MHD_Result srv_reply_buf(struct srv_req *r, unsigned status, const char *content_type, const void *data,
-                              size_t n, bool copy);
+enum MHD_Result muse_srv_reply_json(struct srv_req *r, unsigned status, cJSON *obj); /* takes obj */
+enum MHD_Result muse_srv_reply_error(struct srv_req *r, unsigned status, const char *type, const char *param,
+                                     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 /* True when the peer has closed or reset the connection. */
-bool srv_client_gone(int fd);
+bool muse_srv_client_gone(int fd);
 
 /* The fields a generating endpoint formats; filled from a job under its mutex. */
 enum srv_api { SRV_API_CHAT, SRV_API_COMPLETIONS, SRV_API_NATIVE };
@@ -61,49 +59,49 @@ struct srv_gen_opts {
 };
 
 /* Submit job and answer the request (SSE stream or one JSON document). Takes the caller's job ref. */
-enum MHD_Result srv_run_job(struct srv_req *r, struct muse_srv_job *job, const struct srv_gen_opts *o);
+enum MHD_Result muse_srv_run_job(struct srv_req *r, struct muse_srv_job *job, const struct srv_gen_opts *o);
 
 /*
  * Parse the sampling/stop/limit fields shared by every generating endpoint into job. On a bad
  * value writes a message to msg (and the offending field to *param) and returns false.
  */
-bool srv_parse_common(struct muse_server *srv, const cJSON *req, struct muse_srv_job *job, bool openai,
-                      char *msg, size_t cap, const char **param);
+bool muse_srv_parse_common(struct muse_server *srv, const cJSON *req, struct muse_srv_job *job, bool openai,
+                           char *msg, size_t cap, const char **param);
 
 /* Tokenize and check the context; replies 400/500 itself and returns false on failure. */
-bool srv_tokenize_prompt(struct srv_req *r, const char *text, bool add_special, struct muse_srv_job *job);
+bool muse_srv_tokenize_prompt(struct srv_req *r, const char *text, bool add_special, struct muse_srv_job *job);
 
 /*
  * The prompt of a completion request: a string, an array of token ids, or an array holding one
  * string or one id array. Fills job->prompt (tokenizing text). Replies itself on failure.
  */
-bool srv_completion_prompt(struct srv_req *r, const cJSON *prompt, bool add_special, struct muse_srv_job *job);
+bool muse_srv_completion_prompt(struct srv_req *r, const cJSON *prompt, bool add_special, struct muse_srv_job *job);
 /* Give job a server-unique id and write PREFIX + hex id to out. */
-void srv_make_id(struct muse_server *srv, struct muse_srv_job *job, const char *prefix, char *out, size_t cap);
+void muse_srv_make_id(struct muse_server *srv, struct muse_srv_job *job, const char *prefix, char *out, size_t cap);
 
 /*
  * The start shared by /completion and /v1/completions: a new job with a "cmpl-" id in o->id and
- * the common parameters of req parsed (openai as for srv_parse_common). On failure it replies
+ * the common parameters of req parsed (openai as for muse_srv_parse_common). On failure it replies
  * (500 out of memory, 400 bad parameter), stores the reply's result in *ret and returns NULL.
  */
-struct muse_srv_job *srv_completion_job(struct srv_req *r, const cJSON *req, bool openai, struct srv_gen_opts *o,
-                                        enum MHD_Result *ret);
+struct muse_srv_job *muse_srv_completion_job(struct srv_req *r, const cJSON *req, bool openai, struct srv_gen_opts *o,
+                                             enum MHD_Result *ret);
 
 /* A valid UTF-8 copy of s[0..n) (invalid bytes become U+FFFD); malloc'd, NULL on OOM. */
-char *srv_utf8_clean(const char *s, size_t n);
+char *muse_srv_utf8_clean(const char *s, size_t n);
 
 /* A token piece as a JSON string (invalid UTF-8 replaced by U+FFFD). */
-cJSON *srv_piece_json(struct muse_server *srv, int32_t tok);
+cJSON *muse_srv_piece_json(struct muse_server *srv, int32_t tok);
 
 /* Endpoint handlers (api_*.c). r->body holds the complete request body. */
-enum MHD_Result srv_api_chat(struct srv_req *r);
-enum MHD_Result srv_api_completions(struct srv_req *r);
-enum MHD_Result srv_api_completion(struct srv_req *r);
-enum MHD_Result srv_api_tokenize(struct srv_req *r);
-enum MHD_Result srv_api_detokenize(struct srv_req *r);
+enum MHD_Result muse_srv_api_chat(struct srv_req *r);
+enum MHD_Result muse_srv_api_completions(struct srv_req *r);
+enum MHD_Result muse_srv_api_completion(struct srv_req *r);
+enum MHD_Result muse_srv_api_tokenize(struct srv_req *r);
+enum MHD_Result muse_srv_api_detokenize(struct srv_req *r);
 
 /* Parse r->body as a JSON object; replies 400 and returns NULL on malformed input. */
-cJSON *srv_parse_body(struct srv_req *r);
+cJSON *muse_srv_parse_body(struct srv_req *r);
 
 /* The chat page (page_data.c, generated by src/server/page/embed.py from page/index.html). */
 extern const unsigned char muse_srv_page_index[];

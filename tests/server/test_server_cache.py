@@ -77,7 +77,7 @@ def agent_transcript():
 
 
 def sliding_window():
-    """Window 32 in a 64-row ring: rewinds of more than 31 positions after wrapping restart at 0."""
+    """Window 32 in a 64-row ring: rewinds of more than 33 positions after wrapping restart at 0."""
     base = list(range(1, 201))
     for n_swa, want in [(32, 0), (0, 150)]:
         script = dict(SCRIPT, n_swa=n_swa, ring_rows=2 * n_swa)
@@ -93,6 +93,10 @@ def sliding_window():
             check(got == want, f"n_swa {n_swa}: rewind by 43 -> cached {got}, want {want}")
             got = run(base[:150] + [7, 8, 9])
             check(got == 151, f"n_swa {n_swa}: extending the cache keeps it all: {got}")
+            m = srv.metrics()
+            misses = 1 if n_swa else 0  # the rewind by 43 (the scripted slots keep no checkpoints)
+            check(m["muse_swa_reprefills_total"] == misses and m["muse_swa_checkpoint_restores_total"] == 0,
+                  f"n_swa {n_swa}: the sliding-window miss is counted: {m['muse_swa_reprefills_total']} re-prefills")
 
 
 def main():

@@ -74,6 +74,7 @@ def main():
         check(warm["tokens_cached"] == len(base), f"rewind through the checkpoint keeps {warm['tokens_cached']} "
               f"of {len(base)} (0 = restarted)")
         check(warm["tokens"] == cold(dropped)["tokens"], "checkpoint rewind, warm == cold")
+        check(srv.metrics()["muse_swa_checkpoint_restores_total"] >= 1, "the checkpoint restore is counted in /metrics")
         check(len(long_gen["tokens"]) == 60, "60 tokens generated")
         # a rewind deep into the prompt: kept where the rings allow, else restarted; output unchanged
         completion(dropped, 60)

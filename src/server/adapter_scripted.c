@@ -1,5 +1,5 @@
 /*
- * fake_engine.c - TEST-ONLY engine for `muse serve --test-script FILE`.
+ * adapter_scripted.c - TEST-ONLY adapter (adapter.h) for `muse serve --test-script FILE`.
  *
  * No model: a byte-level tokenizer (ids 0..255 = bytes, 256.. = Muse-Glimmer special tokens),
  * a simplified Muse-Glimmer chat renderer, and "generation" that plays a scripted text chosen by
@@ -15,7 +15,8 @@
 
 #include "core/error.h"
 #include "server/buf.h"
-#include "server/engine_iface.h"
+#include "model/kv_cache.h"
+#include "server/adapter.h"
 
 enum { TOK_BOS = 256, TOK_EOS, TOK_START, TOK_MESSAGE, TOK_EOM, TOK_EOT, N_VOCAB };
 static const char *const specials[] = {"<|begin_of_text|>", "<|end_of_text|>", "<|start|>",
@@ -88,7 +89,7 @@ static bool fake_is_eog(void *self, int32_t tok) {
     return tok == TOK_EOT || tok == TOK_EOS;
 }
 
-static void fake_info(void *self, struct muse_srv_engine_info *out) {
+static void fake_info(void *self, struct muse_srv_adapter_info *out) {
     struct fake *f = self;
     memset(out, 0, sizeof *out);
     snprintf(out->model_name, sizeof out->model_name, "%s", f->model);
@@ -193,13 +194,22 @@ static void fake_slot_free(void *slot) {
     free(s);
 }
 
-static int fake_slot_keep(void *slot, int n_keep) {
+/* A simulated sliding-window ring (the script's n_swa, ring_rows) under the KV cache's own rollback
+ * rule, without checkpoints: what the ring cannot serve restarts at 0. */
+static struct muse_session_keep fake_slot_keep(void *slot, int n_keep) {
     struct fake_slot *s = slot;
-    s->n = muse_srv_swa_safe_keep(s->n, n_keep, s->f->n_swa, s->f->ring_rows);
-    free(s->script); /* a new request: choose the script again at the first sample */
-    s->script = NULL;
-    s->n_script = s->pos = 0;
-    return s->n;
+    if (n_keep < 0) n_keep = 0;
+    if (n_keep > s->n) n_keep = s->n;
+    struct muse_session_keep k = {.kind = MUSE_SESSION_KEEP_NONE, .n_asked = n_keep, .n_kept = n_keep, .ckpt_pos = -1};
+    if (n_keep == s->n) return k;
+    if (muse_kv_ring_can_truncate(s->n, n_keep, s->f->n_swa, s->f->ring_rows)) {
+        k.kind = MUSE_SESSION_KEEP_TRUNCATED;
+    } else {
+        k.kind = MUSE_SESSION_KEEP_CLEARED;
+        k.n_kept = 0;
+    }
+    s->n = k.n_kept;
+    return k;
 }
 
 static void sleep_us(long us) {
@@ -277,15 +287,20 @@ static muse_status choose_script(struct fake_slot *s, struct muse_error *err) {
     return st;
 }
 
-static muse_status fake_slot_sample(void *slot, const struct muse_srv_sampling *sp, const int32_t *history,
-                                    int n_history, uint64_t *rng, int n_probs, struct muse_srv_prob *probs,
-                                    int32_t *tok, struct muse_error *err) {
-    (void)sp, (void)history, (void)n_history, (void)rng;
+/* A new request: the sampling parameters do not matter, the script does. */
+static muse_status fake_slot_begin(void *slot, const struct muse_sampler_params *sp, struct muse_error *err) {
+    (void)sp;
     struct fake_slot *s = slot;
-    if (!s->script) {
-        muse_status st = choose_script(s, err);
-        if (st != MUSE_OK) return st;
-    }
+    free(s->script);
+    s->script = NULL;
+    s->n_script = s->pos = 0;
+    return choose_script(s, err);
+}
+
+static muse_status fake_slot_sample(void *slot, int n_probs, struct muse_srv_prob *probs, int32_t *tok,
+                                    struct muse_error *err) {
+    struct fake_slot *s = slot;
+    if (!s->script) return muse_error_set(err, MUSE_ERR_INTERNAL, "sample before begin");
     if (s->pos < s->n_script) *tok = s->script[s->pos++];
     else if (s->rule->repeat && s->n_script > 0) *tok = s->script[(s->pos++) % s->n_script];
     else *tok = TOK_EOT;
@@ -312,7 +327,7 @@ static void fake_destroy(void *self) {
     free(f);
 }
 
-static const struct muse_srv_engine_ops fake_ops = {
+static const struct muse_srv_adapter_ops fake_ops = {
     .destroy = fake_destroy,
     .info = fake_info,
     .tokenize = fake_tokenize,
@@ -323,6 +338,7 @@ static const struct muse_srv_engine_ops fake_ops = {
     .slot_free = fake_slot_free,
     .slot_keep = fake_slot_keep,
     .slot_eval = fake_slot_eval,
+    .slot_begin = fake_slot_begin,
     .slot_sample = fake_slot_sample,
 };
 
@@ -331,7 +347,7 @@ static int get_int(const cJSON *o, const char *k, int def) {
     return cJSON_IsNumber(v) ? v->valueint : def;
 }
 
-muse_status muse_srv_fake_engine_create(const char *path, struct muse_srv_engine *out, struct muse_error *err) {
+muse_status muse_srv_scripted_adapter_create(const char *path, struct muse_srv_adapter *out, struct muse_error *err) {
     struct fake *f = calloc(1, sizeof *f);
     cJSON *js = NULL;
     char *text = NULL;

@@ -1,0 +1,132 @@
+/*
+ * adapter.h - the narrow interface between `muse serve` and what generates tokens: the model
+ * adapter (adapter_model.c: libmuse's model, tokenizer, chat template, sampler and one session per
+ * slot, src/gen/session.h) or, for tests only, the scripted adapter (adapter_scripted.c,
+ * `--test-script FILE`: byte tokens and scripted output, no model).
+ *
+ * The server (HTTP, slots, queue, streaming, parsing) never calls the model, tokenizer or chat
+ * template directly; it goes through this table, which says only what the server needs.
+ *
+ * Threading: `tokenize`, `token_piece`, `is_eog`, `render_chat` and `info` may be called from
+ * any thread at any time (HTTP threads). Slot functions are called by one worker thread per slot;
+ * different slots may run concurrently, so an adapter whose forward is not reentrant across slots
+ * must serialise internally (the model adapter's slots share only the read-only model).
+ *
+ * A request on a slot is always: slot_keep (drop what the new prompt does not share), slot_eval
+ * of the rest of the prompt (in chunks), slot_begin, then slot_sample / slot_eval(1 token)
+ * alternating. A slot_eval error is followed by slot_keep(0).
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gen/sampler.h"
+#include "gen/session.h"
+#include "muse.h"
+
+struct cJSON;
+
+/* One entry of a top-k probability list (probabilities after the sampling chain's softmax). */
+struct muse_srv_prob {
+    int32_t token;
+    float prob;
+};
+
+struct muse_srv_adapter_info {
+    char model_name[256]; /* what /v1/models advertises */
+    int n_ctx;            /* context of one slot, in tokens */
+    int n_ctx_train;      /* the model's trained context */
+    int n_vocab;
+};
+
+/* What the chat template needs from a /v1/chat/completions request (borrowed pointers). */
+struct muse_srv_chat_input {
+    const struct cJSON *messages;   /* validated array of message objects */
+    const struct cJSON *tools;      /* array of OpenAI tool objects, or NULL */
+    const char *reasoning_strength; /* "low" | "medium" | "high" | "xhigh"; NULL: the template's default */
+    /* chat_template_kwargs: extra template variables (an object; the names the server sets itself
+     * - messages, tools, add_generation_prompt, bos/eos_token, documents - already removed), or NULL */
+    const struct cJSON *template_kwargs;
+};
+
+struct muse_srv_adapter_ops {
+    /* Free everything the adapter owns. Slots must already be freed. */
+    void (*destroy)(void *self);
+    void (*info)(void *self, struct muse_srv_adapter_info *out);
+
+    /* text -> token ids (*toks malloc'd, caller frees). */
+    muse_status (*tokenize)(void *self, const char *text, size_t len, bool add_special, bool parse_special,
+                            int32_t **toks, int *n_toks, struct muse_error *err);
+    /*
+     * The bytes of one token (special tokens as their text, e.g. "<|eom|>"). Writes at most cap
+     * bytes to buf and returns the full length (which may exceed cap), or -1 for an id outside
+     * the vocabulary. Pieces may split a UTF-8 sequence; the server reassembles.
+     */
+    int (*token_piece)(void *self, int32_t tok, char *buf, int cap);
+    /* True for the stop set (<|eot|>, <|end_of_text|>): never <|eom|>. */
+    bool (*is_eog)(void *self, int32_t tok);
+    /* Render a conversation + generation prompt to text (*prompt malloc'd, caller frees). */
+    muse_status (*render_chat)(void *self, const struct muse_srv_chat_input *in, char **prompt,
+                               struct muse_error *err);
+
+    /* A fresh slot (its own KV cache of info.n_ctx positions), or NULL with err set. */
+    void *(*slot_create)(void *self, struct muse_error *err);
+    void (*slot_free)(void *slot);
+    /*
+     * Keep the first n_keep cached positions (clamped to what the slot holds) and drop the rest,
+     * as far as the slot can: the result says how many are kept and how (src/gen/session.h: in
+     * place; a sliding-window miss served by a checkpoint, possibly below n_keep; or a miss that
+     * restarts at 0). Never fails.
+     */
+    struct muse_session_keep (*slot_keep)(void *slot, int n_keep);
+    /* Append n tokens at the end of the cache and evaluate them; logits of the last one remain.
+     * On error nothing was appended. */
+    muse_status (*slot_eval)(void *slot, const int32_t *toks, int n, struct muse_error *err);
+    /*
+     * The prompt is in the cache: start generating with sampling parameters *sp (read during the
+     * call only; a sampler of this request, seeded with sp->seed, whose penalties see only the
+     * tokens generated from now on). The model adapter also checkpoints its sliding-window rings
+     * here, where the next request's prompt is most likely to diverge. Errors: INVALID_ARG (bad
+     * parameters), NOMEM.
+     */
+    muse_status (*slot_begin)(void *slot, const struct muse_sampler_params *sp, struct muse_error *err);
+    /*
+     * Sample the next token from the logits of the last evaluated position (after slot_begin).
+     * When n_probs > 0, probs[0..n_probs) receives the top-n_probs list (sorted, descending).
+     */
+    muse_status (*slot_sample)(void *slot, int n_probs, struct muse_srv_prob *probs, int32_t *tok,
+                               struct muse_error *err);
+};
+
+/* An adapter: an ops table plus its state. */
+struct muse_srv_adapter {
+    const struct muse_srv_adapter_ops *ops;
+    void *self;
+};
+
+/*
+ * TEST-ONLY adapter: deterministic scripted output, no model. script_path names a JSON file
+ * (see docs/server.md "Test-only scripted adapter"); NULL = built-in defaults (echo). Its slots
+ * simulate a sliding-window ring of the script's n_swa/ring_rows with the cache's own rollback rule
+ * (muse_kv_ring_can_truncate) and no checkpoints: a miss restarts at 0.
+ * On success *out is filled; free with out->ops->destroy(out->self).
+ */
+muse_status muse_srv_scripted_adapter_create(const char *script_path, struct muse_srv_adapter *out,
+                                             struct muse_error *err);
+
+/* Options of the model adapter. */
+struct muse_srv_model_params {
+    int n_ctx;   /* context per slot; 0 = min(4096, the model's) */
+    int n_batch; /* most tokens per forward call; 0 = libmuse's default. Sliding-window rings hold
+                    n_swa + n_batch rows, so it also bounds how far a slot can rewind in place */
+};
+
+/*
+ * The adapter over a GGUF model (adapter_model.c). On success *out is filled; free with
+ * out->ops->destroy(out->self). Errors: those of muse_model_load, the tokenizer and the chat
+ * template; MUSE_ERR_INVALID_ARG for an n_ctx above the model's.
+ */
+muse_status muse_srv_model_adapter_create(const char *model_path, const struct muse_srv_model_params *params,
+                                          struct muse_srv_adapter *out, struct muse_error *err);

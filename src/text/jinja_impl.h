@@ -21,8 +21,8 @@ struct jarena {
     bool failed;   /* an allocation failed or hit the limit */
 };
 
-void *jarena_alloc(struct jarena *a, size_t size); /* zeroed; NULL on failure (a->failed set) */
-void jarena_free(struct jarena *a);
+void *muse_jarena_alloc(struct jarena *a, size_t size); /* zeroed; NULL on failure (a->failed set) */
+void muse_jarena_free(struct jarena *a);
 
 /* ---- growable byte buffer (malloc'd) ---- */
 
@@ -33,11 +33,10 @@ struct jbuf {
     bool failed;
 };
 
-bool jbuf_put(struct jbuf *b, const char *s, size_t n);
-bool jbuf_puts(struct jbuf *b, const char *s);
-bool jbuf_putc(struct jbuf *b, char c);
-bool jbuf_printf(struct jbuf *b, const char *fmt, ...) MUSE_PRINTF(2, 3);
-void jbuf_free(struct jbuf *b);
+bool muse_jbuf_put(struct jbuf *b, const char *s, size_t n);
+bool muse_jbuf_putc(struct jbuf *b, char c);
+bool muse_jbuf_printf(struct jbuf *b, const char *fmt, ...) MUSE_PRINTF(2, 3);
+void muse_jbuf_free(struct jbuf *b);
 
 /* ---- tokens ---- */
 
@@ -63,10 +62,10 @@ struct jlex_result {
 };
 
 /* Tokenize `text` into the arena. On error fills err (with line:column) and returns false. */
-bool jinja_lex(struct jarena *a, const char *text, size_t len, struct jlex_result *out,
-               struct muse_error *err);
+bool muse_jinja_lex(struct jarena *a, const char *text, size_t len, struct jlex_result *out,
+                    struct muse_error *err);
 /* 1-based line and column of byte `off` of `src`. */
-void jinja_line_col(const char *src, size_t src_len, size_t off, int *line, int *col);
+void muse_jinja_line_col(const char *src, size_t src_len, size_t off, int *line, int *col);
 
 /* ---- AST ---- */
 
@@ -131,8 +130,8 @@ struct muse_jinja_template {
     struct jnode *root; /* a BODY */
 };
 
-bool jinja_parse_tokens(struct muse_jinja_template *t, const struct jlex_result *lx,
-                        struct muse_error *err);
+bool muse_jinja_parse_tokens(struct muse_jinja_template *t, const struct jlex_result *lx,
+                             struct muse_error *err);
 
 /* ---- values ---- */
 
@@ -230,37 +229,37 @@ struct jctx {
 };
 
 /* Record a render error at ctx->cur (first error wins). Returns false. */
-bool jerr(struct jctx *c, const char *fmt, ...) MUSE_PRINTF(2, 3);
+bool muse_jerr(struct jctx *c, const char *fmt, ...) MUSE_PRINTF(2, 3);
 
 /* values: construction */
-struct jv jv_undef(struct jstr *name);
-struct jv jv_none(void);
-struct jv jv_bool(bool b);
-struct jv jv_int(int64_t i);
-struct jv jv_float(double f);
-struct jv jv_str(struct jstr *s);
-struct jstr *jstr_new(struct jctx *c, const char *s, size_t len); /* NULL on OOM (error set) */
-struct jv jv_strn(struct jctx *c, const char *s, size_t len);     /* UNDEF kind on OOM */
-struct jlist *jlist_new(struct jctx *c, size_t cap);
-bool jlist_push(struct jctx *c, struct jlist *l, struct jv v);
-struct jdict *jdict_new(struct jctx *c, size_t cap);
-bool jdict_set(struct jctx *c, struct jdict *d, struct jv key, struct jv val);
-struct jv *jdict_get(const struct jdict *d, struct jv key);
-struct jv *jdict_get_str(const struct jdict *d, const char *key, size_t len);
-bool jv_from_json(struct jctx *c, const cJSON *j, struct jv *out);
+struct jv muse_jv_undef(struct jstr *name);
+struct jv muse_jv_none(void);
+struct jv muse_jv_bool(bool b);
+struct jv muse_jv_int(int64_t i);
+struct jv muse_jv_float(double f);
+struct jv muse_jv_str(struct jstr *s);
+struct jstr *muse_jstr_new(struct jctx *c, const char *s, size_t len); /* NULL on OOM (error set) */
+struct jv muse_jv_strn(struct jctx *c, const char *s, size_t len);     /* UNDEF kind on OOM */
+struct jlist *muse_jlist_new(struct jctx *c, size_t cap);
+bool muse_jlist_push(struct jctx *c, struct jlist *l, struct jv v);
+struct jdict *muse_jdict_new(struct jctx *c, size_t cap);
+bool muse_jdict_set(struct jctx *c, struct jdict *d, struct jv key, struct jv val);
+struct jv *muse_jdict_get(const struct jdict *d, struct jv key);
+struct jv *muse_jdict_get_str(const struct jdict *d, const char *key, size_t len);
+bool muse_jv_from_json(struct jctx *c, const cJSON *j, struct jv *out);
 
 /* values: Python semantics */
-bool jv_truthy(struct jv v);
-bool jv_equal(struct jv a, struct jv b);
-bool jv_is_str(struct jv v, const char *s);
+bool muse_jv_truthy(struct jv v);
+bool muse_jv_equal(struct jv a, struct jv b);
+bool muse_jv_is_str(struct jv v, const char *s);
 /* Python ordering for numbers, strings and lists: *res = -1/0/1; false on unorderable. */
-bool jv_compare(struct jctx *c, struct jv a, struct jv b, int *res);
+bool muse_jv_compare(struct jctx *c, struct jv a, struct jv b, int *res);
 /* str(v) appended to b (undefined -> ""). false on error (e.g. a value with no str). */
-bool jv_to_str(struct jctx *c, struct jv v, struct jbuf *b);
+bool muse_jv_to_str(struct jctx *c, struct jv v, struct jbuf *b);
 /* str(v) as a new string value. */
-bool jv_stringify(struct jctx *c, struct jv v, struct jv *out);
+bool muse_jv_stringify(struct jctx *c, struct jv v, struct jv *out);
 /* repr(v) appended to b. */
-bool jv_repr(struct jctx *c, struct jv v, struct jbuf *b);
+bool muse_jv_repr(struct jctx *c, struct jv v, struct jbuf *b);
 /* json.dumps(v, ensure_ascii, indent (NULL = none), separators, sort_keys). */
 struct jjson_opts {
     bool ensure_ascii;
@@ -268,36 +267,31 @@ struct jjson_opts {
     const char *item_sep, *key_sep;
     bool sort_keys;
 };
-bool jv_to_json(struct jctx *c, struct jv v, const struct jjson_opts *o, struct jbuf *b);
-const char *jv_type_name(struct jv v);
+bool muse_jv_to_json(struct jctx *c, struct jv v, const struct jjson_opts *o, struct jbuf *b);
+const char *muse_jv_type_name(struct jv v);
 /* markupsafe.escape of s appended to b. */
-void jhtml_escape(struct jbuf *b, const char *s, size_t n);
-/* Python float repr (shortest round trip). */
-void jfloat_repr(double f, char *buf, size_t n);
+void muse_jhtml_escape(struct jbuf *b, const char *s, size_t n);
 /* UTF-8 helpers */
-size_t jutf8_len(const char *s, size_t n);                /* code points */
-size_t jutf8_offset(const char *s, size_t n, size_t cp);  /* byte offset of code point cp */
-bool jis_space_at(const char *s, size_t n, size_t pos, size_t *clen); /* Python whitespace */
-bool jrstrip_len(const char *s, size_t n, size_t *out_n);  /* helper: len after rstrip */
+size_t muse_jutf8_len(const char *s, size_t n);                /* code points */
+size_t muse_jutf8_offset(const char *s, size_t n, size_t cp);  /* byte offset of code point cp */
+bool muse_jis_space_at(const char *s, size_t n, size_t pos, size_t *clen); /* Python whitespace */
+bool muse_jrstrip_len(const char *s, size_t n, size_t *out_n);  /* helper: len after rstrip */
 /* Sequence view: items of a list/tuple, characters of a string, keys of a dict. */
-bool jv_iterate(struct jctx *c, struct jv v, struct jlist **out);
+bool muse_jv_iterate(struct jctx *c, struct jv v, struct jlist **out);
 
 /* builtins (jinja_builtins.c) */
 enum jbuiltin_id {
     JB_RANGE, JB_NAMESPACE, JB_RAISE, JB_STRFTIME, JB_DICT, JB_COUNT_
 };
-bool jinja_call_builtin(struct jctx *c, int id, struct jv *args, size_t n_args,
-                        const char **kwnames, struct jv *kwargs, size_t n_kwargs, struct jv *out);
-bool jinja_call_method(struct jctx *c, struct jmethod *m, struct jv *args, size_t n_args,
-                       const char **kwnames, struct jv *kwargs, size_t n_kwargs, struct jv *out);
-bool jinja_apply_filter(struct jctx *c, const char *name, struct jv v, struct jv *args,
-                        size_t n_args, const char **kwnames, struct jv *kwargs, size_t n_kwargs,
-                        struct jv *out);
-bool jinja_apply_test(struct jctx *c, const char *name, struct jv v, struct jv *args,
-                      size_t n_args, bool *out);
+bool muse_jinja_call_builtin(struct jctx *c, int id, struct jv *args, size_t n_args,
+                             const char **kwnames, struct jv *kwargs, size_t n_kwargs, struct jv *out);
+bool muse_jinja_call_method(struct jctx *c, struct jmethod *m, struct jv *args, size_t n_args,
+                            const char **kwnames, struct jv *kwargs, size_t n_kwargs, struct jv *out);
+bool muse_jinja_apply_filter(struct jctx *c, const char *name, struct jv v, struct jv *args,
+                             size_t n_args, const char **kwnames, struct jv *kwargs, size_t n_kwargs,
+                             struct jv *out);
+bool muse_jinja_apply_test(struct jctx *c, const char *name, struct jv v, struct jv *args,
+                           size_t n_args, bool *out);
 /* a.name on a value: a method object when `name` is a method of v's type, else a key lookup. */
-bool jinja_getattr(struct jctx *c, struct jv v, const char *name, size_t len, struct jv *out);
-bool jinja_getitem(struct jctx *c, struct jv v, struct jv key, struct jv *out);
-/* Call any callable value (macro, builtin, method). */
-bool jinja_call_value(struct jctx *c, struct jv fn, struct jv *args, size_t n_args,
-                      const char **kwnames, struct jv *kwargs, size_t n_kwargs, struct jv *out);
+bool muse_jinja_getattr(struct jctx *c, struct jv v, const char *name, size_t len, struct jv *out);
+bool muse_jinja_getitem(struct jctx *c, struct jv v, struct jv key, struct jv *out);

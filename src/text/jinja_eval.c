@@ -685,9 +685,13 @@ static bool exec_for(struct jctx *c, struct jscope *sc, struct jnode *n, struct 
         }
         items = kept;
     }
-    struct jloop loop = {.items = items->items, .n = items->n, .depth = ++c->loop_depth};
+    /* in the arena, not on this stack frame: `loop` can outlive the loop ({% set ns.l = loop %},
+     * a macro defined in the body) and must stay readable for the rest of the render */
+    struct jloop *loop = muse_jarena_alloc(&c->arena, sizeof(*loop));
+    if (!loop) return muse_jerr(c, "out of memory");
+    *loop = (struct jloop){.items = items->items, .n = items->n, .depth = ++c->loop_depth};
     struct jv loopv = {.kind = JV_LOOP};
-    loopv.u.loop = &loop;
+    loopv.u.loop = loop;
     bool ok = true;
     for (size_t i = 0; i < items->n && ok; i++) {
         if (++c->iterations > c->lim.max_iterations) {
@@ -695,7 +699,7 @@ static bool exec_for(struct jctx *c, struct jscope *sc, struct jnode *n, struct 
             ok = muse_jerr(c, "loop iteration limit of %llu exceeded", (unsigned long long)c->lim.max_iterations);
             break;
         }
-        loop.index0 = i;
+        loop->index0 = i;
         ls->vars = NULL;
         ok = scope_set(c, ls, "loop", 4, loopv) && assign_targets(c, ls, n, items->items[i]);
         if (!ok) break;

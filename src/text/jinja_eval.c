@@ -2,6 +2,63 @@
  * jinja_eval.c - the interpreter: scopes, statements (if/for/set/macro/filter blocks,
  * break/continue), expressions with Python semantics, macro calls, resource limits, and the
  * public muse_jinja_parse / muse_jinja_render / muse_jinja_free.
+ *
+ * The contracts every function below keeps (jinja_builtins.c and jinja_filters.c keep them too):
+ *
+ * Memory. A render owns one arena (c->arena, jinja_impl.h) and everything it creates lives
+ * there: strings, lists, dicts, namespaces, scopes and their variables, macros, loop objects,
+ * argument arrays. Nothing is freed one by one and nothing is refcounted: muse_jinja_render
+ * frees the whole arena when it returns, so a value is valid from its creation to the end of
+ * the render, wherever it has been stored. The parsed template (c->t, its own arena) is only
+ * read; values may point into it (scope variable names are AST strings) since it outlives every
+ * render. The context JSON is copied in (muse_jv_from_json) and not referenced afterwards.
+ * Temporary text is built in malloc'd struct jbuf buffers owned by the function that declares
+ * them, which frees them on every path (muse_jbuf_free) after copying the result into the
+ * arena (muse_jv_strn); the render's output buffer is the one jbuf that survives: it becomes
+ * the caller's *out.
+ *
+ * Values. A struct jv is a small tagged union passed and copied by value; copies are shallow
+ * (a list, dict or string is shared, as Python shares objects). Sharing is safe because values
+ * are immutable once built (the sandbox refuses list.append and the like), with one exception
+ * that jinja2 has too: a namespace's dict, changed by {% set ns.attr = v %} and seen by every
+ * holder. A missing name evaluates to an UNDEF value carrying the name, jinja2's default
+ * Undefined: printing it gives "", it is false, iterating it gives nothing, `is defined` tests
+ * it, and arithmetic, an ordering comparison, a call or an attribute / item access on it is the
+ * error "'name' is undefined".
+ *
+ * Errors. Every evaluating function returns bool: true = done (*out set), false = the render
+ * failed and must unwind. The error itself is recorded once, at the point of failure, by
+ * muse_jerr: it writes "line L, column C: message" into c->err, the position of c->cur, and
+ * sets c->failed; later calls to muse_jerr are no-ops (the first error wins), so callers just
+ * return false without adding to it. c->cur is the node being evaluated: eval and exec_stmt set
+ * it on entry and eval restores its caller's on success only, so a failure reports the
+ * innermost failing node; a caller that evaluates operands first and then fails in its own
+ * operation sets c->cur = n again so the error points at the operator, not at an operand.
+ * raise_exception() is an ordinary error whose message is kept verbatim after the prefix
+ * (muse_jinja_error_message strips it). eval returns false when c->failed is set even if a
+ * helper returned true. A false return with no error recorded means a malloc failed (a jbuf)
+ * or the arena refused: muse_jinja_render turns it into MUSE_ERR_NOMEM, or into
+ * MUSE_ERR_TEMPLATE "render memory limit exceeded" when the arena hit its limit. Values left in
+ * *out by a failing call are unspecified; nothing needs freeing on the way out (the arena goes
+ * in one piece).
+ *
+ * Control flow. break and continue are not errors: they travel up as *flow (JF_BREAK /
+ * JF_CONTINUE), exec_body stops the current body when it sees one and the innermost exec_for
+ * consumes it; c->loop_depth tells whether one is allowed (a macro body starts at 0: a break in
+ * it never reaches the loop of its caller).
+ *
+ * Limits (struct muse_jinja_limits, defaults set by muse_jinja_render). c->depth counts nested
+ * macro calls (at most max_depth), nested expression evaluations (at most max_depth + 100, so
+ * an expression inside the deepest macro still has room) and repr() nesting; tojson's nesting
+ * is bounded by max_depth on its own. c->iterations counts every loop iteration of the render,
+ * loop-filter tests included, against max_iterations, which also bounds the length of a list
+ * repetition or a range(). c->output_total counts every byte emitted into any buffer (the
+ * output, captured {% set %} / {% filter %} blocks, macro bodies) against max_output, which
+ * also bounds string repetition. The arena's limit is max_memory. Each limit is a clean
+ * MUSE_ERR_TEMPLATE error, never a crash or a truncated output.
+ *
+ * Threads. A render reads the template and writes only its own struct jctx (on the stack of
+ * muse_jinja_render) and arena: any number of renders of one template may run at once.
  */
 #include <math.h>
 #include <stdio.h>
@@ -15,8 +72,17 @@ static bool eval(struct jctx *c, struct jscope *sc, struct jnode *n, struct jv *
 static bool exec_body(struct jctx *c, struct jscope *sc, struct jnode **kids, size_t n,
                       struct jbuf *out, enum jflow *flow);
 
-/* ---- scopes ---- */
+/* ---- scopes ----
+ *
+ * A scope is a list of (name, value) bindings in the arena with a parent pointer: lookups walk
+ * outwards to the globals (the context variables), then to the builtin globals. Child scopes
+ * are made by for loops (one per loop, emptied at each iteration), macro calls (whose parent is
+ * the scope the macro was defined in: a closure) and filter chains (the "" placeholder). No
+ * scope is freed while the render runs, so a macro can keep its defining scope (it sees that
+ * scope's bindings at call time: a loop's, emptied at each iteration, holds the current ones).
+ */
 
+/* A new empty scope over parent (NULL for the globals); NULL after recording the error. */
 static struct jscope *scope_new(struct jctx *c, struct jscope *parent) {
     struct jscope *s = muse_jarena_alloc(&c->arena, sizeof(*s));
     if (!s) {
@@ -27,12 +93,19 @@ static struct jscope *scope_new(struct jctx *c, struct jscope *parent) {
     return s;
 }
 
+/* The binding of name (len bytes, need not be NUL-terminated) in s itself, not its parents; or NULL. */
 static struct jscope_var *scope_find(struct jscope *s, const char *name, size_t len) {
     for (struct jscope_var *v = s->vars; v; v = v->next)
         if (v->len == len && memcmp(v->name, name, len) == 0) return v;
     return NULL;
 }
 
+/*
+ * Bind name to val in s itself, replacing an existing binding of s in place. Never writes to a
+ * parent: an assignment in a loop or macro body stays there (jinja2's scoping; a namespace is
+ * the way out). name is borrowed and must live for the render: an AST string of the template
+ * or an arena string.
+ */
 static bool scope_set(struct jctx *c, struct jscope *s, const char *name, size_t len, struct jv val) {
     struct jscope_var *v = scope_find(s, name, len);
     if (!v) {
@@ -47,6 +120,7 @@ static bool scope_set(struct jctx *c, struct jscope *s, const char *name, size_t
     return true;
 }
 
+/* The builtin globals, found after every scope (a variable of the same name hides them). */
 static const struct {
     const char *name;
     int id;
@@ -55,6 +129,10 @@ static const struct {
     {"strftime_now", JB_STRFTIME}, {"dict", JB_DICT},
 };
 
+/*
+ * The value of name as seen from sc: the innermost binding, else a builtin global, else an
+ * UNDEF value carrying the name (not an error by itself). False only when out of memory.
+ */
 static bool lookup(struct jctx *c, struct jscope *sc, const char *name, size_t len, struct jv *out) {
     for (struct jscope *s = sc; s; s = s->parent) {
         struct jscope_var *v = scope_find(s, name, len);
@@ -78,6 +156,7 @@ static bool lookup(struct jctx *c, struct jscope *sc, const char *name, size_t l
 
 /* ---- output ---- */
 
+/* Append n bytes of rendered text to b; every emitted byte of the render counts against max_output. */
 static bool emit(struct jctx *c, struct jbuf *b, const char *s, size_t n) {
     c->output_total += n;
     if (c->output_total > c->lim.max_output)
@@ -86,6 +165,7 @@ static bool emit(struct jctx *c, struct jbuf *b, const char *s, size_t n) {
     return true;
 }
 
+/* Append str(v) to b (undefined -> nothing), through emit. */
 static bool emit_value(struct jctx *c, struct jbuf *b, struct jv v) {
     if (v.kind == JV_STR) return emit(c, b, v.u.s->s, v.u.s->len);
     struct jbuf tmp = {0};
@@ -98,6 +178,7 @@ static bool emit_value(struct jctx *c, struct jbuf *b, struct jv v) {
 
 /* ---- expressions ---- */
 
+/* `a % b`: a is a string (the callers check), b a tuple of arguments or a single one (jinja_builtins.h). */
 bool muse_jinja_percent_format(struct jctx *c, struct jv a, struct jv b, struct jv *out) {
     {
         /* printf-style formatting: %s %d %i %r %% */
@@ -142,11 +223,20 @@ bool muse_jinja_percent_format(struct jctx *c, struct jv a, struct jv b, struct 
 }
 
 
+/* Record the error for using an undefined value, naming it when it has a name; returns false. */
 static bool undefined_error(struct jctx *c, struct jv v) {
     if (v.u.s) return muse_jerr(c, "'%s' is undefined", v.u.s->s);
     return muse_jerr(c, "undefined value used");
 }
 
+/*
+ * a op b for the arithmetic operators, with Python's results: int/float/bool numbers (ints wrap
+ * at 64 bits where Python's would grow; // and % floor), str + str (Markup + str escapes the
+ * plain side), list + list, str * int and list * int (bounded by max_output / max_iterations),
+ * and str % args. The operands are not modified; *out is a new arena value or a number.
+ * Errors: an undefined operand, unsupported operand types, division by zero, overflow of
+ * INT64_MIN // -1, a repetition over the limits.
+ */
 static bool arith(struct jctx *c, enum jop op, struct jv a, struct jv b, struct jv *out) {
     if (a.kind == JV_UNDEF) return undefined_error(c, a);
     if (b.kind == JV_UNDEF) return undefined_error(c, b);
@@ -272,6 +362,7 @@ static bool arith(struct jctx *c, enum jop op, struct jv a, struct jv b, struct 
                      muse_jv_type_name(b));
 }
 
+/* `needle in hay`: a substring of a string, an equal item of a list, a key of a dict or namespace; nothing is in an undefined value. */
 static bool contains(struct jctx *c, struct jv needle, struct jv hay, bool *out) {
     switch (hay.kind) {
     case JV_STR:
@@ -296,6 +387,11 @@ static bool contains(struct jctx *c, struct jv needle, struct jv hay, bool *out)
     }
 }
 
+/*
+ * a op b for the comparison operators. == and != never fail (values of different kinds are
+ * unequal); `in` follows contains; the orderings compare numbers, strings and lists as Python
+ * does and fail on anything else, undefined included.
+ */
 static bool compare(struct jctx *c, enum jop op, struct jv a, struct jv b, bool *out) {
     switch (op) {
     case JOP_EQ: *out = muse_jv_equal(a, b); return true;
@@ -320,6 +416,7 @@ static bool compare(struct jctx *c, enum jop op, struct jv a, struct jv b, bool 
     return true;
 }
 
+/* One bound of a slice, evaluated in sc: *present is false for an absent bound, None or undefined. */
 static bool slice_index(struct jctx *c, struct jscope *sc, struct jnode *n, bool *present, int64_t *v) {
     *present = false;
     if (!n) return true;
@@ -332,6 +429,11 @@ static bool slice_index(struct jctx *c, struct jscope *sc, struct jnode *n, bool
     return true;
 }
 
+/*
+ * obj[start:stop:step] (sl is the SLICE node) with Python's clamping of out-of-range bounds and
+ * negative steps: a string slices by code point into a new string, a list or tuple into a new
+ * one of the same kind. Errors: a non-integer bound, step 0, undefined or unsliceable obj.
+ */
 static bool do_slice(struct jctx *c, struct jscope *sc, struct jv obj, struct jnode *sl, struct jv *out) {
     bool hs, he, hst;
     int64_t start = 0, stop = 0, step = 1;
@@ -385,7 +487,11 @@ static bool do_slice(struct jctx *c, struct jscope *sc, struct jv obj, struct jn
     return true;
 }
 
-/* Evaluate call arguments of n into arena arrays. */
+/*
+ * Evaluate the argument expressions of the call-like node n (CALL, FILTER, TEST) left to right
+ * into arena arrays: *args has n->n_args values, *kwargs n->n_kwargs (NULL when none) in the
+ * order of their names n->kwnames.
+ */
 static bool eval_args(struct jctx *c, struct jscope *sc, struct jnode *n, struct jv **args,
                       struct jv **kwargs) {
     *args = *kwargs = NULL;
@@ -404,6 +510,14 @@ static bool eval_args(struct jctx *c, struct jscope *sc, struct jnode *n, struct
     return true;
 }
 
+/*
+ * Call macro m: its parameters are bound in a new scope over the scope m was defined in, from
+ * the positional arguments, then the keyword ones, then the defaults (evaluated at the call, in
+ * that new scope, so a default may use earlier parameters); a parameter with none of these is
+ * undefined. The body renders into its own buffer (counted against max_output) and *out is that
+ * text as a string. The caller's loop depth and error position are saved and restored.
+ * Errors: too many positional arguments, an unknown or repeated keyword, max_depth nested calls.
+ */
 static bool call_macro(struct jctx *c, struct jmacro *m, struct jv *args, size_t n_args,
                        const char **kwnames, struct jv *kwargs, size_t n_kwargs, struct jv *out) {
     const struct jnode *mn = m->node;
@@ -470,7 +584,7 @@ done:
     return ok;
 }
 
-/* Call any callable value (macro, builtin, method). */
+/* Call any callable value (macro, builtin, method); anything else, undefined included, is an error. */
 static bool call_value(struct jctx *c, struct jv fn, struct jv *args, size_t n_args,
                        const char **kwnames, struct jv *kwargs, size_t n_kwargs, struct jv *out) {
     switch (fn.kind) {
@@ -482,6 +596,13 @@ static bool call_value(struct jctx *c, struct jv fn, struct jv *args, size_t n_a
     }
 }
 
+/*
+ * Evaluate the expression node n in scope sc into *out. The contracts of the header hold here
+ * first: true = *out is set (a value valid to the end of the render); false = the error is
+ * recorded (or a malloc failed), *out unspecified. Operands are evaluated left to right, and
+ * `and`, `or`, `if ... else` evaluate only the side they need. Returns false as soon as any
+ * error is on record, even one a callee recorded while returning true.
+ */
 static bool eval(struct jctx *c, struct jscope *sc, struct jnode *n, struct jv *out) {
     if (c->failed) return false;
     struct jnode *saved = c->cur;
@@ -650,6 +771,7 @@ static bool eval(struct jctx *c, struct jscope *sc, struct jnode *n, struct jv *
 
 /* ---- statements ---- */
 
+/* Bind the targets of a SET or FOR node in sc: one name takes v as it is; several unpack v, which must have exactly that many items. */
 static bool assign_targets(struct jctx *c, struct jscope *sc, struct jnode *n, struct jv v) {
     if (n->n_names == 1) return scope_set(c, sc, n->names[0], strlen(n->names[0]), v);
     if (v.kind == JV_UNDEF) return undefined_error(c, v);
@@ -662,6 +784,15 @@ static bool assign_targets(struct jctx *c, struct jscope *sc, struct jnode *n, s
     return true;
 }
 
+/*
+ * {% for targets in iterable [if cond] %} body [{% else %} body {% endfor %}]. The iterable is
+ * evaluated once and viewed as a sequence (a dict iterates its keys, a string its characters,
+ * undefined nothing); a loop filter picks the items first, so loop.length and loop.last count
+ * the kept ones, as in jinja2. The body runs in one child scope of sc emptied at each iteration:
+ * its assignments last one iteration and never leak out. `loop` is a loop object in the arena.
+ * The else body runs in sc when no item was left to iterate. Errors: a number or None as the
+ * iterable, the iteration limit, and any error of the body.
+ */
 static bool exec_for(struct jctx *c, struct jscope *sc, struct jnode *n, struct jbuf *out) {
     struct jv seq;
     if (!eval(c, sc, n->a, &seq)) return false;
@@ -715,13 +846,19 @@ static bool exec_for(struct jctx *c, struct jscope *sc, struct jnode *n, struct 
     return ok;
 }
 
-/* Run a filter chain (whose innermost operand is the "" placeholder) over text. */
+/* Run a filter chain (whose innermost operand is the "" placeholder, bound here in a child scope of sc) over text. */
 static bool apply_chain(struct jctx *c, struct jscope *sc, struct jnode *chain, struct jv text, struct jv *out) {
     struct jscope *fs = scope_new(c, sc);
     if (!fs || !scope_set(c, fs, "", 0, text)) return false;
     return eval(c, fs, chain, out);
 }
 
+/*
+ * Execute the statement node n in scope sc, appending its output to out. A break or continue
+ * sets *flow (left alone otherwise). {% set x %} binds in sc itself, {% set ns.attr %} changes
+ * the namespace in place (visible to every holder), {% macro %} binds a closure over sc, and
+ * {% set %}...{% endset %} / {% filter %} blocks render into a buffer of their own first.
+ */
 static bool exec_stmt(struct jctx *c, struct jscope *sc, struct jnode *n, struct jbuf *out, enum jflow *flow) {
     c->cur = n;
     switch (n->kind) {
@@ -794,6 +931,7 @@ static bool exec_stmt(struct jctx *c, struct jscope *sc, struct jnode *n, struct
     }
 }
 
+/* Run n statements in order; stops at the first failure, or at a break/continue (left in *flow for the loop). */
 static bool exec_body(struct jctx *c, struct jscope *sc, struct jnode **kids, size_t n,
                       struct jbuf *out, enum jflow *flow) {
     for (size_t i = 0; i < n; i++) {
@@ -803,7 +941,7 @@ static bool exec_body(struct jctx *c, struct jscope *sc, struct jnode **kids, si
     return true;
 }
 
-/* ---- public API ---- */
+/* ---- public API (contracts in jinja.h) ---- */
 
 muse_status muse_jinja_parse(const char *text, size_t len, struct muse_jinja_template **out,
                              struct muse_error *err) {
@@ -864,8 +1002,9 @@ muse_status muse_jinja_render(const struct muse_jinja_template *tmpl, const cJSO
         c.now[0] = tm.tm_year + 1900; c.now[1] = tm.tm_mon + 1; c.now[2] = tm.tm_mday;
         c.now[3] = tm.tm_hour; c.now[4] = tm.tm_min; c.now[5] = tm.tm_sec;
     }
-    struct jbuf b = {0};
+    struct jbuf b = {0}; /* the output: handed to the caller on success */
     muse_status st = MUSE_OK;
+    /* the context's variables, copied into the arena: the caller's cJSON is not kept */
     c.globals = scope_new(&c, NULL);
     if (!c.globals) goto fail;
     if (context && cJSON_IsObject(context)) {
@@ -888,6 +1027,7 @@ muse_status muse_jinja_render(const struct muse_jinja_template *tmpl, const cJSO
     muse_jarena_free(&c.arena);
     return MUSE_OK;
 fail:
+    /* no message on record: a malloc failed, or the arena refused without one being recorded */
     if (err->status == MUSE_OK) {
         if (c.arena.failed) muse_error_set(err, MUSE_ERR_TEMPLATE, "render memory limit exceeded");
         else muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");

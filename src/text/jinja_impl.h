@@ -1,6 +1,12 @@
 /*
  * jinja_impl.h - internals shared by the jinja_*.c files (lexer, parser, values, interpreter,
  * builtins). Not part of the engine API; include text/jinja.h instead.
+ *
+ * The functions here are library symbols, so they carry the muse_ prefix before the name of
+ * their family: muse_jarena_* (the arena), muse_jbuf_* (byte buffers), muse_jv_* / muse_jstr_* /
+ * muse_jlist_* / muse_jdict_* (values), muse_jinja_* (lexer, parser, interpreter entry points),
+ * muse_jerr (render errors). What they promise about memory, errors and limits is written once,
+ * at the top of jinja_eval.c.
  */
 #pragma once
 
@@ -11,7 +17,12 @@
 #include "core/error.h"
 #include "text/jinja.h"
 
-/* ---- arena: every AST node and every render-time value lives in one ---- */
+/*
+ * ---- arena: every AST node and every render-time value lives in one ----
+ * A template's arena holds its AST and normalized source for the template's life; a render's
+ * holds every value it creates until the render returns. Allocations are never freed one by
+ * one; muse_jarena_free releases them all at once.
+ */
 
 struct jarena_chunk;
 struct jarena {
@@ -21,10 +32,18 @@ struct jarena {
     bool failed;   /* an allocation failed or hit the limit */
 };
 
-void *muse_jarena_alloc(struct jarena *a, size_t size); /* zeroed; NULL on failure (a->failed set) */
+/* size bytes, zeroed, 16-byte aligned; NULL when malloc fails or `limit` would be passed, after
+ * which a->failed stays set and every later call returns NULL (records no error: callers do). */
+void *muse_jarena_alloc(struct jarena *a, size_t size);
 void muse_jarena_free(struct jarena *a);
 
-/* ---- growable byte buffer (malloc'd) ---- */
+/*
+ * ---- growable byte buffer (malloc'd) ----
+ * Zero-initialize ({0}), append, then either take data (NUL-terminated, len bytes, NULL while
+ * nothing was appended; the new owner frees it) or muse_jbuf_free it. A failed append (malloc, or `limit`) sets `failed`:
+ * later appends do nothing and return false, so a sequence of appends needs one check at the
+ * end. Buffers record no render error themselves.
+ */
 
 struct jbuf {
     char *data;
@@ -35,7 +54,7 @@ struct jbuf {
 
 bool muse_jbuf_put(struct jbuf *b, const char *s, size_t n);
 bool muse_jbuf_putc(struct jbuf *b, char c);
-bool muse_jbuf_printf(struct jbuf *b, const char *fmt, ...) MUSE_PRINTF(2, 3);
+bool muse_jbuf_printf(struct jbuf *b, const char *fmt, ...) MUSE_PRINTF(2, 3); /* at most 511 bytes */
 void muse_jbuf_free(struct jbuf *b);
 
 /* ---- tokens ---- */
@@ -228,10 +247,19 @@ struct jctx {
     bool failed;
 };
 
-/* Record a render error at ctx->cur (first error wins). Returns false. */
+/*
+ * Record a render error at ctx->cur: "line L, column C: message" in c->err with
+ * MUSE_ERR_TEMPLATE, and c->failed set. The first error wins: later calls change nothing.
+ * Always returns false, so `return muse_jerr(c, ...);` reports and unwinds in one step.
+ */
 bool muse_jerr(struct jctx *c, const char *fmt, ...) MUSE_PRINTF(2, 3);
 
-/* values: construction */
+/*
+ * values: construction. Values are passed by value and copied shallowly; what they point to
+ * (strings, lists, dicts) is in the render arena and lives until the render ends. Constructors
+ * that allocate take the render context, copy their input (s need not outlive the call), and
+ * on failure record "out of memory" with muse_jerr.
+ */
 struct jv muse_jv_undef(struct jstr *name);
 struct jv muse_jv_none(void);
 struct jv muse_jv_bool(bool b);
@@ -243,9 +271,13 @@ struct jv muse_jv_strn(struct jctx *c, const char *s, size_t len);     /* UNDEF 
 struct jlist *muse_jlist_new(struct jctx *c, size_t cap);
 bool muse_jlist_push(struct jctx *c, struct jlist *l, struct jv v);
 struct jdict *muse_jdict_new(struct jctx *c, size_t cap);
+/* Set key to val: an equal key's value is replaced in place, a new key appended (insertion order). */
 bool muse_jdict_set(struct jctx *c, struct jdict *d, struct jv key, struct jv val);
+/* The value slot of key in d, or NULL. The slot is live until d next grows (muse_jdict_set of a
+ * new key may move the arrays; the old slot then stays readable but stale). */
 struct jv *muse_jdict_get(const struct jdict *d, struct jv key);
 struct jv *muse_jdict_get_str(const struct jdict *d, const char *key, size_t len);
+/* A deep copy of JSON j (null -> None; integral numbers within int64 -> int; objects keep their key order). */
 bool muse_jv_from_json(struct jctx *c, const cJSON *j, struct jv *out);
 
 /* values: Python semantics */

@@ -1,7 +1,7 @@
 /*
  * muse.h - public API of libmuse, a C11 inference engine for Muse-Glimmer GGUF models.
  *
- * Conventions (see DEVELOPERS.md and ../shared/STYLE.md):
+ * Conventions (see docs/architecture.md and ../shared/STYLE.md):
  *   - Every function that can fail returns a muse_status (0 = ok, negative = error) or NULL;
  *     a human-readable message is available through the object or error record it names.
  *   - The library never prints and never exits; only the tools in tools/ do.

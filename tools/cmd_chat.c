@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -26,6 +25,7 @@
 #include "gguf/gguf.h"
 #include "model_opts.h"
 #include "muse.h"
+#include "sampling_opts.h"
 
 static void usage(FILE *f, const char *cmd) {
     fprintf(f,
@@ -39,10 +39,9 @@ static void usage(FILE *f, const char *cmd) {
             "  --hide-reasoning       do not print the reasoning\n"
             "  --tools FILE.json      tool definitions (OpenAI function list); calls are printed\n"
             "  --template FILE.jinja  chat template to use instead of the file's tokenizer.chat_template\n"
-            "  -n, --max-tokens N     tokens per answer at most (default 1024)\n"
-            "  --temperature T, --top-k K, --top-p P, --min-p P, --seed N\n"
-            "                         sampling (default: the model card's 1.0 / 64 / 0.95; --temperature 0 = greedy)\n"
-            "  --dump-prompt          print the prompt and token ids instead of generating\n");
+            "  -n, --max-tokens N     tokens per answer at most (default 1024)\n");
+    sampling_opts_usage(f, SAMPLING_CHAT);
+    fprintf(f, "  --dump-prompt          print the prompt and token ids instead of generating\n");
     model_opts_usage(f);
     (void)cmd;
 }
@@ -52,8 +51,7 @@ struct chat_cli {
     const char *system, *reasoning, *template_path, *tools_path, *prompt, *input_file;
     bool hide_reasoning, dump_prompt, oneshot;
     int64_t max_tokens;
-    struct muse_sampler_params sp;
-    bool seed_given;
+    struct sampling_opts so;
 };
 
 struct session {
@@ -239,9 +237,8 @@ done:
 static int parse_args(struct chat_cli *o, int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
-        int64_t n;
-        double d;
         int r = model_opts_parse(&o->mo, argc, argv, &i);
+        if (r == 0) r = sampling_opts_parse(&o->so, argc, argv, &i);
         if (r < 0) return 2;
         if (r > 0) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -265,18 +262,6 @@ static int parse_args(struct chat_cli *o, int argc, char **argv) {
             else o->tools_path = v;
         } else if (!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) {
             if (!(v = cli_next(argc, argv, &i)) || !cli_parse_int(a, v, 1, INT32_MAX, &o->max_tokens)) return 2;
-        } else if (!strcmp(a, "--temperature") || !strcmp(a, "--top-p") || !strcmp(a, "--min-p")) {
-            if (!(v = cli_next(argc, argv, &i)) || !cli_parse_float(a, v, &d)) return 2;
-            if (a[2] == 't' && a[3] == 'e') o->sp.temperature = (float)d;
-            else if (!strcmp(a, "--top-p")) o->sp.top_p = (float)d;
-            else o->sp.min_p = (float)d;
-        } else if (!strcmp(a, "--top-k") || !strcmp(a, "--seed")) {
-            if (!(v = cli_next(argc, argv, &i)) || !cli_parse_int(a, v, 0, INT64_MAX, &n)) return 2;
-            if (!strcmp(a, "--top-k")) o->sp.top_k = (int32_t)(n > INT32_MAX ? INT32_MAX : n);
-            else {
-                o->sp.seed = (uint64_t)n;
-                o->seed_given = true;
-            }
         } else {
             fprintf(stderr, "muse %s: unknown option '%s'\n", argv[0], a);
             return 2;
@@ -447,17 +432,14 @@ static int repl(struct session *s) {
 }
 
 int cmd_chat(int argc, char **argv) {
-    struct chat_cli o = {.max_tokens = 1024, .sp = muse_sampler_default_params()};
-    o.sp.temperature = 1.0f;
-    o.sp.top_k = 64;
-    o.sp.top_p = 0.95f;
+    struct chat_cli o = {.max_tokens = 1024};
     model_opts_init(&o.mo);
+    sampling_opts_init(&o.so, SAMPLING_CHAT);
     int r = parse_args(&o, argc, argv);
     if (r >= 0) {
         if (r == 2) usage(stderr, argv[0]);
         return r;
     }
-    if (!o.seed_given) o.sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
     struct session s = {.o = &o, .color = isatty(STDOUT_FILENO) && !getenv("NO_COLOR")};
     struct muse_error err;
     int rc = 1;
@@ -487,7 +469,7 @@ int cmd_chat(int argc, char **argv) {
         goto done;
     }
     if (muse_session_create(s.ctx, muse_session_default_params(), &s.kv, &err) != MUSE_OK ||
-        muse_sampler_create(o.sp, n_vocab, &s.smp, &err) != MUSE_OK) {
+        muse_sampler_create(o.so.sp, n_vocab, &s.smp, &err) != MUSE_OK) {
         fprintf(stderr, "muse chat: %s\n", err.msg);
         goto done;
     }

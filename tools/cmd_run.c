@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli.h"
 #include "core/timer.h"
@@ -15,6 +14,7 @@
 #include "model_opts.h"
 #include "muse.h"
 #include "run_text.h"
+#include "sampling_opts.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -25,17 +25,8 @@ static void usage(FILE *f) {
             "  --input FILE           prompt text from a UTF-8 file\n"
             "  --tokens IDS           prompt as comma-separated token ids (used as given)\n"
             "  -n, --max-tokens N     tokens to generate at most (default 128; 0 = prompt only)\n"
-            "  --ids                  print generated token ids instead of text\n"
-            "sampling (llama.cpp order: penalties, top-k, top-p, min-p, temperature):\n"
-            "  --temperature T        0 = greedy (default); the model card recommends 1.0\n"
-            "  --top-k K              0 = off (default); recommended 64\n"
-            "  --top-p P              1 = off (default); recommended 0.95\n"
-            "  --min-p P              0 = off (default)\n"
-            "  --repeat-penalty R     1 = off (default)\n"
-            "  --repeat-last-n N      history the penalties look at (default 64)\n"
-            "  --presence-penalty P   0 = off (default)\n"
-            "  --frequency-penalty P  0 = off (default)\n"
-            "  --seed N               RNG seed (default: random, printed at the end)\n");
+            "  --ids                  print generated token ids instead of text\n");
+    sampling_opts_usage(f, SAMPLING_RUN);
     model_opts_usage(f);
 }
 
@@ -46,58 +37,20 @@ struct run_opts {
     int n_tokens;
     int64_t max_tokens;
     bool print_ids;
-    bool seed_given;
-    struct muse_sampler_params sp;
+    struct sampling_opts so;
 };
-
-/* Parse a sampling option; 1 consumed, 0 not a sampling option, -1 error. */
-static int parse_sampling(struct run_opts *o, int argc, char **argv, int *i) {
-    const char *a = argv[*i], *v;
-    double d;
-    int64_t n;
-    struct {
-        const char *name;
-        float *dst;
-    } floats[] = {
-        {"--temperature", &o->sp.temperature}, {"--top-p", &o->sp.top_p}, {"--min-p", &o->sp.min_p},
-        {"--repeat-penalty", &o->sp.repeat_penalty}, {"--presence-penalty", &o->sp.presence_penalty},
-        {"--frequency-penalty", &o->sp.frequency_penalty},
-    };
-    for (size_t k = 0; k < sizeof floats / sizeof floats[0]; k++) {
-        if (strcmp(a, floats[k].name)) continue;
-        if (!(v = cli_next(argc, argv, i)) || !cli_parse_float(a, v, &d)) return -1;
-        *floats[k].dst = (float)d;
-        return 1;
-    }
-    if (!strcmp(a, "--top-k")) {
-        if (!(v = cli_next(argc, argv, i)) || !cli_parse_int(a, v, 0, INT32_MAX, &n)) return -1;
-        o->sp.top_k = (int32_t)n;
-        return 1;
-    }
-    if (!strcmp(a, "--repeat-last-n")) {
-        if (!(v = cli_next(argc, argv, i)) || !cli_parse_int(a, v, 0, 1 << 20, &n)) return -1;
-        o->sp.repeat_last_n = (int32_t)n;
-        return 1;
-    }
-    if (!strcmp(a, "--seed")) {
-        if (!(v = cli_next(argc, argv, i)) || !cli_parse_int(a, v, 0, INT64_MAX, &n)) return -1;
-        o->sp.seed = (uint64_t)n;
-        o->seed_given = true;
-        return 1;
-    }
-    return 0;
-}
 
 int cmd_run(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--chat")) return cmd_chat(argc, argv); /* chat formatting: tools/cmd_chat.c */
     struct model_opts mo;
-    struct run_opts ro = {.max_tokens = 128, .sp = muse_sampler_default_params()};
+    struct run_opts ro = {.max_tokens = 128};
     model_opts_init(&mo);
+    sampling_opts_init(&ro.so, SAMPLING_RUN);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         int r = model_opts_parse(&mo, argc, argv, &i);
-        if (r == 0) r = parse_sampling(&ro, argc, argv, &i);
+        if (r == 0) r = sampling_opts_parse(&ro.so, argc, argv, &i);
         if (r < 0) goto usage_fail;
         if (r > 0) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -126,8 +79,6 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "muse run: -m MODEL and exactly one of -p TEXT, --input FILE, --tokens IDS are required\n");
         goto usage_fail;
     }
-    if (!ro.seed_given) ro.sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
-
     struct muse_model *model = NULL;
     struct muse_context *ctx = NULL;
     struct muse_sampler *smp = NULL;
@@ -160,7 +111,7 @@ int cmd_run(int argc, char **argv) {
         goto done;
     }
     logits = malloc(sizeof(float) * (size_t)n_vocab);
-    if (!logits || muse_sampler_create(ro.sp, n_vocab, &smp, &err)) {
+    if (!logits || muse_sampler_create(ro.so.sp, n_vocab, &smp, &err)) {
         fprintf(stderr, "muse run: %s\n", logits ? err.msg : "out of memory");
         goto done;
     }
@@ -203,7 +154,7 @@ int cmd_run(int argc, char **argv) {
     fprintf(stderr, "muse run: prompt %d tokens in %.3f s (%.2f tok/s); generated %lld tokens in %.3f s (%.2f tok/s); "
                     "stop: %s; backend %s; seed %llu\n",
             ro.n_tokens, tp, tp > 0 ? ro.n_tokens / tp : 0.0, (long long)n_gen, tg, tg > 0 ? (double)n_gen / tg : 0.0, stop,
-            muse_context_backend(ctx), (unsigned long long)ro.sp.seed);
+            muse_context_backend(ctx), (unsigned long long)ro.so.sp.seed);
     rc = 0;
 done:
     free(logits);

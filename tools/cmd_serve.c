@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "sampling_opts.h"
 #include "server/adapter.h"
 #include "server/server.h"
 
@@ -23,9 +24,9 @@ static void usage(FILE *f) {
             "  -b, --batch-size N  most tokens per forward call (default 512)\n"
             "  --max-body BYTES    largest request body; larger ones get 413 (default 4194304)\n"
             "  --api-key KEY       require `Authorization: Bearer KEY` on everything but /health and /\n"
-            "                      (or set MUSE_API_KEY)\n"
-            "  --temperature T, --top-p P, --top-k K, --min-p P\n"
-            "                      sampling defaults for requests that omit them (default 1.0, 0.95, 64, 0)\n"
+            "                      (or set MUSE_API_KEY)\n");
+    sampling_opts_usage(f, SAMPLING_SERVE);
+    fprintf(f,
             "  --max-connections N concurrent HTTP connections (default 256)\n"
             "  --test-script FILE  TEST ONLY: no model; play scripted outputs from FILE (docs/server.md)\n");
 }
@@ -36,10 +37,14 @@ int cmd_serve(int argc, char **argv) {
     bool test_mode = false;
     int n_ctx = 0, n_batch = 0;
     int64_t v;
-    double d;
+    struct sampling_opts so;
+    sampling_opts_init(&so, SAMPLING_SERVE);
     p.api_key = getenv("MUSE_API_KEY");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val;
+        int r = sampling_opts_parse(&so, argc, argv, &i);
+        if (r < 0) return 2;
+        if (r > 0) continue;
 #define NEXT()                                            \
     do {                                                  \
         if (!(val = cli_next(argc, argv, &i))) return 2;  \
@@ -91,22 +96,6 @@ int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--api-key")) {
             NEXT();
             p.api_key = val;
-        } else if (!strcmp(a, "--temperature") || !strcmp(a, "--temp")) {
-            NEXT();
-            if (!cli_parse_float(a, val, &d) || d < 0) return 2;
-            p.temperature = (float)d;
-        } else if (!strcmp(a, "--top-p")) {
-            NEXT();
-            if (!cli_parse_float(a, val, &d) || d < 0 || d > 1) return 2;
-            p.top_p = (float)d;
-        } else if (!strcmp(a, "--min-p")) {
-            NEXT();
-            if (!cli_parse_float(a, val, &d) || d < 0 || d > 1) return 2;
-            p.min_p = (float)d;
-        } else if (!strcmp(a, "--top-k")) {
-            NEXT();
-            if (!cli_parse_int(a, val, 0, 1 << 30, &v)) return 2;
-            p.top_k = (int)v;
         } else {
             fprintf(stderr, "muse serve: unknown option '%s'\n\n", a);
             usage(stderr);
@@ -114,6 +103,10 @@ int cmd_serve(int argc, char **argv) {
         }
 #undef NEXT
     }
+    p.temperature = so.sp.temperature;
+    p.top_p = so.sp.top_p;
+    p.min_p = so.sp.min_p;
+    p.top_k = so.sp.top_k;
     if (!model && !test_mode) {
         fprintf(stderr, "muse serve: --model is required\n\n");
         usage(stderr);

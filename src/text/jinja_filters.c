@@ -9,7 +9,7 @@
 
 #include "text/jinja_builtins.h"
 
-#define ARG(i, nm) jarg(args, n_args, kwnames, kwargs, n_kwargs, i, nm)
+#define ARG(i, nm) muse_jarg(args, n_args, kwnames, kwargs, n_kwargs, i, nm)
 
 /* Follow a dotted attribute path ("function.name", "0") like jinja2's make_attrgetter. */
 static bool attr_path(struct jctx *c, struct jv v, struct jstr *path, struct jv *out) {
@@ -20,9 +20,9 @@ static bool attr_path(struct jctx *c, struct jv v, struct jstr *path, struct jv 
         bool digits = n > 0;
         for (size_t i = 0; i < n; i++)
             if (p[i] < '0' || p[i] > '9') digits = false;
-        struct jv key = digits ? jv_int(strtoll(p, NULL, 10)) : jv_strn(c, p, n);
+        struct jv key = digits ? muse_jv_int(strtoll(p, NULL, 10)) : muse_jv_strn(c, p, n);
         if (key.kind == JV_UNDEF) return false;
-        if (!jinja_getitem(c, v, key, &v)) return false;
+        if (!muse_jinja_getitem(c, v, key, &v)) return false;
         if (!dot) break;
         p = dot + 1;
     }
@@ -32,7 +32,7 @@ static bool attr_path(struct jctx *c, struct jv v, struct jstr *path, struct jv 
 
 static bool to_str(struct jctx *c, struct jv v, struct jstr **out) {
     struct jv s;
-    if (!jv_stringify(c, v, &s)) return false;
+    if (!muse_jv_stringify(c, v, &s)) return false;
     *out = s.u.s;
     return true;
 }
@@ -41,45 +41,45 @@ static bool to_str(struct jctx *c, struct jv v, struct jstr **out) {
 static bool select_filter(struct jctx *c, struct jv v, bool attr, bool keep, struct jv *args,
                           size_t n_args, struct jv *out) {
     struct jlist *items;
-    if (!jv_truthy(v)) v = jv_undef(NULL); /* jinja2: `if value: for item in value` */
-    if (!jv_iterate(c, v, &items)) return false;
+    if (!muse_jv_truthy(v)) v = muse_jv_undef(NULL); /* jinja2: `if value: for item in value` */
+    if (!muse_jv_iterate(c, v, &items)) return false;
     size_t ai = 0;
     struct jstr *path = NULL;
     if (attr) {
-        if (n_args < 1 || !jarg_str(c, &args[0], "attribute name", &path)) return false;
+        if (n_args < 1 || !muse_jarg_str(c, &args[0], "attribute name", &path)) return false;
         ai = 1;
     }
     const char *test = NULL;
     if (ai < n_args) {
-        if (args[ai].kind != JV_STR) return jerr(c, "test name must be a string");
+        if (args[ai].kind != JV_STR) return muse_jerr(c, "test name must be a string");
         test = args[ai].u.s->s;
         ai++;
     }
-    struct jlist *r = jlist_new(c, 0);
+    struct jlist *r = muse_jlist_new(c, 0);
     if (!r) return false;
     for (size_t i = 0; i < items->n; i++) {
         struct jv x = items->items[i];
         if (path && !attr_path(c, x, path, &x)) return false;
         bool ok;
         if (test) {
-            if (!jinja_apply_test(c, test, x, args + ai, n_args - ai, &ok)) return false;
+            if (!muse_jinja_apply_test(c, test, x, args + ai, n_args - ai, &ok)) return false;
         } else {
-            ok = jv_truthy(x);
+            ok = muse_jv_truthy(x);
         }
-        if (ok == keep && !jlist_push(c, r, items->items[i])) return false;
+        if (ok == keep && !muse_jlist_push(c, r, items->items[i])) return false;
     }
     r->gen = true;
-    return jlist_value(c, r, out);
+    return muse_jlist_value(c, r, out);
 }
 
 /* Sort key comparison: strings compared lower-cased unless case_sensitive. */
 static bool key_cmp(struct jctx *c, struct jv a, struct jv b, bool cs, int *r) {
     if (!cs && a.kind == JV_STR && b.kind == JV_STR) {
         struct jv la, lb;
-        if (!jcase(c, a.u.s, 0, &la) || !jcase(c, b.u.s, 0, &lb)) return false;
-        return jv_compare(c, la, lb, r);
+        if (!muse_jcase(c, a.u.s, 0, &la) || !muse_jcase(c, b.u.s, 0, &lb)) return false;
+        return muse_jv_compare(c, la, lb, r);
     }
-    return jv_compare(c, a, b, r);
+    return muse_jv_compare(c, a, b, r);
 }
 
 /* Stable insertion sort of items by keys. */
@@ -102,7 +102,7 @@ static bool sort_items(struct jctx *c, struct jv *items, struct jv *keys, size_t
 }
 
 static bool copy_list(struct jctx *c, struct jlist *src, struct jlist **out) {
-    struct jlist *l = jlist_new(c, src->n);
+    struct jlist *l = muse_jlist_new(c, src->n);
     if (!l) return false;
     if (src->n) memcpy(l->items, src->items, src->n * sizeof(struct jv));
     l->n = src->n;
@@ -116,8 +116,8 @@ static bool f_tojson(struct jctx *c, struct jv v, struct jv *args, size_t n_args
     struct jv *ea = ARG(0, "ensure_ascii"), *ind = ARG(1, "indent"), *sep = ARG(2, "separators"),
               *sk = ARG(3, "sort_keys");
     char spaces[64];
-    if (ea) o.ensure_ascii = jv_truthy(*ea);
-    if (sk) o.sort_keys = jv_truthy(*sk);
+    if (ea) o.ensure_ascii = muse_jv_truthy(*ea);
+    if (sk) o.sort_keys = muse_jv_truthy(*sk);
     if (ind && ind->kind != JV_NONE) {
         if (ind->kind == JV_INT) {
             int64_t k = ind->u.i < 0 ? 0 : ind->u.i > 63 ? 63 : ind->u.i;
@@ -127,24 +127,24 @@ static bool f_tojson(struct jctx *c, struct jv v, struct jv *args, size_t n_args
         } else if (ind->kind == JV_STR) {
             o.indent = ind->u.s->s;
         } else {
-            return jerr(c, "tojson indent must be an int or a string");
+            return muse_jerr(c, "tojson indent must be an int or a string");
         }
         o.item_sep = ",";
     }
     if (sep && sep->kind != JV_NONE) {
         if (sep->kind != JV_LIST || sep->u.l->n != 2 || sep->u.l->items[0].kind != JV_STR ||
             sep->u.l->items[1].kind != JV_STR)
-            return jerr(c, "tojson separators must be a pair of strings");
+            return muse_jerr(c, "tojson separators must be a pair of strings");
         o.item_sep = sep->u.l->items[0].u.s->s;
         o.key_sep = sep->u.l->items[1].u.s->s;
     }
     struct jbuf b = {0};
-    bool ok = jv_to_json(c, v, &o, &b);
+    bool ok = muse_jv_to_json(c, v, &o, &b);
     if (ok) {
-        *out = jv_strn(c, b.data ? b.data : "", b.len);
+        *out = muse_jv_strn(c, b.data ? b.data : "", b.len);
         ok = out->kind == JV_STR;
     }
-    jbuf_free(&b);
+    muse_jbuf_free(&b);
     return ok;
 }
 
@@ -164,7 +164,7 @@ static bool f_indent(struct jctx *c, struct jv v, struct jv *args, size_t n_args
         ind[k] = '\0';
     }
     size_t il = strlen(ind);
-    bool do_blank = blank && jv_truthy(*blank);
+    bool do_blank = blank && muse_jv_truthy(*blank);
     /* Python: lines = (s + "\n").splitlines(); the first line is never indented, empty lines
      * only with blank=True */
     struct jbuf b = {0};
@@ -173,10 +173,10 @@ static bool f_indent(struct jctx *c, struct jv v, struct jv *args, size_t n_args
         if (s->s[i] != '\n' && s->s[i] != '\r') continue;
         size_t ln = i - st;
         if (line_no > 0) {
-            jbuf_putc(&b, '\n');
-            if (ln > 0 || do_blank) jbuf_put(&b, ind, il);
+            muse_jbuf_putc(&b, '\n');
+            if (ln > 0 || do_blank) muse_jbuf_put(&b, ind, il);
         }
-        jbuf_put(&b, s->s + st, ln);
+        muse_jbuf_put(&b, s->s + st, ln);
         line_no++;
         if (s->s[i] == '\r' && i + 1 < s->len && s->s[i + 1] == '\n') i++;
         st = i + 1;
@@ -185,17 +185,17 @@ static bool f_indent(struct jctx *c, struct jv v, struct jv *args, size_t n_args
     {
         size_t ln = s->len - st;
         if (line_no > 0) {
-            jbuf_putc(&b, '\n');
-            if (ln > 0 || do_blank) jbuf_put(&b, ind, il);
+            muse_jbuf_putc(&b, '\n');
+            if (ln > 0 || do_blank) muse_jbuf_put(&b, ind, il);
         }
-        jbuf_put(&b, s->s + st, ln);
+        muse_jbuf_put(&b, s->s + st, ln);
     }
     struct jbuf r = {0};
-    if (first && jv_truthy(*first)) jbuf_put(&r, ind, il);
-    jbuf_put(&r, b.data ? b.data : "", b.len);
-    jbuf_free(&b);
-    *out = jv_strn(c, r.data ? r.data : "", r.len);
-    jbuf_free(&r);
+    if (first && muse_jv_truthy(*first)) muse_jbuf_put(&r, ind, il);
+    muse_jbuf_put(&r, b.data ? b.data : "", b.len);
+    muse_jbuf_free(&b);
+    *out = muse_jv_strn(c, r.data ? r.data : "", r.len);
+    muse_jbuf_free(&r);
     return out->kind == JV_STR;
 }
 
@@ -207,9 +207,9 @@ static bool num_of(struct jv v, double *d) {
     return true;
 }
 
-bool jinja_apply_filter(struct jctx *c, const char *name, struct jv v, struct jv *args,
-                        size_t n_args, const char **kwnames, struct jv *kwargs, size_t n_kwargs,
-                        struct jv *out) {
+bool muse_jinja_apply_filter(struct jctx *c, const char *name, struct jv v, struct jv *args,
+                             size_t n_args, const char **kwnames, struct jv *kwargs, size_t n_kwargs,
+                             struct jv *out) {
 #define F(s) (!strcmp(name, s))
     if (F("tojson")) return f_tojson(c, v, args, n_args, kwnames, kwargs, n_kwargs, out);
     if (F("safe") || F("e") || F("escape") || F("forceescape")) {
@@ -221,27 +221,27 @@ bool jinja_apply_filter(struct jctx *c, const char *name, struct jv v, struct jv
         }
         if (!to_str(c, v, &s)) return false;
         struct jbuf b = {0};
-        if (F("safe")) jbuf_put(&b, s->s, s->len);
-        else jhtml_escape(&b, s->s, s->len);
-        *out = jv_strn(c, b.data ? b.data : "", b.len);
-        jbuf_free(&b);
+        if (F("safe")) muse_jbuf_put(&b, s->s, s->len);
+        else muse_jhtml_escape(&b, s->s, s->len);
+        *out = muse_jv_strn(c, b.data ? b.data : "", b.len);
+        muse_jbuf_free(&b);
         out->safe = true;
         return out->kind == JV_STR;
     }
     if (F("length") || F("count")) {
         switch (v.kind) {
-        case JV_STR: *out = jv_int((int64_t)jutf8_len(v.u.s->s, v.u.s->len)); return true;
+        case JV_STR: *out = muse_jv_int((int64_t)muse_jutf8_len(v.u.s->s, v.u.s->len)); return true;
         case JV_LIST:
-            if (v.u.l->gen) return jerr(c, "object of type 'generator' has no len()");
-            *out = jv_int((int64_t)v.u.l->n);
+            if (v.u.l->gen) return muse_jerr(c, "object of type 'generator' has no len()");
+            *out = muse_jv_int((int64_t)v.u.l->n);
             return true;
-        case JV_DICT: *out = jv_int((int64_t)v.u.d->n); return true;
-        case JV_UNDEF: *out = jv_int(0); return true;
-        default: return jerr(c, "object of type '%s' has no len()", jv_type_name(v));
+        case JV_DICT: *out = muse_jv_int((int64_t)v.u.d->n); return true;
+        case JV_UNDEF: *out = muse_jv_int(0); return true;
+        default: return muse_jerr(c, "object of type '%s' has no len()", muse_jv_type_name(v));
         }
     }
     if (F("string")) {
-        if (!jv_stringify(c, v, out)) return false;
+        if (!muse_jv_stringify(c, v, out)) return false;
         out->safe = JV_SAFE(v);
         return true;
     }
@@ -249,98 +249,98 @@ bool jinja_apply_filter(struct jctx *c, const char *name, struct jv v, struct jv
         struct jstr *s, *chars = NULL;
         struct jv *ch = ARG(0, "chars");
         if (!to_str(c, v, &s)) return false;
-        if (ch && ch->kind != JV_NONE && !jarg_str(c, ch, "trim chars", &chars)) return false;
-        return jstrip(c, s, chars, 3, out);
+        if (ch && ch->kind != JV_NONE && !muse_jarg_str(c, ch, "trim chars", &chars)) return false;
+        return muse_jstrip(c, s, chars, 3, out);
     }
     if (F("lower") || F("upper") || F("capitalize") || F("title")) {
         struct jstr *s = NULL;
         if (!to_str(c, v, &s)) return false;
-        if (F("lower")) return jcase(c, s, 0, out);
-        if (F("upper")) return jcase(c, s, 1, out);
+        if (F("lower")) return muse_jcase(c, s, 0, out);
+        if (F("upper")) return muse_jcase(c, s, 1, out);
         struct jv low;
-        if (!jcase(c, s, 0, &low)) return false;
-        return jcase(c, low.u.s, F("capitalize") ? 2 : 3, out);
+        if (!muse_jcase(c, s, 0, &low)) return false;
+        return muse_jcase(c, low.u.s, F("capitalize") ? 2 : 3, out);
     }
     if (F("replace")) {
         struct jstr *s = NULL, *o = NULL, *n = NULL;
         struct jv *cnt = ARG(2, "count");
-        if (!to_str(c, v, &s) || !jarg_str(c, ARG(0, "old"), "replace old", &o) ||
-            !jarg_str(c, ARG(1, "new"), "replace new", &n))
+        if (!to_str(c, v, &s) || !muse_jarg_str(c, ARG(0, "old"), "replace old", &o) ||
+            !muse_jarg_str(c, ARG(1, "new"), "replace new", &n))
             return false;
-        return jreplace(c, s, o, n, cnt && cnt->kind == JV_INT ? cnt->u.i : -1, out);
+        return muse_jreplace(c, s, o, n, cnt && cnt->kind == JV_INT ? cnt->u.i : -1, out);
     }
     if (F("items")) {
         if (v.kind == JV_UNDEF) {
-            struct jlist *l = jlist_new(c, 0);
-            return l && jlist_value(c, l, out);
+            struct jlist *l = muse_jlist_new(c, 0);
+            return l && muse_jlist_value(c, l, out);
         }
-        if (v.kind != JV_DICT) return jerr(c, "Can only get item pairs from a mapping.");
+        if (v.kind != JV_DICT) return muse_jerr(c, "Can only get item pairs from a mapping.");
         struct jmethod m = {.self = v, .name = "items"};
-        if (!jinja_call_method(c, &m, NULL, 0, NULL, NULL, 0, out)) return false;
+        if (!muse_jinja_call_method(c, &m, NULL, 0, NULL, NULL, 0, out)) return false;
         out->u.l->gen = true;
         return true;
     }
     if (F("list")) {
         struct jlist *items, *l;
-        if (!jv_iterate(c, v, &items) || !copy_list(c, items, &l)) return false;
-        return jlist_value(c, l, out);
+        if (!muse_jv_iterate(c, v, &items) || !copy_list(c, items, &l)) return false;
+        return muse_jlist_value(c, l, out);
     }
     if (F("join")) {
         struct jlist *items;
         struct jv *sep = ARG(0, "d"), *attr = ARG(1, "attribute");
         struct jstr *sp = NULL;
-        if (!jv_iterate(c, v, &items)) return false;
+        if (!muse_jv_iterate(c, v, &items)) return false;
         if (sep && !to_str(c, *sep, &sp)) return false;
         struct jbuf b = {0};
         for (size_t i = 0; i < items->n; i++) {
             struct jv x = items->items[i];
             if (attr && (attr->kind != JV_STR || !attr_path(c, x, attr->u.s, &x))) {
-                jbuf_free(&b);
-                return c->failed ? false : jerr(c, "join attribute must be a string");
+                muse_jbuf_free(&b);
+                return c->failed ? false : muse_jerr(c, "join attribute must be a string");
             }
-            if (i && sp) jbuf_put(&b, sp->s, sp->len);
-            if (!jv_to_str(c, x, &b)) {
-                jbuf_free(&b);
+            if (i && sp) muse_jbuf_put(&b, sp->s, sp->len);
+            if (!muse_jv_to_str(c, x, &b)) {
+                muse_jbuf_free(&b);
                 return false;
             }
         }
-        *out = jv_strn(c, b.data ? b.data : "", b.len);
-        jbuf_free(&b);
+        *out = muse_jv_strn(c, b.data ? b.data : "", b.len);
+        muse_jbuf_free(&b);
         return out->kind == JV_STR;
     }
     if (F("default") || F("d")) {
         struct jv *dv = ARG(0, "default_value"), *bo = ARG(1, "boolean");
-        bool use = v.kind == JV_UNDEF || (bo && jv_truthy(*bo) && !jv_truthy(v));
-        if (use) *out = dv ? *dv : jv_strn(c, "", 0);
+        bool use = v.kind == JV_UNDEF || (bo && muse_jv_truthy(*bo) && !muse_jv_truthy(v));
+        if (use) *out = dv ? *dv : muse_jv_strn(c, "", 0);
         else *out = v;
         return true;
     }
     if (F("selectattr") || F("rejectattr") || F("select") || F("reject")) {
-        if (n_kwargs) return jerr(c, "filter '%s' takes no keyword arguments", name);
+        if (n_kwargs) return muse_jerr(c, "filter '%s' takes no keyword arguments", name);
         return select_filter(c, v, strstr(name, "attr") != NULL, name[0] == 's', args, n_args, out);
     }
     if (F("map")) {
         struct jlist *items;
-        if (!jv_truthy(v)) v = jv_undef(NULL);
-        if (!jv_iterate(c, v, &items)) return false;
-        struct jlist *r = jlist_new(c, items->n);
+        if (!muse_jv_truthy(v)) v = muse_jv_undef(NULL);
+        if (!muse_jv_iterate(c, v, &items)) return false;
+        struct jlist *r = muse_jlist_new(c, items->n);
         if (!r) return false;
-        struct jv *attr = jarg(NULL, 0, kwnames, kwargs, n_kwargs, 0, "attribute");
-        struct jv *dflt = jarg(NULL, 0, kwnames, kwargs, n_kwargs, 0, "default");
-        if (!attr && (n_args < 1 || args[0].kind != JV_STR)) return jerr(c, "map requires a filter name or attribute=");
+        struct jv *attr = muse_jarg(NULL, 0, kwnames, kwargs, n_kwargs, 0, "attribute");
+        struct jv *dflt = muse_jarg(NULL, 0, kwnames, kwargs, n_kwargs, 0, "default");
+        if (!attr && (n_args < 1 || args[0].kind != JV_STR)) return muse_jerr(c, "map requires a filter name or attribute=");
         for (size_t i = 0; i < items->n; i++) {
             struct jv x = items->items[i];
             if (attr) {
-                if (attr->kind != JV_STR) return jerr(c, "map attribute must be a string");
+                if (attr->kind != JV_STR) return muse_jerr(c, "map attribute must be a string");
                 if (!attr_path(c, x, attr->u.s, &x)) return false;
                 if (x.kind == JV_UNDEF && dflt) x = *dflt;
-            } else if (!jinja_apply_filter(c, args[0].u.s->s, x, args + 1, n_args - 1, NULL, NULL, 0, &x)) {
+            } else if (!muse_jinja_apply_filter(c, args[0].u.s->s, x, args + 1, n_args - 1, NULL, NULL, 0, &x)) {
                 return false;
             }
             r->items[r->n++] = x;
         }
         r->gen = true;
-        return jlist_value(c, r, out);
+        return muse_jlist_value(c, r, out);
     }
     if (F("sort") || F("unique") || F("dictsort")) {
         bool dsort = F("dictsort");
@@ -351,24 +351,24 @@ bool jinja_apply_filter(struct jctx *c, const char *name, struct jv v, struct jv
         if (F("unique")) rev = NULL;
         struct jlist *items, *l;
         if (dsort) {
-            if (v.kind != JV_DICT) return jerr(c, "You can only sort by either \"key\" or \"value\" of a mapping");
+            if (v.kind != JV_DICT) return muse_jerr(c, "You can only sort by either \"key\" or \"value\" of a mapping");
             struct jmethod m = {.self = v, .name = "items"};
             struct jv it;
-            if (!jinja_call_method(c, &m, NULL, 0, NULL, NULL, 0, &it)) return false;
+            if (!muse_jinja_call_method(c, &m, NULL, 0, NULL, NULL, 0, &it)) return false;
             l = it.u.l;
         } else {
-            if (!jv_iterate(c, v, &items) || !copy_list(c, items, &l)) return false;
+            if (!muse_jv_iterate(c, v, &items) || !copy_list(c, items, &l)) return false;
         }
-        struct jv *keys = jarena_alloc(&c->arena, (l->n ? l->n : 1) * sizeof(struct jv));
-        if (!keys) return jerr(c, "out of memory");
+        struct jv *keys = muse_jarena_alloc(&c->arena, (l->n ? l->n : 1) * sizeof(struct jv));
+        if (!keys) return muse_jerr(c, "out of memory");
         for (size_t i = 0; i < l->n; i++) {
             keys[i] = l->items[i];
-            if (dsort) keys[i] = l->items[i].u.l->items[by && jv_is_str(*by, "value") ? 1 : 0];
+            if (dsort) keys[i] = l->items[i].u.l->items[by && muse_jv_is_str(*by, "value") ? 1 : 0];
             else if (attr && attr->kind == JV_STR && !attr_path(c, keys[i], attr->u.s, &keys[i])) return false;
         }
-        bool case_s = cs && jv_truthy(*cs);
+        bool case_s = cs && muse_jv_truthy(*cs);
         if (F("unique")) {
-            struct jlist *r = jlist_new(c, 0);
+            struct jlist *r = muse_jlist_new(c, 0);
             if (!r) return false;
             for (size_t i = 0; i < l->n; i++) {
                 bool seen = false;
@@ -378,51 +378,51 @@ bool jinja_apply_filter(struct jctx *c, const char *name, struct jv v, struct jv
                         if (!key_cmp(c, keys[i], keys[j], false, &rr)) return false;
                         seen = rr == 0;
                     } else {
-                        seen = jv_equal(keys[i], keys[j]);
+                        seen = muse_jv_equal(keys[i], keys[j]);
                     }
                 }
-                if (!seen && !jlist_push(c, r, l->items[i])) return false;
+                if (!seen && !muse_jlist_push(c, r, l->items[i])) return false;
             }
             r->gen = true;
-            return jlist_value(c, r, out);
+            return muse_jlist_value(c, r, out);
         }
-        if (!sort_items(c, l->items, keys, l->n, case_s, rev && jv_truthy(*rev))) return false;
-        return jlist_value(c, l, out);
+        if (!sort_items(c, l->items, keys, l->n, case_s, rev && muse_jv_truthy(*rev))) return false;
+        return muse_jlist_value(c, l, out);
     }
     if (F("first") || F("last")) {
         struct jlist *items;
-        if (!jv_iterate(c, v, &items)) return false;
-        if (!items->n) *out = jv_undef(NULL);
+        if (!muse_jv_iterate(c, v, &items)) return false;
+        if (!items->n) *out = muse_jv_undef(NULL);
         else *out = items->items[F("first") ? 0 : items->n - 1];
         return true;
     }
     if (F("reverse")) {
         struct jlist *items, *l;
-        if (!jv_iterate(c, v, &items) || !(l = jlist_new(c, items->n))) return false;
+        if (!muse_jv_iterate(c, v, &items) || !(l = muse_jlist_new(c, items->n))) return false;
         for (size_t i = 0; i < items->n; i++) l->items[i] = items->items[items->n - 1 - i];
         l->n = items->n;
         l->gen = v.kind != JV_STR;
         if (v.kind == JV_STR) {
             struct jbuf b = {0};
-            for (size_t i = 0; i < l->n; i++) jbuf_put(&b, l->items[i].u.s->s, l->items[i].u.s->len);
-            *out = jv_strn(c, b.data ? b.data : "", b.len);
-            jbuf_free(&b);
+            for (size_t i = 0; i < l->n; i++) muse_jbuf_put(&b, l->items[i].u.s->s, l->items[i].u.s->len);
+            *out = muse_jv_strn(c, b.data ? b.data : "", b.len);
+            muse_jbuf_free(&b);
             return out->kind == JV_STR;
         }
-        return jlist_value(c, l, out);
+        return muse_jlist_value(c, l, out);
     }
     if (F("min") || F("max")) {
         struct jlist *items;
-        if (!jv_iterate(c, v, &items)) return false;
+        if (!muse_jv_iterate(c, v, &items)) return false;
         if (!items->n) {
-            *out = jv_undef(NULL);
+            *out = muse_jv_undef(NULL);
             return true;
         }
         struct jv *cs = ARG(0, "case_sensitive");
         size_t best = 0;
         for (size_t i = 1; i < items->n; i++) {
             int r;
-            if (!key_cmp(c, items->items[i], items->items[best], cs && jv_truthy(*cs), &r)) return false;
+            if (!key_cmp(c, items->items[i], items->items[best], cs && muse_jv_truthy(*cs), &r)) return false;
             if (F("min") ? r < 0 : r > 0) best = i;
         }
         *out = items->items[best];
@@ -431,100 +431,100 @@ bool jinja_apply_filter(struct jctx *c, const char *name, struct jv v, struct jv
     if (F("sum")) {
         struct jlist *items;
         struct jv *attr = ARG(0, "attribute"), *start = ARG(1, "start");
-        if (!jv_iterate(c, v, &items)) return false;
+        if (!muse_jv_iterate(c, v, &items)) return false;
         double fs = 0;
         int64_t is = 0;
         bool fl = false;
-        if (start && !num_of(*start, &fs)) return jerr(c, "sum start must be a number");
+        if (start && !num_of(*start, &fs)) return muse_jerr(c, "sum start must be a number");
         if (start && start->kind == JV_INT) is = start->u.i;
         if (start && start->kind == JV_FLOAT) fl = true;
         for (size_t i = 0; i < items->n; i++) {
             struct jv x = items->items[i];
             double d;
             if (attr && attr->kind == JV_STR && !attr_path(c, x, attr->u.s, &x)) return false;
-            if (!num_of(x, &d)) return jerr(c, "unsupported operand type(s) for +: 'int' and '%s'", jv_type_name(x));
+            if (!num_of(x, &d)) return muse_jerr(c, "unsupported operand type(s) for +: 'int' and '%s'", muse_jv_type_name(x));
             if (x.kind == JV_FLOAT) fl = true;
             fs += d;
             is += x.kind == JV_INT ? x.u.i : x.kind == JV_BOOL ? x.u.b : 0;
         }
-        *out = fl ? jv_float(fs) : jv_int(is);
+        *out = fl ? muse_jv_float(fs) : muse_jv_int(is);
         return true;
     }
     if (F("abs")) {
-        if (v.kind == JV_INT) *out = jv_int(v.u.i < 0 ? -v.u.i : v.u.i);
-        else if (v.kind == JV_FLOAT) *out = jv_float(fabs(v.u.f));
-        else if (v.kind == JV_BOOL) *out = jv_int(v.u.b);
-        else return jerr(c, "bad operand type for abs(): '%s'", jv_type_name(v));
+        if (v.kind == JV_INT) *out = muse_jv_int(v.u.i < 0 ? -v.u.i : v.u.i);
+        else if (v.kind == JV_FLOAT) *out = muse_jv_float(fabs(v.u.f));
+        else if (v.kind == JV_BOOL) *out = muse_jv_int(v.u.b);
+        else return muse_jerr(c, "bad operand type for abs(): '%s'", muse_jv_type_name(v));
         return true;
     }
     if (F("int")) {
         struct jv *dflt = ARG(0, "default");
-        *out = dflt ? *dflt : jv_int(0);
+        *out = dflt ? *dflt : muse_jv_int(0);
         if (v.kind == JV_INT) *out = v;
-        else if (v.kind == JV_BOOL) *out = jv_int(v.u.b);
-        else if (v.kind == JV_FLOAT && isfinite(v.u.f)) *out = jv_int((int64_t)v.u.f);
+        else if (v.kind == JV_BOOL) *out = muse_jv_int(v.u.b);
+        else if (v.kind == JV_FLOAT && isfinite(v.u.f)) *out = muse_jv_int((int64_t)v.u.f);
         else if (v.kind == JV_STR) {
             char *end;
             struct jv t;
-            if (!jstrip(c, v.u.s, NULL, 3, &t)) return false;
+            if (!muse_jstrip(c, v.u.s, NULL, 3, &t)) return false;
             long long x = strtoll(t.u.s->s, &end, 10);
-            if (t.u.s->len && *end == '\0') *out = jv_int(x);
+            if (t.u.s->len && *end == '\0') *out = muse_jv_int(x);
             else {
                 double d = strtod(t.u.s->s, &end);
-                if (t.u.s->len && *end == '\0' && isfinite(d)) *out = jv_int((int64_t)d);
+                if (t.u.s->len && *end == '\0' && isfinite(d)) *out = muse_jv_int((int64_t)d);
             }
         }
         return true;
     }
     if (F("float")) {
         struct jv *dflt = ARG(0, "default");
-        *out = dflt ? *dflt : jv_float(0.0);
+        *out = dflt ? *dflt : muse_jv_float(0.0);
         double d;
-        if (num_of(v, &d)) *out = jv_float(d);
+        if (num_of(v, &d)) *out = muse_jv_float(d);
         else if (v.kind == JV_STR) {
             char *end;
             d = strtod(v.u.s->s, &end);
-            if (v.u.s->len && *end == '\0') *out = jv_float(d);
+            if (v.u.s->len && *end == '\0') *out = muse_jv_float(d);
         }
         return true;
     }
     if (F("round")) {
         struct jv *prec = ARG(0, "precision"), *meth = ARG(1, "method");
         double d, p = prec && prec->kind == JV_INT ? pow(10, (double)prec->u.i) : 1;
-        if (!num_of(v, &d)) return jerr(c, "round needs a number");
+        if (!num_of(v, &d)) return muse_jerr(c, "round needs a number");
         double x = d * p;
-        if (meth && jv_is_str(*meth, "floor")) x = floor(x);
-        else if (meth && jv_is_str(*meth, "ceil")) x = ceil(x);
+        if (meth && muse_jv_is_str(*meth, "floor")) x = floor(x);
+        else if (meth && muse_jv_is_str(*meth, "ceil")) x = ceil(x);
         else {
             double r = nearbyint(x); /* banker's rounding like Python's round() */
             x = r;
         }
-        *out = jv_float(x / p);
+        *out = muse_jv_float(x / p);
         return true;
     }
     if (F("attr")) {
         struct jstr *nm = NULL;
-        if (!jarg_str(c, ARG(0, "name"), "attribute name", &nm)) return false;
-        return jinja_getattr(c, v, nm->s, nm->len, out);
+        if (!muse_jarg_str(c, ARG(0, "name"), "attribute name", &nm)) return false;
+        return muse_jinja_getattr(c, v, nm->s, nm->len, out);
     }
     if (F("format")) {
         struct jstr *s = NULL;
         if (!to_str(c, v, &s)) return false;
-        struct jlist *tup = jlist_new(c, n_args);
+        struct jlist *tup = muse_jlist_new(c, n_args);
         if (!tup) return false;
         for (size_t i = 0; i < n_args; i++) tup->items[i] = args[i];
         tup->n = n_args;
         tup->tuple = true;
         /* reuse the % operator through a tiny expression-free path */
-        struct jv fmt = jv_str(s), targ = {.kind = JV_LIST};
+        struct jv fmt = muse_jv_str(s), targ = {.kind = JV_LIST};
         targ.u.l = tup;
-        return jinja_percent_format(c, fmt, targ, out);
+        return muse_jinja_percent_format(c, fmt, targ, out);
     }
     if (F("wordcount")) {
         struct jstr *s = NULL;
         struct jv parts;
-        if (!to_str(c, v, &s) || !jsplit(c, s, NULL, -1, &parts)) return false;
-        *out = jv_int((int64_t)parts.u.l->n);
+        if (!to_str(c, v, &s) || !muse_jsplit(c, s, NULL, -1, &parts)) return false;
+        *out = muse_jv_int((int64_t)parts.u.l->n);
         return true;
     }
     if (F("center")) {
@@ -532,21 +532,21 @@ bool jinja_apply_filter(struct jctx *c, const char *name, struct jv v, struct jv
         if (!to_str(c, v, &s)) return false;
         struct jv *w = ARG(0, "width");
         int64_t width = w && w->kind == JV_INT ? w->u.i : 80;
-        int64_t len = (int64_t)jutf8_len(s->s, s->len);
+        int64_t len = (int64_t)muse_jutf8_len(s->s, s->len);
         if (len >= width) {
-            *out = jv_str(s);
+            *out = muse_jv_str(s);
             return true;
         }
         int64_t pad = width - len, left = pad / 2 + (pad & width & 1);
         struct jbuf b = {0};
-        for (int64_t i = 0; i < left; i++) jbuf_putc(&b, ' ');
-        jbuf_put(&b, s->s, s->len);
-        for (int64_t i = 0; i < pad - left; i++) jbuf_putc(&b, ' ');
-        *out = jv_strn(c, b.data ? b.data : "", b.len);
-        jbuf_free(&b);
+        for (int64_t i = 0; i < left; i++) muse_jbuf_putc(&b, ' ');
+        muse_jbuf_put(&b, s->s, s->len);
+        for (int64_t i = 0; i < pad - left; i++) muse_jbuf_putc(&b, ' ');
+        *out = muse_jv_strn(c, b.data ? b.data : "", b.len);
+        muse_jbuf_free(&b);
         return out->kind == JV_STR;
     }
     if (F("indent")) return f_indent(c, v, args, n_args, kwnames, kwargs, n_kwargs, out);
 #undef F
-    return jerr(c, "No filter named '%s'.", name);
+    return muse_jerr(c, "No filter named '%s'.", name);
 }

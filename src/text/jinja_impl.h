@@ -1,6 +1,12 @@
 /*
  * jinja_impl.h - internals shared by the jinja_*.c files (lexer, parser, values, interpreter,
  * builtins). Not part of the engine API; include text/jinja.h instead.
+ *
+ * The functions here are library symbols, so they carry the muse_ prefix before the name of
+ * their family: muse_jarena_* (the arena), muse_jbuf_* (byte buffers), muse_jv_* / muse_jstr_* /
+ * muse_jlist_* / muse_jdict_* (values), muse_jinja_* (lexer, parser, interpreter entry points),
+ * muse_jerr (render errors). What they promise about memory, errors and limits is written once,
+ * at the top of jinja_eval.c.
  */
 #pragma once
 
@@ -11,7 +17,12 @@
 #include "core/error.h"
 #include "text/jinja.h"
 
-/* ---- arena: every AST node and every render-time value lives in one ---- */
+/*
+ * ---- arena: every AST node and every render-time value lives in one ----
+ * A template's arena holds its AST and normalized source for the template's life; a render's
+ * holds every value it creates until the render returns. Allocations are never freed one by
+ * one; muse_jarena_free releases them all at once.
+ */
 
 struct jarena_chunk;
 struct jarena {
@@ -21,10 +32,18 @@ struct jarena {
     bool failed;   /* an allocation failed or hit the limit */
 };
 
-void *jarena_alloc(struct jarena *a, size_t size); /* zeroed; NULL on failure (a->failed set) */
-void jarena_free(struct jarena *a);
+/* size bytes, zeroed, 16-byte aligned; NULL when malloc fails or `limit` would be passed, after
+ * which a->failed stays set and every later call returns NULL (records no error: callers do). */
+void *muse_jarena_alloc(struct jarena *a, size_t size);
+void muse_jarena_free(struct jarena *a);
 
-/* ---- growable byte buffer (malloc'd) ---- */
+/*
+ * ---- growable byte buffer (malloc'd) ----
+ * Zero-initialize ({0}), append, then either take data (NUL-terminated, len bytes, NULL while
+ * nothing was appended; the new owner frees it) or muse_jbuf_free it. A failed append (malloc, or `limit`) sets `failed`:
+ * later appends do nothing and return false, so a sequence of appends needs one check at the
+ * end. Buffers record no render error themselves.
+ */
 
 struct jbuf {
     char *data;
@@ -33,11 +52,10 @@ struct jbuf {
     bool failed;
 };
 
-bool jbuf_put(struct jbuf *b, const char *s, size_t n);
-bool jbuf_puts(struct jbuf *b, const char *s);
-bool jbuf_putc(struct jbuf *b, char c);
-bool jbuf_printf(struct jbuf *b, const char *fmt, ...) MUSE_PRINTF(2, 3);
-void jbuf_free(struct jbuf *b);
+bool muse_jbuf_put(struct jbuf *b, const char *s, size_t n);
+bool muse_jbuf_putc(struct jbuf *b, char c);
+bool muse_jbuf_printf(struct jbuf *b, const char *fmt, ...) MUSE_PRINTF(2, 3); /* at most 511 bytes */
+void muse_jbuf_free(struct jbuf *b);
 
 /* ---- tokens ---- */
 
@@ -63,10 +81,10 @@ struct jlex_result {
 };
 
 /* Tokenize `text` into the arena. On error fills err (with line:column) and returns false. */
-bool jinja_lex(struct jarena *a, const char *text, size_t len, struct jlex_result *out,
-               struct muse_error *err);
+bool muse_jinja_lex(struct jarena *a, const char *text, size_t len, struct jlex_result *out,
+                    struct muse_error *err);
 /* 1-based line and column of byte `off` of `src`. */
-void jinja_line_col(const char *src, size_t src_len, size_t off, int *line, int *col);
+void muse_jinja_line_col(const char *src, size_t src_len, size_t off, int *line, int *col);
 
 /* ---- AST ---- */
 
@@ -131,8 +149,8 @@ struct muse_jinja_template {
     struct jnode *root; /* a BODY */
 };
 
-bool jinja_parse_tokens(struct muse_jinja_template *t, const struct jlex_result *lx,
-                        struct muse_error *err);
+bool muse_jinja_parse_tokens(struct muse_jinja_template *t, const struct jlex_result *lx,
+                             struct muse_error *err);
 
 /* ---- values ---- */
 
@@ -229,38 +247,51 @@ struct jctx {
     bool failed;
 };
 
-/* Record a render error at ctx->cur (first error wins). Returns false. */
-bool jerr(struct jctx *c, const char *fmt, ...) MUSE_PRINTF(2, 3);
+/*
+ * Record a render error at ctx->cur: "line L, column C: message" in c->err with
+ * MUSE_ERR_TEMPLATE, and c->failed set. The first error wins: later calls change nothing.
+ * Always returns false, so `return muse_jerr(c, ...);` reports and unwinds in one step.
+ */
+bool muse_jerr(struct jctx *c, const char *fmt, ...) MUSE_PRINTF(2, 3);
 
-/* values: construction */
-struct jv jv_undef(struct jstr *name);
-struct jv jv_none(void);
-struct jv jv_bool(bool b);
-struct jv jv_int(int64_t i);
-struct jv jv_float(double f);
-struct jv jv_str(struct jstr *s);
-struct jstr *jstr_new(struct jctx *c, const char *s, size_t len); /* NULL on OOM (error set) */
-struct jv jv_strn(struct jctx *c, const char *s, size_t len);     /* UNDEF kind on OOM */
-struct jlist *jlist_new(struct jctx *c, size_t cap);
-bool jlist_push(struct jctx *c, struct jlist *l, struct jv v);
-struct jdict *jdict_new(struct jctx *c, size_t cap);
-bool jdict_set(struct jctx *c, struct jdict *d, struct jv key, struct jv val);
-struct jv *jdict_get(const struct jdict *d, struct jv key);
-struct jv *jdict_get_str(const struct jdict *d, const char *key, size_t len);
-bool jv_from_json(struct jctx *c, const cJSON *j, struct jv *out);
+/*
+ * values: construction. Values are passed by value and copied shallowly; what they point to
+ * (strings, lists, dicts) is in the render arena and lives until the render ends. Constructors
+ * that allocate take the render context, copy their input (s need not outlive the call), and
+ * on failure record "out of memory" with muse_jerr.
+ */
+struct jv muse_jv_undef(struct jstr *name);
+struct jv muse_jv_none(void);
+struct jv muse_jv_bool(bool b);
+struct jv muse_jv_int(int64_t i);
+struct jv muse_jv_float(double f);
+struct jv muse_jv_str(struct jstr *s);
+struct jstr *muse_jstr_new(struct jctx *c, const char *s, size_t len); /* NULL on OOM (error set) */
+struct jv muse_jv_strn(struct jctx *c, const char *s, size_t len);     /* UNDEF kind on OOM */
+struct jlist *muse_jlist_new(struct jctx *c, size_t cap);
+bool muse_jlist_push(struct jctx *c, struct jlist *l, struct jv v);
+struct jdict *muse_jdict_new(struct jctx *c, size_t cap);
+/* Set key to val: an equal key's value is replaced in place, a new key appended (insertion order). */
+bool muse_jdict_set(struct jctx *c, struct jdict *d, struct jv key, struct jv val);
+/* The value slot of key in d, or NULL. The slot is live until d next grows (muse_jdict_set of a
+ * new key may move the arrays; the old slot then stays readable but stale). */
+struct jv *muse_jdict_get(const struct jdict *d, struct jv key);
+struct jv *muse_jdict_get_str(const struct jdict *d, const char *key, size_t len);
+/* A deep copy of JSON j (null -> None; integral numbers within int64 -> int; objects keep their key order). */
+bool muse_jv_from_json(struct jctx *c, const cJSON *j, struct jv *out);
 
 /* values: Python semantics */
-bool jv_truthy(struct jv v);
-bool jv_equal(struct jv a, struct jv b);
-bool jv_is_str(struct jv v, const char *s);
+bool muse_jv_truthy(struct jv v);
+bool muse_jv_equal(struct jv a, struct jv b);
+bool muse_jv_is_str(struct jv v, const char *s);
 /* Python ordering for numbers, strings and lists: *res = -1/0/1; false on unorderable. */
-bool jv_compare(struct jctx *c, struct jv a, struct jv b, int *res);
+bool muse_jv_compare(struct jctx *c, struct jv a, struct jv b, int *res);
 /* str(v) appended to b (undefined -> ""). false on error (e.g. a value with no str). */
-bool jv_to_str(struct jctx *c, struct jv v, struct jbuf *b);
+bool muse_jv_to_str(struct jctx *c, struct jv v, struct jbuf *b);
 /* str(v) as a new string value. */
-bool jv_stringify(struct jctx *c, struct jv v, struct jv *out);
+bool muse_jv_stringify(struct jctx *c, struct jv v, struct jv *out);
 /* repr(v) appended to b. */
-bool jv_repr(struct jctx *c, struct jv v, struct jbuf *b);
+bool muse_jv_repr(struct jctx *c, struct jv v, struct jbuf *b);
 /* json.dumps(v, ensure_ascii, indent (NULL = none), separators, sort_keys). */
 struct jjson_opts {
     bool ensure_ascii;
@@ -268,36 +299,31 @@ struct jjson_opts {
     const char *item_sep, *key_sep;
     bool sort_keys;
 };
-bool jv_to_json(struct jctx *c, struct jv v, const struct jjson_opts *o, struct jbuf *b);
-const char *jv_type_name(struct jv v);
+bool muse_jv_to_json(struct jctx *c, struct jv v, const struct jjson_opts *o, struct jbuf *b);
+const char *muse_jv_type_name(struct jv v);
 /* markupsafe.escape of s appended to b. */
-void jhtml_escape(struct jbuf *b, const char *s, size_t n);
-/* Python float repr (shortest round trip). */
-void jfloat_repr(double f, char *buf, size_t n);
+void muse_jhtml_escape(struct jbuf *b, const char *s, size_t n);
 /* UTF-8 helpers */
-size_t jutf8_len(const char *s, size_t n);                /* code points */
-size_t jutf8_offset(const char *s, size_t n, size_t cp);  /* byte offset of code point cp */
-bool jis_space_at(const char *s, size_t n, size_t pos, size_t *clen); /* Python whitespace */
-bool jrstrip_len(const char *s, size_t n, size_t *out_n);  /* helper: len after rstrip */
+size_t muse_jutf8_len(const char *s, size_t n);                /* code points */
+size_t muse_jutf8_offset(const char *s, size_t n, size_t cp);  /* byte offset of code point cp */
+bool muse_jis_space_at(const char *s, size_t n, size_t pos, size_t *clen); /* Python whitespace */
+bool muse_jrstrip_len(const char *s, size_t n, size_t *out_n);  /* helper: len after rstrip */
 /* Sequence view: items of a list/tuple, characters of a string, keys of a dict. */
-bool jv_iterate(struct jctx *c, struct jv v, struct jlist **out);
+bool muse_jv_iterate(struct jctx *c, struct jv v, struct jlist **out);
 
 /* builtins (jinja_builtins.c) */
 enum jbuiltin_id {
     JB_RANGE, JB_NAMESPACE, JB_RAISE, JB_STRFTIME, JB_DICT, JB_COUNT_
 };
-bool jinja_call_builtin(struct jctx *c, int id, struct jv *args, size_t n_args,
-                        const char **kwnames, struct jv *kwargs, size_t n_kwargs, struct jv *out);
-bool jinja_call_method(struct jctx *c, struct jmethod *m, struct jv *args, size_t n_args,
-                       const char **kwnames, struct jv *kwargs, size_t n_kwargs, struct jv *out);
-bool jinja_apply_filter(struct jctx *c, const char *name, struct jv v, struct jv *args,
-                        size_t n_args, const char **kwnames, struct jv *kwargs, size_t n_kwargs,
-                        struct jv *out);
-bool jinja_apply_test(struct jctx *c, const char *name, struct jv v, struct jv *args,
-                      size_t n_args, bool *out);
+bool muse_jinja_call_builtin(struct jctx *c, int id, struct jv *args, size_t n_args,
+                             const char **kwnames, struct jv *kwargs, size_t n_kwargs, struct jv *out);
+bool muse_jinja_call_method(struct jctx *c, struct jmethod *m, struct jv *args, size_t n_args,
+                            const char **kwnames, struct jv *kwargs, size_t n_kwargs, struct jv *out);
+bool muse_jinja_apply_filter(struct jctx *c, const char *name, struct jv v, struct jv *args,
+                             size_t n_args, const char **kwnames, struct jv *kwargs, size_t n_kwargs,
+                             struct jv *out);
+bool muse_jinja_apply_test(struct jctx *c, const char *name, struct jv v, struct jv *args,
+                           size_t n_args, bool *out);
 /* a.name on a value: a method object when `name` is a method of v's type, else a key lookup. */
-bool jinja_getattr(struct jctx *c, struct jv v, const char *name, size_t len, struct jv *out);
-bool jinja_getitem(struct jctx *c, struct jv v, struct jv key, struct jv *out);
-/* Call any callable value (macro, builtin, method). */
-bool jinja_call_value(struct jctx *c, struct jv fn, struct jv *args, size_t n_args,
-                      const char **kwnames, struct jv *kwargs, size_t n_kwargs, struct jv *out);
+bool muse_jinja_getattr(struct jctx *c, struct jv v, const char *name, size_t len, struct jv *out);
+bool muse_jinja_getitem(struct jctx *c, struct jv v, struct jv key, struct jv *out);

@@ -8,7 +8,7 @@
 
 #include "text/jinja_impl.h"
 
-void jinja_line_col(const char *src, size_t src_len, size_t off, int *line, int *col) {
+void muse_jinja_line_col(const char *src, size_t src_len, size_t off, int *line, int *col) {
     int l = 1, cc = 1;
     for (size_t i = 0; i < off && i < src_len; i++) {
         if (src[i] == '\n') {
@@ -33,7 +33,7 @@ struct lexer {
 
 static bool lex_fail(struct lexer *L, size_t off, const char *msg) {
     int line, col;
-    jinja_line_col(L->src, L->n, off, &line, &col);
+    muse_jinja_line_col(L->src, L->n, off, &line, &col);
     muse_error_set(L->err, MUSE_ERR_TEMPLATE, "line %d, column %d: %s", line, col, msg);
     return false;
 }
@@ -41,7 +41,7 @@ static bool lex_fail(struct lexer *L, size_t off, const char *msg) {
 static struct jtok *push(struct lexer *L, enum jtok_kind kind, size_t off) {
     if (L->n_toks == L->cap) {
         size_t cap = L->cap ? L->cap * 2 : 256;
-        struct jtok *t = jarena_alloc(L->a, cap * sizeof(*t));
+        struct jtok *t = muse_jarena_alloc(L->a, cap * sizeof(*t));
         if (!t) {
             muse_error_set(L->err, MUSE_ERR_NOMEM, "out of memory");
             return NULL;
@@ -58,7 +58,7 @@ static struct jtok *push(struct lexer *L, enum jtok_kind kind, size_t off) {
 }
 
 static char *dup(struct lexer *L, const char *s, size_t n) {
-    char *d = jarena_alloc(L->a, n + 1);
+    char *d = muse_jarena_alloc(L->a, n + 1);
     if (!d) {
         muse_error_set(L->err, MUSE_ERR_NOMEM, "out of memory");
         return NULL;
@@ -103,7 +103,7 @@ static bool lex_string(struct lexer *L, size_t *pos) {
     }
     if (i >= L->n) return lex_fail(L, start, "unexpected end of template inside a string");
     size_t raw_n = i - start - 1;
-    char *out = jarena_alloc(L->a, raw_n * 2 + 8);
+    char *out = muse_jarena_alloc(L->a, raw_n * 2 + 8);
     if (!out) return muse_error_set(L->err, MUSE_ERR_NOMEM, "out of memory"), false;
     size_t o = 0;
     const char *s = L->src + start + 1;
@@ -253,7 +253,7 @@ static bool lex_tag(struct lexer *L, size_t *pos, char close, char *strip) {
 
 /* Normalize newlines like Python's str.splitlines + "\n".join, dropping one trailing newline. */
 static char *normalize(struct jarena *a, const char *text, size_t len, size_t *out_len) {
-    char *o = jarena_alloc(a, len + 1);
+    char *o = muse_jarena_alloc(a, len + 1);
     if (!o) return NULL;
     size_t n = 0;
     for (size_t i = 0; i < len; i++) {
@@ -311,8 +311,8 @@ static bool is_raw(const char *s, size_t n, size_t open, size_t *after, char *en
     return true;
 }
 
-bool jinja_lex(struct jarena *a, const char *text, size_t len, struct jlex_result *out,
-               struct muse_error *err) {
+bool muse_jinja_lex(struct jarena *a, const char *text, size_t len, struct jlex_result *out,
+                    struct muse_error *err) {
     struct lexer L = {.a = a, .err = err};
     char *src = normalize(a, text, len, &L.n);
     if (!src) return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory"), false;

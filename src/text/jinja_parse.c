@@ -28,7 +28,7 @@ static bool pfail(struct parser *P, size_t off, const char *fmt, const char *arg
     if (P->failed) return false;
     P->failed = true;
     int line, col;
-    jinja_line_col(P->t->src, P->t->src_len, off, &line, &col);
+    muse_jinja_line_col(P->t->src, P->t->src_len, off, &line, &col);
     char msg[300];
     snprintf(msg, sizeof(msg), fmt, arg ? arg : "");
     muse_error_set(P->err, MUSE_ERR_TEMPLATE, "line %d, column %d: %s", line, col, msg);
@@ -73,7 +73,7 @@ static bool expect_op(struct parser *P, const char *op) {
 }
 
 static struct jnode *node(struct parser *P, enum jnode_kind kind, size_t off) {
-    struct jnode *n = jarena_alloc(&P->t->arena, sizeof(*n));
+    struct jnode *n = muse_jarena_alloc(&P->t->arena, sizeof(*n));
     if (!n) {
         if (!P->failed) muse_error_set(P->err, MUSE_ERR_NOMEM, "out of memory");
         P->failed = true;
@@ -87,7 +87,7 @@ static struct jnode *node(struct parser *P, enum jnode_kind kind, size_t off) {
 static bool nvec_push(struct parser *P, struct nvec *v, struct jnode *x) {
     if (v->n == v->cap) {
         size_t cap = v->cap ? v->cap * 2 : 4;
-        struct jnode **d = jarena_alloc(&P->t->arena, cap * sizeof(*d));
+        struct jnode **d = muse_jarena_alloc(&P->t->arena, cap * sizeof(*d));
         if (!d) {
             if (!P->failed) muse_error_set(P->err, MUSE_ERR_NOMEM, "out of memory");
             P->failed = true;
@@ -102,7 +102,7 @@ static bool nvec_push(struct parser *P, struct nvec *v, struct jnode *x) {
 }
 
 static const char **names_alloc(struct parser *P, size_t n) {
-    const char **d = jarena_alloc(&P->t->arena, (n ? n : 1) * sizeof(*d));
+    const char **d = muse_jarena_alloc(&P->t->arena, (n ? n : 1) * sizeof(*d));
     if (!d) {
         if (!P->failed) muse_error_set(P->err, MUSE_ERR_NOMEM, "out of memory");
         P->failed = true;
@@ -179,7 +179,7 @@ static struct jnode *parse_primary(struct parser *P) {
         while (k < P->n && P->toks[k].kind == JT_STRING) total += P->toks[k++].len;
         n = node(P, JN_LIT_STR, t->off);
         if (!n) return NULL;
-        char *s = jarena_alloc(&P->t->arena, total + 1);
+        char *s = muse_jarena_alloc(&P->t->arena, total + 1);
         if (!s) {
             if (!P->failed) muse_error_set(P->err, MUSE_ERR_NOMEM, "out of memory");
             P->failed = true;
@@ -400,7 +400,7 @@ static struct jnode *parse_test(struct parser *P, struct jnode *n) {
         if (is_name(c, "is")) return pfail(P, c->off, "You cannot chain multiple tests with is", NULL), NULL;
         struct jnode *arg = parse_postfix(P, parse_primary(P));
         if (!arg) return NULL;
-        t->args = jarena_alloc(&P->t->arena, sizeof(struct jnode *));
+        t->args = muse_jarena_alloc(&P->t->arena, sizeof(struct jnode *));
         if (!t->args) return P->failed = true, NULL;
         t->args[0] = arg;
         t->n_args = 1;
@@ -536,7 +536,7 @@ static struct jnode *parse_compare(struct parser *P) {
     n->a = first;
     n->kids = rest.v;
     n->n_kids = rest.n;
-    n->ops = jarena_alloc(&P->t->arena, rest.n * sizeof(enum jop));
+    n->ops = muse_jarena_alloc(&P->t->arena, rest.n * sizeof(enum jop));
     if (!n->ops) return P->failed = true, NULL;
     memcpy(n->ops, ops, rest.n * sizeof(enum jop));
     return n;
@@ -799,7 +799,7 @@ static struct jnode *parse_macro(struct parser *P, size_t off) {
     adv(P);
     if (!expect_block_end(P)) return NULL;
     n->names = names_alloc(P, k);
-    n->args = jarena_alloc(&P->t->arena, (k ? k : 1) * sizeof(struct jnode *));
+    n->args = muse_jarena_alloc(&P->t->arena, (k ? k : 1) * sizeof(struct jnode *));
     if (!n->names || !n->args) return P->failed = true, NULL;
     memcpy(n->names, names, k * sizeof(*names));
     memcpy(n->args, defs, k * sizeof(*defs));
@@ -897,8 +897,8 @@ static struct jnode *parse_body(struct parser *P, const char *const *ends, const
     return body;
 }
 
-bool jinja_parse_tokens(struct muse_jinja_template *t, const struct jlex_result *lx,
-                        struct muse_error *err) {
+bool muse_jinja_parse_tokens(struct muse_jinja_template *t, const struct jlex_result *lx,
+                             struct muse_error *err) {
     struct parser P = {.t = t, .toks = lx->toks, .n = lx->n, .err = err};
     t->root = parse_body(&P, NULL, NULL);
     if (t->root && cur(&P)->kind != JT_EOF) {

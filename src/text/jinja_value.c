@@ -18,7 +18,7 @@ struct jarena_chunk {
     _Alignas(16) unsigned char data[];
 };
 
-void *jarena_alloc(struct jarena *a, size_t size) {
+void *muse_jarena_alloc(struct jarena *a, size_t size) {
     if (a->failed) return NULL;
     size = (size + 15) & ~(size_t)15;
     if (size == 0) size = 16;
@@ -52,7 +52,7 @@ void *jarena_alloc(struct jarena *a, size_t size) {
     return p;
 }
 
-void jarena_free(struct jarena *a) {
+void muse_jarena_free(struct jarena *a) {
     struct jarena_chunk *ch = a->head;
     while (ch) {
         struct jarena_chunk *next = ch->next;
@@ -65,7 +65,7 @@ void jarena_free(struct jarena *a) {
 
 /* ---- buffers ---- */
 
-bool jbuf_put(struct jbuf *b, const char *s, size_t n) {
+bool muse_jbuf_put(struct jbuf *b, const char *s, size_t n) {
     if (b->failed) return false;
     if (b->limit && b->len + n > b->limit) {
         b->failed = true;
@@ -88,10 +88,10 @@ bool jbuf_put(struct jbuf *b, const char *s, size_t n) {
     return true;
 }
 
-bool jbuf_puts(struct jbuf *b, const char *s) { return jbuf_put(b, s, strlen(s)); }
-bool jbuf_putc(struct jbuf *b, char c) { return jbuf_put(b, &c, 1); }
+static bool jbuf_puts(struct jbuf *b, const char *s) { return muse_jbuf_put(b, s, strlen(s)); }
+bool muse_jbuf_putc(struct jbuf *b, char c) { return muse_jbuf_put(b, &c, 1); }
 
-bool jbuf_printf(struct jbuf *b, const char *fmt, ...) {
+bool muse_jbuf_printf(struct jbuf *b, const char *fmt, ...) {
     char tmp[512];
     va_list ap;
     va_start(ap, fmt);
@@ -99,10 +99,10 @@ bool jbuf_printf(struct jbuf *b, const char *fmt, ...) {
     va_end(ap);
     if (n < 0) return false;
     if ((size_t)n >= sizeof(tmp)) n = sizeof(tmp) - 1;
-    return jbuf_put(b, tmp, (size_t)n);
+    return muse_jbuf_put(b, tmp, (size_t)n);
 }
 
-void jbuf_free(struct jbuf *b) {
+void muse_jbuf_free(struct jbuf *b) {
     free(b->data);
     b->data = NULL;
     b->len = b->cap = 0;
@@ -110,7 +110,7 @@ void jbuf_free(struct jbuf *b) {
 
 /* ---- errors ---- */
 
-bool jerr(struct jctx *c, const char *fmt, ...) {
+bool muse_jerr(struct jctx *c, const char *fmt, ...) {
     if (c->failed) return false;
     c->failed = true;
     char msg[400];
@@ -119,26 +119,26 @@ bool jerr(struct jctx *c, const char *fmt, ...) {
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     int line = 0, col = 0;
-    if (c->cur) jinja_line_col(c->t->src, c->t->src_len, c->cur->off, &line, &col);
+    if (c->cur) muse_jinja_line_col(c->t->src, c->t->src_len, c->cur->off, &line, &col);
     muse_error_set(c->err, MUSE_ERR_TEMPLATE, "line %d, column %d: %s", line, col, msg);
     return false;
 }
 
 /* ---- constructors ---- */
 
-struct jv jv_undef(struct jstr *name) { struct jv v = {.kind = JV_UNDEF}; v.u.s = name; return v; }
-struct jv jv_none(void) { struct jv v = {.kind = JV_NONE}; return v; }
-struct jv jv_bool(bool b) { struct jv v = {.kind = JV_BOOL}; v.u.b = b; return v; }
-struct jv jv_int(int64_t i) { struct jv v = {.kind = JV_INT}; v.u.i = i; return v; }
-struct jv jv_float(double f) { struct jv v = {.kind = JV_FLOAT}; v.u.f = f; return v; }
-struct jv jv_str(struct jstr *s) { struct jv v = {.kind = JV_STR}; v.u.s = s; return v; }
+struct jv muse_jv_undef(struct jstr *name) { struct jv v = {.kind = JV_UNDEF}; v.u.s = name; return v; }
+struct jv muse_jv_none(void) { struct jv v = {.kind = JV_NONE}; return v; }
+struct jv muse_jv_bool(bool b) { struct jv v = {.kind = JV_BOOL}; v.u.b = b; return v; }
+struct jv muse_jv_int(int64_t i) { struct jv v = {.kind = JV_INT}; v.u.i = i; return v; }
+struct jv muse_jv_float(double f) { struct jv v = {.kind = JV_FLOAT}; v.u.f = f; return v; }
+struct jv muse_jv_str(struct jstr *s) { struct jv v = {.kind = JV_STR}; v.u.s = s; return v; }
 
 static bool oom(struct jctx *c) {
-    return jerr(c, "out of memory (render memory limit of %zu bytes)", c->lim.max_memory);
+    return muse_jerr(c, "out of memory (render memory limit of %zu bytes)", c->lim.max_memory);
 }
 
-struct jstr *jstr_new(struct jctx *c, const char *s, size_t len) {
-    struct jstr *r = jarena_alloc(&c->arena, sizeof(*r) + len + 1);
+struct jstr *muse_jstr_new(struct jctx *c, const char *s, size_t len) {
+    struct jstr *r = muse_jarena_alloc(&c->arena, sizeof(*r) + len + 1);
     if (!r) {
         oom(c);
         return NULL;
@@ -149,19 +149,19 @@ struct jstr *jstr_new(struct jctx *c, const char *s, size_t len) {
     return r;
 }
 
-struct jv jv_strn(struct jctx *c, const char *s, size_t len) {
-    struct jstr *r = jstr_new(c, s, len);
-    return r ? jv_str(r) : jv_undef(NULL);
+struct jv muse_jv_strn(struct jctx *c, const char *s, size_t len) {
+    struct jstr *r = muse_jstr_new(c, s, len);
+    return r ? muse_jv_str(r) : muse_jv_undef(NULL);
 }
 
-struct jlist *jlist_new(struct jctx *c, size_t cap) {
-    struct jlist *l = jarena_alloc(&c->arena, sizeof(*l));
+struct jlist *muse_jlist_new(struct jctx *c, size_t cap) {
+    struct jlist *l = muse_jarena_alloc(&c->arena, sizeof(*l));
     if (!l) {
         oom(c);
         return NULL;
     }
     if (cap) {
-        l->items = jarena_alloc(&c->arena, cap * sizeof(struct jv));
+        l->items = muse_jarena_alloc(&c->arena, cap * sizeof(struct jv));
         if (!l->items) {
             oom(c);
             return NULL;
@@ -171,10 +171,10 @@ struct jlist *jlist_new(struct jctx *c, size_t cap) {
     return l;
 }
 
-bool jlist_push(struct jctx *c, struct jlist *l, struct jv v) {
+bool muse_jlist_push(struct jctx *c, struct jlist *l, struct jv v) {
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 4;
-        struct jv *items = jarena_alloc(&c->arena, cap * sizeof(struct jv));
+        struct jv *items = muse_jarena_alloc(&c->arena, cap * sizeof(struct jv));
         if (!items) return oom(c);
         if (l->n) memcpy(items, l->items, l->n * sizeof(struct jv));
         l->items = items;
@@ -184,15 +184,15 @@ bool jlist_push(struct jctx *c, struct jlist *l, struct jv v) {
     return true;
 }
 
-struct jdict *jdict_new(struct jctx *c, size_t cap) {
-    struct jdict *d = jarena_alloc(&c->arena, sizeof(*d));
+struct jdict *muse_jdict_new(struct jctx *c, size_t cap) {
+    struct jdict *d = muse_jarena_alloc(&c->arena, sizeof(*d));
     if (!d) {
         oom(c);
         return NULL;
     }
     if (cap) {
-        d->keys = jarena_alloc(&c->arena, cap * sizeof(struct jv));
-        d->vals = jarena_alloc(&c->arena, cap * sizeof(struct jv));
+        d->keys = muse_jarena_alloc(&c->arena, cap * sizeof(struct jv));
+        d->vals = muse_jarena_alloc(&c->arena, cap * sizeof(struct jv));
         if (!d->keys || !d->vals) {
             oom(c);
             return NULL;
@@ -202,13 +202,13 @@ struct jdict *jdict_new(struct jctx *c, size_t cap) {
     return d;
 }
 
-struct jv *jdict_get(const struct jdict *d, struct jv key) {
+struct jv *muse_jdict_get(const struct jdict *d, struct jv key) {
     for (size_t i = 0; i < d->n; i++)
-        if (jv_equal(d->keys[i], key)) return &d->vals[i];
+        if (muse_jv_equal(d->keys[i], key)) return &d->vals[i];
     return NULL;
 }
 
-struct jv *jdict_get_str(const struct jdict *d, const char *key, size_t len) {
+struct jv *muse_jdict_get_str(const struct jdict *d, const char *key, size_t len) {
     for (size_t i = 0; i < d->n; i++) {
         const struct jv *k = &d->keys[i];
         if (k->kind == JV_STR && k->u.s->len == len && memcmp(k->u.s->s, key, len) == 0)
@@ -217,16 +217,16 @@ struct jv *jdict_get_str(const struct jdict *d, const char *key, size_t len) {
     return NULL;
 }
 
-bool jdict_set(struct jctx *c, struct jdict *d, struct jv key, struct jv val) {
-    struct jv *slot = jdict_get(d, key);
+bool muse_jdict_set(struct jctx *c, struct jdict *d, struct jv key, struct jv val) {
+    struct jv *slot = muse_jdict_get(d, key);
     if (slot) {
         *slot = val;
         return true;
     }
     if (d->n == d->cap) {
         size_t cap = d->cap ? d->cap * 2 : 4;
-        struct jv *k = jarena_alloc(&c->arena, cap * sizeof(struct jv));
-        struct jv *v = jarena_alloc(&c->arena, cap * sizeof(struct jv));
+        struct jv *k = muse_jarena_alloc(&c->arena, cap * sizeof(struct jv));
+        struct jv *v = muse_jarena_alloc(&c->arena, cap * sizeof(struct jv));
         if (!k || !v) return oom(c);
         if (d->n) {
             memcpy(k, d->keys, d->n * sizeof(struct jv));
@@ -242,50 +242,50 @@ bool jdict_set(struct jctx *c, struct jdict *d, struct jv key, struct jv val) {
     return true;
 }
 
-bool jv_from_json(struct jctx *c, const cJSON *j, struct jv *out) {
+bool muse_jv_from_json(struct jctx *c, const cJSON *j, struct jv *out) {
     if (!j || cJSON_IsNull(j)) {
-        *out = jv_none();
+        *out = muse_jv_none();
     } else if (cJSON_IsBool(j)) {
-        *out = jv_bool(cJSON_IsTrue(j));
+        *out = muse_jv_bool(cJSON_IsTrue(j));
     } else if (cJSON_IsNumber(j)) {
         double d = j->valuedouble;
         /* cJSON keeps no int/float distinction: integral values within int64 become ints */
-        if (d == floor(d) && fabs(d) < 9.2e18) *out = jv_int((int64_t)d);
-        else *out = jv_float(d);
+        if (d == floor(d) && fabs(d) < 9.2e18) *out = muse_jv_int((int64_t)d);
+        else *out = muse_jv_float(d);
     } else if (cJSON_IsString(j)) {
         const char *s = j->valuestring ? j->valuestring : "";
-        *out = jv_strn(c, s, strlen(s));
+        *out = muse_jv_strn(c, s, strlen(s));
         if (out->kind != JV_STR) return false;
     } else if (cJSON_IsArray(j)) {
-        struct jlist *l = jlist_new(c, (size_t)cJSON_GetArraySize(j));
+        struct jlist *l = muse_jlist_new(c, (size_t)cJSON_GetArraySize(j));
         if (!l) return false;
         for (const cJSON *e = j->child; e; e = e->next) {
             struct jv v;
-            if (!jv_from_json(c, e, &v) || !jlist_push(c, l, v)) return false;
+            if (!muse_jv_from_json(c, e, &v) || !muse_jlist_push(c, l, v)) return false;
         }
         out->kind = JV_LIST;
         out->u.l = l;
     } else if (cJSON_IsObject(j)) {
-        struct jdict *d = jdict_new(c, (size_t)cJSON_GetArraySize(j));
+        struct jdict *d = muse_jdict_new(c, (size_t)cJSON_GetArraySize(j));
         if (!d) return false;
         for (const cJSON *e = j->child; e; e = e->next) {
             struct jv v;
             const char *k = e->string ? e->string : "";
-            struct jv key = jv_strn(c, k, strlen(k));
-            if (key.kind != JV_STR || !jv_from_json(c, e, &v) || !jdict_set(c, d, key, v))
+            struct jv key = muse_jv_strn(c, k, strlen(k));
+            if (key.kind != JV_STR || !muse_jv_from_json(c, e, &v) || !muse_jdict_set(c, d, key, v))
                 return false;
         }
         out->kind = JV_DICT;
         out->u.d = d;
     } else {
-        *out = jv_none();
+        *out = muse_jv_none();
     }
     return true;
 }
 
 /* ---- Python semantics ---- */
 
-bool jv_truthy(struct jv v) {
+bool muse_jv_truthy(struct jv v) {
     switch (v.kind) {
     case JV_UNDEF: case JV_NONE: return false;
     case JV_BOOL: return v.u.b;
@@ -304,7 +304,7 @@ static double num_f(struct jv v) {
 }
 static int64_t num_i(struct jv v) { return v.kind == JV_INT ? v.u.i : (int64_t)v.u.b; }
 
-bool jv_equal(struct jv a, struct jv b) {
+bool muse_jv_equal(struct jv a, struct jv b) {
     if (is_num(a) && is_num(b)) {
         if (a.kind == JV_FLOAT || b.kind == JV_FLOAT) return num_f(a) == num_f(b);
         return num_i(a) == num_i(b);
@@ -316,13 +316,13 @@ bool jv_equal(struct jv a, struct jv b) {
     case JV_LIST:
         if (a.u.l->n != b.u.l->n || a.u.l->tuple != b.u.l->tuple) return false;
         for (size_t i = 0; i < a.u.l->n; i++)
-            if (!jv_equal(a.u.l->items[i], b.u.l->items[i])) return false;
+            if (!muse_jv_equal(a.u.l->items[i], b.u.l->items[i])) return false;
         return true;
     case JV_DICT:
         if (a.u.d->n != b.u.d->n) return false;
         for (size_t i = 0; i < a.u.d->n; i++) {
-            struct jv *o = jdict_get(b.u.d, a.u.d->keys[i]);
-            if (!o || !jv_equal(a.u.d->vals[i], *o)) return false;
+            struct jv *o = muse_jdict_get(b.u.d, a.u.d->keys[i]);
+            if (!o || !muse_jv_equal(a.u.d->vals[i], *o)) return false;
         }
         return true;
     case JV_NS: return a.u.d == b.u.d;
@@ -332,11 +332,11 @@ bool jv_equal(struct jv a, struct jv b) {
     }
 }
 
-bool jv_is_str(struct jv v, const char *s) {
+bool muse_jv_is_str(struct jv v, const char *s) {
     return v.kind == JV_STR && strcmp(v.u.s->s, s) == 0 && strlen(s) == v.u.s->len;
 }
 
-bool jv_compare(struct jctx *c, struct jv a, struct jv b, int *res) {
+bool muse_jv_compare(struct jctx *c, struct jv a, struct jv b, int *res) {
     if (is_num(a) && is_num(b)) {
         if (a.kind == JV_FLOAT || b.kind == JV_FLOAT) {
             double x = num_f(a), y = num_f(b);
@@ -357,17 +357,17 @@ bool jv_compare(struct jctx *c, struct jv a, struct jv b, int *res) {
     if (a.kind == JV_LIST && b.kind == JV_LIST) {
         size_t n = a.u.l->n < b.u.l->n ? a.u.l->n : b.u.l->n;
         for (size_t i = 0; i < n; i++) {
-            if (jv_equal(a.u.l->items[i], b.u.l->items[i])) continue;
-            return jv_compare(c, a.u.l->items[i], b.u.l->items[i], res);
+            if (muse_jv_equal(a.u.l->items[i], b.u.l->items[i])) continue;
+            return muse_jv_compare(c, a.u.l->items[i], b.u.l->items[i], res);
         }
         *res = a.u.l->n < b.u.l->n ? -1 : a.u.l->n > b.u.l->n ? 1 : 0;
         return true;
     }
-    return jerr(c, "'<' not supported between instances of '%s' and '%s'", jv_type_name(a),
-                jv_type_name(b));
+    return muse_jerr(c, "'<' not supported between instances of '%s' and '%s'", muse_jv_type_name(a),
+                     muse_jv_type_name(b));
 }
 
-const char *jv_type_name(struct jv v) {
+const char *muse_jv_type_name(struct jv v) {
     switch (v.kind) {
     case JV_UNDEF: return "Undefined";
     case JV_NONE: return "NoneType";
@@ -386,7 +386,7 @@ const char *jv_type_name(struct jv v) {
     return "object";
 }
 
-void jhtml_escape(struct jbuf *b, const char *s, size_t n) {
+void muse_jhtml_escape(struct jbuf *b, const char *s, size_t n) {
     for (size_t i = 0; i < n; i++) {
         switch (s[i]) {
         case '&': jbuf_puts(b, "&amp;"); break;
@@ -394,14 +394,15 @@ void jhtml_escape(struct jbuf *b, const char *s, size_t n) {
         case '>': jbuf_puts(b, "&gt;"); break;
         case '"': jbuf_puts(b, "&#34;"); break;
         case '\'': jbuf_puts(b, "&#39;"); break;
-        default: jbuf_putc(b, s[i]);
+        default: muse_jbuf_putc(b, s[i]);
         }
     }
 }
 
 /* ---- float repr ---- */
 
-void jfloat_repr(double f, char *buf, size_t n) {
+/* Python float repr (shortest round trip). */
+static void jfloat_repr(double f, char *buf, size_t n) {
     if (isnan(f)) { snprintf(buf, n, "nan"); return; }
     if (isinf(f)) { snprintf(buf, n, f < 0 ? "-inf" : "inf"); return; }
     if (f == 0) { snprintf(buf, n, signbit(f) ? "-0.0" : "0.0"); return; }
@@ -472,14 +473,14 @@ static size_t u8_decode(const char *s, size_t n, size_t pos, uint32_t *cp) {
     return 1;
 }
 
-size_t jutf8_len(const char *s, size_t n) {
+size_t muse_jutf8_len(const char *s, size_t n) {
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         if (((unsigned char)s[i] & 0xC0) != 0x80) k++;
     return k;
 }
 
-size_t jutf8_offset(const char *s, size_t n, size_t cp) {
+size_t muse_jutf8_offset(const char *s, size_t n, size_t cp) {
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         if (((unsigned char)s[i] & 0xC0) != 0x80) {
@@ -496,17 +497,17 @@ static bool py_space(uint32_t cp) {
            cp == 0x202F || cp == 0x205F || cp == 0x3000;
 }
 
-bool jis_space_at(const char *s, size_t n, size_t pos, size_t *clen) {
+bool muse_jis_space_at(const char *s, size_t n, size_t pos, size_t *clen) {
     uint32_t cp;
     *clen = u8_decode(s, n, pos, &cp);
     return py_space(cp);
 }
 
-bool jrstrip_len(const char *s, size_t n, size_t *out_n) {
+bool muse_jrstrip_len(const char *s, size_t n, size_t *out_n) {
     /* walk forward remembering the end of the last non-space character */
     size_t end = 0, pos = 0, cl;
     while (pos < n) {
-        bool sp = jis_space_at(s, n, pos, &cl);
+        bool sp = muse_jis_space_at(s, n, pos, &cl);
         pos += cl;
         if (!sp) end = pos;
     }
@@ -531,13 +532,13 @@ static bool py_printable(uint32_t cp) {
 static bool repr_str(struct jbuf *b, const char *s, size_t n) {
     bool has_sq = memchr(s, '\'', n) != NULL, has_dq = memchr(s, '"', n) != NULL;
     char q = (has_sq && !has_dq) ? '"' : '\'';
-    jbuf_putc(b, q);
+    muse_jbuf_putc(b, q);
     for (size_t i = 0; i < n;) {
         uint32_t cp;
         size_t cl = u8_decode(s, n, i, &cp);
         if (cp == (uint32_t)q || cp == '\\') {
-            jbuf_putc(b, '\\');
-            jbuf_putc(b, (char)cp);
+            muse_jbuf_putc(b, '\\');
+            muse_jbuf_putc(b, (char)cp);
         } else if (cp == '\n') {
             jbuf_puts(b, "\\n");
         } else if (cp == '\r') {
@@ -545,95 +546,95 @@ static bool repr_str(struct jbuf *b, const char *s, size_t n) {
         } else if (cp == '\t') {
             jbuf_puts(b, "\\t");
         } else if (!py_printable(cp)) {
-            if (cp < 0x100) jbuf_printf(b, "\\x%02x", cp);
-            else if (cp < 0x10000) jbuf_printf(b, "\\u%04x", cp);
-            else jbuf_printf(b, "\\U%08x", cp);
+            if (cp < 0x100) muse_jbuf_printf(b, "\\x%02x", cp);
+            else if (cp < 0x10000) muse_jbuf_printf(b, "\\u%04x", cp);
+            else muse_jbuf_printf(b, "\\U%08x", cp);
         } else {
-            jbuf_put(b, s + i, cl);
+            muse_jbuf_put(b, s + i, cl);
         }
         i += cl;
     }
-    return jbuf_putc(b, q);
+    return muse_jbuf_putc(b, q);
 }
 
 static bool put_num(struct jbuf *b, struct jv v) {
-    if (v.kind == JV_INT) return jbuf_printf(b, "%lld", (long long)v.u.i);
+    if (v.kind == JV_INT) return muse_jbuf_printf(b, "%lld", (long long)v.u.i);
     char tmp[64];
     jfloat_repr(v.u.f, tmp, sizeof(tmp));
     return jbuf_puts(b, tmp);
 }
 
-bool jv_repr(struct jctx *c, struct jv v, struct jbuf *b) {
+bool muse_jv_repr(struct jctx *c, struct jv v, struct jbuf *b) {
     if (v.kind == JV_LIST && v.u.l->gen) return jbuf_puts(b, "<generator object>");
     if (++c->depth > c->lim.max_depth) {
         c->depth--;
-        return jerr(c, "maximum recursion depth exceeded while formatting a value");
+        return muse_jerr(c, "maximum recursion depth exceeded while formatting a value");
     }
     bool ok = true;
     switch (v.kind) {
     case JV_STR: ok = repr_str(b, v.u.s->s, v.u.s->len); break;
     case JV_LIST: {
-        jbuf_putc(b, v.u.l->tuple ? '(' : '[');
+        muse_jbuf_putc(b, v.u.l->tuple ? '(' : '[');
         for (size_t i = 0; i < v.u.l->n && ok; i++) {
             if (i) jbuf_puts(b, ", ");
-            ok = jv_repr(c, v.u.l->items[i], b);
+            ok = muse_jv_repr(c, v.u.l->items[i], b);
         }
-        if (v.u.l->tuple && v.u.l->n == 1) jbuf_putc(b, ',');
-        jbuf_putc(b, v.u.l->tuple ? ')' : ']');
+        if (v.u.l->tuple && v.u.l->n == 1) muse_jbuf_putc(b, ',');
+        muse_jbuf_putc(b, v.u.l->tuple ? ')' : ']');
         break;
     }
     case JV_DICT:
-        jbuf_putc(b, '{');
+        muse_jbuf_putc(b, '{');
         for (size_t i = 0; i < v.u.d->n && ok; i++) {
             if (i) jbuf_puts(b, ", ");
-            ok = jv_repr(c, v.u.d->keys[i], b);
+            ok = muse_jv_repr(c, v.u.d->keys[i], b);
             jbuf_puts(b, ": ");
-            if (ok) ok = jv_repr(c, v.u.d->vals[i], b);
+            if (ok) ok = muse_jv_repr(c, v.u.d->vals[i], b);
         }
-        jbuf_putc(b, '}');
+        muse_jbuf_putc(b, '}');
         break;
-    default: ok = jv_to_str(c, v, b); break;
+    default: ok = muse_jv_to_str(c, v, b); break;
     }
     c->depth--;
     return ok && !b->failed;
 }
 
-bool jv_to_str(struct jctx *c, struct jv v, struct jbuf *b) {
+bool muse_jv_to_str(struct jctx *c, struct jv v, struct jbuf *b) {
     switch (v.kind) {
     case JV_UNDEF: return true;
     case JV_NONE: return jbuf_puts(b, "None");
     case JV_BOOL: return jbuf_puts(b, v.u.b ? "True" : "False");
     case JV_INT: case JV_FLOAT: return put_num(b, v);
-    case JV_STR: return jbuf_put(b, v.u.s->s, v.u.s->len);
-    case JV_LIST: case JV_DICT: return jv_repr(c, v, b);
+    case JV_STR: return muse_jbuf_put(b, v.u.s->s, v.u.s->len);
+    case JV_LIST: case JV_DICT: return muse_jv_repr(c, v, b);
     case JV_NS: return jbuf_puts(b, "<Namespace>");
-    case JV_MACRO: return jbuf_printf(b, "<Macro '%s'>", v.u.mc->node->str);
+    case JV_MACRO: return muse_jbuf_printf(b, "<Macro '%s'>", v.u.mc->node->str);
     case JV_BUILTIN: return jbuf_puts(b, "<built-in function>");
-    case JV_METHOD: return jbuf_printf(b, "<built-in method %s>", v.u.mt->name);
+    case JV_METHOD: return muse_jbuf_printf(b, "<built-in method %s>", v.u.mt->name);
     case JV_LOOP: return jbuf_puts(b, "<LoopContext>");
     }
     return true;
 }
 
-bool jv_stringify(struct jctx *c, struct jv v, struct jv *out) {
+bool muse_jv_stringify(struct jctx *c, struct jv v, struct jv *out) {
     if (v.kind == JV_STR) {
         *out = v;
         return true;
     }
     struct jbuf b = {0};
-    if (!jv_to_str(c, v, &b)) {
-        jbuf_free(&b);
+    if (!muse_jv_to_str(c, v, &b)) {
+        muse_jbuf_free(&b);
         return c->failed ? false : oom(c);
     }
-    *out = jv_strn(c, b.data ? b.data : "", b.len);
-    jbuf_free(&b);
+    *out = muse_jv_strn(c, b.data ? b.data : "", b.len);
+    muse_jbuf_free(&b);
     return out->kind == JV_STR;
 }
 
 /* ---- json.dumps ---- */
 
 static void json_str(struct jbuf *b, const char *s, size_t n, bool ascii) {
-    jbuf_putc(b, '"');
+    muse_jbuf_putc(b, '"');
     for (size_t i = 0; i < n;) {
         uint32_t cp;
         size_t cl = u8_decode(s, n, i, &cp);
@@ -649,21 +650,21 @@ static void json_str(struct jbuf *b, const char *s, size_t n, bool ascii) {
             if (cp < 0x20 || (ascii && cp >= 0x7F)) {
                 if (cp >= 0x10000) {
                     uint32_t v = cp - 0x10000;
-                    jbuf_printf(b, "\\u%04x\\u%04x", 0xD800 + (v >> 10), 0xDC00 + (v & 0x3FF));
+                    muse_jbuf_printf(b, "\\u%04x\\u%04x", 0xD800 + (v >> 10), 0xDC00 + (v & 0x3FF));
                 } else {
-                    jbuf_printf(b, "\\u%04x", cp);
+                    muse_jbuf_printf(b, "\\u%04x", cp);
                 }
             } else {
-                jbuf_put(b, s + i, cl);
+                muse_jbuf_put(b, s + i, cl);
             }
         }
         i += cl;
     }
-    jbuf_putc(b, '"');
+    muse_jbuf_putc(b, '"');
 }
 
 static void json_nl(struct jbuf *b, const struct jjson_opts *o, int level) {
-    jbuf_putc(b, '\n');
+    muse_jbuf_putc(b, '\n');
     for (int i = 0; i < level; i++) jbuf_puts(b, o->indent);
 }
 
@@ -675,7 +676,7 @@ static int key_cmp(const void *x, const void *y) {
 
 static bool json_rec(struct jctx *c, struct jv v, const struct jjson_opts *o, struct jbuf *b,
                      int level) {
-    if (level > c->lim.max_depth) return jerr(c, "maximum recursion depth exceeded in tojson");
+    if (level > c->lim.max_depth) return muse_jerr(c, "maximum recursion depth exceeded in tojson");
     switch (v.kind) {
     case JV_NONE: jbuf_puts(b, "null"); return true;
     case JV_BOOL: jbuf_puts(b, v.u.b ? "true" : "false"); return true;
@@ -686,16 +687,16 @@ static bool json_rec(struct jctx *c, struct jv v, const struct jjson_opts *o, st
         return put_num(b, v);
     case JV_STR: json_str(b, v.u.s->s, v.u.s->len, o->ensure_ascii); return true;
     case JV_LIST:
-        if (v.u.l->gen) return jerr(c, "Object of type generator is not JSON serializable");
+        if (v.u.l->gen) return muse_jerr(c, "Object of type generator is not JSON serializable");
         if (v.u.l->n == 0) return jbuf_puts(b, "[]");
-        jbuf_putc(b, '[');
+        muse_jbuf_putc(b, '[');
         for (size_t i = 0; i < v.u.l->n; i++) {
             if (i) jbuf_puts(b, o->item_sep);
             if (o->indent) json_nl(b, o, level + 1);
             if (!json_rec(c, v.u.l->items[i], o, b, level + 1)) return false;
         }
         if (o->indent) json_nl(b, o, level);
-        jbuf_putc(b, ']');
+        muse_jbuf_putc(b, ']');
         return true;
     case JV_DICT: case JV_NS: {
         struct jdict *d = v.u.d;
@@ -703,58 +704,58 @@ static bool json_rec(struct jctx *c, struct jv v, const struct jjson_opts *o, st
         size_t *order = NULL;
         struct jv *keys = d->keys;
         if (o->sort_keys) {
-            keys = jarena_alloc(&c->arena, d->n * sizeof(struct jv));
+            keys = muse_jarena_alloc(&c->arena, d->n * sizeof(struct jv));
             if (!keys) return oom(c);
             memcpy(keys, d->keys, d->n * sizeof(struct jv));
             qsort(keys, d->n, sizeof(struct jv), key_cmp);
         }
         (void)order;
-        jbuf_putc(b, '{');
+        muse_jbuf_putc(b, '{');
         for (size_t i = 0; i < d->n; i++) {
             struct jv k = keys[i];
-            struct jv val = o->sort_keys ? *jdict_get(d, k) : d->vals[i];
+            struct jv val = o->sort_keys ? *muse_jdict_get(d, k) : d->vals[i];
             if (i) jbuf_puts(b, o->item_sep);
             if (o->indent) json_nl(b, o, level + 1);
             if (k.kind == JV_STR) {
                 json_str(b, k.u.s->s, k.u.s->len, o->ensure_ascii);
             } else if (k.kind == JV_INT || k.kind == JV_FLOAT || k.kind == JV_BOOL ||
                        k.kind == JV_NONE) {
-                jbuf_putc(b, '"');
+                muse_jbuf_putc(b, '"');
                 if (k.kind == JV_BOOL) jbuf_puts(b, k.u.b ? "true" : "false");
                 else if (k.kind == JV_NONE) jbuf_puts(b, "null");
                 else put_num(b, k);
-                jbuf_putc(b, '"');
+                muse_jbuf_putc(b, '"');
             } else {
-                return jerr(c, "keys must be str, int, float, bool or None, not %s",
-                            jv_type_name(k));
+                return muse_jerr(c, "keys must be str, int, float, bool or None, not %s",
+                                 muse_jv_type_name(k));
             }
             jbuf_puts(b, o->key_sep);
             if (!json_rec(c, val, o, b, level + 1)) return false;
         }
         if (o->indent) json_nl(b, o, level);
-        jbuf_putc(b, '}');
+        muse_jbuf_putc(b, '}');
         return true;
     }
     default:
-        return jerr(c, "Object of type %s is not JSON serializable", jv_type_name(v));
+        return muse_jerr(c, "Object of type %s is not JSON serializable", muse_jv_type_name(v));
     }
 }
 
-bool jv_to_json(struct jctx *c, struct jv v, const struct jjson_opts *o, struct jbuf *b) {
+bool muse_jv_to_json(struct jctx *c, struct jv v, const struct jjson_opts *o, struct jbuf *b) {
     if (!json_rec(c, v, o, b, 0)) return false;
     if (b->failed) return oom(c);
     return true;
 }
 
-bool jv_iterate(struct jctx *c, struct jv v, struct jlist **out) {
+bool muse_jv_iterate(struct jctx *c, struct jv v, struct jlist **out) {
     switch (v.kind) {
     case JV_LIST: *out = v.u.l; return true;
     case JV_UNDEF: {
-        *out = jlist_new(c, 0);
+        *out = muse_jlist_new(c, 0);
         return *out != NULL;
     }
     case JV_DICT: {
-        struct jlist *l = jlist_new(c, v.u.d->n);
+        struct jlist *l = muse_jlist_new(c, v.u.d->n);
         if (!l) return false;
         for (size_t i = 0; i < v.u.d->n; i++) l->items[i] = v.u.d->keys[i];
         l->n = v.u.d->n;
@@ -764,19 +765,19 @@ bool jv_iterate(struct jctx *c, struct jv v, struct jlist **out) {
     case JV_STR: {
         const char *s = v.u.s->s;
         size_t n = v.u.s->len;
-        struct jlist *l = jlist_new(c, jutf8_len(s, n));
+        struct jlist *l = muse_jlist_new(c, muse_jutf8_len(s, n));
         if (!l) return false;
         for (size_t i = 0; i < n;) {
             uint32_t cp;
             size_t cl = u8_decode(s, n, i, &cp);
-            struct jv ch = jv_strn(c, s + i, cl);
-            if (ch.kind != JV_STR || !jlist_push(c, l, ch)) return false;
+            struct jv ch = muse_jv_strn(c, s + i, cl);
+            if (ch.kind != JV_STR || !muse_jlist_push(c, l, ch)) return false;
             i += cl;
         }
         *out = l;
         return true;
     }
     default:
-        return jerr(c, "'%s' object is not iterable", jv_type_name(v));
+        return muse_jerr(c, "'%s' object is not iterable", muse_jv_type_name(v));
     }
 }

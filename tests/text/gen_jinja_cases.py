@@ -60,6 +60,8 @@ CASES = [
  "{{ messages|map(attribute='role')|tojson }}", "{{ (messages|selectattr('role'))|length }}", "{{ 'x' in none }}", "{{ 1 in 'abc' }}",
 ]
 CASES.append("{{ f }} {{ small }} {{ 1.0 }} {{ 100.0 }} {{ 1e20 }} {{ 0.000123 }} {{ 123456789.123 }} {{ 1/3 }} {{ 2.0**60 }}")
+# the loop object outlives its loop (kept in a namespace); the macro's loops reuse the stack it had
+CASES.append("{% set ns = namespace(l=none) %}{% for x in [1,2,3] %}{% set ns.l = loop %}{% endfor %}{% macro m() %}{% for y in [7,8,9,10,11] %}{% for z in [1] %}{% endfor %}{% endfor %}{% endmacro %}{{ m() }}{{ ns.l.index }} {{ ns.l.last }} {{ ns.l.length }} {{ ns.l.first }}")
 
 def c_str(s):
     out = '"'

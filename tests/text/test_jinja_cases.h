@@ -101,4 +101,5 @@ static const struct { const char *src; int ok; const char *want; } jinja_cases[]
     {"{{ 'x' in none }}", 0, "TypeError: argument of type 'NoneType' is not iterable"},
     {"{{ 1 in 'abc' }}", 0, "TypeError: 'in <string>' requires string as left operand, not int"},
     {"{{ f }} {{ small }} {{ 1.0 }} {{ 100.0 }} {{ 1e20 }} {{ 0.000123 }} {{ 123456789.123 }} {{ 1/3 }} {{ 2.0**60 }}", 1, "0.1 1.5e-05 1.0 100.0 1e+20 0.000123 123456789.123 0.3333333333333333 1.152921504606847e+18"},
+    {"{% set ns = namespace(l=none) %}{% for x in [1,2,3] %}{% set ns.l = loop %}{% endfor %}{% macro m() %}{% for y in [7,8,9,10,11] %}{% for z in [1] %}{% endfor %}{% endfor %}{% endmacro %}{{ m() }}{{ ns.l.index }} {{ ns.l.last }} {{ ns.l.length }} {{ ns.l.first }}", 1, "3 True 3 False"},
 };

@@ -1,0 +1,48 @@
+/*
+ * sampling_opts.h - the sampling flags shared by `muse run`, `muse chat` and `muse serve`
+ * (--temperature, --top-k, --top-p, --min-p, the penalties, --seed): one table of spellings,
+ * one parser, each command's defaults and usage lines. The pattern of model_opts.h.
+ *
+ * Which spellings a command accepts is a column of the table in sampling_opts.c, so an alias
+ * (llama.cpp's --temp, -s ...) is one row there; a spelling a command does not accept is left
+ * to the command (it reports it as unknown).
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "gen/sampler.h"
+
+/* The command parsing (a bit each: the spelling table's `commands` column is a mask of them). */
+enum sampling_cmd {
+    SAMPLING_RUN = 1u << 0,   /* greedy by default; every flag, penalties included */
+    SAMPLING_CHAT = 1u << 1,  /* the model card's settings by default */
+    SAMPLING_SERVE = 1u << 2, /* the model card's settings; values are request defaults (see below) */
+};
+
+struct sampling_opts {
+    enum sampling_cmd cmd;
+    struct muse_sampler_params sp; /* serve uses temperature, top_k, top_p and min_p */
+};
+
+/*
+ * The defaults of cmd. run: muse_sampler_default_params() (greedy, no penalties). chat and
+ * serve: the model card's temperature 1.0, top-p 0.95, top-k 64 (min-p 0, no penalties). The
+ * seed is random (time and clock) unless --seed gives one.
+ */
+void sampling_opts_init(struct sampling_opts *o, enum sampling_cmd cmd);
+
+/*
+ * If argv[*i] is a sampling flag o->cmd accepts, consume it and its value and return 1; return 0
+ * when it is not one; -1 after printing "muse: bad value for FLAG ..." (or a missing value) on
+ * stderr. Values are checked as each command always did: integers against a range (top-k
+ * 0..INT32_MAX, repeat-last-n 0..2^20, seed 0..INT64_MAX), numbers only for being numbers (the
+ * sampler gives every value a meaning: temperature <= 0 greedy, top-p >= 1 off ...), except
+ * in serve, whose values stand in for request fields and must lie in their domain
+ * (temperature >= 0, top-p and min-p in 0..1, top-k 0..2^30).
+ */
+int sampling_opts_parse(struct sampling_opts *o, int argc, char **argv, int *i);
+
+/* The usage lines of cmd's sampling flags (each command's own wording and layout). */
+void sampling_opts_usage(FILE *f, enum sampling_cmd cmd);

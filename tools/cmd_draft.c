@@ -151,7 +151,7 @@ int cmd_draft(int argc, char **argv) {
     }
 
     /* without --ctx-size the target context holds exactly the committed tokens (+ the timed steps) */
-    if (mo.cparams.n_ctx == 0) mo.cparams.n_ctx = (uint32_t)(n_toks + n_time);
+    if (mo.cparams.n_ctx == 0) mo.cparams.n_ctx = (uint32_t)(n_toks + n_time + (n_time ? 256 : 0));
     struct muse_model *model = NULL;
     struct muse_context *ctx = NULL;
     struct muse_drafter *drafter = NULL;
@@ -262,10 +262,32 @@ int cmd_draft(int argc, char **argv) {
             t[i] = (double)(muse_time_us() - t0);
         }
         double step_us = median(t, (int)n_time);
-        fprintf(stderr, "timing (median of %lld, %u threads, %s): draft block of %d rows %.3f ms; target decode step + capture "
-                        "+ inject %.3f ms; ratio %.2f\n",
+        /* plain decode steps (no capture, no injection), rolled back so that the ring stays in step */
+        int32_t n1 = muse_context_n_past(ctx);
+        for (int64_t i = 0; i < n_time; i++) {
+            int64_t t0 = muse_time_us();
+            if (muse_eval(ctx, &tok, 1, NULL, 0, &err)) break;
+            t[i] = (double)(muse_time_us() - t0);
+            if (muse_kv_truncate(ctx, n1, &err)) break;
+        }
+        double plain_us = median(t, (int)n_time);
+        /* a verify-sized batch: n_rows tokens through the target with capture + inject, then rolled back */
+        int32_t vt[512];
+        for (int32_t i = 0; i < b.n_rows; i++) vt[i] = (int32_t)anchor;
+        int32_t n0 = muse_draft_n_past(dc);
+        for (int64_t i = 0; i < n_time; i++) {
+            int64_t t0 = muse_time_us();
+            if (muse_draft_eval(dc, vt, b.n_rows, NULL, 0, NULL, &err)) break;
+            t[i] = (double)(muse_time_us() - t0);
+            if (muse_kv_truncate(ctx, n0, &err) || muse_draft_truncate(dc, n0, &err)) break;
+        }
+        double verify_us = median(t, (int)n_time);
+        fprintf(stderr,
+                "timing (median of %lld, %u threads, %s): draft block of %d rows %.3f ms; plain target decode step %.3f ms; "
+                "with capture + inject %.3f ms (ratio %.2f); target %d-row batch + capture + inject %.3f ms (ratio %.2f)\n",
                 (long long)n_time, muse_context_n_threads(ctx), muse_context_backend(ctx), b.n_rows, draft_us / 1e3,
-                step_us / 1e3, step_us > 0 ? draft_us / step_us : 0.0);
+                plain_us / 1e3, step_us / 1e3, step_us > 0 ? draft_us / step_us : 0.0, b.n_rows, verify_us / 1e3,
+                verify_us > 0 ? draft_us / verify_us : 0.0);
         free(t);
     }
     rc = 0;

@@ -278,6 +278,13 @@ uint32_t muse_draft_n_ring(const struct muse_draft_ctx *dc);
 void muse_draft_clear(struct muse_draft_ctx *dc);
 
 /*
+ * Copy src's ring and position into dst (an explicit O(ring) copy, e.g. for a server slot that
+ * reuses another's prefix along with the target's KV cache). Both must be made for the same
+ * drafter with the same ring size and type. Errors: MUSE_ERR_INVALID_ARG otherwise.
+ */
+muse_status muse_draft_ctx_copy(struct muse_draft_ctx *dst, const struct muse_draft_ctx *src, struct muse_error *err);
+
+/*
  * Roll the ring back to positions 0..n_keep-1 (after the target rolled back: rejected verify
  * rows, a reused prefix). Errors: MUSE_ERR_INVALID_ARG when n_keep > n_past, or when the ring no
  * longer holds the window a draft at n_keep needs (then clear and re-inject).

@@ -33,6 +33,7 @@ static muse_status ring_alloc(struct muse_draft_ctx *dc, struct muse_error *err)
     const size_t per_layer = (((size_t)dc->n_cells * row + 63) & ~(size_t)63) * 2;
     dc->ring = calloc(hp->n_layer, sizeof *dc->ring);
     dc->ring_buf = calloc(hp->n_layer, per_layer);
+    dc->ring_size = hp->n_layer * per_layer;
     if (!dc->ring || !dc->ring_buf)
         return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory for the drafter's KV ring (%u cells)", dc->n_cells);
     for (uint32_t il = 0; il < hp->n_layer; il++) {
@@ -136,6 +137,15 @@ uint32_t muse_draft_n_ring(const struct muse_draft_ctx *dc) { return dc->n_cells
 void muse_draft_clear(struct muse_draft_ctx *dc) {
     dc->n_past = 0;
     dc->lo = 0;
+}
+
+muse_status muse_draft_ctx_copy(struct muse_draft_ctx *dst, const struct muse_draft_ctx *src, struct muse_error *err) {
+    if (dst->d != src->d || dst->n_cells != src->n_cells || dst->ring_type != src->ring_type || dst->window != src->window)
+        return muse_error_set(err, MUSE_ERR_INVALID_ARG, "drafter ring copy between different drafters or ring layouts");
+    if (dst != src) memcpy(dst->ring_buf, src->ring_buf, src->ring_size);
+    dst->n_past = src->n_past;
+    dst->lo = src->lo;
+    return MUSE_OK;
 }
 
 /* The oldest position a draft at P reads (row 0's window). */

@@ -179,7 +179,7 @@ void muse_draft_forward_inject(struct muse_draft_ctx *dc, const float *features,
 
 // ---- pass C: draft a block -------------------------------------------------------------------------
 
-/* The attention half of layer il for the block rows: h += Wo . attn(q, [ring | block]). */
+/* The attention half of layer il for the block rows: x += Wo . attn(q, [ring | block]) (x = the residual). */
 static void block_attention(const struct dfw *f, uint32_t il) {
     struct muse_draft_ctx *dc = f->dc;
     const struct muse_dflash_hparams *hp = &f->d->hp;
@@ -189,7 +189,7 @@ static void block_attention(const struct dfw *f, uint32_t il) {
     const int32_t hd = (int32_t)hp->head_dim, n_head = (int32_t)hp->n_head, n_head_kv = (int32_t)hp->n_head_kv;
     const int32_t n_rot = (int32_t)hp->n_rot;
 
-    /* x = rms(h) * attn_norm                                                   [n][H] */
+    /* h = rms(x) * attn_norm (x: the residual stream, the spec's h)           [n][H] */
     FOR_OWN_ROWS(f, r, n) rms_norm(dc->x + (size_t)r * H, dc->h + (size_t)r * H, H, hp->eps, l->attn_norm.data);
     /* q [n][n_head][hd], k/v [n][n_head_kv][hd] */
     const struct muse_matmul_job qkv[3] = {linear(&l->wq, dc->q), linear(&l->wk, dc->kb), linear(&l->wv, dc->vb)};
@@ -225,7 +225,7 @@ static void block_attention(const struct dfw *f, uint32_t il) {
         f->ops->attention(f->bs, &aa, f->ith, f->nth);
     }
     barrier(f);
-    /* o = Wo . att; h += o (no post-norm)                                      [n][H] */
+    /* o = Wo . att; x += o (no post-norm)                                      [n][H] */
     const struct muse_matmul_job wo = linear(&l->wo, dc->o);
     matmuls(f, &wo, 1, dc->att, n);
     barrier(f);
@@ -233,7 +233,7 @@ static void block_attention(const struct dfw *f, uint32_t il) {
         for (int64_t i = 0; i < H; i++) dc->x[(size_t)r * H + i] = dc->o[(size_t)r * H + i] + dc->x[(size_t)r * H + i];
 }
 
-/* The FFN half of layer il: h += down(silu(gate x') * up x'), x' = rms(h) * ffn_norm. */
+/* The FFN half of layer il: x += down(silu(gate h) * up h), h = rms(x) * ffn_norm. */
 static void block_ffn(const struct dfw *f, uint32_t il) {
     struct muse_draft_ctx *dc = f->dc;
     const struct muse_dflash_hparams *hp = &f->d->hp;
@@ -277,7 +277,7 @@ static void block_region(int ith, int nth, void *ctx) {
     const int64_t H = hp->n_embd, n_vocab = d->n_vocab;
     const struct muse_weight *te = &d->token_embd;
 
-    /* h = token_embd[ids]: raw rows of the target's table (no scale, no norm); rope angles */
+    /* x = token_embd[ids]: raw rows of the target's table (no scale, no norm); rope angles */
     FOR_OWN_ROWS(&f, r, f.n) {
         muse_type_traits[te->type].to_float((const uint8_t *)te->data + (size_t)dc->ids[r] * te->row_size,
                                             dc->x + (size_t)r * H, H);
@@ -287,7 +287,7 @@ static void block_region(int ith, int nth, void *ctx) {
         block_attention(&f, il);
         block_ffn(&f, il);
     }
-    /* logits = output . (rms(h) * output_norm) (x the target's output.scale): raw     [n][n_vocab] */
+    /* logits = output . (rms(x) * output_norm), times the target's output.scale: raw   [n][n_vocab] */
     FOR_OWN_ROWS(&f, r, f.n) rms_norm(dc->x + (size_t)r * H, dc->h + (size_t)r * H, H, hp->eps, d->w.output_norm.data);
     struct muse_matmul_job out = linear(&d->output, dc->logits);
     out.has_scale = d->has_output_scale;

@@ -66,6 +66,7 @@ struct muse_draft_ctx {
     int32_t lo;                      /* oldest position whose ring cell is intact */
     struct muse_kv_layer *ring;      /* [n_layer] */
     void *ring_buf;
+    size_t ring_size;                /* bytes of ring_buf */
 
     /* activations (one allocation; sizes in rows x floats) */
     int64_t rope_stride;             /* floats per row of rope_cos / rope_sin */

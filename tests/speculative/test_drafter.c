@@ -328,6 +328,19 @@ static void test_invariances(void) {
         TEST_COND("back to P", muse_draft_truncate(r.dc, P, &err) == MUSE_OK && muse_kv_truncate(r.ctx, P, &err) == MUSE_OK);
         TEST_COND("draft at P again", muse_draft_block(r.dc, 42, 0, &blk, &err) == MUSE_OK);
         TEST_COND("rolled back == fresh at P, bit for bit", !memcmp(base, blk.logits, nl));
+        /* a copy of the ring drafts the same bits; a copy across layouts is refused */
+        struct muse_draft_ctx *copy, *other;
+        if (muse_draft_ctx_create(r.d, r.ctx, ring_params(MUSE_KV_TYPE_F32, 0, 0), &copy, &err) == MUSE_OK) {
+            TEST_COND("copy", muse_draft_ctx_copy(copy, r.dc, &err) == MUSE_OK && muse_draft_n_past(copy) == P);
+            struct muse_draft_block cb;
+            TEST_COND("the copy drafts the same bits", muse_draft_block(copy, 42, 0, &cb, &err) == MUSE_OK &&
+                                                           !memcmp(cb.logits, base, nl));
+            if (muse_draft_ctx_create(r.d, r.ctx, ring_params(MUSE_KV_TYPE_F16, 0, 0), &other, &err) == MUSE_OK) {
+                TEST_COND("copy to an f16 ring refused", muse_draft_ctx_copy(other, r.dc, &err) == MUSE_ERR_INVALID_ARG);
+                muse_draft_ctx_free(other);
+            }
+            muse_draft_ctx_free(copy);
+        }
         /* too deep for a 32-cell ring: one clear error, the ring unchanged */
         muse_status st = muse_draft_truncate(r.dc, P - 20, &err);
         TEST_CONDF(st == MUSE_ERR_INVALID_ARG && strstr(err.msg, "no longer holds") && !strchr(err.msg, '\n'), "deep rollback: %d %s",

@@ -242,6 +242,160 @@ int32_t muse_kv_checkpoint_pos(const struct muse_kv_checkpoint *ck);
 /* Bytes a save or restore copies (also what the checkpoint holds allocated). */
 size_t muse_kv_checkpoint_size(const struct muse_kv_checkpoint *ck);
 
+/* ---- DFlash block drafter (speculative decoding; docs/speculative.md, spec dflash.md) -------
+ * A muse_drafter is a loaded `general.architecture = dflash` GGUF bound to its target model: its
+ * own weights are views into its mmap'd file; the token embedding and the LM head are BORROWED
+ * from the target (pointers into the target model, never copied), so the target model must
+ * outlive the drafter. Read-only after loading: any number of threads and draft contexts may
+ * share one drafter.
+ *
+ * A muse_draft_ctx is one sequence's drafter state: the drafter's own KV ring (per layer, the
+ * context keys/values of committed target positions), its activations, and the target context
+ * whose backend, kernels and thread pool it runs on. The ring only ever holds committed positions
+ * 0..n_past-1 (features of tokens already in the target's KV cache); a block is drafted for the
+ * anchor at position P = n_past. A draft context and its target context share one backend state:
+ * use both from one thread at a time.
+ */
+struct muse_drafter;
+struct muse_draft_ctx;
+
+struct muse_drafter_params {
+    int32_t reserved;             /* no options yet; keep the struct for ABI stability */
+};
+
+/* Defaults for muse_drafter_load. */
+struct muse_drafter_params muse_drafter_default_params(void);
+
+/*
+ * mmap and load a DFlash drafter GGUF for `target`. On success *out owns a new drafter (free with
+ * muse_drafter_free before the target model). Errors (one line, naming the key or tensor):
+ * MUSE_ERR_IO (open/mmap), MUSE_ERR_FORMAT (malformed file or metadata), MUSE_ERR_UNSUPPORTED
+ * (not a dflash file, or a DFlash2/DSpark/causal/other variant muse does not run),
+ * MUSE_ERR_MISSING (a required key or tensor, e.g. tokenizer.ggml.mask_token_id),
+ * MUSE_ERR_SHAPE (a tensor with the wrong shape or type; a width, vocabulary or target layer id
+ * that does not fit the target), MUSE_ERR_NOMEM. err may be NULL.
+ */
+muse_status muse_drafter_load(const char *path, const struct muse_model *target, struct muse_drafter_params params,
+                              struct muse_drafter **out, struct muse_error *err);
+
+/* Free a drafter (NULL is fine). Every draft context made from it must be freed first. */
+void muse_drafter_free(struct muse_drafter *drafter);
+
+/* Drafter facts (thread-safe, never fail). block_size: rows of a block INCLUDING the anchor (so a
+ * block proposes block_size - 1 drafts); n_features: floats per captured feature row
+ * (n_target_layers * n_embd); target_layer(i): the target layer whose INPUT residual is slot i of
+ * a feature row (i < n_target_layers; -1 when out of range); n_swa: the drafter's sliding window. */
+int32_t muse_drafter_block_size(const struct muse_drafter *drafter);
+int32_t muse_drafter_mask_token(const struct muse_drafter *drafter);
+int32_t muse_drafter_n_features(const struct muse_drafter *drafter);
+int32_t muse_drafter_n_target_layers(const struct muse_drafter *drafter);
+int32_t muse_drafter_target_layer(const struct muse_drafter *drafter, int32_t i);
+int32_t muse_drafter_n_swa(const struct muse_drafter *drafter);
+/* A one-line description, written into buf (always NUL-terminated). */
+void muse_drafter_desc(const struct muse_drafter *drafter, char *buf, size_t size);
+
+struct muse_draft_ctx_params {
+    uint32_t n_ring;              /* ring cells per layer; 0 = pad32(window + block_size + 1) (spec 2.2);
+                                     at least window + block_size - 1 (more allows deeper rollbacks) */
+    uint32_t n_batch;             /* most feature rows per injection; 0 = the target context's n_batch */
+    enum muse_kv_type kv_type;    /* ring storage; default MUSE_KV_TYPE_F16 (llama.cpp's drafter KV) */
+};
+
+/* Defaults for muse_draft_ctx_create. */
+struct muse_draft_ctx_params muse_draft_ctx_default_params(void);
+
+/*
+ * Create an empty draft context (n_past = 0) for `drafter` running on `target`'s backend. The
+ * target context must belong to the drafter's target model and be empty or be cleared/kept in
+ * step by the caller; it must outlive the draft context. Grows the target context's backend
+ * scratch when the drafter needs more (the only time anything is reallocated; not concurrently
+ * with a call on the target). Errors: MUSE_ERR_INVALID_ARG (another model's context, a ring too
+ * small for the window and block, a bad KV type), MUSE_ERR_NOMEM.
+ */
+muse_status muse_draft_ctx_create(const struct muse_drafter *drafter, struct muse_context *target,
+                                  struct muse_draft_ctx_params params, struct muse_draft_ctx **out,
+                                  struct muse_error *err);
+
+/* Free a draft context (NULL is fine). The target context is not touched. */
+void muse_draft_ctx_free(struct muse_draft_ctx *dc);
+
+/* Positions held by the ring: features of positions 0..n_past-1 have been injected. */
+int32_t muse_draft_n_past(const struct muse_draft_ctx *dc);
+/* Ring cells per layer (as resolved at creation). */
+uint32_t muse_draft_n_ring(const struct muse_draft_ctx *dc);
+
+/* Forget every position (n_past = 0). Cannot fail. */
+void muse_draft_clear(struct muse_draft_ctx *dc);
+
+/*
+ * Copy src's ring and position into dst (an explicit O(ring) copy, e.g. for a server slot that
+ * reuses another's prefix along with the target's KV cache). Both must be made for the same
+ * drafter with the same ring size and type. Errors: MUSE_ERR_INVALID_ARG otherwise.
+ */
+muse_status muse_draft_ctx_copy(struct muse_draft_ctx *dst, const struct muse_draft_ctx *src, struct muse_error *err);
+
+/*
+ * Roll the ring back to positions 0..n_keep-1 (after the target rolled back: rejected verify
+ * rows, a reused prefix). Errors: MUSE_ERR_INVALID_ARG when n_keep > n_past, or when the ring no
+ * longer holds the window a draft at n_keep needs (then clear and re-inject).
+ */
+muse_status muse_draft_truncate(struct muse_draft_ctx *dc, int32_t n_keep, struct muse_error *err);
+
+/*
+ * Pass A + B: encode n_rows feature rows ([n_rows][n_features] f32, the target residuals of
+ * positions n_past, n_past+1, ...) and write their keys/values into the ring; n_past += n_rows.
+ * Only the last n_ring rows of a call are kept (older ones could never be attended). Errors:
+ * MUSE_ERR_INVALID_ARG (n_rows < 1, NULL features), MUSE_ERR_CONTEXT (past the target context).
+ */
+muse_status muse_draft_inject(struct muse_draft_ctx *dc, const float *features, int32_t n_rows,
+                              struct muse_error *err);
+
+/*
+ * muse_eval on the target context with feature capture, then inject every row: evaluates tokens
+ * at positions n_past.. (the ring and the target must be in step: muse_draft_n_past(dc) ==
+ * muse_context_n_past(target)), in chunks of the draft context's n_batch. logits / logits_all as
+ * muse_eval. features: NULL, or [n_tokens][n_features] f32 receiving the captured rows (raw: no
+ * NaN/inf clamp). Errors: those of muse_eval, MUSE_ERR_INVALID_ARG when out of step; on error the
+ * chunks already evaluated stay in both (n_past tells how far).
+ */
+muse_status muse_draft_eval(struct muse_draft_ctx *dc, const int32_t *tokens, int32_t n_tokens, float *logits,
+                            int logits_all, float *features, struct muse_error *err);
+
+/* One drafted block. The pointers are owned by the draft context and valid until its next call. */
+struct muse_draft_block {
+    int32_t anchor_pos;           /* P: the anchor's position (= n_past when drafted) */
+    int32_t n_rows;               /* rows run: [anchor, MASK x (n_rows - 1)] at positions P..P+n_rows-1 */
+    int32_t n_drafts;             /* n_rows - 1 */
+    int32_t row0_argmax;          /* argmax of the anchor row's logits (discarded by DFlash) */
+    const int32_t *tokens;        /* [n_drafts] argmax of rows 1.. (ties to the lower id) */
+    const float *conf;            /* [n_drafts] full-vocabulary softmax probability of each draft over
+                                     the raw logits (TensorSharp's confidence, spec 3.6) */
+    const float *conf_top10;      /* [n_drafts] the top probability after a softmax over the row's
+                                     10 highest raw logits (what llama.cpp compares with p_min) */
+    const float *logits;          /* [n_rows][n_vocab] raw logits (target LM head; no logit scale,
+                                     no softcap); row 0 is the anchor's */
+};
+
+/*
+ * Pass C: draft a block for `anchor` at position P = n_past over [ring window | block], non-causal
+ * inside the block. n_rows: 0 = block_size, else 2..block_size (llama.cpp runs n_max + 1 rows,
+ * see muse_draft_rows). The ring is unchanged (the block's keys are never committed). Errors:
+ * MUSE_ERR_INVALID_ARG (anchor out of the vocabulary, bad n_rows).
+ */
+muse_status muse_draft_block(struct muse_draft_ctx *dc, int32_t anchor, int32_t n_rows, struct muse_draft_block *out,
+                             struct muse_error *err);
+
+/* llama.cpp's block rows for --spec-draft-n-max n_max: min(max(n_max, 1), block_size - 1) + 1. */
+int32_t muse_draft_rows(const struct muse_drafter *drafter, int32_t n_max);
+
+/* llama.cpp's --spec-draft-p-min gate: the number of leading drafts kept, stopping at the first
+ * whose conf_top10 is below p_min (p_min <= 0 keeps all). */
+int32_t muse_draft_gate_p_min(const struct muse_draft_block *block, float p_min);
+
+/* TensorSharp's cumulative gate: the number of leading drafts kept while the running product of
+ * conf stays >= floor (floor <= 0 keeps all). */
+int32_t muse_draft_gate_cumulative(const struct muse_draft_block *block, float floor);
+
 #ifdef __cplusplus
 }
 #endif

@@ -14,6 +14,8 @@ int cmd_template(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_draft(int argc, char **argv);
+int cmd_synth_dflash(int argc, char **argv); /* `muse synth --dflash` (cmd_synth_dflash.c) */
 
 /* Shared option helpers for the subcommands (tools/cli_util.c). */
 #include <stdbool.h>

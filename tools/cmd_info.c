@@ -19,6 +19,7 @@
 #include "gguf/gguf.h"
 #include "gguf/tensor_type.h"
 #include "info.h"
+#include "speculative/dflash_hparams.h"
 
 #define ARRAY_HEAD 8           /* array elements shown */
 #define TEXT_STR_MAX 96        /* bytes of a string value shown in text mode */
@@ -153,6 +154,30 @@ static void print_kind_extra(const struct info *in) {
     }
 }
 
+/* A drafter as muse_drafter_load reads it (before the checks against a target). */
+static void print_drafter(const struct info *in) {
+    struct muse_dflash_hparams d;
+    struct muse_error err;
+    printf("\ndrafter (as muse_drafter_load reads it, before the checks against a target):\n");
+    if (muse_dflash_hparams_load(&d, in->g, &err)) {
+        char *m = info_clean_str(err.msg, strlen(err.msg), 1024, true);
+        printf("  not loadable: %s\n", m ? m : "?");
+        free(m);
+        return;
+    }
+    printf("  %u layers, n_embd %u (must equal the target's), heads %u / kv %u x %u, n_ff %u, rms_eps %.9g\n", d.n_layer,
+           d.n_embd, d.n_head, d.n_head_kv, d.head_dim, d.n_ff, d.eps);
+    printf("  block_size %u: [anchor, MASK x %u], %u drafts per block; mask token %d\n", d.block_size, d.block_size - 1,
+           d.block_size - 1, d.mask_token_id);
+    printf("  features: the residuals ENTERING target layers [");
+    for (uint32_t i = 0; i < d.n_target_layers; i++) printf("%s%d", i ? ", " : "", d.target_layers[i]);
+    printf("], F = %u x %u = %u floats per position\n", d.n_target_layers, d.n_embd, muse_dflash_n_features(&d));
+    printf("  every layer sliding-window %u, non-causal block; RoPE NeoX on %u dims, base %.9g, freq_scale %.9g\n", d.n_swa,
+           d.n_rot, d.rope_freq_base, d.rope_freq_scale);
+    printf("  KV ring: pad32(window + block_size + 1) = %u cells per layer by default\n",
+           muse_dflash_default_ring(d.n_swa, d.block_size));
+}
+
 static void print_mmproj(const struct info *in) {
     static const char *const keys[] = {
         "clip.projector_type", "clip.vision.image_size", "clip.vision.patch_size", "clip.vision.embedding_length",
@@ -220,6 +245,7 @@ static void print_text(const struct info *in) {
     printf("\n");
 
     if (in->kind == KIND_TEXT || in->kind == KIND_DRAFTER) print_hparams(in);
+    if (in->kind == KIND_DRAFTER) print_drafter(in);
     if (in->kind == KIND_MMPROJ) print_mmproj(in);
     if (in->kind == KIND_VOCAB) printf("\nvocabulary-only file (no tensors): the tokenizer keys above are its content\n");
 }
@@ -396,6 +422,20 @@ static int print_json(const struct info *in) {
             cJSON *a = cJSON_AddArrayToObject(d, "target_layers");
             for (uint64_t i = 0; i < tl->value.v.arr.count && i < INFO_MAX_LAYERS; i++)
                 cJSON_AddItemToArray(a, json_i64(muse_gguf_arr_i64(&tl->value, i)));
+        }
+        struct muse_dflash_hparams dh;
+        struct muse_error derr;
+        if (muse_dflash_hparams_load(&dh, g, &derr)) {
+            cJSON_AddItemToObject(d, "loader_error", json_str(derr.msg, strlen(derr.msg)));
+        } else {
+            cJSON *x = cJSON_AddObjectToObject(d, "derived");
+            cJSON_AddItemToObject(x, "mask_token_id", json_i64(dh.mask_token_id));
+            cJSON_AddItemToObject(x, "drafts_per_block", json_i64(dh.block_size - 1));
+            cJSON_AddItemToObject(x, "n_features", json_i64(muse_dflash_n_features(&dh)));
+            cJSON_AddItemToObject(x, "head_dim", json_i64(dh.head_dim));
+            cJSON_AddItemToObject(x, "n_rot", json_i64(dh.n_rot));
+            cJSON_AddItemToObject(x, "n_swa", json_i64(dh.n_swa));
+            cJSON_AddItemToObject(x, "ring_cells", json_i64(muse_dflash_default_ring(dh.n_swa, dh.block_size)));
         }
     }
     char *text = cJSON_Print(root);

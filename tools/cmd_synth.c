@@ -12,6 +12,7 @@ static void usage(FILE *f) {
             "usage: muse synth [--preset NAME] [options] -o OUT.gguf\n"
             "\n"
             "Writes a synthetic Muse-Glimmer GGUF (random weights, working BPE vocabulary, chat template).\n"
+            "`muse synth --dflash --help`: a synthetic DFlash drafter for a target instead.\n"
             "\n"
             "  --preset NAME      tiny (default), small, demo or 30b; the options below override it\n"
             "  --layers N         block_count\n"
@@ -71,6 +72,8 @@ static bool parse_dim(const char *opt, const char *val, int64_t lo, int64_t hi, 
 int cmd_synth(int argc, char **argv) {
     const char *preset = "tiny", *out = NULL, *types = NULL, *pattern = NULL, *values = NULL;
     bool quiet = false, pattern_u32 = false;
+    for (int i = 1; i < argc; i++) /* a DFlash drafter instead of a text model */
+        if (!strcmp(argv[i], "--dflash")) return cmd_synth_dflash(argc, argv);
     /* first pass: the preset, so the other options can override it in any order */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {

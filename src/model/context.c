@@ -1,4 +1,5 @@
 /* context.c - the public model / context API of include/muse.h over the model floor. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,11 +139,31 @@ muse_status muse_context_create(struct muse_model *model, struct muse_context_pa
         .n_threads = (int32_t)params.n_threads,
     };
     if ((st = ops->init(&plan, &ctx->backend_state, err))) goto fail;
+    ctx->plan = plan;
     *out = ctx;
     return MUSE_OK;
 fail:
     muse_context_free(ctx);
     return st;
+}
+
+muse_status muse_context_reserve(struct muse_context *ctx, const struct muse_backend_plan *need, struct muse_error *err) {
+    struct muse_backend_plan p = ctx->plan;
+    bool grow = false;
+#define GROW(f) if (need->f > p.f) p.f = need->f, grow = true
+    GROW(n_batch);
+    GROW(max_ne0);
+    GROW(max_cells);
+    GROW(max_head_dim);
+#undef GROW
+    if (!grow) return MUSE_OK;
+    void *state = NULL;
+    muse_status st = ctx->ops->init(&p, &state, err);
+    if (st) return st;
+    ctx->ops->free(ctx->backend_state);
+    ctx->backend_state = state;
+    ctx->plan = p;
+    return MUSE_OK;
 }
 
 uint32_t muse_context_n_ctx(const struct muse_context *ctx) { return ctx->params.n_ctx; }

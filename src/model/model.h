@@ -26,7 +26,16 @@ struct muse_context {
     struct muse_run_state *rs;
     struct muse_kv_cache *kv;
     int32_t *pos;                       /* [n_batch] positions of the current micro-batch */
+    struct muse_backend_plan plan;      /* what backend_state was created for */
 };
+
+/*
+ * Grow the context's backend scratch so that it also covers `need` (every size the maximum of
+ * both; n_threads is the context's): for a second network that runs on the same backend state
+ * and thread pool (the DFlash drafter). Re-creates the backend state only when something grows;
+ * not while the context is in use. Errors: those of the backend's init (the old state is kept).
+ */
+muse_status muse_context_reserve(struct muse_context *ctx, const struct muse_backend_plan *need, struct muse_error *err);
 
 /* Hyperparameters / weights of a loaded model. */
 const struct muse_hparams *muse_model_hparams(const struct muse_model *model);

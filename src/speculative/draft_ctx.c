@@ -1,0 +1,303 @@
+/*
+ * draft_ctx.c - the draft context of include/muse.h: the drafter's KV ring and its rollback, the
+ * target evaluation with feature capture, injection and block drafting (drafter.h has the ring's
+ * invariants; draft_forward.c the math).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "speculative/drafter.h"
+
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+struct muse_draft_ctx_params muse_draft_ctx_default_params(void) {
+    struct muse_draft_ctx_params p = {0};
+    p.kv_type = MUSE_KV_TYPE_F16;
+    return p;
+}
+
+void muse_draft_ctx_free(struct muse_draft_ctx *dc) {
+    if (!dc) return;
+    free(dc->ring);
+    free(dc->ring_buf);
+    free(dc->mem);
+    free(dc);
+}
+
+/* The ring: n_layer layers of n_cells cells of k and v (zero-filled: never read before written). */
+static muse_status ring_alloc(struct muse_draft_ctx *dc, struct muse_error *err) {
+    const struct muse_dflash_hparams *hp = &dc->d->hp;
+    const int32_t n_kv = (int32_t)muse_dflash_n_kv(hp);
+    const size_t row = muse_type_row_size(dc->ring_type, n_kv);
+    const size_t per_layer = (((size_t)dc->n_cells * row + 63) & ~(size_t)63) * 2;
+    dc->ring = calloc(hp->n_layer, sizeof *dc->ring);
+    dc->ring_buf = calloc(hp->n_layer, per_layer);
+    dc->ring_size = hp->n_layer * per_layer;
+    if (!dc->ring || !dc->ring_buf)
+        return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory for the drafter's KV ring (%u cells)", dc->n_cells);
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        struct muse_kv_layer *l = &dc->ring[il];
+        l->type = dc->ring_type;
+        l->n_cells = dc->n_cells;
+        l->n_embd_k = l->n_embd_v = n_kv;
+        l->k_row_size = l->v_row_size = row;
+        l->k = (uint8_t *)dc->ring_buf + il * per_layer;
+        l->v = (uint8_t *)l->k + per_layer / 2;
+    }
+    return MUSE_OK;
+}
+
+/* The activations of drafter.h, one allocation, each buffer rounded up to 16 floats. */
+static muse_status activations_alloc(struct muse_draft_ctx *dc, struct muse_error *err) {
+    const struct muse_dflash_hparams *hp = &dc->d->hp;
+    const size_t nb = (size_t)dc->n_batch, B = hp->block_size, nr = nb > B ? nb : B;
+    const size_t H = hp->n_embd, F = muse_dflash_n_features(hp), n_q = muse_dflash_n_q(hp), n_kv = muse_dflash_n_kv(hp);
+#define R16(n) (((size_t)(n) + 15) & ~(size_t)15)
+    dc->rope_stride = (int64_t)R16(hp->n_rot / 2 + 1);
+    const size_t sizes[] = {
+        R16(nb * F), R16(nb * H), R16(hp->n_layer * nb * n_kv), R16(hp->n_layer * nb * n_kv), /* feat g kc vc */
+        R16(B * H), R16(B * H), R16(B * H), R16(B * n_q), R16(B * n_q), R16(B * n_kv), R16(B * n_kv), /* x h o q att kb vb */
+        R16(B * hp->n_ff), R16(B * hp->n_ff), R16(nr * (size_t)dc->rope_stride), R16(nr * (size_t)dc->rope_stride), /* fg fu cos sin */
+        R16(B * (size_t)dc->d->n_vocab), R16(B), R16(B), R16(B), R16(B), R16(nr), /* logits conf conf10 argmax ids pos */
+    };
+#undef R16
+    size_t total = 0;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) total += sizes[i];
+    dc->mem = aligned_alloc(64, total * sizeof(float));
+    if (!dc->mem) return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory for the drafter's activations (%zu MB)",
+                                        total * sizeof(float) >> 20);
+    memset(dc->mem, 0, total * sizeof(float));
+    float *p = dc->mem;
+    float **bufs[] = {&dc->feat, &dc->g, &dc->kc, &dc->vc, &dc->x, &dc->h, &dc->o, &dc->q, &dc->att, &dc->kb, &dc->vb,
+                      &dc->fg, &dc->fu, &dc->rope_cos, &dc->rope_sin, &dc->logits, &dc->conf, &dc->conf_top10};
+    size_t i = 0;
+    for (; i < sizeof bufs / sizeof bufs[0]; i++) *bufs[i] = p, p += sizes[i];
+    dc->argmax = (int32_t *)(void *)p, p += sizes[i++];
+    dc->ids = (int32_t *)(void *)p, p += sizes[i++];
+    dc->pos = (int32_t *)(void *)p;
+    return MUSE_OK;
+}
+
+muse_status muse_draft_ctx_create(const struct muse_drafter *d, struct muse_context *target, struct muse_draft_ctx_params params,
+                                  struct muse_draft_ctx **out, struct muse_error *err) {
+    static const enum muse_type kv_types[MUSE_KV_TYPE_COUNT] = {MUSE_TYPE_F16, MUSE_TYPE_F32, MUSE_TYPE_Q8_0};
+    const struct muse_dflash_hparams *hp = &d->hp;
+    muse_status st;
+    *out = NULL;
+    if (!target || target->model != d->target)
+        return muse_error_set(err, MUSE_ERR_INVALID_ARG, "the target context does not belong to the drafter's target model");
+    if ((unsigned)params.kv_type >= MUSE_KV_TYPE_COUNT)
+        return muse_error_set(err, MUSE_ERR_INVALID_ARG, "bad KV type %d for the drafter's ring", (int)params.kv_type);
+    if (params.kv_type == MUSE_KV_TYPE_Q8_0 && hp->head_dim % 32)
+        return muse_error_set(err, MUSE_ERR_INVALID_ARG, "a q8_0 ring needs a head size that is a multiple of 32 (the drafter has %u)",
+                              hp->head_dim);
+    /* a window longer than the target's context (plus a block) masks nothing more: cap it */
+    const int64_t window = hp->n_swa < (int64_t)target->params.n_ctx + hp->block_size ? (int64_t)hp->n_swa
+                                                                                        : (int64_t)target->params.n_ctx + hp->block_size;
+    const int64_t need_cells = window + hp->block_size - 1;
+    if (params.n_ring == 0) params.n_ring = muse_dflash_default_ring((uint32_t)window, hp->block_size);
+    if (params.n_ring < need_cells || params.n_ring > (1u << 26))
+        return muse_error_set(err, MUSE_ERR_INVALID_ARG,
+                              "a drafter ring of %u cells cannot hold its window and a block (needs %lld..%u)", params.n_ring,
+                              (long long)need_cells, 1u << 26);
+    if (params.n_batch == 0) params.n_batch = target->params.n_batch;
+    if (params.n_batch > (1u << 16)) params.n_batch = 1u << 16;
+
+    struct muse_draft_ctx *dc = calloc(1, sizeof *dc);
+    if (!dc) return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
+    dc->d = d;
+    dc->target = target;
+    dc->params = params;
+    dc->ring_type = kv_types[params.kv_type];
+    dc->n_cells = params.n_ring;
+    dc->window = (int32_t)window;
+    dc->n_batch = (int32_t)params.n_batch;
+    if ((st = ring_alloc(dc, err)) || (st = activations_alloc(dc, err))) goto fail;
+    /* the target's backend must plan for the drafter's rows, widths, ring and heads */
+    const int64_t H = hp->n_embd;
+    const struct muse_backend_plan need = {
+        .n_batch = (int32_t)max64(dc->n_batch, hp->block_size),
+        .max_ne0 = max64(max64(H, muse_dflash_n_features(hp)), max64(muse_dflash_n_q(hp), hp->n_ff)),
+        .max_cells = dc->n_cells,
+        .max_head_dim = (int32_t)hp->head_dim,
+        .n_threads = target->plan.n_threads,
+    };
+    if ((st = muse_context_reserve(target, &need, err))) goto fail;
+    *out = dc;
+    return MUSE_OK;
+fail:
+    muse_draft_ctx_free(dc);
+    return st;
+}
+
+int32_t muse_draft_n_past(const struct muse_draft_ctx *dc) { return dc->n_past; }
+uint32_t muse_draft_n_ring(const struct muse_draft_ctx *dc) { return dc->n_cells; }
+
+void muse_draft_clear(struct muse_draft_ctx *dc) {
+    dc->n_past = 0;
+    dc->lo = 0;
+}
+
+muse_status muse_draft_ctx_copy(struct muse_draft_ctx *dst, const struct muse_draft_ctx *src, struct muse_error *err) {
+    if (dst->d != src->d || dst->n_cells != src->n_cells || dst->ring_type != src->ring_type || dst->window != src->window)
+        return muse_error_set(err, MUSE_ERR_INVALID_ARG, "drafter ring copy between different drafters or ring layouts");
+    if (dst != src) memcpy(dst->ring_buf, src->ring_buf, src->ring_size);
+    dst->n_past = src->n_past;
+    dst->lo = src->lo;
+    return MUSE_OK;
+}
+
+/* The oldest position a draft at P reads (row 0's window). */
+static int32_t window_start(const struct muse_draft_ctx *dc, int32_t P) {
+    return P - dc->window + 1 > 0 ? P - dc->window + 1 : 0;
+}
+
+muse_status muse_draft_truncate(struct muse_draft_ctx *dc, int32_t n_keep, struct muse_error *err) {
+    if (n_keep < 0 || n_keep > dc->n_past)
+        return muse_error_set(err, MUSE_ERR_INVALID_ARG, "cannot keep %d positions: the drafter's ring holds %d", n_keep, dc->n_past);
+    if (n_keep == 0) {
+        muse_draft_clear(dc);
+        return MUSE_OK;
+    }
+    if (window_start(dc, n_keep) < dc->lo)
+        return muse_error_set(err, MUSE_ERR_INVALID_ARG,
+                              "cannot roll the drafter back from %d to %d positions: its ring (%u cells) no longer holds "
+                              "positions %d..%d (clear and re-inject)",
+                              dc->n_past, n_keep, dc->n_cells, window_start(dc, n_keep), dc->lo - 1);
+    dc->n_past = n_keep;
+    return MUSE_OK;
+}
+
+/* Inject rows (no checks): only the last n_cells of them can ever be attended. */
+static void inject_rows(struct muse_draft_ctx *dc, const float *features, int32_t n_rows) {
+    const int64_t F = muse_dflash_n_features(&dc->d->hp);
+    const int32_t skip = n_rows > (int32_t)dc->n_cells ? n_rows - (int32_t)dc->n_cells : 0;
+    for (int32_t done = skip; done < n_rows;) {
+        const int32_t n = n_rows - done < dc->n_batch ? n_rows - done : dc->n_batch;
+        muse_draft_forward_inject(dc, features + (size_t)done * F, n, dc->n_past + done);
+        done += n;
+    }
+    dc->n_past += n_rows;
+    if (dc->n_past - (int32_t)dc->n_cells > dc->lo) dc->lo = dc->n_past - (int32_t)dc->n_cells;
+}
+
+muse_status muse_draft_inject(struct muse_draft_ctx *dc, const float *features, int32_t n_rows, struct muse_error *err) {
+    if (!features || n_rows < 1) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "nothing to inject (%d rows)", n_rows);
+    if ((int64_t)dc->n_past + n_rows > (int64_t)dc->target->params.n_ctx)
+        return muse_error_set(err, MUSE_ERR_CONTEXT, "%d feature rows after %d positions exceed the target context (%u)", n_rows,
+                              dc->n_past, dc->target->params.n_ctx);
+    inject_rows(dc, features, n_rows);
+    return MUSE_OK;
+}
+
+// ---- target evaluation with feature capture --------------------------------------------------------
+
+struct capture {
+    const struct muse_drafter *d;
+    float *dst;                 /* [n][n_features] rows of positions pos0.. */
+    int32_t pos0, n;
+    muse_layer_capture_fn chain; /* the context's own hook, still called */
+    void *chain_user;
+};
+
+/* The residual entering target layer il: copied into every feature slot that names il. */
+static void capture_hook(void *user, int32_t il, const int32_t *pos, int32_t n_tokens, const float *x) {
+    struct capture *c = user;
+    if (c->chain) c->chain(c->chain_user, il, pos, n_tokens, x);
+    const struct muse_dflash_hparams *hp = &c->d->hp;
+    const size_t H = hp->n_embd, F = muse_dflash_n_features(hp);
+    for (uint32_t k = 0; k < hp->n_target_layers; k++) {
+        if (hp->target_layers[k] != il) continue;
+        for (int32_t r = 0; r < n_tokens; r++) {
+            const int32_t row = pos[r] - c->pos0;
+            if (row < 0 || row >= c->n) continue;
+            memcpy(c->dst + (size_t)row * F + k * H, x + (size_t)r * H, sizeof(float) * H);
+        }
+    }
+}
+
+muse_status muse_draft_eval(struct muse_draft_ctx *dc, const int32_t *tokens, int32_t n_tokens, float *logits, int logits_all,
+                            float *features, struct muse_error *err) {
+    struct muse_context *t = dc->target;
+    if (!tokens || n_tokens < 1) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "nothing to evaluate (%d tokens)", n_tokens);
+    if (dc->n_past != muse_context_n_past(t))
+        return muse_error_set(err, MUSE_ERR_INVALID_ARG,
+                              "the drafter's ring (%d positions) is out of step with the target context (%d): truncate or "
+                              "clear them together",
+                              dc->n_past, muse_context_n_past(t));
+    if ((int64_t)dc->n_past + n_tokens > (int64_t)t->params.n_ctx)
+        return muse_error_set(err, MUSE_ERR_CONTEXT,
+                              "%d tokens after %d already in the context exceed the context size %u (use a larger --ctx-size)",
+                              n_tokens, dc->n_past, t->params.n_ctx);
+    const int64_t F = muse_dflash_n_features(&dc->d->hp), n_vocab = dc->d->n_vocab;
+    const int32_t chunk = dc->n_batch < (int32_t)t->params.n_batch ? dc->n_batch : (int32_t)t->params.n_batch;
+    const muse_layer_capture_fn saved = t->params.capture;
+    void *const saved_user = t->params.capture_user;
+    muse_status st = MUSE_OK;
+    for (int32_t done = 0; done < n_tokens;) {
+        const int32_t n = n_tokens - done < chunk ? n_tokens - done : chunk;
+        const bool last = done + n == n_tokens;
+        struct capture c = {dc->d, features ? features + (size_t)done * F : dc->feat, dc->n_past, n, saved, saved_user};
+        t->params.capture = capture_hook;
+        t->params.capture_user = &c;
+        float *lg = !logits ? NULL : logits_all ? logits + (size_t)done * n_vocab : last ? logits : NULL;
+        st = muse_eval(t, tokens + done, n, lg, logits_all, err);
+        t->params.capture = saved;
+        t->params.capture_user = saved_user;
+        if (st) return st;
+        inject_rows(dc, c.dst, n);
+        done += n;
+    }
+    return MUSE_OK;
+}
+
+// ---- drafting ----------------------------------------------------------------------------------------
+
+int32_t muse_draft_rows(const struct muse_drafter *d, int32_t n_max) {
+    const int32_t most = (int32_t)d->hp.block_size - 1;
+    if (n_max < 1) n_max = 1;
+    return (n_max < most ? n_max : most) + 1;
+}
+
+muse_status muse_draft_block(struct muse_draft_ctx *dc, int32_t anchor, int32_t n_rows, struct muse_draft_block *out,
+                             struct muse_error *err) {
+    const struct muse_drafter *d = dc->d;
+    const int32_t B = (int32_t)d->hp.block_size;
+    if (anchor < 0 || anchor >= d->n_vocab)
+        return muse_error_set(err, MUSE_ERR_INVALID_ARG, "anchor token %d is out of range (vocabulary %lld)", anchor,
+                              (long long)d->n_vocab);
+    if (n_rows == 0) n_rows = B;
+    if (n_rows < 2 || n_rows > B)
+        return muse_error_set(err, MUSE_ERR_INVALID_ARG, "a block has 2..%d rows (the anchor and 1..%d drafts), not %d", B, B - 1,
+                              n_rows);
+    const int32_t P = dc->n_past;
+    if (window_start(dc, P) < dc->lo) /* the ring invariant of drafter.h */
+        return muse_error_set(err, MUSE_ERR_INTERNAL, "the drafter's ring lost positions %d..%d", window_start(dc, P), dc->lo - 1);
+    dc->ids[0] = anchor;
+    for (int32_t r = 1; r < n_rows; r++) dc->ids[r] = d->hp.mask_token_id;
+    muse_draft_forward_block(dc, n_rows, P);
+    /* the block's keys took the cells of positions P + r - n_cells */
+    if (P + n_rows - (int32_t)dc->n_cells > dc->lo) dc->lo = P + n_rows - (int32_t)dc->n_cells;
+    *out = (struct muse_draft_block){
+        .anchor_pos = P, .n_rows = n_rows, .n_drafts = n_rows - 1, .row0_argmax = dc->argmax[0],
+        .tokens = dc->argmax + 1, .conf = dc->conf + 1, .conf_top10 = dc->conf_top10 + 1, .logits = dc->logits,
+    };
+    return MUSE_OK;
+}
+
+int32_t muse_draft_gate_p_min(const struct muse_draft_block *b, float p_min) {
+    int32_t k = 0;
+    while (k < b->n_drafts && !(b->conf_top10[k] < p_min)) k++;
+    return k;
+}
+
+int32_t muse_draft_gate_cumulative(const struct muse_draft_block *b, float floor) {
+    double cum = 1.0;
+    int32_t k = 0;
+    for (; k < b->n_drafts; k++) {
+        cum *= b->conf[k];
+        if (cum < floor) break;
+    }
+    return k;
+}

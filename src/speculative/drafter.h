@@ -1,0 +1,99 @@
+/*
+ * drafter.h - the internals behind the public muse_drafter / muse_draft_ctx handles
+ * (include/muse.h, "DFlash block drafter"): the loaded drafter (config + weights + the views it
+ * borrows from the target), the draft context (the KV ring, the activations), and the two
+ * parallel regions of the drafter forward (draft_forward.c: pass A+B "inject" and pass C "draft
+ * a block", spec dflash.md section 3).
+ *
+ * The ring. Layer il keeps a muse_kv_layer of n_cells cells, position p in cell p % n_cells (the
+ * layout the backends' attention reads). Positions 0..n_past-1 have been injected; a draft at
+ * P = n_past also writes the block's own keys/values into the cells of positions P..P+n_rows-1
+ * (so the backend's attention can read ring and block in one pass) - never committed: n_past
+ * does not move, and a later injection of those positions overwrites them. `lo` is the oldest
+ * position whose cell still holds it (injections and blocks overwrite the cells of older ones);
+ * a draft at P needs positions max(0, P - window + 1)..P-1, so a rollback to n_keep is possible
+ * while max(0, n_keep - window + 1) >= lo.
+ *
+ * The block's attention (spec 3.4): query row r (position P + r) sees ring positions
+ * P + r - window + 1 .. P - 1 and all n_rows block positions P..P+n_rows-1 (non-causal). The
+ * backend attention op sees positions lo..pos of a query; calling it per row with pos = the last
+ * block position P + n_rows - 1 and window n_swa + n_rows - 1 - r gives exactly that set.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "gguf/gguf.h"
+#include "model/model.h"
+#include "muse.h"
+#include "speculative/dflash_hparams.h"
+#include "speculative/dflash_tensors.h"
+
+struct muse_drafter {
+    struct muse_gguf *gguf;          /* owns the mapping every own weight view points into */
+    struct muse_dflash_hparams hp;
+    struct muse_dflash_weights w;
+    const struct muse_model *target; /* borrowed: must outlive the drafter */
+    /* the two tensors the drafter uses from the target (views into the TARGET's mapping, or the
+     * drafter's own when its file has them, as llama.cpp does); never copied */
+    struct muse_weight token_embd;   /* [n_vocab][n_embd], any type with a dequantizer */
+    struct muse_weight output;       /* [n_embd] -> n_vocab */
+    bool has_output_scale;           /* the target's output.scale (llama.cpp applies it: build_lora_mm) */
+    float output_scale;
+    bool has_fc_scale;               /* fc.scale */
+    float fc_scale;
+    int64_t n_vocab;                 /* the target's vocabulary */
+};
+
+/*
+ * Load a drafter from an already parsed file; takes ownership of `gguf` (freed on error too).
+ * Errors as muse_drafter_load, without the path prefix.
+ */
+muse_status muse_drafter_load_gguf(struct muse_gguf *gguf, const struct muse_model *target, struct muse_drafter **out,
+                                   struct muse_error *err);
+
+struct muse_draft_ctx {
+    const struct muse_drafter *d;
+    struct muse_context *target;     /* its ops and backend state run the drafter (read per call) */
+    struct muse_draft_ctx_params params; /* as resolved */
+    enum muse_type ring_type;
+    uint32_t n_cells;                /* ring cells per layer */
+    int32_t window;                  /* the sliding window the masks use: min(n_swa, target n_ctx + block_size) */
+    int32_t n_batch;                 /* most feature rows per inject region */
+    int32_t n_past;                  /* positions 0..n_past-1 injected */
+    int32_t lo;                      /* oldest position whose ring cell is intact */
+    struct muse_kv_layer *ring;      /* [n_layer] */
+    void *ring_buf;
+    size_t ring_size;                /* bytes of ring_buf */
+
+    /* activations (one allocation; sizes in rows x floats) */
+    int64_t rope_stride;             /* floats per row of rope_cos / rope_sin */
+    float *feat;                     /* [n_batch][n_features] captured feature rows */
+    float *g;                        /* [n_batch][n_embd] encoded rows */
+    float *kc, *vc;                  /* [n_layer][n_batch][n_kv] injected keys / values of every layer */
+    float *x, *h, *o;                /* [block][n_embd] residual, normed input, block output */
+    float *q, *att;                  /* [block][n_q] */
+    float *kb, *vb;                  /* [block][n_kv] the block's keys / values */
+    float *fg, *fu;                  /* [block][n_ff] */
+    float *rope_cos, *rope_sin;      /* [max(n_batch, block)][rope_stride] */
+    float *logits;                   /* [block][n_vocab] raw logits */
+    float *conf, *conf_top10;        /* [block] per row */
+    int32_t *argmax;                 /* [block] per row */
+    int32_t *ids;                    /* [block] the block's input ids */
+    int32_t *pos;                    /* [max(n_batch, block)] */
+    float *mem;
+};
+
+/* Pass A + B for n rows (n <= n_batch) of features at positions pos0..pos0+n-1: encode and store
+ * every layer's key/value into the ring. Runs one region on the target's backend. */
+void muse_draft_forward_inject(struct muse_draft_ctx *dc, const float *features, int32_t n, int32_t pos0);
+
+/* Pass C: the block dc->ids[0..n_rows) at positions P..P+n_rows-1 -> dc->logits, and per row
+ * dc->argmax / conf / conf_top10. Runs one region on the target's backend. */
+void muse_draft_forward_block(struct muse_draft_ctx *dc, int32_t n_rows, int32_t P);
+
+/* The confidences of one row of raw logits: the argmax (ties to the lower id, NaN never wins),
+ * its full softmax probability and its probability after a softmax over the 10 highest logits. */
+void muse_draft_row_confidence(const float *row, int64_t n_vocab, int32_t *argmax, float *conf, float *conf_top10);

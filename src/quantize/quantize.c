@@ -180,6 +180,7 @@ struct run {
     struct override *ov;
     int n_ov;
     struct muse_gguf *in;
+    const char *in_path;
     struct planned *plan;
     int n;
 };
@@ -350,23 +351,67 @@ struct convert_job {
     size_t rs_src, rs_dst;
     float **scratch;            /* [nth] buffers of scratch_rows * ne0 floats */
     int64_t scratch_rows;
+    int64_t *bad_row;           /* [nth] out: first row with a non-finite value, -1 = none */
+    bool *bad_out;              /* [nth] out: the non-finite value is in the quantized output */
 };
 
+/* Index of the first NaN or infinity in x[0..n), or -1. */
+static int64_t first_non_finite(const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], 4);
+        if ((u & 0x7f800000u) == 0x7f800000u) return i;
+    }
+    return -1;
+}
+
+/*
+ * Rows [r0, r1) of this thread: to f32, checked finite (llama-quantize validates its inputs),
+ * quantized, and the result decoded again and checked finite (llama-quantize validates every
+ * output row: an fp16 scale that overflowed, say). Stops at the first bad row.
+ */
 static void convert_rows(int ith, int nth, void *ctx) {
     const struct convert_job *j = ctx;
     const int64_t r0 = j->nrows * ith / nth, r1 = j->nrows * (ith + 1) / nth;
     const muse_from_float_fn q = muse_type_traits[j->to].from_float;
-    if (j->from == MUSE_TYPE_F32) {
-        if (r1 > r0) q((const float *)(j->src + (size_t)r0 * j->rs_src), j->dst + (size_t)r0 * j->rs_dst, (r1 - r0) * j->ne0);
-        return;
-    }
+    const muse_to_float_fn back = muse_type_traits[j->to].to_float;
     const muse_to_float_fn deq = muse_type_traits[j->from].to_float;
-    float *f = j->scratch[ith];
+    float *scratch = j->scratch[ith];
+    j->bad_row[ith] = -1;
     for (int64_t r = r0; r < r1; r += j->scratch_rows) {
-        const int64_t k = r1 - r < j->scratch_rows ? r1 - r : j->scratch_rows;
-        deq(j->src + (size_t)r * j->rs_src, f, k * j->ne0);
-        q(f, j->dst + (size_t)r * j->rs_dst, k * j->ne0);
+        const int64_t k = r1 - r < j->scratch_rows ? r1 - r : j->scratch_rows, n = k * j->ne0;
+        const float *f = (const float *)(j->src + (size_t)r * j->rs_src);
+        if (j->from != MUSE_TYPE_F32) {
+            deq(j->src + (size_t)r * j->rs_src, scratch, n);
+            f = scratch;
+        }
+        int64_t bad = first_non_finite(f, n);
+        if (bad >= 0) {
+            j->bad_row[ith] = r + bad / j->ne0;
+            j->bad_out[ith] = false;
+            return;
+        }
+        uint8_t *out = j->dst + (size_t)r * j->rs_dst;
+        q(f, out, n);
+        back(out, scratch, n);
+        if ((bad = first_non_finite(scratch, n)) >= 0) {
+            j->bad_row[ith] = r + bad / j->ne0;
+            j->bad_out[ith] = true;
+            return;
+        }
     }
+}
+
+/* A copied F32/F16/BF16 tensor with a NaN or infinity: its first bad element, or -1. */
+static int64_t copied_non_finite(const struct muse_gguf_tensor *t) {
+    const int64_t n = t->n_elements;
+    if (t->type == MUSE_TYPE_F32) return first_non_finite(t->data, n);
+    if (t->type == MUSE_TYPE_F16 || t->type == MUSE_TYPE_BF16) {
+        const uint16_t *h = t->data, m = t->type == MUSE_TYPE_F16 ? 0x7c00 : 0x7f80;
+        for (int64_t i = 0; i < n; i++)
+            if ((h[i] & m) == m) return i;
+    }
+    return -1;
 }
 
 static void region_or_direct(struct muse_threadpool *pool, muse_parallel_fn fn, void *ctx) {
@@ -401,7 +446,6 @@ static muse_status write_output(struct run *r, const char *out_path, struct muse
     /* buffers for the largest converted slab */
     size_t buf_size = 0;
     int64_t max_ne0 = 1;
-    bool any_dequant = false;
     for (int i = 0; i < r->n; i++) {
         const struct planned *pl = &r->plan[i];
         if (pl->type_out == (enum muse_type)pl->t->type) continue;
@@ -412,7 +456,6 @@ static muse_status write_output(struct run *r, const char *out_path, struct muse
         if (slab > rows) slab = rows;
         if ((size_t)slab * rs > buf_size) buf_size = (size_t)slab * rs;
         if (pl->t->ne[0] > max_ne0) max_ne0 = pl->t->ne[0];
-        any_dequant |= pl->t->type != MUSE_TYPE_F32;
     }
     if (buf_size) {
         if (r->p->n_threads != 1) {
@@ -428,7 +471,9 @@ static muse_status write_output(struct run *r, const char *out_path, struct muse
         if (!buf || !scratch) goto nomem;
     }
     const int64_t scratch_rows = max_ne0 >= 65536 ? 1 : 65536 / max_ne0;
-    if (any_dequant)
+    int64_t bad_row[MUSE_THREADPOOL_MAX];
+    bool bad_out[MUSE_THREADPOOL_MAX];
+    if (buf_size)
         for (int k = 0; k < nth; k++)
             if (!(scratch[k] = malloc(sizeof(float) * (size_t)(scratch_rows * max_ne0)))) goto nomem;
 
@@ -436,12 +481,19 @@ static muse_status write_output(struct run *r, const char *out_path, struct muse
         const struct planned *pl = &r->plan[i];
         const struct muse_gguf_tensor *t = pl->t;
         if (pl->type_out == (enum muse_type)t->type) {
+            const int64_t bad = copied_non_finite(t);
+            if (bad >= 0) {
+                st = muse_error_set(err, MUSE_ERR_FORMAT, "%s: tensor %s has a NaN or infinity (element %lld)", r->in_path,
+                                    t->name, (long long)bad);
+                goto fail;
+            }
             if ((st = muse_gguf_writer_write_data(w, t->data, (size_t)t->nbytes))) goto fail_writer;
         } else {
             struct convert_job j = {
                 .from = (enum muse_type)t->type, .to = pl->type_out, .ne0 = t->ne[0],
                 .rs_src = muse_type_row_size((enum muse_type)t->type, t->ne[0]),
                 .rs_dst = muse_type_row_size(pl->type_out, t->ne[0]), .scratch = scratch, .scratch_rows = scratch_rows,
+                .bad_row = bad_row, .bad_out = bad_out,
             };
             const int64_t rows = t->n_elements / t->ne[0];
             const int64_t slab = (int64_t)(buf_size / j.rs_dst);
@@ -450,6 +502,16 @@ static muse_status write_output(struct run *r, const char *out_path, struct muse
                 j.src = (const uint8_t *)t->data + (size_t)r0 * j.rs_src;
                 j.dst = buf;
                 region_or_direct(pool, convert_rows, &j);
+                for (int k = 0; k < nth; k++) {
+                    if (bad_row[k] < 0) continue;
+                    char b[16];
+                    st = muse_error_set(err, MUSE_ERR_FORMAT,
+                                        bad_out[k] ? "%s: tensor %s row %lld: quantized to %s it has a NaN or infinity (a "
+                                                     "scale out of the fp16 range)"
+                                                   : "%s: tensor %s row %lld has a NaN or infinity%.0s",
+                                        r->in_path, t->name, (long long)(r0 + bad_row[k]), ggml_name(pl->type_out, b));
+                    goto fail;
+                }
                 if ((st = muse_gguf_writer_write_data(w, buf, (size_t)j.nrows * j.rs_dst))) goto fail_writer;
             }
         }
@@ -501,6 +563,7 @@ muse_status muse_quantize(const char *in_path, const char *out_path, const struc
     struct run r;
     memset(&r, 0, sizeof r);
     r.p = params;
+    r.in_path = in_path;
     muse_status st;
     if (stats) memset(stats, 0, sizeof *stats);
     if (!params || !in_path || (!out_path && !params->dry_run))

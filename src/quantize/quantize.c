@@ -17,12 +17,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/stat.h>
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
 #include "core/error.h"
+#include "core/fp16.h"
 #include "core/threadpool.h"
 #include "gguf/gguf.h"
 #include "kernels/types.h"
@@ -355,8 +357,26 @@ struct convert_job {
     bool *bad_out;              /* [nth] out: the non-finite value is in the quantized output */
 };
 
-/* Index of the first NaN or infinity in x[0..n), or -1. */
+/* fp16 -> f32 by a table of all 65536 values (exact; the per-element decode is branchy). */
+static float f16_table[65536];
+static pthread_once_t f16_once = PTHREAD_ONCE_INIT;
+static void f16_table_init(void) {
+    for (uint32_t i = 0; i < 65536; i++) f16_table[i] = muse_fp16_to_fp32((uint16_t)i);
+}
+static void f16_to_f32(const void *src, float *dst, int64_t n) {
+    const uint16_t *h = src;
+    for (int64_t i = 0; i < n; i++) dst[i] = f16_table[h[i]];
+}
+
+/* Index of the first NaN or infinity in x[0..n), or -1 (a branch-free scan first: it vectorizes). */
 static int64_t first_non_finite(const float *x, int64_t n) {
+    uint32_t any = 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], 4);
+        any |= (u & 0x7f800000u) == 0x7f800000u;
+    }
+    if (!any) return -1;
     for (int64_t i = 0; i < n; i++) {
         uint32_t u;
         memcpy(&u, &x[i], 4);
@@ -365,24 +385,68 @@ static int64_t first_non_finite(const float *x, int64_t n) {
     return -1;
 }
 
+/* Index of the first fp16 (mask 0x7c00) or bf16 (0x7f80) NaN or infinity among n halves, or -1. */
+static int64_t first_non_finite_half(const uint16_t *h, int64_t n, int64_t stride, uint16_t mask) {
+    uint32_t any = 0;
+    for (int64_t i = 0; i < n; i++) any |= (h[i * stride] & mask) == mask;
+    if (!any) return -1;
+    for (int64_t i = 0; i < n; i++)
+        if ((h[i * stride] & mask) == mask) return i;
+    return -1;
+}
+
+/*
+ * A converted row set with a NaN or infinity in its output (llama-quantize's
+ * ggml_validate_row_data): the fp16 scale fields of the block types (what ggml checks: the codes
+ * cannot be non-finite), the values of F16/BF16 outputs. Returns the first bad element's index
+ * (block index * block size for blocks) or -1; other types are decoded into `scratch` and scanned.
+ */
+static int64_t output_non_finite(enum muse_type type, const uint8_t *q, int64_t n, float *scratch) {
+    size_t off[2] = {0, 0};
+    int n_off = 1;
+    switch (type) {
+    case MUSE_TYPE_F32: return first_non_finite((const float *)q, n);
+    case MUSE_TYPE_F16: return first_non_finite_half((const uint16_t *)q, n, 1, 0x7c00);
+    case MUSE_TYPE_BF16: return first_non_finite_half((const uint16_t *)q, n, 1, 0x7f80);
+    case MUSE_TYPE_Q4_0: case MUSE_TYPE_Q5_0: case MUSE_TYPE_Q8_0: case MUSE_TYPE_Q1_0: break;
+    case MUSE_TYPE_Q4_1: case MUSE_TYPE_Q5_1: case MUSE_TYPE_Q4_K: case MUSE_TYPE_Q5_K: off[1] = 2; n_off = 2; break;
+    case MUSE_TYPE_Q2_K: off[0] = 80; off[1] = 82; n_off = 2; break;
+    case MUSE_TYPE_Q3_K: off[0] = 108; break;
+    case MUSE_TYPE_Q6_K: off[0] = 208; break;
+    case MUSE_TYPE_TQ1_0: off[0] = 52; break;
+    case MUSE_TYPE_TQ2_0: off[0] = 64; break;
+    default:
+        muse_type_traits[type].to_float(q, scratch, n);
+        return first_non_finite(scratch, n);
+    }
+    const struct muse_type_layout *lay = &muse_type_layouts[type];
+    const int64_t nb = n / lay->block_size, stride = (int64_t)(lay->type_size / 2);
+    for (int k = 0; k < n_off; k++) {
+        const int64_t b = first_non_finite_half((const uint16_t *)(q + off[k]), nb, stride, 0x7c00);
+        if (b >= 0) return b * lay->block_size;
+    }
+    return -1;
+}
+
 /*
  * Rows [r0, r1) of this thread: to f32, checked finite (llama-quantize validates its inputs),
- * quantized, and the result decoded again and checked finite (llama-quantize validates every
- * output row: an fp16 scale that overflowed, say). Stops at the first bad row.
+ * quantized, and the output's scales checked finite (llama-quantize validates every output row:
+ * an fp16 scale that overflowed, say). Stops at the first bad row.
  */
 static void convert_rows(int ith, int nth, void *ctx) {
     const struct convert_job *j = ctx;
     const int64_t r0 = j->nrows * ith / nth, r1 = j->nrows * (ith + 1) / nth;
     const muse_from_float_fn q = muse_type_traits[j->to].from_float;
-    const muse_to_float_fn back = muse_type_traits[j->to].to_float;
-    const muse_to_float_fn deq = muse_type_traits[j->from].to_float;
     float *scratch = j->scratch[ith];
     j->bad_row[ith] = -1;
     for (int64_t r = r0; r < r1; r += j->scratch_rows) {
         const int64_t k = r1 - r < j->scratch_rows ? r1 - r : j->scratch_rows, n = k * j->ne0;
         const float *f = (const float *)(j->src + (size_t)r * j->rs_src);
-        if (j->from != MUSE_TYPE_F32) {
-            deq(j->src + (size_t)r * j->rs_src, scratch, n);
+        if (j->from == MUSE_TYPE_F16) {
+            f16_to_f32(j->src + (size_t)r * j->rs_src, scratch, n);
+            f = scratch;
+        } else if (j->from != MUSE_TYPE_F32) {
+            muse_type_traits[j->from].to_float(j->src + (size_t)r * j->rs_src, scratch, n);
             f = scratch;
         }
         int64_t bad = first_non_finite(f, n);
@@ -393,8 +457,7 @@ static void convert_rows(int ith, int nth, void *ctx) {
         }
         uint8_t *out = j->dst + (size_t)r * j->rs_dst;
         q(f, out, n);
-        back(out, scratch, n);
-        if ((bad = first_non_finite(scratch, n)) >= 0) {
+        if ((bad = output_non_finite(j->to, out, n, scratch)) >= 0) {
             j->bad_row[ith] = r + bad / j->ne0;
             j->bad_out[ith] = true;
             return;
@@ -406,11 +469,8 @@ static void convert_rows(int ith, int nth, void *ctx) {
 static int64_t copied_non_finite(const struct muse_gguf_tensor *t) {
     const int64_t n = t->n_elements;
     if (t->type == MUSE_TYPE_F32) return first_non_finite(t->data, n);
-    if (t->type == MUSE_TYPE_F16 || t->type == MUSE_TYPE_BF16) {
-        const uint16_t *h = t->data, m = t->type == MUSE_TYPE_F16 ? 0x7c00 : 0x7f80;
-        for (int64_t i = 0; i < n; i++)
-            if ((h[i] & m) == m) return i;
-    }
+    if (t->type == MUSE_TYPE_F16) return first_non_finite_half(t->data, n, 1, 0x7c00);
+    if (t->type == MUSE_TYPE_BF16) return first_non_finite_half(t->data, n, 1, 0x7f80);
     return -1;
 }
 
@@ -592,6 +652,7 @@ muse_status muse_quantize(const char *in_path, const char *out_path, const struc
         st = muse_error_set(err, MUSE_ERR_INVALID_ARG, "input and output are the same file: %s", in_path);
         goto out;
     }
+    pthread_once(&f16_once, f16_table_init);
     if ((st = muse_gguf_open(in_path, &r.in, err))) goto out;
     if ((st = read_model(&r, err)) || (st = make_plan(&r, err))) {
         muse_error_prefix(err, "%s: ", in_path);

@@ -508,7 +508,7 @@ static muse_status write_output(struct run *r, const char *out_path, struct muse
     int64_t max_ne0 = 1;
     for (int i = 0; i < r->n; i++) {
         const struct planned *pl = &r->plan[i];
-        if (pl->type_out == (enum muse_type)pl->t->type) continue;
+        if (pl->type_out == (enum muse_type)pl->t->type || pl->t->n_elements == 0) continue;
         const size_t rs = muse_type_row_size(pl->type_out, pl->t->ne[0]);
         const int64_t rows = pl->t->n_elements / pl->t->ne[0];
         int64_t slab = (int64_t)(SLAB_BYTES / (rs ? rs : 1));
@@ -548,7 +548,7 @@ static muse_status write_output(struct run *r, const char *out_path, struct muse
                 goto fail;
             }
             if ((st = muse_gguf_writer_write_data(w, t->data, (size_t)t->nbytes))) goto fail_writer;
-        } else {
+        } else if (t->n_elements > 0) {   /* (an empty tensor has no bytes to write) */
             struct convert_job j = {
                 .from = (enum muse_type)t->type, .to = pl->type_out, .ne0 = t->ne[0],
                 .rs_src = muse_type_row_size((enum muse_type)t->type, t->ne[0]),

@@ -396,6 +396,70 @@ int32_t muse_draft_gate_p_min(const struct muse_draft_block *block, float p_min)
  * conf stays >= floor (floor <= 0 keeps all). */
 int32_t muse_draft_gate_cumulative(const struct muse_draft_block *block, float floor);
 
+/* ---- quantization (`muse quantize`; docs/quantize.md) --------------------------------------
+ * What llama-quantize does without an importance matrix: read an F32/F16/BF16 GGUF of a
+ * muse-glimmer model (or a dflash drafter) and write the same file with its matrices
+ * quantized, tensor for tensor and byte for byte what llama-quantize writes for the same input
+ * and options (llama.cpp 0c1e570): its TYPE names and per-tensor rules (output / token_embd /
+ * attn_v / ffn_down upgrades by layer, fallbacks when a row is not a multiple of the block
+ * size, 1-D tensors and norms kept), its --tensor-type overrides, its tensor order and metadata.
+ * IQ types are refused (use llama-quantize; muse reads them).
+ */
+
+/* One tensor of the plan, as the progress callback sees it (valid during the call only). */
+struct muse_quantize_tensor {
+    int32_t index, n_tensors;     /* 0-based position in llama-quantize's order, and the count */
+    const char *name;
+    const char *type_in;          /* ggml type names ("f16", "q4_K", ...) */
+    const char *type_out;         /* == type_in when the tensor is copied unchanged */
+    int32_t n_dims;
+    int64_t ne[4];
+    uint64_t bytes_in, bytes_out;
+    int32_t fallback;             /* 1: ne[0] did not fit the chosen type, type_out is its fallback */
+    int32_t manual;               /* 1: type_out came from tensor_types / output / token-embedding type */
+};
+typedef void (*muse_quantize_progress_fn)(const struct muse_quantize_tensor *tensor, void *user);
+
+struct muse_quantize_params {
+    const char *type;                   /* llama-quantize's TYPE: "Q4_K_M", "q8_0", "Q4_K" (= Q4_K_M),
+                                           or the llama_ftype number ("15"); required */
+    int32_t n_threads;                  /* <= 0: the physical cores; the output never depends on it */
+    const char *const *tensor_types;    /* NULL-terminated "PATTERN=TYPE" strings (--tensor-type): the
+                                           first pattern (a regex, lower-cased, searched in the name)
+                                           that matches a quantizable tensor sets its ggml type; NULL = none */
+    const char *output_tensor_type;     /* ggml type of output.weight (--output-tensor-type); NULL = rules */
+    const char *token_embedding_type;   /* ggml type of token_embd.weight (--token-embedding-type); NULL = rules */
+    int32_t pure;                       /* 1: no mixture rules, every matrix gets TYPE's type (--pure) */
+    int32_t leave_output_tensor;        /* 1: output.weight is copied unchanged (--leave-output-tensor) */
+    int32_t allow_requantize;           /* 1: quantized sources are dequantized first (--allow-requantize) */
+    int32_t dry_run;                    /* 1: plan and report only; out_path is not written (may be NULL) */
+    muse_quantize_progress_fn progress; /* called once per tensor after it is written (or planned); may be NULL */
+    void *progress_user;
+};
+
+/* Totals of a run (or of the plan, for a dry run). */
+struct muse_quantize_stats {
+    int32_t n_tensors, n_converted, n_fallback;
+    int64_t n_elements;
+    uint64_t bytes_in, bytes_out;       /* tensor data, without the padding */
+    int32_t ftype;                      /* the general.file_type written */
+};
+
+/* Defaults: type NULL (must be set), all threads, no overrides, nothing else. */
+struct muse_quantize_params muse_quantize_default_params(void);
+
+/*
+ * Quantize in_path into out_path (created or truncated; removed again on failure). stats may be
+ * NULL. Errors (one line): MUSE_ERR_INVALID_ARG (unknown TYPE or ggml type, a malformed or
+ * unmatched PATTERN=TYPE, in_path == out_path, a type that does not fit a tensor's rows),
+ * MUSE_ERR_UNSUPPORTED (an IQ or imatrix-only TYPE, an architecture other than muse-glimmer /
+ * dflash, a quantized source tensor without allow_requantize, a source type that cannot be
+ * converted), MUSE_ERR_IO / MUSE_ERR_FORMAT (reading or writing the files), MUSE_ERR_MISSING
+ * (<arch>.block_count), MUSE_ERR_NOMEM. Thread-safe for distinct files; runs its own thread pool.
+ */
+muse_status muse_quantize(const char *in_path, const char *out_path, const struct muse_quantize_params *params,
+                          struct muse_quantize_stats *stats, struct muse_error *err);
+
 #ifdef __cplusplus
 }
 #endif

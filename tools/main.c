@@ -20,6 +20,7 @@ static const struct subcommand subcommands[] = {
     {"tokenize", cmd_tokenize, "tokenize text or detokenize ids"},
     {"template", cmd_template, "render a chat template for a conversation"},
     {"chat", cmd_chat, "interactive chat"},
+    {"perplexity", cmd_perplexity, "perplexity of a text, KL divergence against a base model (llama-perplexity)"},
     {"bench", cmd_bench, "prefill/decode speed, llama-bench style"},
     {"serve", cmd_serve, "OpenAI-compatible HTTP server"},
 };

@@ -71,7 +71,8 @@ static char *read_file(const char *path, size_t *len) {
 }
 
 /* The text's tokens, as llama-perplexity makes them; prints the error and returns false. */
-static bool tokenize_text(const char *model_path, const char *text_path, int32_t **ids, size_t *n_ids, bool *add_bos) {
+static bool tokenize_text(const char *model_path, const char *text_path, int32_t **ids, size_t *n_ids, bool *add_bos,
+                          double *ms) {
     struct muse_error err;
     struct muse_gguf *g = NULL;
     struct muse_tokenizer *tok = NULL;
@@ -91,8 +92,7 @@ static bool tokenize_text(const char *model_path, const char *text_path, int32_t
         fprintf(stderr, "muse perplexity: tokenizing %s: %s\n", text_path, err.msg);
         goto done;
     }
-    fprintf(stderr, "perplexity: tokenized %s: %zu tokens in %.1f ms\n", text_path, *n_ids,
-            (double)(muse_time_us() - t0) / 1e3);
+    *ms = (double)(muse_time_us() - t0) / 1e3;
     *add_bos = muse_tokenizer_add_bos(tok);
     ok = true;
 done:
@@ -115,7 +115,8 @@ static int run_perplexity(struct model_opts *mo, const char *text_path, int64_t 
     size_t n_tokens = 0;
     bool add_bos = false;
     const int32_t n_ctx = (int32_t)mo->cparams.n_ctx;
-    if (!tokenize_text(mo->model_path, text_path, &tokens, &n_tokens, &add_bos)) return 1;
+    double ms = 0;
+    if (!tokenize_text(mo->model_path, text_path, &tokens, &n_tokens, &add_bos, &ms)) return 1;
     if (n_tokens < 2 * (size_t)n_ctx) {
         fprintf(stderr,
                 "muse perplexity: you need at least %d tokens to evaluate perplexity with a context of %d; "
@@ -124,6 +125,7 @@ static int run_perplexity(struct model_opts *mo, const char *text_path, int64_t 
         free(tokens);
         return 1;
     }
+    fprintf(stderr, "perplexity: tokenized %s: %zu tokens in %.1f ms\n", text_path, n_tokens, ms);
     struct muse_model *model = NULL;
     struct muse_context *ctx = NULL;
     struct muse_kld_base *base = NULL;

@@ -16,6 +16,7 @@ int cmd_bench(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_draft(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
+int cmd_perplexity(int argc, char **argv);
 int cmd_synth_dflash(int argc, char **argv); /* `muse synth --dflash` (cmd_synth_dflash.c) */
 
 /* Shared option helpers for the subcommands (tools/cli_util.c). */

@@ -21,6 +21,7 @@ static const struct subcommand subcommands[] = {
     {"template", cmd_template, "render a chat template for a conversation"},
     {"chat", cmd_chat, "interactive chat"},
     {"quantize", cmd_quantize, "quantize an F32/F16/BF16 GGUF, byte for byte as llama-quantize"},
+    {"perplexity", cmd_perplexity, "perplexity of a text, KL divergence against a base model (llama-perplexity)"},
     {"bench", cmd_bench, "prefill/decode speed, llama-bench style"},
     {"serve", cmd_serve, "OpenAI-compatible HTTP server"},
 };

@@ -172,9 +172,10 @@ uint32_t muse_context_n_threads(const struct muse_context *ctx) { return ctx->pa
 int32_t muse_context_n_past(const struct muse_context *ctx) { return ctx->kv->n_past; }
 const char *muse_context_backend(const struct muse_context *ctx) { return ctx->ops->name; }
 
-/* Shared body of muse_eval / muse_eval_embd: exactly one of tokens / embd is non-NULL. */
+/* Shared body of muse_eval / muse_eval_embd / muse_eval_rows: exactly one of tokens / embd is
+ * non-NULL; rows first_row..n_tokens-1 get logits (first_row = n_tokens or logits NULL: none). */
 static muse_status eval(struct muse_context *ctx, const int32_t *tokens, const float *embd, int32_t n_tokens,
-                        float *logits, int logits_all, struct muse_error *err) {
+                        float *logits, int32_t first_row, struct muse_error *err) {
     const struct muse_model *m = ctx->model;
     const int32_t n_vocab = (int32_t)m->w.n_vocab;
     const int64_t n_embd = m->hp.n_embd;
@@ -191,7 +192,6 @@ static muse_status eval(struct muse_context *ctx, const int32_t *tokens, const f
     const int32_t n_batch = (int32_t)ctx->params.n_batch;
     for (int32_t done = 0; done < n_tokens;) {
         const int32_t n = n_tokens - done < n_batch ? n_tokens - done : n_batch;
-        const bool last_chunk = done + n == n_tokens;
         for (int32_t i = 0; i < n; i++) ctx->pos[i] = kv->n_past + i;
         struct muse_forward_args a = {
             .tokens = tokens ? tokens + done : NULL, .embd = embd ? embd + (size_t)done * n_embd : NULL,
@@ -199,12 +199,9 @@ static muse_status eval(struct muse_context *ctx, const int32_t *tokens, const f
             .trace = ctx->params.trace, .trace_user = ctx->params.trace_user, .trace_n_pos = ctx->params.trace_n_pos,
             .capture = ctx->params.capture, .capture_user = ctx->params.capture_user,
         };
-        if (logits && logits_all) {
-            a.first_logit_row = 0;
-            a.logits = logits + (size_t)done * n_vocab;
-        } else if (logits && last_chunk) {
-            a.first_logit_row = n - 1;
-            a.logits = logits;
+        if (logits && first_row < done + n) {
+            a.first_logit_row = first_row > done ? first_row - done : 0;
+            a.logits = logits + (size_t)(done + a.first_logit_row - first_row) * n_vocab;
         }
         muse_forward(&m->hp, &m->w, ctx->ops, ctx->backend_state, ctx->rs, kv, &a);
         kv->n_past += n;
@@ -216,13 +213,21 @@ static muse_status eval(struct muse_context *ctx, const int32_t *tokens, const f
 muse_status muse_eval(struct muse_context *ctx, const int32_t *tokens, int32_t n_tokens, float *logits, int logits_all,
                       struct muse_error *err) {
     if (!tokens) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "no tokens");
-    return eval(ctx, tokens, NULL, n_tokens, logits, logits_all, err);
+    return eval(ctx, tokens, NULL, n_tokens, logits, logits_all ? 0 : n_tokens - 1, err);
+}
+
+muse_status muse_eval_rows(struct muse_context *ctx, const int32_t *tokens, int32_t n_tokens, int32_t first_row,
+                           float *logits, struct muse_error *err) {
+    if (!tokens) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "no tokens");
+    if (first_row < 0 || first_row > n_tokens)
+        return muse_error_set(err, MUSE_ERR_INVALID_ARG, "first logits row %d outside 0..%d", first_row, n_tokens);
+    return eval(ctx, tokens, NULL, n_tokens, logits, first_row, err);
 }
 
 muse_status muse_eval_embd(struct muse_context *ctx, const float *embd, int32_t n_tokens, float *logits, int logits_all,
                            struct muse_error *err) {
     if (!embd) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "no embeddings");
-    return eval(ctx, NULL, embd, n_tokens, logits, logits_all, err);
+    return eval(ctx, NULL, embd, n_tokens, logits, logits_all ? 0 : n_tokens - 1, err);
 }
 
 void muse_kv_clear(struct muse_context *ctx) { muse_kv_cache_clear(ctx->kv); }

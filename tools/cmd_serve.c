@@ -97,9 +97,7 @@ int cmd_serve(int argc, char **argv) {
             NEXT();
             p.api_key = val;
         } else {
-            fprintf(stderr, "muse serve: unknown option '%s'\n\n", a);
-            usage(stderr);
-            return 2;
+            return cli_unknown(a);
         }
 #undef NEXT
     }
@@ -108,9 +106,7 @@ int cmd_serve(int argc, char **argv) {
     p.min_p = so.sp.min_p;
     p.top_k = so.sp.top_k;
     if (!model && !test_mode) {
-        fprintf(stderr, "muse serve: --model is required\n\n");
-        usage(stderr);
-        return 2;
+        return cli_usage_err("--model FILE is required");
     }
 
     /* SIGINT/SIGTERM are taken by sigwait below; every thread started from here inherits the mask */

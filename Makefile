@@ -23,7 +23,9 @@ Q       := $(if $(V),,@)
 BUILD   ?= build
 OPT     ?= -O2 -g
 SAN     ?=
-PKGS    := libpcre2-8 libcjson libmicrohttpd libedit
+# LIB_PKGS: what libmuse needs (the .so and muse.pc); libedit is the CLI's (muse chat's line editor)
+LIB_PKGS := libpcre2-8 libcjson libmicrohttpd
+PKGS    := $(LIB_PKGS) libedit
 
 WARN    := -Wall -Wextra -Werror -Wpointer-arith -Wno-unused-parameter
 # -ffp-contract=off: the reference dequantizers and the forward must not fuse a*b+c (bit-exactness
@@ -31,6 +33,7 @@ WARN    := -Wall -Wextra -Werror -Wpointer-arith -Wno-unused-parameter
 CFLAGS  := -std=c11 $(WARN) $(OPT) $(SAN) -ffp-contract=off -D_GNU_SOURCE -fno-strict-aliasing \
            -Iinclude -Isrc -Itests -I$(BUILD)/gen $(shell pkg-config --cflags $(PKGS) 2>/dev/null) -MMD -MP
 LDLIBS  := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lpcre2-8 -lcjson -lmicrohttpd -ledit) -lpthread -lm
+LIB_LDLIBS := $(shell pkg-config --libs $(LIB_PKGS) 2>/dev/null || echo -lpcre2-8 -lcjson -lmicrohttpd) -lpthread -lm
 
 ISA_AVX2   := -mavx2 -mfma -mf16c -mbmi2
 ISA_AVX512 := -mavx2 -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mfma -mf16c -mbmi2
@@ -109,7 +112,7 @@ $(BUILD)/pic/%.o: %.c
 
 $(SOLIB): $(PIC_OBJ)
 	@echo "LD $@"
-	$(Q)$(CC) -shared -Wl,-soname,$(SONAME) -o $@ $^ $(LDLIBS)
+	$(Q)$(CC) -shared -Wl,-soname,$(SONAME) -o $@ $^ $(LIB_LDLIBS)
 
 # The man page, from the --help texts (scripts/gen_man.sh).
 $(BUILD)/muse.1: $(BUILD)/muse scripts/gen_man.sh
@@ -132,7 +135,7 @@ install: $(BUILD)/muse $(LIB) $(SOLIB) $(BUILD)/muse.1
 	install -m 644 include/muse.h $(DESTDIR)$(INCDIR)/muse.h
 	install -m 644 $(BUILD)/muse.1 $(DESTDIR)$(MANDIR)/man1/muse.1
 	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCDIR@|$(INCDIR)|; s|@VERSION@|$(VERSION)|' \
-	    -e 's|@REQUIRES@|$(PKGS)|' scripts/muse.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/muse.pc
+	    -e 's|@REQUIRES@|$(LIB_PKGS)|' scripts/muse.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/muse.pc
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/muse $(DESTDIR)$(LIBDIR)/libmuse.a $(DESTDIR)$(LIBDIR)/libmuse.so \

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "gguf/gguf.h"
 #include "sampling_opts.h"
 #include "server/adapter.h"
 #include "server/server.h"
@@ -107,6 +108,18 @@ int cmd_serve(int argc, char **argv) {
     p.top_k = so.sp.top_k;
     if (!model && !test_mode) {
         return cli_usage_err("--model FILE is required");
+    }
+
+    /* a missing or unreadable model fails here, before anything listens (the weights load after
+     * `listening`, so /health can answer "loading" meanwhile) */
+    if (!test_mode) {
+        struct muse_gguf *g = NULL;
+        struct muse_error gerr;
+        if (muse_gguf_open(model, &g, &gerr) != MUSE_OK) {
+            cli_err("%s", gerr.msg);
+            return 1;
+        }
+        muse_gguf_free(g);
     }
 
     /* SIGINT/SIGTERM are taken by sigwait below; every thread started from here inherits the mask */

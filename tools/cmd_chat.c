@@ -222,7 +222,7 @@ static muse_status eval_session(void *kv, const int32_t *t, int32_t n, float *lo
     return muse_session_eval(kv, t, n, logits, 0, err);
 }
 
-static bool show_progress(const struct session *s) { return !s->o->oneshot && model_opts_progress(&s->o->mo); }
+static bool show_progress(const struct session *s) { return model_opts_progress(&s->o->mo); }
 
 /*
  * The context is full in the middle of an answer: drop the oldest exchanges until the rendered

@@ -19,7 +19,7 @@ static int set_model(void *d, const char *f, const char *v) {
 
 static int set_ctx(void *d, const char *f, const char *v) {
     int64_t n;
-    if (!cli_parse_int(f, v, 1, 1 << 24, &n)) return -1;
+    if (!cli_parse_int(f, v, 0, 1 << 24, &n)) return -1; /* 0 = the default (llama.cpp: the model's) */
     O(d)->cparams.n_ctx = (uint32_t)n;
     return 0;
 }
@@ -128,8 +128,8 @@ static int set_quiet(void *d, const char *f, const char *v) {
 
 static const struct cli_opt rows[] = {
     {"-m|--model", "FILE", "Muse-Glimmer text GGUF (required)", set_model},
-    {"-c|--ctx-size", "N", "context positions (default: the model's context_length, capped so the\n"
-                           "KV cache fits in the memory available; see README)", set_ctx},
+    {"-c|--ctx-size", "N", "context positions (default, or 0: the model's context_length, capped so\n"
+                           "the KV cache fits in the memory available; see README)", set_ctx},
     {"-b|--batch-size|--batch", "N", "prompt chunk size, tokens per forward (default 512)", set_batch},
     {"-t|--threads", "N", "threads for the backend, 1..256 (default: physical cores; the ref backend uses 1)",
      set_threads},
@@ -146,7 +146,7 @@ static const struct cli_opt rows[] = {
                                 "mlock (read + lock), mmap+mlock", set_load_mode},
     {"-ngl|--gpu-layers|--n-gpu-layers", "N", "accepted for llama.cpp compatibility: muse runs on the CPU (one note)",
      set_ngl},
-    {"-fa|--flash-attn", "[on|off|auto|1|0|true|false|enabled|disabled]",
+    {"-fa|--flash-attn", "[on|off|auto]",
      "accepted for llama.cpp compatibility (muse's attention is always fused)", set_fa},
     {"-v|--verbose|--log-verbose", NULL, "also print the model, the context size and the load time", set_verbose},
     {"--log-disable", NULL, "quiet: no progress lines and no speed summary on stderr (errors still print)",

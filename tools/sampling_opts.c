@@ -56,8 +56,8 @@ static const struct spelling {
     enum field_id field;
     unsigned commands;
 } spellings[] = {
-    {"--temperature", F_TEMPERATURE, ALL},
     {"--temp", F_TEMPERATURE, ALL},
+    {"--temperature", F_TEMPERATURE, ALL},
     {"--top-k", F_TOP_K, ALL},
     {"--top-p", F_TOP_P, ALL},
     {"--min-p", F_MIN_P, ALL},

@@ -307,8 +307,7 @@ int cmd_bench(int argc, char **argv) {
     first.cparams.n_threads = (uint32_t)threads.v[0];
     first.cparams.n_batch = (uint32_t)batches.v[0];
     if (!model_opts_open(&first, "bench", &model, &ctx)) return 1;
-    /* -ctk/-ctv as model_opts_open resolved them (it refuses a pair that differs) */
-    const enum muse_kv_type kv = o.kv_k >= 0 ? (enum muse_kv_type)o.kv_k : o.cparams.kv_type;
+    const enum muse_kv_type kv = o.cparams.kv_type; /* model_opts_open refused a -ctk/-ctv pair that differs */
     const int32_t n_vocab = muse_model_n_vocab(model);
     const int max_res = threads.n * batches.n * depths.n * (prompts.n + gens.n);
     tokens = malloc(sizeof(int32_t) * (size_t)need);

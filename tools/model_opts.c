@@ -48,6 +48,7 @@ static int set_kv(void *d, const char *f, const char *v) {
     int k = kv_type(f, v);
     if (k < 0) return -1;
     O(d)->kv_k = O(d)->kv_v = k;
+    O(d)->cparams.kv_type = (enum muse_kv_type)k;
     return 0;
 }
 
@@ -55,6 +56,7 @@ static int set_kv_k(void *d, const char *f, const char *v) {
     int k = kv_type(f, v);
     if (k < 0) return -1;
     O(d)->kv_k = k;
+    O(d)->cparams.kv_type = (enum muse_kv_type)k; /* model_opts_open refuses a -ctv that differs */
     return 0;
 }
 
@@ -62,6 +64,7 @@ static int set_kv_v(void *d, const char *f, const char *v) {
     int k = kv_type(f, v);
     if (k < 0) return -1;
     O(d)->kv_v = k;
+    O(d)->cparams.kv_type = (enum muse_kv_type)k;
     return 0;
 }
 

@@ -15,7 +15,8 @@ struct model_opts {
     const char *model_path;
     struct muse_context_params cparams;
     struct muse_model_params mparams;
-    int kv_k, kv_v;   /* -ctk / -ctv as given (enum muse_kv_type), -1 = not given */
+    int kv_k, kv_v;   /* -ctk / -ctv as given (enum muse_kv_type), -1 = not given; cparams.kv_type
+                         holds the last one given (model_opts_open refuses a pair that differs) */
     int verbosity;    /* -1 --log-disable (no progress, no speed lines), 0 default, 1 -v */
     bool ngl_given;   /* -ngl was given: one note that muse runs on the CPU */
 };

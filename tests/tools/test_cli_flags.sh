@@ -53,6 +53,9 @@ bad chat --top-p 2 "0 and <= 1"
 bad chat -t 999 "1..256"
 bad serve --top-p 2 "0 and <= 1"
 bad run --kv q4 "f16, f32 or q8_0"
+"$MUSE" run -m "$M" -p x -n 1 -v --kv f32 > /dev/null 2> "$tmp/kv1"
+"$MUSE" run -m "$M" -p x -n 1 -v -ctk f32 -ctv f32 > /dev/null 2> "$tmp/kv2"
+check "--kv f32 and -ctk f32 -ctv f32 both make an f32 cache" 'grep -q "KV f32" "$tmp/kv1" && grep -q "KV f32" "$tmp/kv2"'
 "$MUSE" run -m "$M" -p x -ctk q8_0 > /dev/null 2> "$tmp/e"
 check "-ctk without a matching -ctv: a clear error" 'grep -q "ctv" "$tmp/e"'
 

@@ -44,6 +44,18 @@ const char *muse_status_str(muse_status status);
 /* "MAJOR.MINOR.PATCH"; a constant string. */
 const char *muse_version(void);
 
+/* The git commit libmuse was built from (12 hex digits, "-dirty" appended when the tree had
+ * uncommitted changes; from a `git archive` tarball, the archived commit; "unknown" when neither
+ * is known). A constant string. */
+const char *muse_build_commit(void);
+
+/*
+ * Progress of a long operation: `done` of `total` units (bytes while a model loads). Called from
+ * the thread doing the work; return 0 to go on, nonzero to cancel (the operation then fails with
+ * MUSE_ERR_CANCELLED).
+ */
+typedef int (*muse_progress_fn)(void *user, uint64_t done, uint64_t total);
+
 /*
  * An error record: a status plus a one-line message. Functions that take a
  * `struct muse_error *err` fill it on failure (err may be NULL when the caller
@@ -65,19 +77,29 @@ struct muse_model;
 struct muse_context;
 
 struct muse_model_params {
-    int32_t reserved;             /* no options yet; keep the struct for ABI stability */
+    int use_mmap;                 /* 1 (default): map the file (pages shared with the page cache);
+                                     0: read it into private memory (llama.cpp's --no-mmap) */
+    int populate;                 /* 1 (default): bring every page in while loading, as llama.cpp's
+                                     MAP_POPULATE does, so the first token does not wait for the disk;
+                                     0: pages fault in when first used */
+    int use_mlock;                /* 1: lock the weights in RAM (mlock; needs `ulimit -l` room or
+                                     CAP_IPC_LOCK: failing is an error). Default 0 */
+    muse_progress_fn progress;    /* NULL, or progress in bytes while the file is read or populated
+                                     (every 32 MiB); nonzero from it cancels the load */
+    void *progress_user;
 };
 
-/* Defaults for muse_model_load. */
+/* Defaults for muse_model_load: mmap, populate, no mlock, no progress. */
 struct muse_model_params muse_model_default_params(void);
 
 /*
- * mmap and load a Muse-Glimmer text GGUF. On success *out owns a new model (free with
- * muse_model_free). Errors: MUSE_ERR_IO (open/mmap), MUSE_ERR_FORMAT (malformed file or
+ * mmap (or read) and load a Muse-Glimmer text GGUF. On success *out owns a new model (free with
+ * muse_model_free). Errors: MUSE_ERR_IO (open/mmap/read/mlock), MUSE_ERR_FORMAT (malformed file or
  * metadata), MUSE_ERR_UNSUPPORTED (another architecture: a vision projector or a DFlash
  * drafter is named as such), MUSE_ERR_MISSING (a required key or tensor, named),
  * MUSE_ERR_SHAPE (a tensor with the wrong shape or type: names the tensor, the expected and the
- * found shape), MUSE_ERR_NOMEM. err may be NULL.
+ * found shape), MUSE_ERR_NOMEM, MUSE_ERR_CANCELLED (the progress callback asked). Every message
+ * names the file once. err may be NULL.
  */
 muse_status muse_model_load(const char *path, struct muse_model_params params, struct muse_model **out,
                             struct muse_error *err);
@@ -129,7 +151,8 @@ typedef void (*muse_layer_capture_fn)(void *user, int32_t il, const int32_t *pos
                                       const float *x);
 
 struct muse_context_params {
-    uint32_t n_ctx;               /* positions; 0 = min(4096, the model's context_length) */
+    uint32_t n_ctx;               /* positions; 0 = muse_context_auto_n_ctx(model, params, 1): the
+                                     model's context_length, capped by the memory available */
     uint32_t n_batch;             /* most tokens per forward (prompt chunk); default 512 */
     uint32_t n_threads;           /* 0 = the backend's choice; the ref backend uses 1 */
     enum muse_kv_type kv_type;    /* default MUSE_KV_TYPE_F16 */
@@ -144,6 +167,22 @@ struct muse_context_params {
 
 /* Defaults for muse_context_create. */
 struct muse_context_params muse_context_default_params(void);
+
+/*
+ * Bytes of KV cache one more position costs a context made with params (the full-attention
+ * layers' key and value rows, every layer's with swa_full; sliding-window rings have a fixed
+ * size), plus the small per-position scratch.
+ */
+uint64_t muse_context_bytes_per_pos(const struct muse_model *model, struct muse_context_params params);
+
+/*
+ * The context size n_ctx = 0 stands for: the model's context_length (training context), capped
+ * so that n_seq such contexts fit in the memory available now (MemAvailable of /proc/meminfo, or
+ * the bytes in the environment variable MUSE_MEM_AVAILABLE) after the model file and a margin
+ * (1/8 of it, at least 256 MiB), rounded down to a multiple of 256; never below
+ * min(4096, context_length). n_seq < 1 counts as 1 (a server passes its slot count).
+ */
+uint32_t muse_context_auto_n_ctx(const struct muse_model *model, struct muse_context_params params, int32_t n_seq);
 
 /*
  * Create a context (KV cache, run state, backend scratch: all allocated here, nothing later).

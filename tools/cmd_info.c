@@ -39,7 +39,7 @@ struct info {
 };
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: muse info MODEL.gguf [--json]\n\n"
+    fprintf(f, "usage: muse info [-m] MODEL.gguf [--json]\n\n"
                "Show a GGUF file: header, metadata (long arrays summarized), tensors, totals and, for the\n"
                "architectures muse knows (muse-glimmer, clip, dflash), the derived hyperparameters.\n"
                "  --json   one JSON document on stdout (schema: docs/info-json.md)\n");
@@ -497,20 +497,20 @@ int cmd_info(int argc, char **argv) {
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
             return 0;
+        } else if (!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) { /* as run, chat ... take it */
+            const char *v = cli_next(argc, argv, &i);
+            if (!v) return 2;
+            if (path) return cli_usage_err("more than one file given");
+            path = v;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "muse info: unknown option '%s'\n", argv[i]);
-            return 2;
+            return cli_unknown(argv[i]);
         } else if (path) {
-            fprintf(stderr, "muse info: more than one file given\n");
-            return 2;
+            return cli_usage_err("more than one file given");
         } else {
             path = argv[i];
         }
     }
-    if (!path) {
-        usage(stderr);
-        return 2;
-    }
+    if (!path) return cli_usage_err("a GGUF file is required");
 
     struct muse_gguf *g = NULL;
     struct muse_error err = {0};

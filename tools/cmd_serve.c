@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "gguf/gguf.h"
 #include "sampling_opts.h"
 #include "server/adapter.h"
 #include "server/server.h"
@@ -97,9 +98,7 @@ int cmd_serve(int argc, char **argv) {
             NEXT();
             p.api_key = val;
         } else {
-            fprintf(stderr, "muse serve: unknown option '%s'\n\n", a);
-            usage(stderr);
-            return 2;
+            return cli_unknown(a);
         }
 #undef NEXT
     }
@@ -108,9 +107,19 @@ int cmd_serve(int argc, char **argv) {
     p.min_p = so.sp.min_p;
     p.top_k = so.sp.top_k;
     if (!model && !test_mode) {
-        fprintf(stderr, "muse serve: --model is required\n\n");
-        usage(stderr);
-        return 2;
+        return cli_usage_err("--model FILE is required");
+    }
+
+    /* a missing or unreadable model fails here, before anything listens (the weights load after
+     * `listening`, so /health can answer "loading" meanwhile) */
+    if (!test_mode) {
+        struct muse_gguf *g = NULL;
+        struct muse_error gerr;
+        if (muse_gguf_open(model, &g, &gerr) != MUSE_OK) {
+            cli_err("%s", gerr.msg);
+            return 1;
+        }
+        muse_gguf_free(g);
     }
 
     /* SIGINT/SIGTERM are taken by sigwait below; every thread started from here inherits the mask */

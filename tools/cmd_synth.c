@@ -123,15 +123,11 @@ int cmd_synth(int argc, char **argv) {
         } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
             quiet = true;
         } else {
-            fprintf(stderr, "muse synth: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
+            return cli_unknown(a);
         }
     }
     if (!out) {
-        fprintf(stderr, "muse synth: -o OUT.gguf is required\n");
-        usage(stderr);
-        return 2;
+        return cli_usage_err("-o OUT.gguf is required");
     }
     if ((types && muse_synth_parse_types(types, &cfg, &err)) || (pattern && muse_synth_parse_pattern(pattern, &cfg, &err))) {
         fprintf(stderr, "muse synth: %s\n", err.msg);

@@ -21,14 +21,14 @@ Q       := $(if $(V),,@)
 BUILD   ?= build
 OPT     ?= -O2 -g
 SAN     ?=
-PKGS    := libpcre2-8 libcjson libmicrohttpd
+PKGS    := libpcre2-8 libcjson libmicrohttpd stb libwebp
 
 WARN    := -Wall -Wextra -Werror -Wpointer-arith -Wno-unused-parameter
 # -ffp-contract=off: the reference dequantizers and the forward must not fuse a*b+c (bit-exactness
 # with ggml, see gguf-and-quants.md). SIMD kernels use explicit FMA intrinsics where they want them.
 CFLAGS  := -std=c11 $(WARN) $(OPT) $(SAN) -ffp-contract=off -D_GNU_SOURCE -fno-strict-aliasing \
            -Iinclude -Isrc -Itests $(shell pkg-config --cflags $(PKGS) 2>/dev/null) -MMD -MP
-LDLIBS  := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lpcre2-8 -lcjson -lmicrohttpd) -lpthread -lm
+LDLIBS  := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lpcre2-8 -lcjson -lmicrohttpd -lstb -lwebp) -lpthread -lm
 
 ISA_AVX2   := -mavx2 -mfma -mf16c -mbmi2
 ISA_AVX512 := -mavx2 -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mfma -mf16c -mbmi2

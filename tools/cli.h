@@ -14,6 +14,7 @@ int cmd_template(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_image(int argc, char **argv);
 
 /* Shared option helpers for the subcommands (tools/cli_util.c). */
 #include <stdbool.h>

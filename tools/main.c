@@ -21,6 +21,7 @@ static const struct subcommand subcommands[] = {
     {"chat", cmd_chat, "interactive chat"},
     {"bench", cmd_bench, "prefill/decode speed, llama-bench style"},
     {"serve", cmd_serve, "OpenAI-compatible HTTP server"},
+    {"image", cmd_image, "preprocess an image and run the vision projector (the vision parity interface)"},
 };
 
 static void usage(FILE *f) {

@@ -15,6 +15,7 @@ int cmd_chat(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_image(int argc, char **argv);
+int cmd_synth_mmproj(int argc, char **argv); /* `muse synth --mmproj` (cmd_synth_mmproj.c) */
 
 /* Shared option helpers for the subcommands (tools/cli_util.c). */
 #include <stdbool.h>

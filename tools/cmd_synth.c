@@ -32,7 +32,9 @@ static void usage(FILE *f) {
             "                     name (blk.0.*); unmatched matrices are F32; norms are always F32\n"
             "  --values RECIPE    conditioned or plain (see docs/synth.md)\n"
             "  -o, --output PATH  output file (required)\n"
-            "  -q, --quiet        no progress bar or summary\n",
+            "  -q, --quiet        no progress bar or summary\n"
+            "\n"
+            "muse synth --mmproj [options] -o OUT.gguf writes a vision projector instead (--mmproj --help).\n",
             MUSE_SYNTH_MIN_VOCAB, MUSE_SYNTH_REAL_VOCAB);
 }
 
@@ -71,6 +73,8 @@ static bool parse_dim(const char *opt, const char *val, int64_t lo, int64_t hi, 
 int cmd_synth(int argc, char **argv) {
     const char *preset = "tiny", *out = NULL, *types = NULL, *pattern = NULL, *values = NULL;
     bool quiet = false, pattern_u32 = false;
+    for (int i = 1; i < argc; i++) /* vision projectors: cmd_synth_mmproj.c */
+        if (!strcmp(argv[i], "--mmproj")) return cmd_synth_mmproj(argc, argv);
     /* first pass: the preset, so the other options can override it in any order */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {

@@ -134,15 +134,70 @@ static muse_status check_size(const char *fmt, int64_t w, int64_t h, int64_t max
 
 // ---- decoders -------------------------------------------------------------------------------------
 
+static uint32_t be16(const unsigned char *p) { return (uint32_t)p[0] << 8 | p[1]; }
+static uint32_t le16(const unsigned char *p) { return (uint32_t)p[1] << 8 | p[0]; }
+static uint32_t be32(const unsigned char *p) { return be16(p) << 16 | be16(p + 2); }
+static uint32_t le32(const unsigned char *p) { return le16(p + 2) << 16 | le16(p); }
+
+/* The image size from the header, read here rather than by stb: stb's own header readers refuse
+ * huge sizes with messages like "unknown image type", and the limit must be checked first. False
+ * when the header cannot be read this simply (stb then decides). */
+static bool header_size(enum image_format fmt, const unsigned char *p, size_t n, int64_t *w, int64_t *h) {
+    switch (fmt) {
+    case FMT_PNG: /* IHDR is the first chunk */
+        if (n < 24 || memcmp(p + 12, "IHDR", 4)) return false;
+        *w = be32(p + 16), *h = be32(p + 20);
+        return true;
+    case FMT_GIF: /* the logical screen */
+        if (n < 10) return false;
+        *w = le16(p + 6), *h = le16(p + 8);
+        return true;
+    case FMT_BMP:
+        if (n < 26) return false;
+        if (le32(p + 14) == 12) {
+            *w = le16(p + 18), *h = le16(p + 20);
+        } else {
+            *w = (int32_t)le32(p + 18), *h = (int32_t)le32(p + 22);
+            if (*h < 0) *h = -*h; /* top-down rows */
+        }
+        return true;
+    case FMT_JPEG: /* the first SOFn segment */
+        for (size_t i = 2; i + 4 <= n;) {
+            if (p[i] != 0xff) return false;
+            const unsigned m = p[i + 1];
+            if (m == 0xff) {
+                i++;
+                continue;
+            }
+            if (m == 0xd8 || m == 0x01 || (m >= 0xd0 && m <= 0xd7)) {
+                i += 2;
+                continue;
+            }
+            if (m >= 0xc0 && m <= 0xcf && m != 0xc4 && m != 0xc8 && m != 0xcc) {
+                if (i + 9 > n) return false;
+                *h = be16(p + i + 5), *w = be16(p + i + 7);
+                return true;
+            }
+            i += 2 + be16(p + i + 2);
+        }
+        return false;
+    default: return false;
+    }
+}
+
 static muse_status decode_stb(const unsigned char *data, size_t size, enum image_format fmt, int64_t max_pixels,
                               struct muse_image *out, struct muse_error *err) {
     const char *fname = format_names[fmt];
     if (size > INT32_MAX) return muse_error_set(err, MUSE_ERR_UNSUPPORTED, "%s data of %zu bytes is too large", fname, size);
-    int w = 0, h = 0, comp = 0;
-    stb_budget.left = 2 * size + (1u << 20); /* the header readers allocate their decoder state */
-    stb_budget.exceeded = 0;
-    if (!stbi_info_from_memory(data, (int)size, &w, &h, &comp))
-        return muse_error_set(err, MUSE_ERR_FORMAT, "cannot read the %s header: %s", fname, stbi_failure_reason());
+    int64_t w = 0, h = 0;
+    if (!header_size(fmt, data, size, &w, &h)) {
+        int iw = 0, ih = 0, comp = 0;
+        stb_budget.left = 2 * size + (1u << 20); /* the header readers allocate their decoder state */
+        stb_budget.exceeded = 0;
+        if (!stbi_info_from_memory(data, (int)size, &iw, &ih, &comp))
+            return muse_error_set(err, MUSE_ERR_FORMAT, "cannot read the %s header: %s", fname, stbi_failure_reason());
+        w = iw, h = ih;
+    }
     muse_status st = check_size(fname, w, h, max_pixels, err);
     if (st) return st;
     stb_budget.left = (size_t)w * (size_t)h * 32 + 2 * size + (1u << 20);
@@ -152,25 +207,25 @@ static muse_status decode_stb(const unsigned char *data, size_t size, enum image
     if (!px) {
         if (stb_budget.exceeded)
             return muse_error_set(err, MUSE_ERR_FORMAT,
-                                  "%s data needs more memory than a %d x %d image does (a decompression bomb?)", fname,
-                                  w, h);
+                                  "%s data needs more memory than a %lld x %lld image does (a decompression bomb?)",
+                                  fname, (long long)w, (long long)h);
         return muse_error_set(err, MUSE_ERR_FORMAT, "cannot decode the %s image: %s", fname, stbi_failure_reason());
     }
     if (w2 != w || h2 != h) { /* the header and the decode disagree: never trust either */
         stbi_image_free(px);
-        return muse_error_set(err, MUSE_ERR_FORMAT, "%s image decodes to %d x %d but its header says %d x %d", fname, w2,
-                              h2, w, h);
+        return muse_error_set(err, MUSE_ERR_FORMAT, "%s image decodes to %d x %d but its header says %lld x %lld", fname,
+                              w2, h2, (long long)w, (long long)h);
     }
     const size_t n = (size_t)w * (size_t)h * 3;
     out->rgb = malloc(n);
     if (!out->rgb) {
         stbi_image_free(px);
-        return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory for a %d x %d image", w, h);
+        return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory for a %d x %d image", w2, h2);
     }
     memcpy(out->rgb, px, n);
     stbi_image_free(px);
-    out->width = w;
-    out->height = h;
+    out->width = w2;
+    out->height = h2;
     out->channels_in_file = comp2;
     return MUSE_OK;
 }

@@ -184,9 +184,9 @@ int cmd_image(int argc, char **argv) {
     } else {
         printf("image: %s (%d x %d, %d channel%s in file)\n", image, g->src_w, g->src_h, img.channels_in_file,
                img.channels_in_file == 1 ? "" : "s");
-        printf("target: %d x %d (%s), grid %d x %d = %d tokens, %d x %d patches, %d window%s\n", g->target_w,
+        printf("target: %d x %d (%s), grid %d x %d = %d token%s, %d x %d patches, %d window%s\n", g->target_w,
                g->target_h, g->resampled ? "Lanczos-3" : "copy", g->grid_tok_cols, g->grid_tok_rows, g->n_tokens,
-               g->patches_w, g->patches_h, g->n_windows, g->n_windows == 1 ? "" : "s");
+               g->n_tokens == 1 ? "" : "s", g->patches_w, g->patches_h, g->n_windows, g->n_windows == 1 ? "" : "s");
         printf("resized rgb sha256: %s\n", hex);
         if (encode)
             printf("encoded: %d rows x %d in %.1f ms (%.1f tokens/s, backend %s, %d thread%s)\n", g->n_tokens,

@@ -93,7 +93,16 @@ static void *budget_realloc(void *ptr, size_t size) {
 #pragma GCC diagnostic ignored "-Wshadow"
 #pragma GCC diagnostic ignored "-Wdouble-promotion"
 #pragma GCC diagnostic ignored "-Wcast-qual"
+#ifdef __clang__
+/* UBSan flags stb's `z->idata + ioff` and `memcpy(z->idata + ioff, p, 0)` with a NULL buffer (a first
+ * IDAT chunk of length 0): pedantic UB with no effect, in code that is not ours. Only those two
+ * checks are lifted, only for stb's functions; memory errors still trip ASan. */
+#pragma clang attribute push(__attribute__((no_sanitize("pointer-overflow", "nonnull-attribute"))), apply_to = function)
+#endif
 #include <stb_image.h>
+#ifdef __clang__
+#pragma clang attribute pop
+#endif
 #pragma GCC diagnostic pop
 
 #define STB_IMAGE_WRITE_STATIC
@@ -127,8 +136,8 @@ static muse_status check_size(const char *fmt, int64_t w, int64_t h, int64_t max
                               (long long)h);
     if (w > max_pixels / h)
         return muse_error_set(err, MUSE_ERR_UNSUPPORTED,
-                              "%s image is %lld x %lld = %lld pixels, more than the limit of %lld (refused before "
-                              "decoding)", fmt, (long long)w, (long long)h, (long long)(w * h), (long long)max_pixels);
+                              "%s image is %lld x %lld = %.0f pixels, more than the limit of %lld (refused before "
+                              "decoding)", fmt, (long long)w, (long long)h, (double)w * (double)h, (long long)max_pixels);
     return MUSE_OK;
 }
 
@@ -185,10 +194,68 @@ static bool header_size(enum image_format fmt, const unsigned char *p, size_t n,
     }
 }
 
+/* The tables of a DHT segment whose length field is at p[i]: false when one has more than 256
+ * codes. Bytes past the end count as 0, as stb reads them. */
+static bool dht_ok(const unsigned char *p, size_t n, size_t i) {
+    if (i + 2 > n) return true;
+    const size_t len = be16(p + i);
+    size_t q = i + 2, left = len >= 2 ? len - 2 : 0;
+    while (left > 0 && q < n) {
+        size_t count = 0;
+        for (size_t k = 1; k <= 16; k++) count += q + k < n ? p[q + k] : 0;
+        if (count > 256) return false;
+        q += 17 + count;
+        left = left > 17 + count ? left - 17 - count : 0;
+    }
+    return true;
+}
+
+/*
+ * stb_image 2.27 builds its Huffman tables without checking that a DHT segment's 16 code counts sum
+ * to at most 256 (the symbol array's size), so a hostile JPEG writes past the table (fixed in stb
+ * 2.28; Debian 12 ships 2.27). Every table stb could read is checked first, following stb's own
+ * walk: up to the frame header (SOF0-2) it skips stray bytes between segments and steps over
+ * segments by their lengths; between the frame header and the first scan a stray byte ends its
+ * parse; from the first scan on (entropy-coded data, where progressive files define tables between
+ * scans and a real marker is the only source of an FF C4 pair) every FF C4 pair is checked.
+ * False when a table is bad.
+ */
+static bool jpeg_tables_ok(const unsigned char *p, size_t n) {
+    enum { HEADER, FRAME } phase = HEADER;
+    size_t i = 2; /* after SOI */
+    while (i < n) {
+        if (p[i] != 0xff) {
+            if (phase == FRAME) return true; /* stb: "expected marker" */
+            i++;
+            continue;
+        }
+        size_t j = i + 1;
+        while (j < n && p[j] == 0xff) j++;
+        if (j >= n) return true;
+        const unsigned m = p[j];
+        i = j + 1;
+        if (m == 0xda) { /* SOS: from here on, every FF C4 pair */
+            for (size_t k = i; k + 1 < n; k++)
+                if (p[k] == 0xff && p[k + 1] == 0xc4 && !dht_ok(p, n, k + 2)) return false;
+            return true;
+        }
+        if (m == 0xd9) return true;
+        if (m == 0xc4 && !dht_ok(p, n, i)) return false;
+        if (m == 0xc0 || m == 0xc1 || m == 0xc2) phase = FRAME;
+        else if (m != 0xc4 && m != 0xdb && m != 0xdd && m != 0xdc && m != 0xfe && (m < 0xe0 || m > 0xef))
+            return true; /* stb: "unknown marker" */
+        if (i + 2 > n) return true;
+        i += be16(p + i);
+    }
+    return true;
+}
+
 static muse_status decode_stb(const unsigned char *data, size_t size, enum image_format fmt, int64_t max_pixels,
                               struct muse_image *out, struct muse_error *err) {
     const char *fname = format_names[fmt];
     if (size > INT32_MAX) return muse_error_set(err, MUSE_ERR_UNSUPPORTED, "%s data of %zu bytes is too large", fname, size);
+    if (fmt == FMT_JPEG && !jpeg_tables_ok(data, size))
+        return muse_error_set(err, MUSE_ERR_FORMAT, "cannot decode the JPEG image: a Huffman table has more than 256 codes");
     int64_t w = 0, h = 0;
     if (!header_size(fmt, data, size, &w, &h)) {
         int iw = 0, ih = 0, comp = 0;

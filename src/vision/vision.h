@@ -227,9 +227,9 @@ struct muse_vision {
  */
 struct muse_vision_attn {
     float *q;             /* [n_tok][ld] queries (head at columns head*hd ..), overwritten with the output */
-    const float *v;       /* [n_tok][ld] values */
+    const float *v;       /* this head's values [n_tok][v_ld] (key j's channels at v + j * v_ld) */
     const float *kp;      /* this head's packed keys [n_panels][hd][KPANEL]; key j at panel j / 16, lane j % 16 */
-    int64_t ld;
+    int64_t ld, v_ld;
     int32_t hd;
     int32_t head;
     int32_t s0, n;        /* the window: keys and queries s0 .. s0 + n - 1 */

@@ -39,7 +39,7 @@ void muse_vision_attn_rows_ref(const struct muse_vision_attn *a, int32_t i0, int
         const float inv = 1.0f / muse_x86_hsum8(lanes);
         for (int32_t d = 0; d < hd; d++) {
             float acc = 0.0f;
-            for (int32_t j = 0; j < n; j++) acc = fmaf(e[j], a->v[(size_t)(s0 + j) * a->ld + (size_t)a->head * hd + d], acc);
+            for (int32_t j = 0; j < n; j++) acc = fmaf(e[j], a->v[(size_t)(s0 + j) * a->v_ld + d], acc);
             qi[d] = acc * inv; /* q[i] is no longer needed: its scores are done */
         }
     }

@@ -52,29 +52,47 @@ AI __m256 first_lanes(int t) {
     return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(t), idx));
 }
 
-/* Scores of R rows (q rows q0, stride ld) against panels pb0 .. pb1 - 1, times scale, into s rows
- * (stride ss; column 0 = key pb0 * 16). */
-AI void qk_tile(const int R, const float *q0, int64_t ld, const float *kp, int32_t hd, int32_t pb0, int32_t pb1,
-                float scale, float *s, size_t ss) {
+/* Scores of 6 rows (q[r], rows that repeat are computed twice and written twice, harmlessly)
+ * against panels pb0 .. pb1 - 1, times scale, into s[r] (column 0 = key pb0 * 16). The 12
+ * accumulators are named, not an array: GCC keeps arrays of __m256 indexed in a loop on the stack. */
+static void qk6(const float *const q[6], const float *kp, int32_t hd, int32_t pb0, int32_t pb1, float scale,
+                float *const s[6]) {
     const __m256 vs = _mm256_set1_ps(scale);
+    const float *q0 = q[0], *q1 = q[1], *q2 = q[2], *q3 = q[3], *q4 = q[4], *q5 = q[5];
     for (int32_t pb = pb0; pb < pb1; pb++) {
         const float *kpan = kp + (size_t)pb * hd * MUSE_VISION_KPANEL;
-        __m256 acc[MUSE_VISION_ATTN_TILE][2];
-        for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+        __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00;
+        __m256 a30 = a00, a31 = a00, a40 = a00, a41 = a00, a50 = a00, a51 = a00;
         for (int32_t d = 0; d < hd; d++) {
             const __m256 k0 = _mm256_load_ps(kpan + (size_t)d * MUSE_VISION_KPANEL);
             const __m256 k1 = _mm256_load_ps(kpan + (size_t)d * MUSE_VISION_KPANEL + 8);
-            for (int r = 0; r < R; r++) {
-                const __m256 qb = _mm256_broadcast_ss(q0 + (size_t)r * ld + d);
-                acc[r][0] = _mm256_fmadd_ps(qb, k0, acc[r][0]);
-                acc[r][1] = _mm256_fmadd_ps(qb, k1, acc[r][1]);
-            }
+#define ROW(r)                                                \
+    do {                                                      \
+        const __m256 qb = _mm256_broadcast_ss(q##r + d);      \
+        a##r##0 = _mm256_fmadd_ps(qb, k0, a##r##0);           \
+        a##r##1 = _mm256_fmadd_ps(qb, k1, a##r##1);           \
+    } while (0)
+            ROW(0);
+            ROW(1);
+            ROW(2);
+            ROW(3);
+            ROW(4);
+            ROW(5);
+#undef ROW
         }
-        float *col = s + (size_t)(pb - pb0) * MUSE_VISION_KPANEL;
-        for (int r = 0; r < R; r++) {
-            _mm256_storeu_ps(col + (size_t)r * ss, _mm256_mul_ps(acc[r][0], vs));
-            _mm256_storeu_ps(col + (size_t)r * ss + 8, _mm256_mul_ps(acc[r][1], vs));
-        }
+        const size_t col = (size_t)(pb - pb0) * MUSE_VISION_KPANEL;
+#define STORE(r)                                                          \
+    do {                                                                  \
+        _mm256_storeu_ps(s[r] + col, _mm256_mul_ps(a##r##0, vs));         \
+        _mm256_storeu_ps(s[r] + col + 8, _mm256_mul_ps(a##r##1, vs));     \
+    } while (0)
+        STORE(0);
+        STORE(1);
+        STORE(2);
+        STORE(3);
+        STORE(4);
+        STORE(5);
+#undef STORE
     }
 }
 
@@ -107,55 +125,83 @@ static float softmax_row(float *e, int32_t n) {
     return 1.0f / muse_x86_hsum8(lanes);
 }
 
-/* out rows (stride ld) = (sum over the n keys of e[r][j] * v_j) * inv[r], W vectors of channels
- * starting at column c0 of v / out. */
-AI void pv_tile(const int R, const int W, const float *e, size_t es, const float *v, int64_t ld, int32_t n, float *out,
-                const float *inv) {
-    __m256 acc[MUSE_VISION_ATTN_TILE][2];
-    for (int r = 0; r < R; r++)
-        for (int c = 0; c < W; c++) acc[r][c] = _mm256_setzero_ps();
-    for (int32_t j = 0; j < n; j++) {
-        const float *vj = v + (size_t)j * ld;
-        __m256 vv[2];
-        for (int c = 0; c < W; c++) vv[c] = _mm256_loadu_ps(vj + 8 * c);
-        for (int r = 0; r < R; r++) {
-            const __m256 eb = _mm256_broadcast_ss(e + (size_t)r * es + j);
-            for (int c = 0; c < W; c++) acc[r][c] = _mm256_fmadd_ps(eb, vv[c], acc[r][c]);
+/* out[r][c0 .. c0 + 16) = (sum over the n keys of e[r][j] * v_j[c0 ..]) * inv[r] for 6 rows (v at
+ * column c0 already); W2: two vectors of channels, else one. Named accumulators, as in qk6. */
+static void pv6(const float *const e[6], const float *v, int64_t ld, int32_t n, float *const out[6],
+                const float inv[6], bool W2) {
+    const float *e0 = e[0], *e1 = e[1], *e2 = e[2], *e3 = e[3], *e4 = e[4], *e5 = e[5];
+    __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00;
+    __m256 a30 = a00, a31 = a00, a40 = a00, a41 = a00, a50 = a00, a51 = a00;
+    if (W2) {
+        for (int32_t j = 0; j < n; j++) {
+            const __m256 v0 = _mm256_loadu_ps(v + (size_t)j * ld), v1 = _mm256_loadu_ps(v + (size_t)j * ld + 8);
+#define ROW(r)                                                \
+    do {                                                      \
+        const __m256 eb = _mm256_broadcast_ss(e##r + j);      \
+        a##r##0 = _mm256_fmadd_ps(eb, v0, a##r##0);           \
+        a##r##1 = _mm256_fmadd_ps(eb, v1, a##r##1);           \
+    } while (0)
+            ROW(0);
+            ROW(1);
+            ROW(2);
+            ROW(3);
+            ROW(4);
+            ROW(5);
+#undef ROW
+        }
+    } else {
+        for (int32_t j = 0; j < n; j++) {
+            const __m256 v0 = _mm256_loadu_ps(v + (size_t)j * ld);
+            a00 = _mm256_fmadd_ps(_mm256_broadcast_ss(e0 + j), v0, a00);
+            a10 = _mm256_fmadd_ps(_mm256_broadcast_ss(e1 + j), v0, a10);
+            a20 = _mm256_fmadd_ps(_mm256_broadcast_ss(e2 + j), v0, a20);
+            a30 = _mm256_fmadd_ps(_mm256_broadcast_ss(e3 + j), v0, a30);
+            a40 = _mm256_fmadd_ps(_mm256_broadcast_ss(e4 + j), v0, a40);
+            a50 = _mm256_fmadd_ps(_mm256_broadcast_ss(e5 + j), v0, a50);
         }
     }
-    for (int r = 0; r < R; r++) {
-        const __m256 vi = _mm256_set1_ps(inv[r]);
-        for (int c = 0; c < W; c++) _mm256_storeu_ps(out + (size_t)r * ld + 8 * c, _mm256_mul_ps(acc[r][c], vi));
-    }
+    /* rows that repeat write the same values twice: harmless */
+#define STORE(r)                                                                              \
+    do {                                                                                      \
+        const __m256 vi = _mm256_set1_ps(inv[r]);                                             \
+        _mm256_storeu_ps(out[r], _mm256_mul_ps(a##r##0, vi));                                 \
+        if (W2) _mm256_storeu_ps(out[r] + 8, _mm256_mul_ps(a##r##1, vi));                     \
+    } while (0)
+    STORE(0);
+    STORE(1);
+    STORE(2);
+    STORE(3);
+    STORE(4);
+    STORE(5);
+#undef STORE
 }
 
-/* One tile of R query rows starting at row i. */
-AI void tile(const int R, const struct muse_vision_attn *a, int32_t i, float *s, size_t ss) {
+/* One tile of R <= 6 query rows starting at row i; a short tile repeats its last row. */
+static void tile(int R, const struct muse_vision_attn *a, int32_t i, float *scratch, size_t ss) {
     const int32_t hd = a->hd;
     const int32_t pb0 = a->s0 / MUSE_VISION_KPANEL, pb1 = (a->s0 + a->n + MUSE_VISION_KPANEL - 1) / MUSE_VISION_KPANEL;
     const int32_t off = a->s0 - pb0 * MUSE_VISION_KPANEL; /* the window's first key in the score rows */
-    float *q0 = a->q + (size_t)i * a->ld + (size_t)a->head * hd;
-    qk_tile(R, q0, a->ld, a->kp, hd, pb0, pb1, a->scale, s, ss);
-    float inv[MUSE_VISION_ATTN_TILE];
-    for (int r = 0; r < R; r++) inv[r] = softmax_row(s + (size_t)r * ss + off, a->n);
-    const float *v0 = a->v + (size_t)a->s0 * a->ld + (size_t)a->head * hd;
-    int32_t c0 = 0;
-    for (; c0 + 16 <= hd; c0 += 16) pv_tile(R, 2, s + off, ss, v0 + c0, a->ld, a->n, q0 + c0, inv);
-    if (c0 < hd) pv_tile(R, 1, s + off, ss, v0 + c0, a->ld, a->n, q0 + c0, inv); /* hd % 16 == 8 */
+    const float *q[6];
+    float *s[6], *e[6], *out[6];
+    float inv[6];
+    for (int r = 0; r < 6; r++) {
+        const int rr = r < R ? r : R - 1;
+        q[r] = a->q + (size_t)(i + rr) * a->ld + (size_t)a->head * hd;
+        s[r] = scratch + (size_t)rr * ss;
+        e[r] = s[r] + off;
+    }
+    qk6(q, a->kp, hd, pb0, pb1, a->scale, s);
+    for (int r = 0; r < R; r++) inv[r] = softmax_row(e[r], a->n);
+    for (int r = R; r < 6; r++) inv[r] = inv[R - 1];
+    const float *v0 = a->v + (size_t)a->s0 * a->v_ld;
+    for (int32_t c0 = 0; c0 < hd; c0 += 16) {
+        for (int r = 0; r < 6; r++) out[r] = (float *)q[r] + c0; /* q[r] is no longer read: its scores are done */
+        pv6((const float *const *)e, v0 + c0, a->v_ld, a->n, out, inv, c0 + 16 <= hd);
+    }
 }
 
 void muse_vision_attn_rows_avx2(const struct muse_vision_attn *a, int32_t i0, int32_t i1, float *scratch) {
     const size_t ss = (muse_vision_attn_scratch(a->n) - 64) / MUSE_VISION_ATTN_TILE;
-    for (int32_t i = i0; i < i1;) {
-        const int32_t R = i1 - i < MUSE_VISION_ATTN_TILE ? i1 - i : MUSE_VISION_ATTN_TILE;
-        switch (R) {
-        case 6: tile(6, a, i, scratch, ss); break;
-        case 5: tile(5, a, i, scratch, ss); break;
-        case 4: tile(4, a, i, scratch, ss); break;
-        case 3: tile(3, a, i, scratch, ss); break;
-        case 2: tile(2, a, i, scratch, ss); break;
-        default: tile(1, a, i, scratch, ss); break;
-        }
-        i += R;
-    }
+    for (int32_t i = i0; i < i1; i += MUSE_VISION_ATTN_TILE)
+        tile(i1 - i < MUSE_VISION_ATTN_TILE ? i1 - i : MUSE_VISION_ATTN_TILE, a, i, scratch, ss);
 }

@@ -67,11 +67,12 @@ struct enc {
     int32_t n_panels;
     float *x;              /* [n_tok][D] the residual, window order */
     float *q;              /* [n_tok][D] queries, then the attention output */
-    float *vv;             /* [n_tok][D] values */
+    float *vp;             /* [n_head][n_tok][hd] values, packed per head */
     float *kp;             /* [n_head][n_panels][hd][16] packed keys */
     float *h;              /* [C][h_w] normed rows / im2col rows / merged rows */
     int64_t h_w;
     float *kc;             /* [C][D] keys of a chunk before packing */
+    float *vc;             /* [C][D] values of a chunk before packing */
     float *o;              /* [C][D] attention-out and FFN-down projections */
     float *mid;            /* [C][max(n_ff, n_mm0)] */
     float *mid2;           /* [C][n_mm1] */
@@ -218,9 +219,9 @@ static muse_status enc_setup(struct enc *e, struct muse_vision *v, const struct 
     e->ascr_n = r64(muse_vision_attn_scratch(e->n_tok));
     const bool stages = v->params.stage != NULL;
     size_t sz[] = {
-        r64(nt * D), r64(nt * D), r64(nt * D),                                /* x, q, vv */
+        r64(nt * D), r64(nt * D), r64(nt * D),                                /* x, q, vp */
         r64((size_t)e->n_head * e->n_panels * (size_t)e->hd * MUSE_VISION_KPANEL), /* kp */
-        r64(C * (size_t)e->h_w), r64(C * D), r64(C * D),                      /* h, kc, o */
+        r64(C * (size_t)e->h_w), r64(C * D), r64(C * D), r64(C * D),          /* h, kc, vc, o */
         r64(C * (size_t)mid_w), r64(C * hp->n_mm1),                           /* mid, mid2 */
         r64((size_t)nth * e->ascr_n),                                         /* ascr */
         r64((size_t)side * pairs), r64((size_t)side * pairs),                 /* rcos, rsin */
@@ -229,7 +230,7 @@ static muse_status enc_setup(struct enc *e, struct muse_vision *v, const struct 
         stages ? r64((size_t)e->n_out * hp->n_mm0) : 0,                       /* st_a0 */
         stages ? r64((size_t)e->n_out * hp->n_mm1) : 0,                       /* st_a1 */
     };
-    float **dst[] = {&e->x, &e->q, &e->vv, &e->kp, &e->h, &e->kc, &e->o, &e->mid, &e->mid2, &e->ascr,
+    float **dst[] = {&e->x, &e->q, &e->vp, &e->kp, &e->h, &e->kc, &e->vc, &e->o, &e->mid, &e->mid2, &e->ascr,
                      &e->rcos, &e->rsin, &e->st_raster, &e->st_ps, &e->st_a0, &e->st_a1};
     size_t total = 0;
     for (size_t i = 0; i < sizeof sz / sizeof sz[0]; i++) total += sz[i];
@@ -379,13 +380,14 @@ static void rope_row(const struct enc *e, float *x, int32_t i) {
     }
 }
 
-/* Row i's keys (roped) into the packed panels of every head. */
-static void pack_keys(const struct enc *e, const float *k, int32_t i) {
+/* Row i's keys (roped) into the packed panels of every head, its values into each head's rows. */
+static void pack_kv(const struct enc *e, const float *k, const float *v, int32_t i) {
     const int32_t hd = e->hd;
     for (int32_t h = 0; h < e->n_head; h++) {
         float *dst = e->kp + (((size_t)h * e->n_panels + (size_t)(i / MUSE_VISION_KPANEL)) * hd) * MUSE_VISION_KPANEL +
                      i % MUSE_VISION_KPANEL;
         for (int32_t d = 0; d < hd; d++) dst[(size_t)d * MUSE_VISION_KPANEL] = k[(size_t)h * hd + d];
+        memcpy(e->vp + ((size_t)h * e->n_tok + (size_t)i) * hd, v + (size_t)h * hd, sizeof(float) * (size_t)hd);
     }
 }
 
@@ -399,7 +401,8 @@ static void attention(const struct thr *t, bool global) {
     for (int32_t it; (it = __atomic_fetch_add(&e->attn_next, 1, __ATOMIC_RELAXED)) < n_items;) {
         const struct attn_item *a = &items[it];
         const struct muse_vision_attn args = {
-            .q = e->q, .v = e->vv, .ld = e->D, .hd = e->hd, .head = a->head, .s0 = a->s0, .n = a->n, .scale = scale,
+            .q = e->q, .ld = e->D, .hd = e->hd, .head = a->head, .s0 = a->s0, .n = a->n, .scale = scale,
+            .v = e->vp + (size_t)a->head * e->n_tok * (size_t)e->hd, .v_ld = e->hd,
             .kp = e->kp + (size_t)a->head * e->n_panels * (size_t)e->hd * MUSE_VISION_KPANEL,
         };
         if (simd) muse_vision_attn_rows_avx2(&args, a->i0, a->i1, scr);
@@ -421,14 +424,14 @@ static void block(const struct thr *t, uint32_t il) {
         const struct muse_matmul_job qkv[3] = {
             job(&l->q, &l->q_b, e->q + (size_t)c0 * D),
             job(&l->k, &l->k_b, e->kc),
-            job(&l->v, &l->v_b, e->vv + (size_t)c0 * D),
+            job(&l->v, &l->v_b, e->vc),
         };
         matmuls(t, qkv, 3, e->h, n);
         barrier(t);
         FOR_OWN_ROWS(t, r, n) {
             rope_row(e, e->q + (size_t)(c0 + r) * D, c0 + r);
             rope_row(e, e->kc + (size_t)r * D, c0 + r);
-            pack_keys(e, e->kc + (size_t)r * D, c0 + r);
+            pack_kv(e, e->kc + (size_t)r * D, e->vc + (size_t)r * D, c0 + r);
         }
     }
     if (t->ith == 0) __atomic_store_n(&e->attn_next, 0, __ATOMIC_RELAXED);

@@ -487,7 +487,8 @@ static void test_kernels(void) {
         static const int32_t win[][2] = {{0, 83}, {5, 1}, {7, 30}, {16, 16}, {21, 7}, {40, 43}, {3, 13}};
         for (size_t w = 0; w < sizeof win / sizeof win[0]; w++)
             for (int32_t head = 0; head < n_head; head++) {
-                struct muse_vision_attn a = {q, v, kp + (size_t)head * n_panels * hd * 16, D, hd, head, win[w][0], win[w][1], 0.3f};
+                struct muse_vision_attn a = {q, v + (size_t)head * hd, kp + (size_t)head * n_panels * hd * 16, D, D, hd, head,
+                                             win[w][0], win[w][1], 0.3f};
                 struct muse_vision_attn b = a;
                 b.q = q2;
                 for (int32_t i0 = a.s0; i0 < a.s0 + a.n; i0 += 7) { /* blocks of 7 rows: tiles of 6 and 1 */

@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "gguf/gguf.h"
 #include "kernels/quant_random.h"
+#include "backend/backend.h"
 #include "kernels/types.h"
 #include "synth/synth.h"
 
@@ -38,12 +39,16 @@ muse_status muse_synth_mmproj_preset(const char *name, struct muse_synth_mmproj_
     return MUSE_OK;
 }
 
-static bool rows_fit(enum muse_type type, int64_t ne0) {
+/* Whether matrices of `type` with rows of ne0 can be multiplied (and, with quantizer, also written
+ * by quantizing floats: K- and I-quants have no reference quantizer in muse, only random blocks). */
+static bool rows_fit_q(enum muse_type type, int64_t ne0, bool quantizer) {
     const struct muse_type_layout *l = muse_type_layout_get(type);
-    if (!l || !muse_type_traits[type].from_float) return false;
+    if (!l || !muse_backend_type_supported(type) || (quantizer && !muse_type_traits[type].from_float)) return false;
     const enum muse_type vt = muse_type_traits[type].vec_dot_type;
     return ne0 % l->block_size == 0 && ne0 % muse_type_layouts[vt].block_size == 0;
 }
+
+static bool rows_fit(enum muse_type type, int64_t ne0) { return rows_fit_q(type, ne0, false); }
 
 muse_status muse_synth_mmproj_validate(const struct muse_synth_mmproj_config *c, struct muse_error *err) {
     const struct {
@@ -73,7 +78,7 @@ muse_status muse_synth_mmproj_validate(const struct muse_synth_mmproj_config *c,
         if (!rows_fit(mats[i].type, mats[i].ne0)) {
             const struct muse_type_layout *l = muse_type_layout_get(mats[i].type);
             return muse_error_set(err, MUSE_ERR_INVALID_ARG,
-                                  "%s: rows of %lld are not a whole number of %s blocks (or the type cannot be written)",
+                                  "%s: rows of %lld are not a whole number of %s blocks (or no matmul for the type)",
                                   mats[i].what, (long long)mats[i].ne0, l ? l->name : "?");
         }
     return MUSE_OK;
@@ -269,7 +274,7 @@ muse_status muse_synth_mmproj_convert(const char *src, enum muse_type type, cons
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const struct muse_gguf_tensor *t = &g->tensors[i];
         if (!is_matrix(t)) continue;
-        if (!rows_fit(type, t->ne[0]) || !muse_type_traits[t->type].to_float) {
+        if (!rows_fit_q(type, t->ne[0], true) || !muse_type_traits[t->type].to_float) {
             st = muse_error_set(err, MUSE_ERR_INVALID_ARG, "tensor '%s': rows of %lld cannot be converted to %s", t->name,
                                 (long long)t->ne[0], muse_type_layouts[type].name);
             goto fail;

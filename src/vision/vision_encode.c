@@ -234,7 +234,7 @@ static muse_status enc_setup(struct enc *e, struct muse_vision *v, const struct 
                      &e->rcos, &e->rsin, &e->st_raster, &e->st_ps, &e->st_a0, &e->st_a1};
     size_t total = 0;
     for (size_t i = 0; i < sizeof sz / sizeof sz[0]; i++) total += sz[i];
-    const size_t n_idx = nt * 5 + (size_t)e->n_out * e->f * e->f;
+    const size_t n_idx = nt * 4 + (size_t)e->n_out * e->f * e->f;
     e->mem = aligned_alloc(64, (total * sizeof(float) + n_idx * sizeof(int32_t) + 63) & ~(size_t)63);
     if (!e->mem) goto nomem;
     float *pf = e->mem;
@@ -247,7 +247,6 @@ static muse_status enc_setup(struct enc *e, struct muse_vision *v, const struct 
     e->inv_perm = pi, pi += nt;
     e->rope_col = pi, pi += nt;
     e->rope_row = pi, pi += nt;
-    pi += nt; /* spare */
     e->ds = pi;
     /* the tails of the last key panels (past n_tok) are read by the SIMD kernel: zero them */
     memset(e->kp, 0, sizeof(float) * sz[3]);

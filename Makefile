@@ -24,7 +24,7 @@ BUILD   ?= build
 OPT     ?= -O2 -g
 SAN     ?=
 # LIB_PKGS: what libmuse needs (the .so and muse.pc); libedit is the CLI's (muse chat's line editor)
-LIB_PKGS := libpcre2-8 libcjson libmicrohttpd
+LIB_PKGS := libpcre2-8 libcjson libmicrohttpd stb libwebp
 PKGS    := $(LIB_PKGS) libedit
 
 WARN    := -Wall -Wextra -Werror -Wpointer-arith -Wno-unused-parameter
@@ -32,8 +32,8 @@ WARN    := -Wall -Wextra -Werror -Wpointer-arith -Wno-unused-parameter
 # with ggml, see gguf-and-quants.md). SIMD kernels use explicit FMA intrinsics where they want them.
 CFLAGS  := -std=c11 $(WARN) $(OPT) $(SAN) -ffp-contract=off -D_GNU_SOURCE -fno-strict-aliasing \
            -Iinclude -Isrc -Itests -I$(BUILD)/gen $(shell pkg-config --cflags $(PKGS) 2>/dev/null) -MMD -MP
-LDLIBS  := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lpcre2-8 -lcjson -lmicrohttpd -ledit) -lpthread -lm
-LIB_LDLIBS := $(shell pkg-config --libs $(LIB_PKGS) 2>/dev/null || echo -lpcre2-8 -lcjson -lmicrohttpd) -lpthread -lm
+LDLIBS  := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lpcre2-8 -lcjson -lmicrohttpd -lstb -lwebp -ledit) -lpthread -lm
+LIB_LDLIBS := $(shell pkg-config --libs $(LIB_PKGS) 2>/dev/null || echo -lpcre2-8 -lcjson -lmicrohttpd -lstb -lwebp) -lpthread -lm
 
 ISA_AVX2   := -mavx2 -mfma -mf16c -mbmi2
 ISA_AVX512 := -mavx2 -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mfma -mf16c -mbmi2

@@ -24,6 +24,8 @@ int cmd_draft(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 int cmd_synth_dflash(int argc, char **argv); /* `muse synth --dflash` (cmd_synth_dflash.c) */
+int cmd_image(int argc, char **argv);
+int cmd_synth_mmproj(int argc, char **argv); /* `muse synth --mmproj` (cmd_synth_mmproj.c) */
 
 /* ---- messages: one prefix style, "muse CMD: ..." (tools/cli_util.c) ---- */
 

@@ -24,6 +24,7 @@ static const struct subcommand subcommands[] = {
     {"perplexity", cmd_perplexity, "perplexity of a text, KL divergence against a base model (llama-perplexity)"},
     {"bench", cmd_bench, "prefill/decode speed, llama-bench style"},
     {"serve", cmd_serve, "OpenAI-compatible HTTP server"},
+    {"image", cmd_image, "preprocess an image and run the vision projector (the vision parity interface)"},
 };
 
 static void usage(FILE *f) {

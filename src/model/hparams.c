@@ -124,7 +124,8 @@ static muse_status check_arch(struct muse_hparams *hp, const struct muse_gguf *g
     if (!strcmp(arch, "clip"))
         return muse_error_set(err, MUSE_ERR_UNSUPPORTED,
                               "this is a vision projector (mmproj) file (general.architecture = 'clip'), "
-                              "not a text model: pass the Muse-Glimmer text GGUF as the model (muse does not run images yet)");
+                              "not a text model: use the Muse-Glimmer text GGUF as the model; this file goes to --mmproj "
+                              "(e.g. muse image --mmproj FILE --image IMAGE)");
     if (!strcmp(arch, "dflash"))
         return muse_error_set(err, MUSE_ERR_UNSUPPORTED,
                               "this is a DFlash speculative drafter (general.architecture = 'dflash'), "

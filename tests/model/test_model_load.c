@@ -174,7 +174,7 @@ static void test_tensors(void) {
 static void test_architectures(void) {
     struct fx_spec s = fx_default();
     s.arch = "clip";
-    expect_error("mmproj file", s, MUSE_ERR_UNSUPPORTED, "mmproj", "does not run images");
+    expect_error("mmproj file", s, MUSE_ERR_UNSUPPORTED, "mmproj", "--mmproj");
     s.arch = "dflash";
     expect_error("dflash file", s, MUSE_ERR_UNSUPPORTED, "drafter", "--draft-model");
     s.arch = "llama";

@@ -225,6 +225,17 @@ muse_status muse_eval(struct muse_context *ctx, const int32_t *tokens, int32_t n
 muse_status muse_eval_embd(struct muse_context *ctx, const float *embd, int32_t n_tokens, float *logits,
                            int logits_all, struct muse_error *err);
 
+/*
+ * A mixed sequence of tokens and embedding rows (a prompt with images), evaluated as one sequence
+ * and chunked by n_batch like muse_eval, whatever its text/row boundaries: position i is the row
+ * rows[i] ([n_embd] f32, read during the call only) when rows != NULL and rows[i] != NULL, else the
+ * token tokens[i] (whose value is then ignored: callers may keep a placeholder id there). Logits
+ * as muse_eval. Each row gives exactly the result muse_eval / muse_eval_embd gives it in any split.
+ * Errors: those of muse_eval (an out-of-range id at a token position).
+ */
+muse_status muse_eval_mixed(struct muse_context *ctx, const int32_t *tokens, const float *const *rows, int32_t n_tokens,
+                            float *logits, int logits_all, struct muse_error *err);
+
 /* Forget every token (n_past = 0). Cannot fail. */
 void muse_kv_clear(struct muse_context *ctx);
 

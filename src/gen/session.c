@@ -177,6 +177,30 @@ muse_status muse_session_eval(struct muse_session *s, const int32_t *tokens, int
     return MUSE_OK;
 }
 
+int32_t muse_session_image_id(const uint8_t key[32], int32_t row) {
+    const uint8_t *w = key + 4 * (size_t)(row & 7);
+    uint32_t v = ((uint32_t)w[0] | (uint32_t)w[1] << 8 | (uint32_t)w[2] << 16 | (uint32_t)w[3] << 24) & 0x7fffffffu;
+    return -1 - (int32_t)v; /* -1 .. -2^31 */
+}
+
+muse_status muse_session_eval_mixed(struct muse_session *s, const int32_t *ids, const float *const *rows, int32_t n,
+                                    float *logits, int logits_all, struct muse_error *err) {
+    for (int32_t i = 0; i < n; i++) {
+        const bool row = rows && rows[i];
+        if (row != (ids[i] < 0))
+            return muse_error_set(err, MUSE_ERR_INVALID_ARG,
+                                  row ? "an embedding row at index %d has the id %d (image rows need a negative id)"
+                                      : "position %d has the image-row id %d but no row",
+                                  i, ids[i]);
+    }
+    muse_status st = muse_eval_mixed(s->ctx, ids, rows, n, logits, logits_all, err);
+    if (st != MUSE_OK) return st;
+    memcpy(s->toks + s->n, ids, sizeof *ids * (size_t)n);
+    s->n += n;
+    s->stats.n_tokens_evaluated += (uint64_t)n;
+    return MUSE_OK;
+}
+
 /* Replacement: a checkpoint already at n_past is kept (its copy is the true state there: positions
  * below it were never rewritten since); else the first empty or stale one; else the least recently
  * saved, which in a conversation is the lowest position and the least likely to serve a miss. */

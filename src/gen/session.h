@@ -7,6 +7,9 @@
  * What the session adds to the context (include/muse.h):
  *   - a mirror of the token ids in the cache, so a new prompt can be matched against it
  *     (muse_session_reuse keeps the longest common prefix, the caller evaluates only the rest);
+ *     a position holding an embedding row (an image row, muse_session_eval_mixed) is mirrored by a
+ *     negative id derived from the image's content hash (muse_session_image_id), so two prompts
+ *     with the same image at the same place share that prefix and a different image ends it;
  *   - one policy for a rollback the rings cannot serve (a "sliding-window miss": the cache wrapped
  *     its rings and the rows the kept prefix needs are overwritten, see muse_kv_can_truncate):
  *     restore the best checkpoint the session holds, else clear and re-prefill from 0. Every
@@ -137,6 +140,24 @@ muse_status muse_session_truncate(struct muse_session *s, int32_t n_keep, struct
  */
 muse_status muse_session_eval(struct muse_session *s, const int32_t *tokens, int32_t n, float *logits, int logits_all,
                               struct muse_error *err);
+
+/*
+ * The mirror id of row `row` of an image whose content key (a SHA-256 of what determines its rows:
+ * pixels, size, token cap; src/gen/media.h) is key[32]: a negative int32, never a vocabulary id.
+ * Successive rows cycle through the key's eight 31-bit words, so an image's whole run of ids
+ * carries 248 bits of its key (a prefix match through a whole image compares them all). Pure.
+ */
+int32_t muse_session_image_id(const uint8_t key[32], int32_t row);
+
+/*
+ * Evaluate n positions at the end of the cache, mixing tokens and embedding rows (muse_eval_mixed):
+ * position i is the row rows[i] when rows != NULL and rows[i] != NULL (its mirror id is ids[i], a
+ * negative id from muse_session_image_id), else the token ids[i]. The mirror records ids[0..n).
+ * Logits and errors as muse_session_eval; an embedding row whose id is not negative, or a token
+ * position whose id is, is MUSE_ERR_INVALID_ARG (nothing evaluated).
+ */
+muse_status muse_session_eval_mixed(struct muse_session *s, const int32_t *ids, const float *const *rows, int32_t n,
+                                    float *logits, int logits_all, struct muse_error *err);
 
 /*
  * Save a checkpoint at the current position (a no-op when a valid one is already there). Reuses

@@ -223,17 +223,19 @@ uint32_t muse_context_n_threads(const struct muse_context *ctx) { return ctx->pa
 int32_t muse_context_n_past(const struct muse_context *ctx) { return ctx->kv->n_past; }
 const char *muse_context_backend(const struct muse_context *ctx) { return ctx->ops->name; }
 
-/* Shared body of muse_eval / muse_eval_embd / muse_eval_rows: exactly one of tokens / embd is
- * non-NULL; rows first_row..n_tokens-1 get logits (first_row = n_tokens or logits NULL: none). */
-static muse_status eval(struct muse_context *ctx, const int32_t *tokens, const float *embd, int32_t n_tokens,
-                        float *logits, int32_t first_row, struct muse_error *err) {
+/* Shared body of muse_eval / muse_eval_embd / muse_eval_rows / muse_eval_mixed: exactly one of
+ * tokens / embd is non-NULL; with tokens, rows (may be NULL) replaces the token of every position
+ * whose pointer is non-NULL; rows first_row..n_tokens-1 get logits (first_row = n_tokens or logits
+ * NULL: none). */
+static muse_status eval(struct muse_context *ctx, const int32_t *tokens, const float *embd, const float *const *rows,
+                        int32_t n_tokens, float *logits, int32_t first_row, struct muse_error *err) {
     const struct muse_model *m = ctx->model;
     const int32_t n_vocab = (int32_t)m->w.n_vocab;
     const int64_t n_embd = m->hp.n_embd;
     struct muse_kv_cache *kv = ctx->kv;
     if (n_tokens < 1) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "nothing to evaluate (0 tokens)");
     for (int32_t i = 0; tokens && i < n_tokens; i++)
-        if (tokens[i] < 0 || tokens[i] >= n_vocab)
+        if ((!rows || !rows[i]) && (tokens[i] < 0 || tokens[i] >= n_vocab))
             return muse_error_set(err, MUSE_ERR_INVALID_ARG, "token id %d at index %d is out of range (vocabulary %d)",
                                   tokens[i], i, n_vocab);
     if ((int64_t)kv->n_past + n_tokens > (int64_t)ctx->params.n_ctx)
@@ -246,6 +248,7 @@ static muse_status eval(struct muse_context *ctx, const int32_t *tokens, const f
         for (int32_t i = 0; i < n; i++) ctx->pos[i] = kv->n_past + i;
         struct muse_forward_args a = {
             .tokens = tokens ? tokens + done : NULL, .embd = embd ? embd + (size_t)done * n_embd : NULL,
+            .rows = rows ? rows + done : NULL,
             .pos = ctx->pos, .n_tokens = n, .first_logit_row = n, .logits = NULL,
             .trace = ctx->params.trace, .trace_user = ctx->params.trace_user, .trace_n_pos = ctx->params.trace_n_pos,
             .capture = ctx->params.capture, .capture_user = ctx->params.capture_user,
@@ -265,7 +268,7 @@ static muse_status eval(struct muse_context *ctx, const int32_t *tokens, const f
 muse_status muse_eval(struct muse_context *ctx, const int32_t *tokens, int32_t n_tokens, float *logits, int logits_all,
                       struct muse_error *err) {
     if (!tokens) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "no tokens");
-    return eval(ctx, tokens, NULL, n_tokens, logits, logits_all ? 0 : n_tokens - 1, err);
+    return eval(ctx, tokens, NULL, NULL, n_tokens, logits, logits_all ? 0 : n_tokens - 1, err);
 }
 
 muse_status muse_eval_rows(struct muse_context *ctx, const int32_t *tokens, int32_t n_tokens, int32_t first_row,
@@ -273,13 +276,19 @@ muse_status muse_eval_rows(struct muse_context *ctx, const int32_t *tokens, int3
     if (!tokens) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "no tokens");
     if (first_row < 0 || first_row > n_tokens)
         return muse_error_set(err, MUSE_ERR_INVALID_ARG, "first logits row %d outside 0..%d", first_row, n_tokens);
-    return eval(ctx, tokens, NULL, n_tokens, logits, first_row, err);
+    return eval(ctx, tokens, NULL, NULL, n_tokens, logits, first_row, err);
 }
 
 muse_status muse_eval_embd(struct muse_context *ctx, const float *embd, int32_t n_tokens, float *logits, int logits_all,
                            struct muse_error *err) {
     if (!embd) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "no embeddings");
-    return eval(ctx, NULL, embd, n_tokens, logits, logits_all ? 0 : n_tokens - 1, err);
+    return eval(ctx, NULL, embd, NULL, n_tokens, logits, logits_all ? 0 : n_tokens - 1, err);
+}
+
+muse_status muse_eval_mixed(struct muse_context *ctx, const int32_t *tokens, const float *const *rows, int32_t n_tokens,
+                            float *logits, int logits_all, struct muse_error *err) {
+    if (!tokens) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "no tokens");
+    return eval(ctx, tokens, NULL, rows, n_tokens, logits, logits_all ? 0 : n_tokens - 1, err);
 }
 
 void muse_kv_clear(struct muse_context *ctx) { muse_kv_cache_clear(ctx->kv); }

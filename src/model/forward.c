@@ -280,7 +280,9 @@ static void embed_tokens(const struct fwd *f) {
     const int64_t n_embd = hp->n_embd;
     FOR_OWN_ROWS(f, r, f->a->n_tokens) {
         float *xr = f->rs->x + (size_t)r * n_embd;
-        if (f->a->embd) {
+        if (f->a->rows && f->a->rows[r]) {
+            memcpy(xr, f->a->rows[r], sizeof(float) * (size_t)n_embd);
+        } else if (f->a->embd) {
             memcpy(xr, f->a->embd + (size_t)r * n_embd, sizeof(float) * (size_t)n_embd);
         } else {
             const uint8_t *row = (const uint8_t *)te->data + (size_t)f->a->tokens[r] * te->row_size;

@@ -26,6 +26,8 @@ void muse_run_state_free(struct muse_run_state *rs);
 struct muse_forward_args {
     const int32_t *tokens;   /* [n_tokens], each in 0..n_vocab-1 (checked by the caller); or NULL and: */
     const float *embd;       /* [n_tokens][n_embd] input rows used instead of token_embd rows */
+    const float *const *rows; /* or NULL; else [n_tokens]: row r is rows[r] ([n_embd] f32) when non-NULL,
+                                 else the token tokens[r] (a mixed batch: text and image rows) */
     const int32_t *pos;      /* [n_tokens] positions; contiguous, continuing the KV cache */
     int32_t n_tokens;        /* 1..n_batch */
     int32_t first_logit_row; /* rows first_logit_row..n_tokens-1 get logits (n_tokens: none) */

@@ -206,6 +206,10 @@ struct muse_vision {
     bool simd_attn;            /* the AVX2 attention kernels (cpu backend on an AVX2 machine) */
 };
 
+/* Replace the progress hook of muse_vision_params (the media cache routes it per encode). Not while
+ * an encode runs. */
+void muse_vision_set_progress(struct muse_vision *v, muse_vision_progress_fn fn, void *user);
+
 /* ---- window attention (vision_attn.c, vision_attn_avx2.c) -------------------------------------- */
 
 /* Keys are packed per head in panels of this many keys: [panel][head_dim][16] (the QK kernel reads

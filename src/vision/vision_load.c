@@ -83,6 +83,11 @@ void muse_vision_free(struct muse_vision *v) {
     free(v);
 }
 
+void muse_vision_set_progress(struct muse_vision *v, muse_vision_progress_fn fn, void *user) {
+    v->params.progress = fn;
+    v->params.progress_user = user;
+}
+
 void muse_vision_get_info(const struct muse_vision *v, struct muse_vision_info *out) {
     const struct muse_vision_hparams *hp = &v->hp;
     memset(out, 0, sizeof *out);

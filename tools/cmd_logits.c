@@ -9,19 +9,55 @@
 #include <string.h>
 
 #include "cli.h"
+#include "gen/media.h"
+#include "gen/session.h"
+#include "media_opts.h"
 #include "model_opts.h"
 #include "muse.h"
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: muse logits -m MODEL --tokens 1,2,3 [-n N] [--top K] [--kv f16|f32|q8_0] [--batch B]\n"
-            "                   [--threads T] [--backend ref|cpu] [--ctx-size N]\n"
+            "                   [--threads T] [--backend ref|cpu] [--ctx-size N] [--mmproj P --image F ...]\n"
             "The context is sized for the prompt and the greedy steps unless --ctx-size is given.\n"
             "Prints the logits of every prompt position and of N greedy steps as JSON (the golden schema).\n"
-            "  --tokens IDS         comma-separated prompt token ids (required)\n"
+            "  --tokens IDS         comma-separated prompt token ids (required); the item img stands for\n"
+            "                       the projected rows of the next --image (in order; their positions\n"
+            "                       show token -1), e.g. 997,84,995,img,996,12\n"
             "  -n, --n-predict N    greedy tokens to generate (default 0)\n"
             "  --top K              logits listed per row, highest first (default 40)\n");
     model_opts_usage(f);
+    media_opts_usage(f);
+}
+
+/* --tokens with `img` items: ids, and -1 where an image's rows go. */
+static bool parse_items(const char *opt, const char *v, int32_t **out, int *n_out, int *n_img) {
+    char *copy = strdup(v), *save = NULL;
+    int32_t *ids = NULL;
+    int n = 0, cap = 0;
+    bool ok = copy != NULL;
+    *n_img = 0;
+    for (char *t = ok ? strtok_r(copy, ",", &save) : NULL; ok && t; t = strtok_r(NULL, ",", &save)) {
+        while (*t == ' ') t++;
+        int64_t id = -1;
+        if (!strcmp(t, "img")) (*n_img)++;
+        else if (!cli_parse_int(opt, t, 0, INT32_MAX, &id)) ok = false;
+        if (ok && n == cap) {
+            int32_t *a = realloc(ids, sizeof *a * (size_t)(cap = cap ? 2 * cap : 64));
+            if (!a) ok = false;
+            else ids = a;
+        }
+        if (ok) ids[n++] = (int32_t)id;
+    }
+    free(copy);
+    if (ok && n == 0) ok = !cli_usage_err("%s: no token ids", opt);
+    if (!ok) {
+        free(ids);
+        return false;
+    }
+    *out = ids;
+    *n_out = n;
+    return true;
 }
 
 /* The K best (id, logit) of a row: by logit descending, ties to the lower id. */
@@ -67,22 +103,30 @@ static const char *base_name(const char *p) {
 
 int cmd_logits(int argc, char **argv) {
     struct model_opts mo;
+    struct media_opts md;
+    struct media_ctx media = {0};
+    struct muse_media_prompt mp = {0};
+    struct muse_session *sess = NULL;
     model_opts_init(&mo);
+    media_opts_init(&md);
     int32_t *prompt = NULL, n_prompt = 0;
+    int n_img_items = 0;
     int64_t n_predict = 0, k = 40;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         int r = model_opts_parse(&mo, argc, argv, &i);
+        if (r == 0) r = media_opts_parse(&md, argc, argv, &i);
         if (r < 0) goto usage_fail;
         if (r > 0) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             free(prompt);
+            media_opts_free(&md);
             return 0;
         } else if (!strcmp(a, "--tokens")) {
             free(prompt);
             prompt = NULL;
-            if (!(v = cli_next(argc, argv, &i)) || !cli_parse_ids(a, v, &prompt, &n_prompt)) goto usage_fail;
+            if (!(v = cli_next(argc, argv, &i)) || !parse_items(a, v, &prompt, &n_prompt, &n_img_items)) goto usage_fail;
         } else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
             if (!(v = cli_next(argc, argv, &i)) || !cli_parse_int(a, v, 0, 1 << 20, &n_predict)) goto usage_fail;
         } else if (!strcmp(a, "--top")) {
@@ -96,26 +140,60 @@ int cmd_logits(int argc, char **argv) {
         cli_usage_err("-m MODEL and --tokens IDS are required");
         goto usage_fail;
     }
+    if (n_img_items != md.n_images) {
+        cli_usage_err("--tokens has %d img item%s but %d --image given", n_img_items, n_img_items == 1 ? "" : "s",
+                      md.n_images);
+        goto usage_fail;
+    }
 
+    struct muse_model *model = NULL;
+    struct muse_context *ctx = NULL;
+    struct muse_error err;
+    int rc = 1;
+    float *logits = NULL, *vals = NULL;
+    int32_t *ids = NULL, *greedy = NULL;
+    if (md.n_images > 0) {
+        /* the model first (its width sizes the rows), then the prompt with its image rows */
+        if (muse_model_load(mo.model_path, mo.mparams, &model, &err)) {
+            cli_err("%s", err.msg);
+            goto done;
+        }
+        if (!media_open(&md, mo.model_path, model, mo.cparams.n_threads, mo.cparams.backend, true, mo.verbosity < 0,
+                        &media))
+            goto done;
+        for (int32_t i = 0, k = 0, j = 0; i <= n_prompt; i++) {
+            if (i < n_prompt && prompt[i] >= 0) continue;
+            if (muse_media_prompt_add_tokens(&mp, prompt + j, i - j, &err) ||
+                (i < n_prompt && muse_media_prompt_add_image(&mp, media.vision, &media.images[k++], false, NULL,
+                                                              media.max_tokens, &err))) {
+                cli_err("%s", err.msg);
+                goto done;
+            }
+            j = i + 1;
+        }
+        free(prompt);
+        if (!(prompt = malloc(sizeof *prompt * (size_t)mp.n))) goto done;
+        for (int32_t i = 0; i < mp.n; i++) prompt[i] = mp.ids[i] < 0 ? -1 : mp.ids[i];
+        n_prompt = mp.n;
+        muse_model_free(model);
+        model = NULL;
+    }
     /* without --ctx-size the context is exactly what the run needs (any prompt length) */
     if (mo.cparams.n_ctx == 0) mo.cparams.n_ctx = (uint32_t)(n_prompt + (n_predict > 1 ? n_predict - 1 : 0));
-    struct muse_model *model;
-    struct muse_context *ctx;
-    if (!model_opts_open(&mo, "logits", &model, &ctx)) {
-        free(prompt);
-        return 1;
+    if (!model_opts_open(&mo, "logits", &model, &ctx)) goto done;
+    if (md.n_images > 0 && muse_session_create(ctx, muse_session_default_params(), &sess, &err)) {
+        cli_err("%s", err.msg);
+        goto done;
     }
     const int32_t n_vocab = muse_model_n_vocab(model);
     int32_t n_batch = (int32_t)mo.cparams.n_batch ? (int32_t)mo.cparams.n_batch : 512;
     if ((uint32_t)n_batch > muse_context_n_ctx(ctx)) n_batch = (int32_t)muse_context_n_ctx(ctx); /* as the context clamps */
     if (k > n_vocab) k = n_vocab;
-    int rc = 1;
-    struct muse_error err;
     const int32_t n_rows = n_prompt < n_batch ? n_prompt : n_batch; /* logits rows of one chunk */
-    float *logits = malloc(sizeof(float) * (size_t)n_vocab * (size_t)n_rows);
-    int32_t *ids = malloc(sizeof(int32_t) * (size_t)k);
-    float *vals = malloc(sizeof(float) * (size_t)k);
-    int32_t *greedy = malloc(sizeof(int32_t) * (size_t)(n_predict + 1));
+    logits = malloc(sizeof(float) * (size_t)n_vocab * (size_t)n_rows);
+    ids = malloc(sizeof(int32_t) * (size_t)k);
+    vals = malloc(sizeof(float) * (size_t)k);
+    greedy = malloc(sizeof(int32_t) * (size_t)(n_predict + 1));
     if (!logits || !ids || !vals || !greedy) {
         fprintf(stderr, "muse logits: out of memory\n");
         goto done;
@@ -140,7 +218,8 @@ int cmd_logits(int argc, char **argv) {
     int32_t last = 0;
     for (int32_t done = 0; done < n_prompt;) {
         int32_t n = n_prompt - done < n_batch ? n_prompt - done : n_batch;
-        if (muse_eval(ctx, prompt + done, n, logits, 1, &err)) {
+        if (sess ? muse_media_eval(sess, media.cache, &mp, done, n, logits, 1, &err)
+                 : muse_eval(ctx, prompt + done, n, logits, 1, &err)) {
             fprintf(stderr, "muse logits: %s\n", err.msg);
             goto done;
         }
@@ -178,10 +257,15 @@ done:
     free(vals);
     free(greedy);
     free(prompt);
+    muse_media_prompt_free(&mp);
+    muse_session_free(sess);
+    media_close(&media);
+    media_opts_free(&md);
     muse_context_free(ctx);
     muse_model_free(model);
     return rc;
 usage_fail:
     free(prompt);
+    media_opts_free(&md);
     return 2;
 }

@@ -4,6 +4,8 @@
  * echoes it (unless --no-display-prompt), then samples token by token (greedy unless --temp > 0),
  * streaming each token to stdout as it is produced; stops at EOS / EOT (never at EOM), at
  * --n-predict or when the context is full. Prompt and generation speed go to stderr at the end.
+ * With --image: the prompt's <__media__> markers (or, when it has none, the start of the prompt)
+ * take the images' rows between <|image_start|> and <|image_end|> (src/gen/media.h).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,11 +13,15 @@
 
 #include "cli.h"
 #include "core/timer.h"
+#include "gen/media.h"
 #include "gen/sampler.h"
+#include "gen/session.h"
+#include "media_opts.h"
 #include "model_opts.h"
 #include "muse.h"
 #include "progress.h"
 #include "run_text.h"
+#include "text/tokenizer.h"
 #include "sampling_opts.h"
 
 struct run_opts {
@@ -85,6 +91,56 @@ static void usage(FILE *f) {
     cli_opts_usage(f, rows, N_ROWS);
     sampling_opts_usage(f, SAMPLING_RUN);
     model_opts_usage(f);
+    media_opts_usage(f);
+}
+
+struct encode_progress {
+    struct progress p;
+    int n_images;
+};
+
+static int encode_progress_cb(void *user, int32_t image, int32_t layer, int32_t n_layer) {
+    struct encode_progress *e = user;
+    progress_draw(&e->p, false, "encoding image %d of %d: layer %d/%d", image + 1, e->n_images, layer, n_layer);
+    return 1;
+}
+
+/*
+ * The prompt of a run with images: the text (with one <__media__> per image put first when it has
+ * no marker, as llama-mtmd-cli does) split at its markers around the images' rows. On failure
+ * prints the error and returns false.
+ */
+static bool media_prompt(struct run_text *rt, const struct run_opts *ro, struct media_ctx *m,
+                         struct muse_media_prompt *mp) {
+    static const char *const markers[] = {MUSE_MEDIA_MARKER_MTMD, MUSE_MEDIA_MARKER_PATCH};
+    struct muse_error err;
+    size_t len = 0;
+    char *text = ro->prompt_text ? strdup(ro->prompt_text) : cli_read_file(ro->input_file, &len);
+    if (!text) {
+        cli_err("cannot read %s", ro->input_file && strcmp(ro->input_file, "-") ? ro->input_file : "the prompt");
+        return false;
+    }
+    len = strlen(text);
+    if (!strstr(text, markers[0]) && !strstr(text, markers[1])) {
+        const size_t ml = strlen(markers[0]);
+        char *t = malloc(ml * (size_t)m->n_images + len + 1);
+        if (!t) {
+            free(text);
+            cli_err("out of memory");
+            return false;
+        }
+        for (int k = 0; k < m->n_images; k++) memcpy(t + ml * (size_t)k, markers[0], ml);
+        memcpy(t + ml * (size_t)m->n_images, text, len + 1);
+        free(text);
+        text = t;
+        len = strlen(text);
+    }
+    struct muse_tokenizer *tok = run_text_tokenizer(rt);
+    muse_status st = muse_media_prompt_add_text(mp, tok, m->vision, text, len, muse_tokenizer_add_bos(tok), markers, 2,
+                                                m->images, m->n_images, false, m->max_tokens, &err);
+    free(text);
+    if (st) cli_err("%s", err.msg);
+    return st == MUSE_OK;
 }
 
 static muse_status eval_ctx(void *ctx, const int32_t *t, int32_t n, float *logits, struct muse_error *err) {
@@ -95,14 +151,17 @@ int cmd_run(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--chat")) return cmd_chat(argc, argv); /* chat formatting: tools/cmd_chat.c */
     struct model_opts mo;
+    struct media_opts md;
     struct run_opts ro = {.max_tokens = 128};
     model_opts_init(&mo);
+    media_opts_init(&md);
     sampling_opts_init(&ro.so, SAMPLING_RUN);
     int usage_rc = 2;
     for (int i = 1; i < argc; i++) {
         int r = model_opts_parse(&mo, argc, argv, &i);
         if (r == 0) r = sampling_opts_parse(&ro.so, argc, argv, &i);
         if (r == 0) r = cli_opts_parse(rows, N_ROWS, &ro, argc, argv, &i);
+        if (r == 0) r = media_opts_parse(&md, argc, argv, &i);
         if (r < 0) goto usage_fail;
         if (r == 0) {
             cli_unknown(argv[i]);
@@ -122,6 +181,10 @@ int cmd_run(int argc, char **argv) {
         cli_usage_err("exactly one of -p TEXT, -f FILE, --tokens IDS is required");
         goto usage_fail;
     }
+    if (md.n_images > 0 && ro.tokens) {
+        cli_usage_err("--image needs a text prompt (-p or -f; for token ids with images: muse logits --tokens ...,img,...)");
+        goto usage_fail;
+    }
     struct muse_model *model = NULL;
     struct muse_context *ctx = NULL;
     struct muse_sampler *smp = NULL;
@@ -129,6 +192,9 @@ int cmd_run(int argc, char **argv) {
     float *logits = NULL;
     int rc = 1;
     struct muse_error err;
+    struct media_ctx media = {0};
+    struct muse_media_prompt mp = {0};
+    struct muse_session *sess = NULL;
     /* text in and out (the tokenizer), or ids only; the prompt is read before the model loads */
     if (run_text_open(mo.model_path, &rt, &err)) {
         if (ro.prompt_text || ro.input_file) {
@@ -138,11 +204,25 @@ int cmd_run(int argc, char **argv) {
         rt = NULL; /* ids in, ids out */
         ro.print_ids = true;
     }
-    if (!ro.tokens && run_text_encode_prompt(rt, ro.prompt_text, ro.input_file, &ro.tokens, &ro.n_tokens, &err)) {
+    if (md.n_images == 0 && !ro.tokens && run_text_encode_prompt(rt, ro.prompt_text, ro.input_file, &ro.tokens, &ro.n_tokens, &err)) {
         cli_err("%s", err.msg);
         goto done;
     }
     if (!model_opts_open(&mo, "run", &model, &ctx)) goto done;
+    if (!media_open(&md, mo.model_path, model, muse_context_n_threads(ctx), mo.cparams.backend, false, mo.verbosity < 0,
+                    &media))
+        goto done;
+    if (md.n_images > 0) {
+        if (!media_prompt(rt, &ro, &media, &mp)) goto done;
+        if (muse_session_create(ctx, muse_session_default_params(), &sess, &err)) {
+            cli_err("%s", err.msg);
+            goto done;
+        }
+        ro.tokens = malloc(sizeof *ro.tokens * (size_t)mp.n);
+        if (!ro.tokens) goto done;
+        memcpy(ro.tokens, mp.ids, sizeof *ro.tokens * (size_t)mp.n);
+        ro.n_tokens = mp.n;
+    }
     const int32_t n_vocab = muse_model_n_vocab(model);
     const int32_t n_ctx = (int32_t)muse_context_n_ctx(ctx);
     if (ro.n_tokens > n_ctx) {
@@ -154,18 +234,30 @@ int cmd_run(int argc, char **argv) {
         cli_err("%s", logits ? err.msg : "out of memory");
         goto done;
     }
-    for (int i = 0; i < ro.n_tokens; i++) muse_sampler_accept(smp, ro.tokens[i]);
+    for (int i = 0; i < ro.n_tokens; i++)
+        if (ro.tokens[i] >= 0) muse_sampler_accept(smp, ro.tokens[i]); /* image rows are no tokens */
 
     int64_t t0 = muse_time_us();
-    if (progress_prefill(eval_ctx, ctx, ro.tokens, ro.n_tokens, (int32_t)muse_context_n_batch(ctx), logits,
-                         model_opts_progress(&mo), NULL, &err)) {
+    if (sess) {
+        struct encode_progress ep = {.n_images = media.n_images};
+        progress_begin(&ep.p, model_opts_progress(&mo));
+        if (ep.p.on) muse_media_cache_set_progress(media.cache, encode_progress_cb, &ep);
+        muse_status st = muse_media_eval(sess, media.cache, &mp, 0, mp.n, logits, 0, &err);
+        progress_end(&ep.p);
+        if (st) {
+            cli_err("%s", err.msg);
+            goto done;
+        }
+    } else if (progress_prefill(eval_ctx, ctx, ro.tokens, ro.n_tokens, (int32_t)muse_context_n_batch(ctx), logits,
+                                model_opts_progress(&mo), NULL, &err)) {
         cli_err("%s", err.msg);
         goto done;
     }
     int64_t t1 = muse_time_us();
     const bool text_out = rt && !ro.print_ids;
     if (text_out && !ro.no_echo) /* as llama-completion: the prompt, then the continuation */
-        for (int i = 0; i < ro.n_tokens; i++) run_text_print_token(rt, ro.tokens[i], stdout);
+        for (int i = 0; i < ro.n_tokens; i++)
+            if (ro.tokens[i] >= 0) run_text_print_token(rt, ro.tokens[i], stdout);
     int64_t n_gen = 0;
     const char *stop = "max-tokens";
     while (n_gen < ro.max_tokens) {
@@ -200,16 +292,27 @@ int cmd_run(int argc, char **argv) {
                 "stop: %s; backend %s; context %d; seed %llu",
                 ro.n_tokens, tp, tp > 0 ? ro.n_tokens / tp : 0.0, (long long)n_gen, tg, tg > 0 ? (double)n_gen / tg : 0.0,
                 stop, muse_context_backend(ctx), n_ctx, (unsigned long long)ro.so.sp.seed);
+    if (mo.verbosity >= 0 && media.cache && media.n_images > 0) {
+        const struct muse_media_cache_stats cs = muse_media_cache_stats(media.cache);
+        cli_err("images: %d, %llu rows from the vision tower in %.3f s (%.1f tokens/s)", media.n_images,
+                (unsigned long long)cs.tokens_encoded, cs.encode_s,
+                cs.encode_s > 0 ? (double)cs.tokens_encoded / cs.encode_s : 0.0);
+    }
     rc = 0;
 done:
     free(logits);
     muse_sampler_free(smp);
     run_text_close(rt);
+    muse_media_prompt_free(&mp);
+    muse_session_free(sess);
+    media_close(&media);
+    media_opts_free(&md);
     muse_context_free(ctx);
     muse_model_free(model);
     free(ro.tokens);
     return rc;
 usage_fail:
     free(ro.tokens);
+    media_opts_free(&md);
     return usage_rc;
 }

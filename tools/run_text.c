@@ -49,6 +49,8 @@ void run_text_close(struct run_text *rt) {
     free(rt);
 }
 
+struct muse_tokenizer *run_text_tokenizer(struct run_text *rt) { return rt ? rt->tok : NULL; }
+
 muse_status run_text_encode_prompt(struct run_text *rt, const char *text, const char *file, int32_t **ids, int *n_ids,
                                    struct muse_error *err) {
     char *owned = NULL;

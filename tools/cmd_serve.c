@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "gguf/gguf.h"
+#include "media_opts.h"
 #include "sampling_opts.h"
 #include "server/adapter.h"
 #include "server/server.h"
@@ -23,7 +24,12 @@ static void usage(FILE *f) {
             "  --queue N           requests that may wait for a slot; beyond that 503 + Retry-After (default 64)\n"
             "  -c, --ctx-size N    context per slot in tokens (default: min(4096, the model's))\n"
             "  -b, --batch-size N  most tokens per forward call (default 512)\n"
-            "  --max-body BYTES    largest request body; larger ones get 413 (default 4194304)\n"
+            "  --max-body BYTES    largest request body; larger ones get 413 (default 4194304; 33554432\n"
+            "                      with a vision projector: images come base64-encoded)\n"
+            "  --mmproj FILE       vision projector: image_url parts (data: URIs) in chat messages (default:\n"
+            "                      the one *mmproj*.gguf beside the model, if there is exactly one)\n"
+            "  --no-mmproj         serve text only (do not look for a projector)\n"
+            "  --image-max-tokens N  at most N merged tokens per image (default 4096)\n"
             "  --api-key KEY       require `Authorization: Bearer KEY` on everything but /health and /\n"
             "                      (or set MUSE_API_KEY)\n");
     sampling_opts_usage(f, SAMPLING_SERVE);
@@ -38,12 +44,17 @@ int cmd_serve(int argc, char **argv) {
     bool test_mode = false;
     int n_ctx = 0, n_batch = 0;
     int64_t v;
+    bool max_body_given = false;
+    struct media_opts md;
+    media_opts_init(&md);
+    char *found_mmproj = NULL;
     struct sampling_opts so;
     sampling_opts_init(&so, SAMPLING_SERVE);
     p.api_key = getenv("MUSE_API_KEY");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val;
         int r = sampling_opts_parse(&so, argc, argv, &i);
+        if (r == 0) r = media_opts_parse(&md, argc, argv, &i);
         if (r < 0) return 2;
         if (r > 0) continue;
 #define NEXT()                                            \
@@ -90,6 +101,7 @@ int cmd_serve(int argc, char **argv) {
             NEXT();
             if (!cli_parse_int(a, val, 1024, (int64_t)1 << 34, &v)) return 2;
             p.max_body = (size_t)v;
+            max_body_given = true;
         } else if (!strcmp(a, "--max-connections")) {
             NEXT();
             if (!cli_parse_int(a, val, 1, 100000, &v)) return 2;
@@ -109,6 +121,18 @@ int cmd_serve(int argc, char **argv) {
     if (!model && !test_mode) {
         return cli_usage_err("--model FILE is required");
     }
+    if (md.n_images > 0) {
+        media_opts_free(&md);
+        return cli_usage_err("--image is for run, chat, logits and bench: clients send images in their requests");
+    }
+    if (md.no_mmproj && md.mmproj) return cli_usage_err("--no-mmproj cannot be combined with --mmproj");
+    const char *mmproj = md.mmproj;
+    if (!mmproj && !md.no_mmproj && !test_mode) {
+        struct muse_error ferr;
+        if ((mmproj = found_mmproj = media_find_mmproj(model, &ferr)))
+            cli_err("using the vision projector %s (found beside the model; --no-mmproj to serve text only)", mmproj);
+    }
+    if (mmproj && !max_body_given) p.max_body = (size_t)32 << 20;
 
     /* a missing or unreadable model fails here, before anything listens (the weights load after
      * `listening`, so /health can answer "loading" meanwhile) */
@@ -152,10 +176,12 @@ int cmd_serve(int argc, char **argv) {
         fprintf(stderr, "muse serve: TEST MODE: scripted adapter, no model (%s)\n", script);
         st = muse_srv_scripted_adapter_create(script, &ad, &err);
     } else {
-        struct muse_srv_model_params rp = {n_ctx, n_batch};
+        struct muse_srv_model_params rp = {n_ctx, n_batch, mmproj, (int)md.max_tokens};
         st = muse_srv_model_adapter_create(model, &rp, &ad, &err);
     }
     if (st == MUSE_OK) st = muse_server_attach_adapter(srv, ad, &err);
+    free(found_mmproj);
+    media_opts_free(&md);
     if (st != MUSE_OK) {
         fprintf(stderr, "muse serve: %s\n", err.msg);
         muse_server_free(srv);

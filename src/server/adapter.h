@@ -39,6 +39,7 @@ struct muse_srv_adapter_info {
     int n_ctx;            /* context of one slot, in tokens */
     int n_ctx_train;      /* the model's trained context */
     int n_vocab;
+    bool vision;          /* images accepted (a vision projector is loaded: media_prompt works) */
 };
 
 /* What the chat template needs from a /v1/chat/completions request (borrowed pointers). */
@@ -98,6 +99,21 @@ struct muse_srv_adapter_ops {
      */
     muse_status (*slot_sample)(void *slot, int n_probs, struct muse_srv_prob *probs, int32_t *tok,
                                struct muse_error *err);
+
+    /* ---- images (NULL in an adapter without vision; info.vision says which) ---- */
+    /*
+     * A rendered prompt with images (any thread): text holds one `<__media__>` marker per image;
+     * the result is the prompt's ids (*toks malloc'd: image rows as negative ids derived from the
+     * image's content hash, so prefix reuse compares images by content) and *media, the adapter's
+     * handle of that prompt (free with media_free). images: taken (freed here, also on error).
+     * Errors: INVALID_ARG (marker/image count), those of the tokenizer and the image geometry.
+     */
+    muse_status (*media_prompt)(void *self, const char *text, size_t len, struct muse_image *images, int n_images,
+                                void **media, int32_t **toks, int *n_toks, struct muse_error *err);
+    void (*media_free)(void *self, void *media);
+    /* slot_eval of positions from..from+n of a media prompt (the slot holds exactly `from`); the
+     * images' rows are made (or found in the adapter's rows cache) as needed. */
+    muse_status (*slot_eval_media)(void *slot, void *media, int from, int n, struct muse_error *err);
 };
 
 /* An adapter: an ops table plus its state. */
@@ -121,6 +137,8 @@ struct muse_srv_model_params {
     int n_ctx;   /* context per slot; 0 = min(4096, the model's) */
     int n_batch; /* most tokens per forward call; 0 = libmuse's default. Sliding-window rings hold
                     n_swa + n_batch rows, so it also bounds how far a slot can rewind in place */
+    const char *mmproj;     /* vision projector GGUF, or NULL: no images */
+    int image_max_tokens;   /* merged tokens per image at most; 0 = 4096 */
 };
 
 /*

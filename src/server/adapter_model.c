@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "gen/media.h"
 #include "gen/sampler.h"
 #include "gen/session.h"
 #include "gguf/gguf.h"
@@ -30,6 +31,9 @@ struct model_adapter {
     char bos_text[64], eos_text[64];
     struct muse_srv_adapter_info info;
     int n_batch; /* context n_batch; 0 = libmuse's default */
+    struct muse_vision *vision;    /* the projector, or NULL (no images) */
+    struct muse_media_cache *media; /* projected rows by content, shared by the slots (its own locks) */
+    int image_max_tokens;
 };
 
 struct model_slot {
@@ -177,6 +181,47 @@ static muse_status model_slot_eval(void *slot, const int32_t *toks, int n, struc
     return st;
 }
 
+static muse_status model_media_prompt(void *self, const char *text, size_t len, struct muse_image *images,
+                                      int n_images, void **media, int32_t **toks, int *n_toks, struct muse_error *err) {
+    static const char *const markers[] = {MUSE_MEDIA_MARKER_MTMD};
+    struct model_adapter *r = self;
+    *media = NULL;
+    *toks = NULL;
+    struct muse_media_prompt *p = calloc(1, sizeof *p);
+    if (!p) {
+        for (int k = 0; k < n_images; k++) muse_image_free(&images[k]);
+        return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
+    }
+    /* the template writes BOS itself (model_render), so none is added here */
+    muse_status st = muse_media_prompt_add_text(p, r->tok, r->vision, text, len, false, markers, 1, images, n_images,
+                                                true, r->image_max_tokens, err);
+    if (st == MUSE_OK && !(*toks = malloc(sizeof **toks * (size_t)(p->n ? p->n : 1))))
+        st = muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
+    if (st != MUSE_OK) {
+        muse_media_prompt_free(p);
+        free(p);
+        return st;
+    }
+    memcpy(*toks, p->ids, sizeof **toks * (size_t)p->n);
+    *n_toks = p->n;
+    *media = p;
+    return MUSE_OK;
+}
+
+static void model_media_free(void *self, void *media) {
+    (void)self;
+    muse_media_prompt_free(media);
+    free(media);
+}
+
+static muse_status model_slot_eval_media(void *slot, void *media, int from, int n, struct muse_error *err) {
+    struct model_slot *s = slot;
+    s->has_logits = false;
+    muse_status st = muse_media_eval(s->kv, s->r->media, media, from, n, s->logits, 0, err);
+    if (st == MUSE_OK) s->has_logits = true;
+    return st;
+}
+
 static muse_status model_slot_begin(void *slot, const struct muse_sampler_params *sp, struct muse_error *err) {
     struct model_slot *s = slot;
     muse_sampler_free(s->sampler);
@@ -220,6 +265,8 @@ static muse_status model_slot_sample(void *slot, int n_probs, struct muse_srv_pr
 static void model_destroy(void *self) {
     struct model_adapter *r = self;
     if (!r) return;
+    muse_media_cache_free(r->media);
+    muse_vision_free(r->vision);
     muse_chat_free(r->chat);
     muse_tokenizer_free(r->tok);
     muse_model_free(r->model);
@@ -240,6 +287,9 @@ static const struct muse_srv_adapter_ops model_ops = {
     .slot_eval = model_slot_eval,
     .slot_begin = model_slot_begin,
     .slot_sample = model_slot_sample,
+    .media_prompt = model_media_prompt,
+    .media_free = model_media_free,
+    .slot_eval_media = model_slot_eval_media,
 };
 
 /* Text of token id (for the template's bos_token/eos_token), "" when absent. */
@@ -290,6 +340,21 @@ muse_status muse_srv_model_adapter_create(const char *model_path, const struct m
         snprintf(name, sizeof name, "%s", base ? base + 1 : model_path);
     }
     snprintf(r->info.model_name, sizeof r->info.model_name, "%s", name);
+    if (params && params->mmproj) {
+        if ((st = muse_vision_load(params->mmproj, muse_vision_default_params(), &r->vision, err)) != MUSE_OK) goto fail;
+        if ((st = muse_media_cache_create(r->vision, muse_model_n_embd(r->model), MUSE_MEDIA_CACHE_DEFAULT_BYTES,
+                                          &r->media, err)) != MUSE_OK) {
+            muse_error_prefix(err, "%s: ", params->mmproj);
+            goto fail;
+        }
+        if (muse_tokenizer_find(r->tok, "<|image_start|>", 15) < 0 || muse_tokenizer_find(r->tok, "<|image_end|>", 13) < 0) {
+            st = muse_error_set(err, MUSE_ERR_MISSING, "%s has no <|image_start|>/<|image_end|> tokens: it cannot read images",
+                                model_path);
+            goto fail;
+        }
+        r->image_max_tokens = params->image_max_tokens;
+        r->info.vision = true;
+    }
     out->ops = &model_ops;
     out->self = r;
     return MUSE_OK;

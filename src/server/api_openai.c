@@ -8,7 +8,173 @@
 
 static const char *const roles[] = {"system", "developer", "user", "assistant", "tool"};
 
-/* Check a message's content: a string, null, or an array of text parts. */
+/* ---- images: image_url content parts ------------------------------------------------------------ */
+
+#define MEDIA_MARKER "<__media__>" /* llama.cpp's media marker; the adapter splits the prompt there */
+
+/* Decode base64 (standard alphabet, '=' padding optional, whitespace skipped); NULL on a bad
+ * character. *n: bytes. */
+static uint8_t *base64_decode(const char *s, size_t len, size_t *n) {
+    uint8_t *out = malloc(len / 4 * 3 + 3);
+    if (!out) return NULL;
+    uint32_t acc = 0;
+    int bits = 0;
+    size_t o = 0;
+    for (size_t i = 0; i < len; i++) {
+        const char c = s[i];
+        int v;
+        if (c >= 'A' && c <= 'Z') v = c - 'A';
+        else if (c >= 'a' && c <= 'z') v = c - 'a' + 26;
+        else if (c >= '0' && c <= '9') v = c - '0' + 52;
+        else if (c == '+' || c == '-') v = 62;
+        else if (c == '/' || c == '_') v = 63;
+        else if (c == '=') break;
+        else if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
+        else {
+            free(out);
+            return NULL;
+        }
+        acc = acc << 6 | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out[o++] = (uint8_t)(acc >> bits);
+        }
+    }
+    *n = o;
+    return out;
+}
+
+/* The url of an image_url part: {"image_url": {"url": "..."}} or {"image_url": "..."}. */
+static const char *part_url(const cJSON *part) {
+    const cJSON *iu = cJSON_GetObjectItemCaseSensitive(part, "image_url");
+    if (cJSON_IsString(iu)) return iu->valuestring;
+    const cJSON *url = cJSON_GetObjectItemCaseSensitive(iu, "url");
+    return cJSON_IsString(url) ? url->valuestring : NULL;
+}
+
+/* Decode one data: URI image. On failure writes msg. */
+static bool decode_data_uri(const char *url, int i, int k, struct muse_image *img, char *msg, size_t cap) {
+    if (!strncmp(url, "http://", 7) || !strncmp(url, "https://", 8)) {
+        snprintf(msg, cap,
+                 "messages[%d]: image %d: remote image URLs are not fetched (this server fetches nothing): send the "
+                 "image inline as a data: URI (data:image/png;base64,...)", i, k + 1);
+        return false;
+    }
+    const char *comma = strncmp(url, "data:", 5) ? NULL : strchr(url, ',');
+    if (!comma) {
+        snprintf(msg, cap, "messages[%d]: image %d: image_url.url must be a data: URI (data:image/png;base64,...)", i,
+                 k + 1);
+        return false;
+    }
+    const size_t hl = (size_t)(comma - url);
+    if (hl < 12 || memcmp(comma - 7, ";base64", 7)) {
+        snprintf(msg, cap, "messages[%d]: image %d: the data: URI must be base64 (data:image/png;base64,...)", i, k + 1);
+        return false;
+    }
+    size_t n = 0;
+    uint8_t *bytes = base64_decode(comma + 1, strlen(comma + 1), &n);
+    if (!bytes) {
+        snprintf(msg, cap, "messages[%d]: image %d: the data: URI is not valid base64", i, k + 1);
+        return false;
+    }
+    struct muse_error err = {0};
+    muse_status st = muse_image_decode(bytes, n, 0, img, &err);
+    free(bytes);
+    if (st != MUSE_OK) {
+        snprintf(msg, cap, "messages[%d]: image %d: %.300s", i, k + 1, err.msg);
+        return false;
+    }
+    return true;
+}
+
+/*
+ * The images of a validated messages array. When there are none: *out_messages = NULL, *n = 0.
+ * Else *out_messages is a copy of messages whose content arrays with images are strings: parts
+ * joined by "\n", an image part as MEDIA_MARKER with no newline around it (llama-server's join),
+ * and *images the decoded images in order. On failure (400) writes msg and returns false.
+ */
+static bool extract_images(bool vision, const cJSON *messages, cJSON **out_messages, struct muse_image **images, int *n,
+                           char *msg, size_t cap) {
+    *out_messages = NULL;
+    *images = NULL;
+    *n = 0;
+    int total = 0, i = 0;
+    const cJSON *m, *part;
+    cJSON_ArrayForEach(m, messages) {
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+        if (!cJSON_IsArray(content)) continue;
+        cJSON_ArrayForEach(part, content) {
+            const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
+            if (strcmp(type->valuestring, "image_url")) continue;
+            if (!part_url(part)) {
+                snprintf(msg, cap, "messages[%d]: an image_url part needs image_url.url (a data: URI)", i);
+                return false;
+            }
+            if (!vision) {
+                snprintf(msg, cap, "messages[%d]: this server has no vision projector, so it takes no images (start it "
+                         "with --mmproj FILE)", i);
+                return false;
+            }
+            total++;
+        }
+        i++;
+    }
+    if (total == 0) return true;
+    cJSON *copy = cJSON_Duplicate(messages, true);
+    struct muse_image *imgs = calloc((size_t)total, sizeof *imgs);
+    struct muse_srv_buf b = {0};
+    int k = 0;
+    if (!copy || !imgs) {
+        snprintf(msg, cap, "out of memory");
+        goto fail;
+    }
+    i = 0;
+    cJSON *mm;
+    cJSON_ArrayForEach(mm, copy) {
+        cJSON *content = cJSON_GetObjectItemCaseSensitive(mm, "content");
+        bool has = false;
+        cJSON_ArrayForEach(part, content)
+            has |= !strcmp(cJSON_GetObjectItemCaseSensitive(part, "type")->valuestring, "image_url");
+        if (cJSON_IsArray(content) && has) {
+            b.len = 0;
+            bool prev_text = false;
+            cJSON_ArrayForEach(part, content) {
+                const bool is_img = !strcmp(cJSON_GetObjectItemCaseSensitive(part, "type")->valuestring, "image_url");
+                const char *t = is_img ? MEDIA_MARKER : cJSON_GetObjectItemCaseSensitive(part, "text")->valuestring;
+                bool ok = (!prev_text || is_img || muse_srv_buf_append(&b, "\n", 1)) && muse_srv_buf_append(&b, t, strlen(t));
+                if (!ok) {
+                    snprintf(msg, cap, "out of memory");
+                    goto fail;
+                }
+                if (is_img && !decode_data_uri(part_url(part), i, k, &imgs[k], msg, cap)) goto fail;
+                k += is_img;
+                prev_text = !is_img;
+            }
+            cJSON *str = cJSON_CreateString(muse_srv_buf_str(&b));
+            if (!str) {
+                snprintf(msg, cap, "out of memory");
+                goto fail;
+            }
+            cJSON_ReplaceItemInObjectCaseSensitive(mm, "content", str);
+        }
+        i++;
+    }
+    muse_srv_buf_free(&b);
+    *out_messages = copy;
+    *images = imgs;
+    *n = total;
+    return true;
+fail:
+    for (int j = 0; j < k; j++) muse_image_free(&imgs[j]);
+    free(imgs);
+    muse_srv_buf_free(&b);
+    cJSON_Delete(copy);
+    return false;
+}
+
+/* Check a message's content: a string, null, or an array of text and image_url parts (the image
+ * itself is checked by extract_images). */
 static bool valid_content(const cJSON *content, bool null_ok, char *msg, size_t cap, int i) {
     if (!content || cJSON_IsNull(content)) {
         if (!null_ok) snprintf(msg, cap, "messages[%d].content is required", i);
@@ -26,8 +192,10 @@ static bool valid_content(const cJSON *content, bool null_ok, char *msg, size_t 
             snprintf(msg, cap, "messages[%d].content parts need a string 'type'", i);
             return false;
         }
+        if (!strcmp(type->valuestring, "image_url")) continue;
         if (strcmp(type->valuestring, "text")) {
-            snprintf(msg, cap, "messages[%d]: content part type '%.40s' is not supported (text only)", i, type->valuestring);
+            snprintf(msg, cap, "messages[%d]: content part type '%.40s' is not supported (text and image_url only)", i,
+                     type->valuestring);
             return false;
         }
         if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(part, "text"))) {
@@ -193,8 +361,10 @@ enum MHD_Result muse_srv_api_chat(struct srv_req *r) {
     cJSON *req = muse_srv_parse_body(r);
     if (!req) return MHD_YES;
     struct muse_srv_job *job = muse_srv_job_new();
-    char msg[300] = "", *prompt = NULL;
-    cJSON *kwargs = NULL;
+    char msg[400] = "", *prompt = NULL;
+    cJSON *kwargs = NULL, *media_messages = NULL;
+    struct muse_image *images = NULL;
+    int n_images = 0;
     const char *param = NULL;
     enum MHD_Result ret = MHD_YES;
     struct srv_gen_opts o = {.api = SRV_API_CHAT};
@@ -227,7 +397,12 @@ enum MHD_Result muse_srv_api_chat(struct srv_req *r) {
     o.include_usage = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(so, "include_usage"));
     const cJSON *use_tools = no_tools || !cJSON_IsArray(tools) || !cJSON_GetArraySize(tools) ? NULL : tools;
     kwargs = template_kwargs(req);
-    struct muse_srv_chat_input in = {messages, use_tools, strength, kwargs};
+    if (!extract_images(srv->info.vision && srv->ad.ops->media_prompt, messages, &media_messages, &images, &n_images, msg,
+                        sizeof msg)) {
+        ret = muse_srv_reply_error(r, 400, "invalid_request_error", "messages", "%s", msg);
+        goto out;
+    }
+    struct muse_srv_chat_input in = {media_messages ? media_messages : messages, use_tools, strength, kwargs};
     struct muse_error err = {0};
     if (srv->ad.ops->render_chat(srv->ad.self, &in, &prompt, &err) != MUSE_OK) {
         ret = err.status == MUSE_ERR_TEMPLATE || err.status == MUSE_ERR_INVALID_ARG || err.status == MUSE_ERR_FORMAT
@@ -235,15 +410,43 @@ enum MHD_Result muse_srv_api_chat(struct srv_req *r) {
                   : muse_srv_reply_error(r, 500, "server_error", NULL, "chat template: %s", err.msg);
         goto out;
     }
-    if (!muse_srv_tokenize_prompt(r, prompt, false, job)) goto out;
+    if (n_images > 0) {
+        muse_status st = srv->ad.ops->media_prompt(srv->ad.self, prompt, strlen(prompt), images, n_images, &job->media,
+                                                   &job->prompt, &job->n_prompt, &err);
+        free(images); /* the pixels were taken */
+        images = NULL;
+        n_images = 0;
+        if (st != MUSE_OK) {
+            ret = st == MUSE_ERR_NOMEM || st == MUSE_ERR_INTERNAL
+                      ? muse_srv_reply_error(r, 500, "server_error", NULL, "%s", err.msg)
+                      : muse_srv_reply_error(r, 400, "invalid_request_error", "messages", "%s", err.msg);
+            goto out;
+        }
+        job->media_free = srv->ad.ops->media_free;
+        job->media_self = srv->ad.self;
+        if (job->n_prompt >= srv->info.n_ctx) {
+            ret = muse_srv_reply_error(r, 400, "invalid_request_error", "messages",
+                                       "the prompt is %d tokens (image rows included) but the context of a slot is %d "
+                                       "tokens: send smaller images (or fewer), or start the server with a larger "
+                                       "--ctx-size or a smaller --image-max-tokens",
+                                       job->n_prompt, srv->info.n_ctx);
+            goto out;
+        }
+    } else if (!muse_srv_tokenize_prompt(r, prompt, false, job)) {
+        goto out;
+    }
     job->parse_channels = true;
     job->no_tool_calls = no_tools;
     if (use_tools) job->tools = cJSON_Duplicate(use_tools, true);
     free(prompt);
     cJSON_Delete(kwargs);
+    cJSON_Delete(media_messages);
     cJSON_Delete(req);
     return muse_srv_run_job(r, job, &o);
 out:
+    for (int k = 0; k < n_images; k++) muse_image_free(&images[k]);
+    free(images);
+    cJSON_Delete(media_messages);
     free(prompt);
     cJSON_Delete(kwargs);
     muse_srv_job_release(job);

@@ -68,6 +68,7 @@ struct muse_srv_job *muse_srv_job_new(void) {
 void muse_srv_job_release(struct muse_srv_job *job) {
     if (!job || atomic_fetch_sub(&job->refs, 1) != 1) return;
     free(job->prompt);
+    if (job->media && job->media_free) job->media_free(job->media_self, job->media);
     for (int i = 0; i < job->n_stops; i++) free(job->stops[i]);
     free(job->stops);
     cJSON_Delete(job->tools);
@@ -284,6 +285,22 @@ static muse_status slot_eval(struct slot *sl, const int32_t *toks, int n, struct
     return MUSE_OK;
 }
 
+/* slot_eval of the job's prompt positions from..from+n (through the adapter's media path when the
+ * prompt has images: its ids there are the images' content-derived negative ids). */
+static muse_status slot_eval_prompt(struct slot *sl, struct muse_srv_job *job, int from, int n, struct muse_error *err) {
+    if (!job->media) return slot_eval(sl, job->prompt + from, n, err);
+    const struct muse_srv_adapter *ad = sl->s->ad;
+    const int32_t *toks = job->prompt + from;
+    muse_status st = ad->ops->slot_eval_media(sl->es, job->media, from, n, err);
+    if (st != MUSE_OK) {
+        sl->n_cache = ad->ops->slot_keep(sl->es, 0).n_kept;
+        return st;
+    }
+    memcpy(sl->cache + sl->n_cache, toks, (size_t)n * sizeof *toks);
+    sl->n_cache += n;
+    return MUSE_OK;
+}
+
 /*
  * Run one job on its slot, from the worker thread, with no lock held on entry. Ends the job exactly
  * once (job_finish) on every path: cancelled, an error, or the loop's finish reason. The slot's
@@ -327,7 +344,7 @@ static void run_job(struct slot *sl, struct muse_srv_job *job) {
             goto done;
         }
         int k = job->n_prompt - i < PREFILL_CHUNK ? job->n_prompt - i : PREFILL_CHUNK;
-        if (slot_eval(sl, job->prompt + i, k, &err) != MUSE_OK) {
+        if (slot_eval_prompt(sl, job, i, k, &err) != MUSE_OK) {
             job_finish(job, MUSE_SRV_FINISH_ERROR, err.msg);
             goto done;
         }

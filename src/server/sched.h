@@ -76,6 +76,9 @@ struct muse_srv_job {
     bool no_tool_calls;  /* tool_choice "none": a tool-call message is content */
     struct cJSON *tools; /* types tool-call arguments; may be NULL */
     uint64_t id;         /* unique per server: tool-call ids derive from it */
+    void *media;         /* a prompt with images: the adapter's handle (prompt then holds its ids), or NULL */
+    void (*media_free)(void *self, void *media); /* how the job frees media (with media_self) */
+    void *media_self;
 
     /*
      * outputs, guarded by mu: the worker appends and broadcasts cv after each token and once when

@@ -33,7 +33,9 @@
 #include "gen/session.h"
 #include "text/tokenizer.h"
 #include "gguf/gguf.h"
+#include "gen/media.h"
 #include "line_edit.h"
+#include "media_opts.h"
 #include "model_opts.h"
 #include "muse.h"
 #include "progress.h"
@@ -46,6 +48,7 @@ struct chat_cli {
     bool context_shift;
     int64_t max_tokens;
     struct sampling_opts so;
+    struct media_opts md;
 };
 
 #define C(dst) ((struct chat_cli *)(dst))
@@ -114,6 +117,8 @@ static void usage(FILE *f) {
     cli_opts_usage(f, rows, N_ROWS);
     sampling_opts_usage(f, SAMPLING_CHAT);
     model_opts_usage(f);
+    media_opts_usage(f);
+    fprintf(f, "  (chat: the --image files go with the first user message; /image FILE attaches one to the next)\n");
 }
 
 /* Set by SIGINT while the interactive chat runs (no SA_RESTART: a blocked read returns EINTR). */
@@ -142,6 +147,12 @@ struct session {
     int shown;        /* 0 nothing yet, 1 reasoning, 2 content */
     int turn;
     uint64_t calls;
+    /* images: the projector, the images of the conversation's messages (in the order of their
+     * <__media__> markers), those attached to the next user message, the current prompt */
+    struct media_ctx media;
+    struct muse_image *conv, *pending;
+    int n_conv, n_pending;
+    struct muse_media_prompt mp;
 };
 
 static char *read_all(const char *path, size_t *len) { return cli_read_file(path, len); }
@@ -188,9 +199,91 @@ static void feed_token(struct session *s, struct muse_output_parser *p, int32_t 
 static bool render_prompt(struct session *s, int32_t **ids, size_t *n_ids, char **text, struct muse_error *err) {
     size_t len;
     *ids = NULL;
+    muse_media_prompt_free(&s->mp);
     if (muse_chat_render(s->chat, &s->copts, true, text, &len, err) != MUSE_OK) return false;
     /* the template writes the BOS text itself; special-token parsing turns it into the BOS id */
-    return muse_tokenizer_encode_alloc(s->tok, *text, len, MUSE_TOKENIZE_PARSE_SPECIAL, ids, n_ids, err) == MUSE_OK;
+    if (s->n_conv == 0)
+        return muse_tokenizer_encode_alloc(s->tok, *text, len, MUSE_TOKENIZE_PARSE_SPECIAL, ids, n_ids, err) == MUSE_OK;
+    /* images: each <__media__> of the rendered conversation becomes <|image_start|> rows <|image_end|> */
+    static const char *const markers[] = {MUSE_MEDIA_MARKER_MTMD};
+    if (muse_media_prompt_add_text(&s->mp, s->tok, s->media.vision, *text, len, false, markers, 1, s->conv, s->n_conv,
+                                   false, s->media.max_tokens, err) != MUSE_OK)
+        return false;
+    if (!(*ids = malloc(sizeof **ids * (size_t)s->mp.n))) return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory"), false;
+    memcpy(*ids, s->mp.ids, sizeof **ids * (size_t)s->mp.n);
+    *n_ids = (size_t)s->mp.n;
+    return true;
+}
+
+/* The <__media__> markers in a message's content (its images). */
+static int count_markers(const cJSON *m) {
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content");
+    int n = 0;
+    for (const char *p = cJSON_IsString(c) ? c->valuestring : NULL; p && (p = strstr(p, MUSE_MEDIA_MARKER_MTMD)); p++) n++;
+    return n;
+}
+
+/* Forget n images of the conversation: the first ones (from_front) or the last ones. */
+static void drop_images(struct session *s, int n, bool from_front) {
+    if (n > s->n_conv) n = s->n_conv;
+    for (int k = 0; k < n; k++) muse_image_free(&s->conv[from_front ? k : s->n_conv - 1 - k]);
+    if (from_front) memmove(s->conv, s->conv + n, sizeof *s->conv * (size_t)(s->n_conv - n));
+    s->n_conv -= n;
+}
+
+/* Add a user message; the attached images (pending) go with it, their markers first (as
+ * llama-mtmd-cli). False after printing the error. */
+static bool add_user(struct session *s, const char *msg) {
+    struct muse_error err;
+    char *owned = NULL;
+    if (s->n_pending > 0) {
+        const size_t ml = strlen(MUSE_MEDIA_MARKER_MTMD), len = strlen(msg);
+        struct muse_image *a = realloc(s->conv, sizeof *a * (size_t)(s->n_conv + s->n_pending));
+        if (!a || !(owned = malloc(ml * (size_t)s->n_pending + len + 1))) {
+            if (a) s->conv = a;
+            cli_err("out of memory");
+            return false;
+        }
+        s->conv = a;
+        for (int k = 0; k < s->n_pending; k++) memcpy(owned + ml * (size_t)k, MUSE_MEDIA_MARKER_MTMD, ml);
+        memcpy(owned + ml * (size_t)s->n_pending, msg, len + 1);
+        msg = owned;
+    }
+    if (muse_chat_add(s->chat, "user", msg, &err) != MUSE_OK) {
+        free(owned);
+        cli_err("%s", err.msg);
+        return false;
+    }
+    free(owned);
+    memcpy(s->conv + s->n_conv, s->pending, sizeof *s->pending * (size_t)s->n_pending);
+    s->n_conv += s->n_pending;
+    free(s->pending);
+    s->pending = NULL;
+    s->n_pending = 0;
+    return true;
+}
+
+/* Attach an image file to the next user message (loading the projector on first use). */
+static bool attach_image(struct session *s, const char *path) {
+    struct muse_error err;
+    struct muse_image img;
+    if (!s->media.vision &&
+        !media_load_vision(&s->media, s->o->md.mmproj, s->o->mo.model_path, s->model, muse_context_n_threads(s->ctx),
+                           s->o->mo.cparams.backend, s->o->mo.verbosity < 0))
+        return false;
+    if (muse_image_load(path, 0, &img, &err) != MUSE_OK) {
+        cli_err("%s", err.msg);
+        return false;
+    }
+    struct muse_image *a = realloc(s->pending, sizeof *a * (size_t)(s->n_pending + 1));
+    if (!a) {
+        muse_image_free(&img);
+        cli_err("out of memory");
+        return false;
+    }
+    a[s->n_pending++] = img;
+    s->pending = a;
+    return true;
 }
 
 static const char *msg_role(const cJSON *m) {
@@ -214,7 +307,10 @@ static int drop_oldest(struct session *s) {
     if (last_user <= first) return 0;
     int end = first + 1;
     while (end < last_user && strcmp(msg_role(cJSON_GetArrayItem(msgs, end)), "user")) end++;
-    for (int k = first; k < end; k++) cJSON_DeleteItemFromArray(msgs, first);
+    for (int k = first; k < end; k++) {
+        drop_images(s, count_markers(cJSON_GetArrayItem(msgs, first)), true);
+        cJSON_DeleteItemFromArray(msgs, first);
+    }
     return end - first;
 }
 
@@ -223,6 +319,14 @@ static muse_status eval_session(void *kv, const int32_t *t, int32_t n, float *lo
 }
 
 static bool show_progress(const struct session *s) { return model_opts_progress(&s->o->mo); }
+
+/* Evaluate positions from..n of the rendered prompt (ids; s->mp when it has images). */
+static muse_status prefill(struct session *s, const int32_t *ids, int32_t from, int32_t n, volatile sig_atomic_t *stop,
+                           struct muse_error *err) {
+    if (s->mp.n_images > 0) return muse_media_eval(s->kv, s->media.cache, &s->mp, from, n - from, s->logits, 0, err);
+    return progress_prefill(eval_session, s->kv, ids + from, n - from, (int32_t)muse_context_n_batch(s->ctx), s->logits,
+                            show_progress(s), stop, err);
+}
 
 /*
  * The context is full in the middle of an answer: drop the oldest exchanges until the rendered
@@ -253,10 +357,9 @@ static bool shift_mid_answer(struct session *s, int32_t n_gen, int *dropped, str
     if (!(seq = malloc(sizeof(int32_t) * (size_t)n))) goto done;
     memcpy(seq, ids, sizeof(int32_t) * n_ids);
     memcpy(seq + n_ids, s->gen, sizeof(int32_t) * (size_t)n_gen);
+    if (s->mp.n_images > 0 && muse_media_prompt_add_tokens(&s->mp, s->gen, n_gen, err) != MUSE_OK) goto done;
     struct muse_session_keep keep = muse_session_reuse(s->kv, seq, n);
-    ok = progress_prefill(eval_session, s->kv, seq + keep.n_kept, n - keep.n_kept,
-                          (int32_t)muse_context_n_batch(s->ctx), s->logits, show_progress(s), &interrupted,
-                          err) == MUSE_OK;
+    ok = prefill(s, seq, keep.n_kept, n, &interrupted, err) == MUSE_OK;
 done:
     free(seq);
     free(ids);
@@ -300,9 +403,7 @@ static bool run_turn(struct session *s) {
     struct muse_session_keep keep = muse_session_reuse(s->kv, ids, (int32_t)n_ids);
     const int common = keep.n_kept;
     int64_t t0 = muse_time_us();
-    muse_status st = progress_prefill(eval_session, s->kv, ids + common, (int32_t)(n_ids - (size_t)common),
-                                      (int32_t)muse_context_n_batch(s->ctx), s->logits, show_progress(s),
-                                      s->o->oneshot ? NULL : &interrupted, &err);
+    muse_status st = prefill(s, ids, common, (int32_t)n_ids, s->o->oneshot ? NULL : &interrupted, &err);
     if (st == MUSE_ERR_CANCELLED) {
         fprintf(stderr, "(interrupted while reading the prompt: the message was dropped)\n");
         goto done;
@@ -316,7 +417,8 @@ static bool run_turn(struct session *s) {
     int64_t t1 = muse_time_us();
 
     muse_sampler_reset(s->smp);
-    for (size_t i = 0; i < n_ids; i++) muse_sampler_accept(s->smp, ids[i]);
+    for (size_t i = 0; i < n_ids; i++)
+        if (ids[i] >= 0) muse_sampler_accept(s->smp, ids[i]); /* image rows are no tokens */
     char prefix[64];
     snprintf(prefix, sizeof(prefix), "call_t%d_", s->turn);
     struct muse_output_parser_params pp = {.tools = s->tools, .id_prefix = prefix, .callback = on_event, .user = s};
@@ -377,7 +479,9 @@ static bool run_turn(struct session *s) {
     ok = true;
 done:
     if (!ok && muse_chat_n_messages(s->chat) > 0) {
-        /* forget the user message that could not be answered */
+        /* forget the user message that could not be answered (and its images) */
+        drop_images(s, count_markers(cJSON_GetArrayItem(muse_chat_messages(s->chat), (int)muse_chat_n_messages(s->chat) - 1)),
+                    false);
         cJSON_DeleteItemFromArray((cJSON *)muse_chat_messages(s->chat), (int)muse_chat_n_messages(s->chat) - 1);
     }
     muse_output_parser_free(p);
@@ -393,6 +497,7 @@ static int parse_args(struct chat_cli *o, int argc, char **argv) {
         int r = model_opts_parse(&o->mo, argc, argv, &i);
         if (r == 0) r = sampling_opts_parse(&o->so, argc, argv, &i);
         if (r == 0) r = cli_opts_parse(rows, N_ROWS, o, argc, argv, &i);
+        if (r == 0) r = media_opts_parse(&o->md, argc, argv, &i);
         if (r < 0) return 2;
         if (r == 0) return cli_unknown(argv[i]);
         if (o->help) {
@@ -487,6 +592,7 @@ static int dump_prompt(struct session *s, const char *user) {
 
 static void repl_help(void) {
     printf("commands: /reset (forget the conversation), /system TEXT (set the system prompt),\n"
+           "          /image FILE (attach an image to your next message),\n"
            "          /tool TEXT (answer the last tool call with TEXT and continue), /exit (or Ctrl-D)\n"
            "input:    end a line with \\ to continue on the next; \"\"\" opens a multi-line block, a line\n"
            "          ending in \"\"\" closes it. Ctrl-C stops an answer (kept); at an empty prompt it quits.\n");
@@ -537,7 +643,14 @@ static bool command(struct session *s, const char *line) {
     if (!strcmp(line, "/reset") || !strcmp(line, "/clear")) {
         muse_chat_reset(s->chat);
         muse_session_clear(s->kv);
+        drop_images(s, s->n_conv, true);
         printf("(conversation reset)\n");
+    } else if (!strncmp(line, "/image", 6) && (line[6] == ' ' || line[6] == '\0')) {
+        const char *path = line + 6;
+        while (*path == ' ') path++;
+        if (!*path) printf("(usage: /image FILE)\n");
+        else if (attach_image(s, path))
+            printf("(%s attached to your next message: %d image%s)\n", path, s->n_pending, s->n_pending == 1 ? "" : "s");
     } else if (!strncmp(line, "/system", 7) && (line[7] == ' ' || line[7] == '\0')) {
         free(s->system_owned);
         s->system_owned = line[7] ? strdup(line + 8) : NULL;
@@ -628,11 +741,7 @@ static int repl(struct session *s) {
             if (!command(s, msg)) break;
             continue;
         }
-        struct muse_error err;
-        if (muse_chat_add(s->chat, "user", msg, &err) != MUSE_OK) {
-            cli_err("%s", err.msg);
-            continue;
-        }
+        if (!add_user(s, msg)) continue;
         run_turn(s);
     }
     sigaction(SIGINT, &old, NULL);
@@ -681,8 +790,18 @@ int cmd_chat(int argc, char **argv) {
         cli_err("%s", err.msg);
         goto done;
     }
+    /* --image: the projector now, the images go with the first user message */
+    if (!media_open(&o.md, o.mo.model_path, s.model, muse_context_n_threads(s.ctx), o.mo.cparams.backend, false,
+                    o.mo.verbosity < 0, &s.media))
+        goto done;
+    if (s.media.n_images > 0) {
+        s.pending = s.media.images; /* taken: conv/pending own them from here */
+        s.n_pending = s.media.n_images;
+        s.media.images = NULL;
+        s.media.n_images = 0;
+    }
     if (o.oneshot) {
-        if (muse_chat_add(s.chat, "user", user, &err) != MUSE_OK) goto done;
+        if (!add_user(&s, user)) goto done;
         rc = run_turn(&s) ? 0 : 1;
     } else {
         if (o.mo.verbosity >= 0) {
@@ -695,6 +814,13 @@ int cmd_chat(int argc, char **argv) {
     }
 done:
     free(input);
+    muse_media_prompt_free(&s.mp);
+    drop_images(&s, s.n_conv, true);
+    free(s.conv);
+    for (int k = 0; k < s.n_pending; k++) muse_image_free(&s.pending[k]);
+    free(s.pending);
+    media_close(&s.media);
+    media_opts_free(&o.md);
     free(s.system_owned);
     muse_session_free(s.kv);
     free(s.logits);

@@ -110,6 +110,44 @@ void media_close(struct media_ctx *m) {
     memset(m, 0, sizeof *m);
 }
 
+bool media_load_vision(struct media_ctx *m, const char *mmproj, const char *model_path, const struct muse_model *model,
+                       uint32_t n_threads, const char *backend, bool quiet) {
+    struct muse_error err;
+    if (m->vision) return true;
+    free(m->mmproj_path);
+    if (mmproj) {
+        m->mmproj_path = strdup(mmproj);
+    } else {
+        if (!(m->mmproj_path = media_find_mmproj(model_path, &err))) {
+            cli_err("%s", err.msg);
+            return false;
+        }
+        if (!quiet) cli_err("using the vision projector %s (found beside the model; --mmproj FILE to choose)", m->mmproj_path);
+    }
+    struct muse_vision_params vp = muse_vision_default_params();
+    vp.n_threads = n_threads;
+    vp.backend = backend;
+    if (!m->mmproj_path) {
+        cli_err("out of memory");
+        return false;
+    }
+    if (muse_vision_load(m->mmproj_path, vp, &m->vision, &err)) {
+        cli_err("%s", err.msg);
+        goto fail;
+    }
+    if (muse_media_cache_create(m->vision, muse_model_n_embd(model), MUSE_MEDIA_CACHE_DEFAULT_BYTES, &m->cache, &err)) {
+        cli_err("%s: %s", m->mmproj_path, err.msg);
+        goto fail;
+    }
+    return true;
+fail:
+    muse_vision_free(m->vision);
+    m->vision = NULL;
+    free(m->mmproj_path);
+    m->mmproj_path = NULL;
+    return false;
+}
+
 bool media_open(const struct media_opts *o, const char *model_path, const struct muse_model *model, uint32_t n_threads,
                 const char *backend, bool need_vision, bool quiet, struct media_ctx *m) {
     struct muse_error err;
@@ -120,29 +158,9 @@ bool media_open(const struct media_opts *o, const char *model_path, const struct
         cli_err("--no-mmproj cannot be combined with %s", o->mmproj ? "--mmproj" : "--image");
         return false;
     }
-    if (o->mmproj) {
-        m->mmproj_path = strdup(o->mmproj);
-    } else if (need_vision && !o->no_mmproj) {
-        if (!(m->mmproj_path = media_find_mmproj(model_path, &err))) {
-            cli_err("%s", err.msg);
-            return false;
-        }
-        if (!quiet) cli_err("using the vision projector %s (found beside the model; --mmproj FILE to choose)", m->mmproj_path);
-    }
-    if (m->mmproj_path) {
-        struct muse_vision_params vp = muse_vision_default_params();
-        vp.n_threads = n_threads;
-        vp.backend = backend;
-        if (muse_vision_load(m->mmproj_path, vp, &m->vision, &err)) {
-            cli_err("%s", err.msg);
-            goto fail;
-        }
-        if (muse_media_cache_create(m->vision, muse_model_n_embd(model), MUSE_MEDIA_CACHE_DEFAULT_BYTES, &m->cache,
-                                    &err)) {
-            cli_err("%s: %s", m->mmproj_path, err.msg);
-            goto fail;
-        }
-    }
+    if ((o->mmproj || (need_vision && !o->no_mmproj)) &&
+        !media_load_vision(m, o->mmproj, model_path, model, n_threads, backend, quiet))
+        goto fail;
     if (o->n_images > 0) {
         if (!(m->images = calloc((size_t)o->n_images, sizeof *m->images))) {
             cli_err("out of memory");

@@ -50,6 +50,11 @@ bool media_open(const struct media_opts *o, const char *model_path, const struct
                 const char *backend, bool need_vision, bool quiet, struct media_ctx *m);
 void media_close(struct media_ctx *m);
 
+/* Load the projector into m (no-op when loaded): mmproj, or when NULL the one beside the model
+ * (named on stderr unless quiet), and its rows cache. False after printing the error. */
+bool media_load_vision(struct media_ctx *m, const char *mmproj, const char *model_path, const struct muse_model *model,
+                       uint32_t n_threads, const char *backend, bool quiet);
+
 /*
  * Find the projector beside a model: returns a malloc'd path, or NULL with a message in err
  * (MUSE_ERR_MISSING: none; MUSE_ERR_INVALID_ARG: several, named).

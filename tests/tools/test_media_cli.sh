@@ -79,5 +79,15 @@ one_line_error "logits: img item without --image" "$MUSE" logits -m "$TM" --toke
 one_line_error "a text model as --mmproj" "$MUSE" run -m "$TM" --mmproj "$TM" --image "$IMG" -p x -n 1
 one_line_error "not an image" "$MUSE" run -m "$TM" --mmproj "$MM" --image "$TM" -p x -n 1
 
+# chat: --image goes with the first message; /image attaches to the next; turn 2 reuses turn 1's image
+out=$("$MUSE" chat -m "$TM" --mmproj "$MM" --image "$IMG" -p "what is this" -n 3 --temp 0 2>&1)
+check "chat --image: one turn" grep -q "turn 1: prompt" <<<"$out"
+printf '/image %s\nwhat is it\n/image %s\nand this\n/image /nonexistent.png\nhello\n' "$IMG" "$G/images/img_336x336_gradient.png" |
+    "$MUSE" chat -m "$TM" --mmproj "$MM" -n 3 --temp 0 --image-max-tokens 64 >"$tmp/chat.out" 2>&1
+t1=$(sed -n 's/.*turn 1: prompt \([0-9]*\) tokens.*/\1/p' "$tmp/chat.out")
+r2=$(sed -n 's/.*turn 2: prompt [0-9]* tokens, \([0-9]*\) reused.*/\1/p' "$tmp/chat.out")
+check "chat /image: turn 2 reuses turn 1 with its image ($r2 of $t1)" test -n "$t1" -a "${r2:-0}" -ge "${t1:-1}"
+check "chat /image: a missing file is an error, the chat goes on" bash -c "grep -q \"cannot open image '/nonexistent.png'\" '$tmp/chat.out' && grep -q 'turn 3: prompt' '$tmp/chat.out'"
+
 [ "$fails" -eq 0 ] && echo "test_media_cli: all passed" || echo "test_media_cli: $fails failed"
 exit $((fails > 0))

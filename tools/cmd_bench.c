@@ -11,6 +11,11 @@
  * n_threads, n_batch, avg_ts, stddev_ts, samples_ts, avg_ns, ...) so llama-bench tooling reads
  * them. --roofline adds the read bandwidth measured in the same run and the decode roofline
  * (bandwidth / bytes of weights read per token).
+ * With --image F (and --mmproj P, else the projector beside the model), per thread count: the tower
+ * ("img WxH": preprocessing excluded, the encode only, as llama-mtmd-cli's "image encoded in";
+ * t/s = merged tokens per second) and the time to first token of that image + 16 text tokens
+ * ("ttft img+16": decode-free, preprocess + encode + prefill of 8 + rows + 16 positions from an
+ * empty cache; avg_ns is the TTFT, t/s positions per second).
  */
 #include <cJSON.h>
 #include <math.h>
@@ -26,6 +31,7 @@
 #include "core/timer.h"
 #include "gguf/gguf.h"
 #include "kernels/kernels.h"
+#include "media_opts.h"
 #include "model_opts.h"
 #include "muse.h"
 
@@ -48,6 +54,7 @@ static void usage(FILE *f) {
             "  --cpu-time               time with process CPU time / threads instead of the wall clock (a\n"
             "                           shared, oversubscribed machine: leaves out waiting for a core)\n");
     model_opts_usage(f);
+    media_opts_usage(f);
 }
 
 /* A comma-separated list of integers in [lo, hi] (at most MAX_LIST values). */
@@ -172,6 +179,39 @@ static void model_sizes(const char *path, double *size, double *n_params, double
     muse_gguf_free(g);
 }
 
+/* The tower on one image: encode-only ns (img) or preprocess + encode + prefill of 8 + rows + 16
+ * positions from an empty cache (ttft); -1 on error. */
+static double run_image(struct muse_vision *v, struct muse_context *ctx, const struct muse_image *img, int32_t max_tokens,
+                        const int32_t *tokens, bool ttft, int32_t *n_pos) {
+    struct muse_error err;
+    struct muse_vision_input in = {0};
+    float *rows = NULL;
+    const float **ptr = NULL;
+    double ns = -1;
+    muse_kv_clear(ctx);
+    int64_t t0 = muse_time_us();
+    if (muse_vision_preprocess(v, img, max_tokens, &in, &err)) goto out;
+    const int32_t n = in.geom.n_tokens, w = muse_vision_n_embd_out(v);
+    if (!(rows = malloc(sizeof(float) * (size_t)n * (size_t)w))) goto out;
+    if (!ttft) t0 = muse_time_us();
+    if (muse_vision_encode(v, &in, rows, &err)) goto out;
+    if (ttft) {
+        *n_pos = 8 + n + 16;
+        if (!(ptr = calloc((size_t)*n_pos, sizeof *ptr))) goto out;
+        for (int32_t r = 0; r < n; r++) ptr[8 + r] = rows + (size_t)r * (size_t)w;
+        if (muse_eval_mixed(ctx, tokens, ptr, *n_pos, NULL, 0, &err)) goto out;
+    } else {
+        *n_pos = n;
+    }
+    ns = (double)(muse_time_us() - t0) * 1e3;
+out:
+    if (ns < 0) fprintf(stderr, "muse bench: %s\n", err.msg);
+    free(ptr);
+    free(rows);
+    muse_vision_input_free(&in);
+    return ns;
+}
+
 static const char *const csv_fields[] = {
     "build_commit", "cpu_info", "backends", "model_filename", "model_type", "model_size", "model_n_params", "n_batch",
     "n_threads", "type_k", "type_v", "test", "n_prompt", "n_gen", "n_depth", "timing", "avg_ns", "stddev_ns", "avg_ts",
@@ -241,6 +281,8 @@ int cmd_bench(int argc, char **argv) {
     int64_t reps = 5;
     enum out_format fmt = OUT_MD;
     bool roofline = false, cpu_time = false;
+    struct media_opts md;
+    media_opts_init(&md);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         struct int_list *l = NULL;
@@ -255,6 +297,7 @@ int cmd_bench(int argc, char **argv) {
             continue;
         }
         int r = model_opts_parse(&o, argc, argv, &i);
+        if (r == 0) r = media_opts_parse(&md, argc, argv, &i);
         if (r < 0) return 2;
         if (r > 0) continue;
         if (!strcmp(a, "-r") || !strcmp(a, "--repetitions")) {
@@ -283,8 +326,36 @@ int cmd_bench(int argc, char **argv) {
         }
     }
     if (!o.model_path) return cli_usage_err("-m MODEL is required");
-    if (list_max(&prompts) == 0 && list_max(&gens) == 0) return cli_usage_err("nothing to measure (-p 0 and -n 0)");
-    const int64_t test_max = list_max(&prompts) > list_max(&gens) ? list_max(&prompts) : list_max(&gens);
+    if (list_max(&prompts) == 0 && list_max(&gens) == 0 && md.n_images == 0)
+        return cli_usage_err("nothing to measure (-p 0 and -n 0)");
+    int64_t test_max = list_max(&prompts) > list_max(&gens) ? list_max(&prompts) : list_max(&gens);
+    /* images: their projector and pixels before the model (the context must hold their rows) */
+    struct muse_image *imgs = md.n_images ? calloc((size_t)md.n_images, sizeof *imgs) : NULL;
+    char *mmproj = md.mmproj ? strdup(md.mmproj) : NULL;
+    if (md.n_images) {
+        struct muse_error err;
+        struct muse_vision *v = NULL;
+        if (!imgs || (!mmproj && !(mmproj = media_find_mmproj(o.model_path, &err)))) {
+            cli_err("%s", imgs ? err.msg : "out of memory");
+            return 1;
+        }
+        if (!md.mmproj && o.verbosity >= 0) cli_err("using the vision projector %s (found beside the model)", mmproj);
+        if (muse_vision_load(mmproj, muse_vision_default_params(), &v, &err)) {
+            cli_err("%s", err.msg);
+            return 1;
+        }
+        for (int k = 0; k < md.n_images; k++) {
+            struct muse_image_geometry g;
+            if (muse_image_load(md.images[k], 0, &imgs[k], &err) ||
+                muse_vision_geometry(v, imgs[k].width, imgs[k].height, (int32_t)md.max_tokens, &g, &err)) {
+                cli_err("%s", err.msg);
+                muse_vision_free(v);
+                return 1;
+            }
+            if (g.n_tokens + 24 > test_max) test_max = g.n_tokens + 24;
+        }
+        muse_vision_free(v);
+    }
     const int64_t need = list_max(&depths) + test_max;
     if (o.cparams.n_ctx == 0) o.cparams.n_ctx = (uint32_t)need;
     if (o.cparams.n_ctx < need) {
@@ -309,7 +380,7 @@ int cmd_bench(int argc, char **argv) {
     if (!model_opts_open(&first, "bench", &model, &ctx)) return 1;
     const enum muse_kv_type kv = o.cparams.kv_type; /* model_opts_open refused a -ctk/-ctv pair that differs */
     const int32_t n_vocab = muse_model_n_vocab(model);
-    const int max_res = threads.n * batches.n * depths.n * (prompts.n + gens.n);
+    const int max_res = threads.n * batches.n * depths.n * (prompts.n + gens.n) + threads.n * md.n_images * 2;
     tokens = malloc(sizeof(int32_t) * (size_t)need);
     logits = malloc(sizeof(float) * (size_t)n_vocab);
     res = calloc((size_t)max_res, sizeof *res);
@@ -360,6 +431,41 @@ int cmd_bench(int argc, char **argv) {
                     }
                     stats(r);
                 }
+            /* images: the tower alone, then the time to first token, at this thread count */
+            for (int k = 0; bi == batches.n - 1 && k < md.n_images; k++) {
+                struct muse_vision_params vp = muse_vision_default_params();
+                struct muse_vision *v = NULL;
+                struct muse_error err;
+                vp.n_threads = (uint32_t)threads.v[ti];
+                vp.backend = o.cparams.backend;
+                if (muse_vision_load(mmproj, vp, &v, &err)) {
+                    cli_err("%s", err.msg);
+                    goto done;
+                }
+                for (int ttft = 0; ttft < 2; ttft++) {
+                    struct bench_result *r = &res[n_res++];
+                    int32_t n_pos = 0;
+                    r->n_threads = (int)muse_context_n_threads(ctx);
+                    r->n_batch = (int)muse_context_n_batch(ctx);
+                    r->reps = (int)reps;
+                    bool bad = run_image(v, ctx, &imgs[k], (int32_t)md.max_tokens, tokens, ttft, &n_pos) < 0;
+                    for (int j = 0; !bad && j < reps; j++) {
+                        double ns = run_image(v, ctx, &imgs[k], (int32_t)md.max_tokens, tokens, ttft, &n_pos);
+                        bad = ns < 0;
+                        r->samples_ns[j] = ns;
+                        r->samples_ts[j] = n_pos / (ns * 1e-9);
+                    }
+                    if (bad) {
+                        muse_vision_free(v);
+                        goto done;
+                    }
+                    r->n_prompt = n_pos;
+                    if (ttft) snprintf(r->test, sizeof r->test, "ttft img+16 (%d pos)", n_pos);
+                    else snprintf(r->test, sizeof r->test, "img %dx%d (%d tok)", imgs[k].width, imgs[k].height, n_pos);
+                    stats(r);
+                }
+                muse_vision_free(v);
+            }
         }
 
     double size, n_params, decode_bytes, bw = 0;
@@ -423,6 +529,10 @@ int cmd_bench(int argc, char **argv) {
     }
     rc = 0;
 done:
+    for (int k = 0; imgs && k < md.n_images; k++) muse_image_free(&imgs[k]);
+    free(imgs);
+    free(mmproj);
+    media_opts_free(&md);
     cJSON_Delete(arr);
     free(tokens);
     free(logits);

@@ -89,5 +89,13 @@ r2=$(sed -n 's/.*turn 2: prompt [0-9]* tokens, \([0-9]*\) reused.*/\1/p' "$tmp/c
 check "chat /image: turn 2 reuses turn 1 with its image ($r2 of $t1)" test -n "$t1" -a "${r2:-0}" -ge "${t1:-1}"
 check "chat /image: a missing file is an error, the chat goes on" bash -c "grep -q \"cannot open image '/nonexistent.png'\" '$tmp/chat.out' && grep -q 'turn 3: prompt' '$tmp/chat.out'"
 
+# bench: the tower and the time to first token with an image, as records
+"$MUSE" bench -m "$TM" --mmproj "$MM" --image "$IMG" -p 0 -n 0 -r 1 -o jsonl >"$tmp/bench.jsonl" 2>"$tmp/err"
+check "bench --image: img and ttft records" python3 -c "
+import json, sys
+r = [json.loads(l) for l in open('$tmp/bench.jsonl')]
+assert [x['test'] for x in r] == ['img 96x64 (6 tok)', 'ttft img+16 (30 pos)'], r
+assert all(x['avg_ts'] > 0 and x['n_prompt'] in (6, 30) for x in r)"
+
 [ "$fails" -eq 0 ] && echo "test_media_cli: all passed" || echo "test_media_cli: $fails failed"
 exit $((fails > 0))

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "text/chat.h"
+#include "server/data_uri.h"
 #include "server/server_int.h"
 
 static const char *const roles[] = {"system", "developer", "user", "assistant", "tool"};
@@ -11,39 +12,6 @@ static const char *const roles[] = {"system", "developer", "user", "assistant", 
 /* ---- images: image_url content parts ------------------------------------------------------------ */
 
 #define MEDIA_MARKER "<__media__>" /* llama.cpp's media marker; the adapter splits the prompt there */
-
-/* Decode base64 (standard alphabet, '=' padding optional, whitespace skipped); NULL on a bad
- * character. *n: bytes. */
-static uint8_t *base64_decode(const char *s, size_t len, size_t *n) {
-    uint8_t *out = malloc(len / 4 * 3 + 3);
-    if (!out) return NULL;
-    uint32_t acc = 0;
-    int bits = 0;
-    size_t o = 0;
-    for (size_t i = 0; i < len; i++) {
-        const char c = s[i];
-        int v;
-        if (c >= 'A' && c <= 'Z') v = c - 'A';
-        else if (c >= 'a' && c <= 'z') v = c - 'a' + 26;
-        else if (c >= '0' && c <= '9') v = c - '0' + 52;
-        else if (c == '+' || c == '-') v = 62;
-        else if (c == '/' || c == '_') v = 63;
-        else if (c == '=') break;
-        else if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
-        else {
-            free(out);
-            return NULL;
-        }
-        acc = acc << 6 | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            out[o++] = (uint8_t)(acc >> bits);
-        }
-    }
-    *n = o;
-    return out;
-}
 
 /* The url of an image_url part: {"image_url": {"url": "..."}} or {"image_url": "..."}. */
 static const char *part_url(const cJSON *part) {
@@ -55,30 +23,13 @@ static const char *part_url(const cJSON *part) {
 
 /* Decode one data: URI image. On failure writes msg. */
 static bool decode_data_uri(const char *url, int i, int k, struct muse_image *img, char *msg, size_t cap) {
-    if (!strncmp(url, "http://", 7) || !strncmp(url, "https://", 8)) {
-        snprintf(msg, cap,
-                 "messages[%d]: image %d: remote image URLs are not fetched (this server fetches nothing): send the "
-                 "image inline as a data: URI (data:image/png;base64,...)", i, k + 1);
-        return false;
-    }
-    const char *comma = strncmp(url, "data:", 5) ? NULL : strchr(url, ',');
-    if (!comma) {
-        snprintf(msg, cap, "messages[%d]: image %d: image_url.url must be a data: URI (data:image/png;base64,...)", i,
-                 k + 1);
-        return false;
-    }
-    const size_t hl = (size_t)(comma - url);
-    if (hl < 12 || memcmp(comma - 7, ";base64", 7)) {
-        snprintf(msg, cap, "messages[%d]: image %d: the data: URI must be base64 (data:image/png;base64,...)", i, k + 1);
-        return false;
-    }
-    size_t n = 0;
-    uint8_t *bytes = base64_decode(comma + 1, strlen(comma + 1), &n);
-    if (!bytes) {
-        snprintf(msg, cap, "messages[%d]: image %d: the data: URI is not valid base64", i, k + 1);
-        return false;
-    }
     struct muse_error err = {0};
+    uint8_t *bytes = NULL;
+    size_t n = 0;
+    if (muse_srv_data_uri_decode(url, &bytes, &n, &err) != MUSE_OK) {
+        snprintf(msg, cap, "messages[%d]: image %d: %.300s", i, k + 1, err.msg);
+        return false;
+    }
     muse_status st = muse_image_decode(bytes, n, 0, img, &err);
     free(bytes);
     if (st != MUSE_OK) {

@@ -138,6 +138,7 @@ static enum MHD_Result reply_models(struct srv_req *r) {
     cJSON_AddNumberToObject(meta, "n_ctx_train", s->info.n_ctx_train);
     cJSON_AddNumberToObject(meta, "n_vocab", s->info.n_vocab);
     cJSON_AddNumberToObject(meta, "n_slots", s->p.n_slots);
+    cJSON_AddBoolToObject(meta, "vision", s->info.vision);
     return muse_srv_reply_json(r, 200, root);
 }
 

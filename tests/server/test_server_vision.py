@@ -6,7 +6,8 @@ the whole image from the slot's cache (cached_tokens past it) and gives the same
 cold slot; a different image of the same size stops reuse at its first row; two images in one
 message; a remote http(s) URL, a non-data URL, bad base64 and bytes that are no image are 400 with
 a clear message; a server started with --no-mmproj answers 400 to an image; the projector beside
-the model is found and named in the log."""
+the model is found and named in the log; the chat page (headless Chromium) attaches an image with
+its Image button, shows the thumbnail, sends it and reports the image rows in the prompt count."""
 import base64
 import os
 import pathlib
@@ -74,6 +75,7 @@ def main():
         r_b = chat([user(img_b, "describe this image")])
         check(r_b.usage.prompt_tokens == n0 + 60 + 2, f"700x300 image: {r_b.usage.prompt_tokens} = {n0} + 60 + 2")
         # errors: 400 with a message that says what to do
+        page_check(srv, n1)
         for url, want in [("https://example.com/cat.png", "not fetched"), ("file:///etc/passwd", "data: URI"),
                           ("data:image/png;base64,@@@@", "base64"),
                           ("data:image/png;base64," + base64.b64encode(b"not an image at all").decode(), "image")]:
@@ -102,6 +104,33 @@ def main():
     d.cleanup()
     shutil.rmtree(d.name, ignore_errors=True)
     report("test_server_vision")
+
+
+def page_check(srv, n_with_image):
+    """The chat page: Image button -> thumbnail -> sent as an image_url part -> prompt count."""
+    if not shutil.which("chromium") or not shutil.which("chromedriver"):
+        check(False, "chromium and chromium-driver are required: run `bash scripts/install-deps.sh --test`")
+        return
+    ensure_venv(["selenium"])
+    from selenium.webdriver.common.by import By
+    from test_server_page import browser, wait_for
+    drv = browser()
+    try:
+        drv.get(srv.base + "/")
+        info = wait_for(lambda: "images" in drv.find_element(By.ID, "model-info").text, "model info says images")
+        check(bool(info), "page: model info advertises images")
+        drv.find_element(By.ID, "file").send_keys(str((G / "images" / "img_336x336_gradient.png").resolve()))
+        wait_for(lambda: drv.find_elements(By.CSS_SELECTOR, "#attachments img.thumb"), "thumbnail of the attachment")
+        drv.find_element(By.ID, "input").send_keys("describe this image")
+        drv.find_element(By.ID, "send").click()
+        stats = wait_for(lambda: drv.find_elements(By.CSS_SELECTOR, ".msg.assistant .stats") and
+                         drv.find_elements(By.CSS_SELECTOR, ".msg.assistant .stats")[-1].text, "answer stats", 60)
+        check(bool(drv.find_elements(By.CSS_SELECTOR, ".msg.user img.thumb")), "page: the sent message shows the image")
+        check(bool(stats) and f"{n_with_image} prompt tokens" in stats,
+              f"page: the image's rows are in the prompt ({stats!r}, want {n_with_image})")
+        check(not drv.find_elements(By.CSS_SELECTOR, "#attachments img.thumb"), "page: attachments cleared after send")
+    finally:
+        drv.quit()
 
 
 def user_img(url):

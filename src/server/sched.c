@@ -92,6 +92,10 @@ void muse_srv_job_cancel(struct muse_srv_job *job) { atomic_store(&job->cancel, 
  * every reader. The timestamps a job never reached (it was cancelled in the queue, or failed
  * before its prefill ended) are set to the end, so durations are never negative.
  */
+static void job_notify(struct muse_srv_job *job) {
+    if (job->notify) job->notify(job->notify_ud, job);
+}
+
 static void job_finish(struct muse_srv_job *job, enum muse_srv_finish f, const char *err) {
     pthread_mutex_lock(&job->mu);
     if (!job->done) {
@@ -104,6 +108,7 @@ static void job_finish(struct muse_srv_job *job, enum muse_srv_finish f, const c
     }
     pthread_cond_broadcast(&job->cv);
     pthread_mutex_unlock(&job->mu);
+    job_notify(job);
 }
 
 /*
@@ -379,6 +384,7 @@ static void run_job(struct slot *sl, struct muse_srv_job *job) {
         }
         pthread_cond_broadcast(&job->cv);
         pthread_mutex_unlock(&job->mu);
+        job_notify(job);
         if (!ok) { snprintf(err.msg, sizeof err.msg, "out of memory"); fin = MUSE_SRV_FINISH_ERROR; break; }
         if (eog) { fin = MUSE_SRV_FINISH_EOG; break; }
         if (g.stopped_by_word) { fin = MUSE_SRV_FINISH_WORD; break; }
@@ -537,6 +543,30 @@ enum muse_srv_submit muse_srv_sched_submit(struct muse_srv_sched *s, struct muse
     }
     pthread_mutex_unlock(&s->mu);
     return MUSE_SRV_SUBMIT_OK;
+}
+
+/* Drop queue entry i (under s->mu), keeping the others in FIFO order. */
+static void queue_remove(struct muse_srv_sched *s, int i) {
+    for (int k = i; k + 1 < s->q_len; k++)
+        s->queue[(s->q_head + k) % s->q_cap] = s->queue[(s->q_head + k + 1) % s->q_cap];
+    s->q_len--;
+}
+
+void muse_srv_sched_abandon(struct muse_srv_sched *s, struct muse_srv_job *job) {
+    muse_srv_job_cancel(job); /* a running job stops at its next token */
+    bool queued = false;
+    pthread_mutex_lock(&s->mu);
+    for (int i = 0; i < s->q_len; i++)
+        if (s->queue[(s->q_head + i) % s->q_cap] == job) {
+            queue_remove(s, i);
+            queued = true;
+            break;
+        }
+    pthread_mutex_unlock(&s->mu);
+    if (!queued) return;
+    job_finish(job, MUSE_SRV_FINISH_CANCELLED, NULL);
+    if (s->metrics) muse_srv_metrics_cancelled(s->metrics);
+    muse_srv_job_release(job); /* the scheduler's reference */
 }
 
 void muse_srv_sched_stats(struct muse_srv_sched *s, int *n_slots, int *n_busy, int *n_queued) {

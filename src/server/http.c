@@ -16,7 +16,7 @@
  * a client that went away has its job taken out of the queue or cancelled at once.
  */
 #include <arpa/inet.h>
-#include <ctype.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -501,7 +501,13 @@ static void *work_main(void *arg) {
                                       : r->work_fn(r);
             if (ret != MHD_YES) r->fail = true;
         }
+        bool big = r->body.cap > (1u << 20);
         muse_srv_buf_free(&r->body); /* parsed: the body is not needed any more */
+#ifdef __GLIBC__
+        if (big) malloc_trim(0); /* a large request's parse tree is gone: give its pages back */
+#else
+        (void)big;
+#endif
         pthread_mutex_lock(&s->park_mu);
         r->work_done = true;
         wake_locked(r);

@@ -564,7 +564,7 @@ static void stream_free(void *cls) {
 
 enum MHD_Result muse_srv_run_job(struct srv_req *r, struct muse_srv_job *job, const struct srv_gen_opts *o) {
     struct muse_server *srv = r->srv;
-    if (!muse_srv_req_attach_job(r, job)) { /* the client is already gone */
+    if (!muse_srv_req_attach_job(r, job, o->stream)) { /* the client is already gone */
         muse_srv_job_release(job);
         return MHD_YES;
     }

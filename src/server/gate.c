@@ -168,12 +168,12 @@ static void answer(struct muse_srv_gate *g, struct muse_srv_conn *c, int status,
     }
 }
 
-/* Make room by closing the oldest connection still sending its request (of c's address when
- * per_addr); false when there is none: every connection of that scope is busy. */
+/* Make room for c by closing the oldest other connection still sending its request (of c's
+ * address when per_addr); false when there is none: every connection of that scope is busy. */
 static bool evict_one(struct muse_srv_gate *g, const struct muse_srv_conn *c, bool per_addr) {
     struct muse_srv_conn *victim = NULL;
     for (struct muse_srv_conn *v = g->head; v; v = v->next) {
-        if (v->killed || (per_addr && !same_addr(v, c))) continue;
+        if (v == c || v->killed || (per_addr && !same_addr(v, c))) continue;
         if (v->phase == PH_PENDING || v->phase == PH_HANDED || v->phase == PH_BODY) {
             victim = v;
             break;

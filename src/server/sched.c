@@ -92,8 +92,8 @@ void muse_srv_job_cancel(struct muse_srv_job *job) { atomic_store(&job->cancel, 
  * every reader. The timestamps a job never reached (it was cancelled in the queue, or failed
  * before its prefill ended) are set to the end, so durations are never negative.
  */
-static void job_notify(struct muse_srv_job *job) {
-    if (job->notify) job->notify(job->notify_ud, job);
+static void job_notify(struct muse_srv_job *job, bool done) {
+    if (job->notify) job->notify(job->notify_ud, job, done);
 }
 
 static void job_finish(struct muse_srv_job *job, enum muse_srv_finish f, const char *err) {
@@ -108,7 +108,7 @@ static void job_finish(struct muse_srv_job *job, enum muse_srv_finish f, const c
     }
     pthread_cond_broadcast(&job->cv);
     pthread_mutex_unlock(&job->mu);
-    job_notify(job);
+    job_notify(job, true);
 }
 
 /*
@@ -384,7 +384,7 @@ static void run_job(struct slot *sl, struct muse_srv_job *job) {
         }
         pthread_cond_broadcast(&job->cv);
         pthread_mutex_unlock(&job->mu);
-        job_notify(job);
+        job_notify(job, false);
         if (!ok) { snprintf(err.msg, sizeof err.msg, "out of memory"); fin = MUSE_SRV_FINISH_ERROR; break; }
         if (eog) { fin = MUSE_SRV_FINISH_EOG; break; }
         if (g.stopped_by_word) { fin = MUSE_SRV_FINISH_WORD; break; }

@@ -76,9 +76,10 @@ struct muse_srv_job {
     bool no_tool_calls;  /* tool_choice "none": a tool-call message is content */
     struct cJSON *tools; /* types tool-call arguments; may be NULL */
     uint64_t id;         /* unique per server: tool-call ids derive from it */
-    /* news hook: called by whoever changed the outputs (the worker after each token, job_finish),
-     * after broadcasting cv and with no lock held; may be NULL. notify_ud must outlive the scheduler. */
-    void (*notify)(void *ud, struct muse_srv_job *job);
+    /* news hook: called by whoever changed the outputs, after broadcasting cv and with no lock held:
+     * the worker after each token (done false), job_finish (done true); may be NULL. notify_ud
+     * must outlive the scheduler. */
+    void (*notify)(void *ud, struct muse_srv_job *job, bool done);
     void *notify_ud;
 
     /*

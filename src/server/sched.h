@@ -3,8 +3,10 @@
  *
  * Threads. N slots, each one worker thread that owns one adapter slot (its own KV cache: a
  * session in the model adapter) and a mirror of the token ids in it. HTTP threads submit jobs
- * and read their output; only the slot's worker ever calls the adapter's slot functions, so an
- * adapter slot is never used from two threads. Workers of different slots run concurrently.
+ * (http.c's work pool) and read their output (its event loops, woken through job->notify); a
+ * client that gives up has its job abandoned (muse_srv_sched_abandon). Only the slot's worker
+ * ever calls the adapter's slot functions, so an adapter slot is never used from two threads.
+ * Workers of different slots run concurrently.
  *
  * Placement. A job submitted while some slot is idle goes to the idle slot whose cache shares the
  * longest token prefix with the job's prompt - when that prefix is at least half the prompt -

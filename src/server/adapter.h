@@ -114,6 +114,9 @@ struct muse_srv_adapter_ops {
     /* slot_eval of positions from..from+n of a media prompt (the slot holds exactly `from`); the
      * images' rows are made (or found in the adapter's rows cache) as needed. */
     muse_status (*slot_eval_media)(void *slot, void *media, int from, int n, struct muse_error *err);
+    /* Counters of the rows cache (any thread): tower runs, images found in the cache, merged tokens
+     * encoded, seconds in preprocessing + the tower. */
+    void (*media_stats)(void *self, uint64_t *encodes, uint64_t *hits, uint64_t *tokens, double *seconds);
 };
 
 /* An adapter: an ops table plus its state. */

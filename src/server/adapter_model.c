@@ -222,6 +222,15 @@ static muse_status model_slot_eval_media(void *slot, void *media, int from, int 
     return st;
 }
 
+static void model_media_stats(void *self, uint64_t *encodes, uint64_t *hits, uint64_t *tokens, double *seconds) {
+    struct model_adapter *r = self;
+    const struct muse_media_cache_stats st = muse_media_cache_stats(r->media);
+    *encodes = st.encodes;
+    *hits = st.hits;
+    *tokens = st.tokens_encoded;
+    *seconds = st.encode_s;
+}
+
 static muse_status model_slot_begin(void *slot, const struct muse_sampler_params *sp, struct muse_error *err) {
     struct model_slot *s = slot;
     muse_sampler_free(s->sampler);
@@ -290,6 +299,7 @@ static const struct muse_srv_adapter_ops model_ops = {
     .media_prompt = model_media_prompt,
     .media_free = model_media_free,
     .slot_eval_media = model_slot_eval_media,
+    .media_stats = model_media_stats,
 };
 
 /* Text of token id (for the template's bos_token/eos_token), "" when absent. */

@@ -372,6 +372,21 @@ static enum MHD_Result reply_metrics(struct srv_req *r) {
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         muse_srv_buf_printf(&b, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", help[i][0], help[i][2], help[i][0], help[i][1],
                             help[i][0], v[i]);
+    if (s->info.vision && s->ad.ops->media_stats) {
+        static const char *const ihelp[][2] = {
+            {"muse_image_encodes_total", "Images run through the vision tower (a cached image is not)."},
+            {"muse_image_cache_hits_total", "Images whose projected rows came from the rows cache."},
+            {"muse_image_tokens_encoded_total", "Merged image tokens (rows) the tower produced."},
+            {"muse_image_encode_seconds_total", "Seconds in image preprocessing and the tower."},
+        };
+        uint64_t enc = 0, hits = 0, toks = 0;
+        double secs = 0;
+        s->ad.ops->media_stats(s->ad.self, &enc, &hits, &toks, &secs);
+        const double iv[] = {(double)enc, (double)hits, (double)toks, secs};
+        for (size_t i = 0; i < sizeof iv / sizeof iv[0]; i++)
+            muse_srv_buf_printf(&b, "# HELP %s %s\n# TYPE %s counter\n%s %.17g\n", ihelp[i][0], ihelp[i][1], ihelp[i][0],
+                                ihelp[i][0], iv[i]);
+    }
     enum MHD_Result ret = reply_buf(r, 200, "text/plain; version=0.0.4; charset=utf-8", muse_srv_buf_str(&b), b.len, true);
     muse_srv_buf_free(&b);
     return ret;

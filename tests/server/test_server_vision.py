@@ -59,9 +59,15 @@ def main():
         warm = chat(turn2)
         cached = warm.usage.prompt_tokens_details.cached_tokens if warm.usage.prompt_tokens_details else 0
         check(cached >= n1 - 1, f"follow-up reuses the image: {cached} cached of {warm.usage.prompt_tokens}")
+        mt = srv.metrics()
+        check(mt.get("muse_image_encodes_total") == 1 and mt.get("muse_image_tokens_encoded_total") == 64,
+              f"one tower run for two turns with the same image (/metrics: {mt.get('muse_image_encodes_total')})")
         chat([{"role": "user", "content": "unrelated"}])  # evict the slot's prefix
         cold = chat(turn2)
         check(cold.choices[0].message.content == warm.choices[0].message.content, "follow-up: warm == cold")
+        mt = srv.metrics()
+        check(mt.get("muse_image_encodes_total") == 1 and mt.get("muse_image_cache_hits_total", 0) >= 1,
+              "the slot re-evaluated the image from the rows cache: no second tower run")
         # another image with as many rows at the same place: reuse stops at its first row
         chat([user(img_a, "describe this image")])
         other = data_uri(G / "encoder" / "enc_336x336_cap64.input_resized.png")  # 224x224: 64 rows too

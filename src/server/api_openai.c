@@ -21,8 +21,14 @@ static const char *part_url(const cJSON *part) {
     return cJSON_IsString(url) ? url->valuestring : NULL;
 }
 
-/* Decode one data: URI image. On failure writes msg. */
-static bool decode_data_uri(const char *url, int i, int k, struct muse_image *img, char *msg, size_t cap) {
+/* The decoded pixels all the images of one request may have: what one image may have in muse image
+ * (2^26, 192 MiB as RGB), so a request of many small PNGs of huge blank images cannot make the
+ * server allocate more (a queued request holds its pixels until its rows are made). */
+#define REQUEST_MAX_PIXELS MUSE_IMAGE_MAX_PIXELS_DEFAULT
+
+/* Decode one data: URI image within *budget pixels (decremented). On failure writes msg. */
+static bool decode_data_uri(const char *url, int i, int k, int64_t *budget, struct muse_image *img, char *msg,
+                            size_t cap) {
     struct muse_error err = {0};
     uint8_t *bytes = NULL;
     size_t n = 0;
@@ -30,12 +36,18 @@ static bool decode_data_uri(const char *url, int i, int k, struct muse_image *im
         snprintf(msg, cap, "messages[%d]: image %d: %.300s", i, k + 1, err.msg);
         return false;
     }
-    muse_status st = muse_image_decode(bytes, n, 0, img, &err);
+    muse_status st = *budget > 0 ? muse_image_decode(bytes, n, *budget, img, &err) : MUSE_ERR_UNSUPPORTED;
     free(bytes);
+    if (st != MUSE_OK && (st == MUSE_ERR_UNSUPPORTED && *budget < REQUEST_MAX_PIXELS)) {
+        snprintf(msg, cap, "messages[%d]: image %d: the images of one request may have %lld pixels in all (%lld left)",
+                 i, k + 1, (long long)REQUEST_MAX_PIXELS, (long long)(*budget > 0 ? *budget : 0));
+        return false;
+    }
     if (st != MUSE_OK) {
         snprintf(msg, cap, "messages[%d]: image %d: %.300s", i, k + 1, err.msg);
         return false;
     }
+    *budget -= (int64_t)img->width * img->height;
     return true;
 }
 
@@ -76,6 +88,7 @@ static bool extract_images(bool vision, const cJSON *messages, cJSON **out_messa
     struct muse_image *imgs = calloc((size_t)total, sizeof *imgs);
     struct muse_srv_buf b = {0};
     int k = 0;
+    int64_t budget = REQUEST_MAX_PIXELS;
     if (!copy || !imgs) {
         snprintf(msg, cap, "out of memory");
         goto fail;
@@ -98,7 +111,7 @@ static bool extract_images(bool vision, const cJSON *messages, cJSON **out_messa
                     snprintf(msg, cap, "out of memory");
                     goto fail;
                 }
-                if (is_img && !decode_data_uri(part_url(part), i, k, &imgs[k], msg, cap)) goto fail;
+                if (is_img && !decode_data_uri(part_url(part), i, k, &budget, &imgs[k], msg, cap)) goto fail;
                 k += is_img;
                 prev_text = !is_img;
             }

@@ -82,6 +82,13 @@ def main():
         check(r_b.usage.prompt_tokens == n0 + 60 + 2, f"700x300 image: {r_b.usage.prompt_tokens} = {n0} + 60 + 2")
         # errors: 400 with a message that says what to do
         page_check(srv, n1)
+        # a request's images share one decoded-pixel budget (2^26): two 6000x6000 blanks exceed it
+        big = "data:image/png;base64," + base64.b64encode(blank_png(6000, 6000)).decode()
+        try:
+            chat([user(big, "a", big, "b")])
+            check(False, "two 36-Mpixel images: accepted")
+        except openai.BadRequestError as e:
+            check("pixels in all" in str(e), f"two 36-Mpixel images: 400 on the pixel budget: {e}")
         for url, want in [("https://example.com/cat.png", "not fetched"), ("file:///etc/passwd", "data: URI"),
                           ("data:image/png;base64,@@@@", "base64"),
                           ("data:image/png;base64," + base64.b64encode(b"not an image at all").decode(), "image")]:
@@ -110,6 +117,18 @@ def main():
     d.cleanup()
     shutil.rmtree(d.name, ignore_errors=True)
     report("test_server_vision")
+
+
+def blank_png(w, h):
+    """A w x h black RGB PNG (small compressed, large decoded)."""
+    import struct
+    import zlib
+
+    def chunk(t, d):
+        return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xffffffff)
+    raw = b"".join(b"\0" + bytes(w * 3) for _ in range(h))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)) +
+            chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))
 
 
 def page_check(srv, n_with_image):

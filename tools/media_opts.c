@@ -32,6 +32,12 @@ static int set_max_tokens(void *d, const char *f, const char *v) {
     return cli_parse_int(f, v, 1, 1 << 20, &O(d)->max_tokens) ? 0 : -1;
 }
 
+static int set_min_tokens(void *d, const char *f, const char *v) {
+    int64_t n;
+    (void)d; /* llama.cpp's flag; Muse-Glimmer's preprocessor never grows an image to a minimum (spec 3.2) */
+    return cli_parse_int(f, v, 1, 1 << 20, &n) ? 0 : -1;
+}
+
 static int set_no_mmproj(void *d, const char *f, const char *v) {
     (void)f, (void)v;
     O(d)->no_mmproj = true;
@@ -45,6 +51,7 @@ static const struct cli_opt rows[] = {
                         "takes the place of one <__media__> marker in the prompt (llama.cpp's), else\n"
                         "they go before the text", set_image},
     {"--image-max-tokens", "N", "at most N merged tokens per image (default 4096, as llama.cpp)", set_max_tokens},
+    {"--image-min-tokens", "N", "accepted for llama.cpp compatibility: this projector has no minimum", set_min_tokens},
     {"--no-mmproj", NULL, "load no vision projector (images are refused)", set_no_mmproj},
 };
 

@@ -153,12 +153,8 @@ int cmd_logits(int argc, char **argv) {
     float *logits = NULL, *vals = NULL;
     int32_t *ids = NULL, *greedy = NULL;
     if (md.n_images > 0) {
-        /* the model first (its width sizes the rows), then the prompt with its image rows */
-        if (muse_model_load(mo.model_path, mo.mparams, &model, &err)) {
-            cli_err("%s", err.msg);
-            goto done;
-        }
-        if (!media_open(&md, mo.model_path, model, mo.cparams.n_threads, mo.cparams.backend, true, mo.verbosity < 0,
+        /* the projector and the images first: the context is sized for the prompt with its rows */
+        if (!media_open(&md, mo.model_path, NULL, mo.cparams.n_threads, mo.cparams.backend, true, mo.verbosity < 0,
                         &media))
             goto done;
         for (int32_t i = 0, k = 0, j = 0; i <= n_prompt; i++) {
@@ -175,12 +171,11 @@ int cmd_logits(int argc, char **argv) {
         if (!(prompt = malloc(sizeof *prompt * (size_t)mp.n))) goto done;
         for (int32_t i = 0; i < mp.n; i++) prompt[i] = mp.ids[i] < 0 ? -1 : mp.ids[i];
         n_prompt = mp.n;
-        muse_model_free(model);
-        model = NULL;
     }
     /* without --ctx-size the context is exactly what the run needs (any prompt length) */
     if (mo.cparams.n_ctx == 0) mo.cparams.n_ctx = (uint32_t)(n_prompt + (n_predict > 1 ? n_predict - 1 : 0));
     if (!model_opts_open(&mo, "logits", &model, &ctx)) goto done;
+    if (md.n_images > 0 && !media_make_cache(&media, model)) goto done;
     if (md.n_images > 0 && muse_session_create(ctx, muse_session_default_params(), &sess, &err)) {
         cli_err("%s", err.msg);
         goto done;

@@ -117,6 +117,16 @@ void media_close(struct media_ctx *m) {
     memset(m, 0, sizeof *m);
 }
 
+bool media_make_cache(struct media_ctx *m, const struct muse_model *model) {
+    struct muse_error err;
+    if (m->cache || !m->vision) return true;
+    if (muse_media_cache_create(m->vision, muse_model_n_embd(model), MUSE_MEDIA_CACHE_DEFAULT_BYTES, &m->cache, &err)) {
+        cli_err("%s: %s", m->mmproj_path, err.msg);
+        return false;
+    }
+    return true;
+}
+
 bool media_load_vision(struct media_ctx *m, const char *mmproj, const char *model_path, const struct muse_model *model,
                        uint32_t n_threads, const char *backend, bool quiet) {
     struct muse_error err;
@@ -142,10 +152,7 @@ bool media_load_vision(struct media_ctx *m, const char *mmproj, const char *mode
         cli_err("%s", err.msg);
         goto fail;
     }
-    if (muse_media_cache_create(m->vision, muse_model_n_embd(model), MUSE_MEDIA_CACHE_DEFAULT_BYTES, &m->cache, &err)) {
-        cli_err("%s: %s", m->mmproj_path, err.msg);
-        goto fail;
-    }
+    if (model && !media_make_cache(m, model)) goto fail;
     return true;
 fail:
     muse_vision_free(m->vision);

@@ -39,6 +39,11 @@ struct media_ctx {
     int32_t max_tokens;
 };
 
+/* model may be NULL in media_open / media_load_vision: the projector and images are loaded, the
+ * rows cache (which needs the model's width) is made later by media_make_cache (false after
+ * printing the error: the projector belongs to a model of another width). */
+bool media_make_cache(struct media_ctx *m, const struct muse_model *model);
+
 /*
  * Load the projector when one is given, or when need_vision (an image will be used) by discovery
  * beside model_path (one `*mmproj*.gguf` in the model's directory; none or several: an error that

@@ -77,6 +77,9 @@ one_line_error "--image with --tokens" "$MUSE" run -m "$TM" --mmproj "$MM" --ima
 one_line_error "--no-mmproj with --image" "$MUSE" run -m "$TM" --no-mmproj --image "$IMG" -p x -n 1
 one_line_error "logits: img item without --image" "$MUSE" logits -m "$TM" --tokens 1,img,2
 one_line_error "a text model as --mmproj" "$MUSE" run -m "$TM" --mmproj "$TM" --image "$IMG" -p x -n 1
+"$MUSE" synth --mmproj -q --out 40 -o "$tmp/w40-mmproj.gguf"
+one_line_error "a projector of another width (run)" "$MUSE" run -m "$TM" --mmproj "$tmp/w40-mmproj.gguf" --image "$IMG" -p x -n 1
+one_line_error "a projector of another width (logits)" "$MUSE" logits -m "$TM" --mmproj "$tmp/w40-mmproj.gguf" --image "$IMG" --tokens 1,img,2
 one_line_error "not an image" "$MUSE" run -m "$TM" --mmproj "$MM" --image "$TM" -p x -n 1
 
 # chat: --image goes with the first message; /image attaches to the next; turn 2 reuses turn 1's image

@@ -236,6 +236,10 @@ static void drop_images(struct session *s, int n, bool from_front) {
 static bool add_user(struct session *s, const char *msg) {
     struct muse_error err;
     char *owned = NULL;
+    if (s->media.vision && strstr(msg, MUSE_MEDIA_MARKER_MTMD)) { /* it would be read as an image's place */
+        cli_err("the message contains %s, the image marker: attach images with /image FILE", MUSE_MEDIA_MARKER_MTMD);
+        return false;
+    }
     if (s->n_pending > 0) {
         const size_t ml = strlen(MUSE_MEDIA_MARKER_MTMD), len = strlen(msg);
         struct muse_image *a = realloc(s->conv, sizeof *a * (size_t)(s->n_conv + s->n_pending));

@@ -226,6 +226,7 @@ static int count_markers(const cJSON *m) {
 /* Forget n images of the conversation: the first ones (from_front) or the last ones. */
 static void drop_images(struct session *s, int n, bool from_front) {
     if (n > s->n_conv) n = s->n_conv;
+    if (n <= 0) return;
     for (int k = 0; k < n; k++) muse_image_free(&s->conv[from_front ? k : s->n_conv - 1 - k]);
     if (from_front) memmove(s->conv, s->conv + n, sizeof *s->conv * (size_t)(s->n_conv - n));
     s->n_conv -= n;
@@ -259,7 +260,7 @@ static bool add_user(struct session *s, const char *msg) {
         return false;
     }
     free(owned);
-    memcpy(s->conv + s->n_conv, s->pending, sizeof *s->pending * (size_t)s->n_pending);
+    if (s->n_pending > 0) memcpy(s->conv + s->n_conv, s->pending, sizeof *s->pending * (size_t)s->n_pending);
     s->n_conv += s->n_pending;
     free(s->pending);
     s->pending = NULL;

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/timer.h"
 #include "server/server_int.h"
 #include "server/wire.h"
 
@@ -74,6 +75,7 @@ void muse_srv_req_release(struct srv_req *r) {
     if (r->body_reserved) atomic_fetch_sub(&s->body_bytes, r->body_reserved);
     muse_srv_buf_free(&r->body);
     free(r->url);
+    free(r->echo);
     free(r);
     atomic_fetch_sub(&s->active, 1);
 }
@@ -618,6 +620,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         r->srv = s;
         r->conn = conn;
         r->fd = -1;
+        r->t0_us = muse_time_us();
         r->state = SRV_REQ_NEW;
         *req_cls = r;
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
@@ -674,12 +677,43 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     return advance(r);
 }
 
+/* The request log line of r (server.h: params.log), once the request is over. */
+static void log_request(struct muse_server *s, struct srv_req *r, enum MHD_RequestTerminationCode toe) {
+    if (!s->p.log || !strcmp(r->method, "OPTIONS")) return;
+    char line[700], extra[200] = "";
+    double ms = (double)(muse_time_us() - r->t0_us) / 1000.0;
+    pthread_mutex_lock(&s->park_mu);
+    struct muse_srv_job *job = r->job;
+    if (job) atomic_fetch_add(&job->refs, 1);
+    pthread_mutex_unlock(&s->park_mu);
+    int n_prompt = 0, n_out = 0;
+    if (job) {
+        pthread_mutex_lock(&job->mu);
+        n_prompt = job->n_prompt;
+        n_out = job->n_out;
+        if (s->p.log_verbose && job->started) {
+            double pre = (double)(job->t_prefill_end_us - job->t_start_us) / 1e3;
+            double dec = (double)(job->t_end_us - job->t_prefill_end_us) / 1e3;
+            snprintf(extra, sizeof extra, " (slot %d, %d cached, queued %.1f ms, prefill %.1f ms, decode %.1f tok/s)", job->slot,
+                     job->n_cached, (double)(job->t_start_us - job->t_submit_us) / 1e3, pre,
+                     dec > 0 ? job->n_out / (dec / 1e3) : 0.0);
+        }
+        pthread_mutex_unlock(&job->mu);
+        muse_srv_job_release(job);
+    }
+    const char *how = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection closed early)";
+    snprintf(line, sizeof line, "%s %.300s %u %d/%d tokens %.1f ms%s%s", r->method, r->url ? r->url : "?",
+             r->answered ? r->status : 0, n_prompt, n_out, ms, extra, how);
+    s->p.log(s->p.log_ud, line);
+}
+
 static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls, enum MHD_RequestTerminationCode toe) {
-    (void)conn, (void)toe;
+    (void)conn;
     struct muse_server *s = cls;
     struct srv_req *r = *req_cls;
     if (!r) return;
     *req_cls = NULL;
+    log_request(s, r, toe);
     pthread_mutex_lock(&s->park_mu);
     park_unregister_locked(s, r); /* before MHD closes the socket: the watcher polls it no more */
     r->closed = true;

@@ -97,7 +97,7 @@ struct muse_srv_job {
     struct muse_srv_tool_call *calls; /* [n_calls] */
     int n_calls, cap_calls;
     int32_t *out_toks;                /* [n_out] generated tokens (stop token included) */
-    struct muse_srv_prob *probs;      /* [n_out][n_probs] */
+    struct muse_srv_prob *probs;      /* [n_out][n_probs + 1]: the top n_probs, then the sampled token */
     int *out_text_end;                /* [n_out] content length (bytes) after each token */
     int n_out, cap_out;
     int n_cached;                     /* prompt tokens reused from the slot's cache (set before prefill) */

@@ -61,6 +61,8 @@ struct srv_gen_opts {
     bool stream;
     bool include_usage;   /* chat/completions stream_options.include_usage */
     bool return_tokens;   /* native */
+    bool logprobs;        /* chat `logprobs: true` / completions `logprobs: N`: choices[].logprobs */
+    int top_logprobs;     /* alternatives per token in them (chat top_logprobs, completions N) */
     char id[64];
 };
 
@@ -80,6 +82,7 @@ struct srv_req {
     atomic_int refs;
     char method[16];
     char *url;               /* owned copy */
+    int64_t t0_us;           /* when the request started (the request log) */
     char origin[256];        /* the Origin header ("" when absent) */
     struct muse_srv_buf body;
     size_t body_reserved;    /* bytes of srv->body_budget held */
@@ -97,6 +100,7 @@ struct srv_req {
     struct srv_req *park_prev, *park_next, *work_next;
     bool parked, suspended, wake_pending, gone, closed, work_done; /* park */
     bool stream;             /* park: the attached job streams (woken on every token) */
+    char *echo;              /* completions `echo`: the prompt's text, put before the answer (owned) */
 };
 
 /*
@@ -179,6 +183,25 @@ char *muse_srv_utf8_clean(const char *s, size_t n);
 
 /* A token piece as a JSON string (invalid UTF-8 replaced by U+FFFD). */
 cJSON *muse_srv_piece_json(struct muse_server *srv, int32_t tok);
+
+/* OpenAI log probabilities (logprobs.c) of generated tokens [from, to), job->mu held. The tokens that
+ * have them: [0, muse_srv_logprobs_end) (all generated ones but a final stop token). */
+int muse_srv_logprobs_end(struct muse_server *srv, const struct muse_srv_job *job);
+/* chat: {"content": [{token, logprob, bytes, top_logprobs: [top entries]}], "refusal": null} */
+cJSON *muse_srv_chat_logprobs(struct muse_server *srv, const struct muse_srv_job *job, int from, int to, int top);
+/* completions: {tokens, token_logprobs, top_logprobs: [{piece: logprob}], text_offset (from text_base)} */
+cJSON *muse_srv_completion_logprobs(struct muse_server *srv, const struct muse_srv_job *job, int from, int to, int top,
+                                    size_t text_base);
+
+/*
+ * Request fields muse does not honour (n > 1, logit_bias, response_format json, best_of, suffix,
+ * audio ...): false with a message naming the field in msg and the field in *param (api_fields.c).
+ * chat: the chat endpoint's list, else the completions'.
+ */
+bool muse_srv_check_unsupported(const cJSON *req, bool chat, char *msg, size_t cap, const char **param);
+/* chat logprobs/top_logprobs or completions logprobs/echo into o (and job->n_probs); false as above. */
+bool muse_srv_parse_logprobs(const cJSON *req, bool chat, struct srv_gen_opts *o, struct muse_srv_job *job, char *msg,
+                             size_t cap, const char **param);
 
 /* Endpoint handlers (api_*.c). r->body holds the complete request body. */
 enum MHD_Result muse_srv_api_chat(struct srv_req *r);

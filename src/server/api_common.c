@@ -338,6 +338,7 @@ static cJSON *openai_base(struct muse_server *srv, const struct srv_gen_opts *o,
  * put before a completion's text (NULL: none). */
 static cJSON *final_json(struct muse_server *srv, const struct muse_srv_job *job, const struct srv_gen_opts *o,
                          const char *echo) {
+    if (SRV_API_IS_OLLAMA(o->api)) return muse_srv_ollama_final(srv, job, o);
     if (o->api == SRV_API_NATIVE) {
         cJSON *root = cJSON_CreateObject();
         cJSON_AddStringToObject(root, "content", muse_srv_buf_str(&job->content));
@@ -461,6 +462,11 @@ static void attach_logprobs(struct srv_stream *st, cJSON *root, int lp_end) {
 static void stream_collect(struct srv_stream *st) {
     struct muse_srv_job *job = st->job;
     struct muse_server *srv = st->srv;
+    if (SRV_API_IS_OLLAMA(st->o.api)) {
+        st->finished = muse_srv_ollama_collect(srv, job, &st->o, &st->sent_content, &st->sent_reasoning, &st->sent_calls,
+                                               &st->out);
+        return;
+    }
     if (st->o.api == SRV_API_NATIVE) {
         if (job->n_out > st->sent_toks || job->content.len > st->sent_content) {
             cJSON *root = cJSON_CreateObject();
@@ -649,7 +655,8 @@ enum MHD_Result muse_srv_run_job(struct srv_req *r, struct muse_srv_job *job, co
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
     MHD_add_response_header(resp, "X-Accel-Buffering", "no");
-    return muse_srv_reply_response(r, 200, resp, "text/event-stream; charset=utf-8");
+    return muse_srv_reply_response(r, 200, resp,
+                                   SRV_API_IS_OLLAMA(o->api) ? "application/x-ndjson" : "text/event-stream; charset=utf-8");
 }
 
 enum MHD_Result muse_srv_reply_job(struct srv_req *r) {

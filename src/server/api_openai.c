@@ -345,3 +345,40 @@ out:
     return ret;
 }
 
+
+/* POST /apply-template: the chat request's messages (tools, reasoning, kwargs) rendered, not run. */
+enum MHD_Result muse_srv_api_apply_template(struct srv_req *r) {
+    struct muse_server *srv = r->srv;
+    cJSON *req = muse_srv_parse_body(r);
+    if (!req) return MHD_YES;
+    char msg[300] = "", *prompt = NULL;
+    const char *param = NULL, *strength = NULL;
+    const cJSON *messages = cJSON_GetObjectItemCaseSensitive(req, "messages");
+    const cJSON *tools = cJSON_GetObjectItemCaseSensitive(req, "tools");
+    if (!valid_messages(messages, msg, sizeof msg)) param = "messages";
+    else if (!valid_tools(tools, msg, sizeof msg)) param = "tools";
+    else if (!reasoning_strength(req, &strength, msg, sizeof msg, &param)) {
+    }
+    enum MHD_Result ret;
+    if (msg[0]) {
+        ret = muse_srv_reply_error(r, 400, "invalid_request_error", param, "%s", msg);
+        cJSON_Delete(req);
+        return ret;
+    }
+    cJSON *kwargs = template_kwargs(req);
+    struct muse_srv_chat_input in = {messages, cJSON_IsArray(tools) && cJSON_GetArraySize(tools) ? tools : NULL, strength, kwargs};
+    struct muse_error err = {0};
+    if (srv->ad.ops->render_chat(srv->ad.self, &in, &prompt, &err) != MUSE_OK) {
+        ret = muse_srv_reply_error(r, err.status == MUSE_ERR_NOMEM ? 500 : 400,
+                                   err.status == MUSE_ERR_NOMEM ? "server_error" : "invalid_request_error", "messages",
+                                   "chat template: %s", err.msg);
+    } else {
+        cJSON *root = cJSON_CreateObject();
+        cJSON_AddStringToObject(root, "prompt", prompt);
+        ret = muse_srv_reply_json(r, 200, root);
+    }
+    free(prompt);
+    cJSON_Delete(kwargs);
+    cJSON_Delete(req);
+    return ret;
+}

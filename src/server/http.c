@@ -275,7 +275,12 @@ enum MHD_Result muse_srv_reply_error(struct srv_req *r, unsigned status, const c
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    cJSON *root = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(root, "error");
+    cJSON *root = cJSON_CreateObject(), *e;
+    if (r->url && !strncmp(r->url, "/api/", 5)) { /* the Ollama API's shape: {"error": "message"} */
+        cJSON_AddStringToObject(root, "error", msg);
+        return muse_srv_reply_json(r, status, root);
+    }
+    e = cJSON_AddObjectToObject(root, "error");
     cJSON_AddStringToObject(e, "message", msg);
     cJSON_AddStringToObject(e, "type", type);
     if (param) cJSON_AddStringToObject(e, "param", param);
@@ -470,6 +475,13 @@ static enum MHD_Result route(struct srv_req *r) {
         {"/completion", true, muse_srv_api_completion},      {"/tokenize", true, muse_srv_api_tokenize},
         {"/detokenize", true, muse_srv_api_detokenize},      {"/v1/models", false, reply_models},
         {"/models", false, reply_models},                    {"/metrics", false, reply_metrics},
+        {"/props", false, muse_srv_api_props},               {"/slots", false, muse_srv_api_slots},
+        {"/apply-template", true, muse_srv_api_apply_template},
+        {"/v1/embeddings", true, muse_srv_api_embeddings},   {"/embeddings", true, muse_srv_api_embeddings},
+        {"/embedding", true, muse_srv_api_embeddings},
+        {"/api/chat", true, muse_srv_api_ollama_chat},       {"/api/generate", true, muse_srv_api_ollama_generate},
+        {"/api/show", true, muse_srv_api_ollama_show},       {"/api/tags", false, muse_srv_api_ollama_tags},
+        {"/api/version", false, muse_srv_api_ollama_version}, {"/api/ps", false, muse_srv_api_ollama_ps},
     };
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
         if (strcmp(url, routes[i].path)) continue;

@@ -596,6 +596,17 @@ void muse_srv_sched_stats(struct muse_srv_sched *s, int *n_slots, int *n_busy, i
     pthread_mutex_unlock(&s->mu);
 }
 
+bool muse_srv_sched_slot(struct muse_srv_sched *s, int i, struct muse_srv_slot_state *out) {
+    if (i < 0 || i >= s->n_slots) return false;
+    pthread_mutex_lock(&s->mu);
+    const struct slot *sl = &s->slots[i];
+    out->busy = sl->job != NULL;
+    out->job_id = sl->job ? sl->job->id : 0;
+    out->n_cache = sl->job ? -1 : sl->n_cache; /* the worker writes it while busy */
+    pthread_mutex_unlock(&s->mu);
+    return true;
+}
+
 /*
  * Set stopping and cancel everything under s->mu, then join the workers without it (a worker needs
  * s->mu to finish its job). Each worker runs its assigned job to its (cancelled) end, drains the

@@ -54,7 +54,8 @@ struct muse_server {
 };
 
 /* The fields a generating endpoint formats; filled from a job under its mutex. */
-enum srv_api { SRV_API_CHAT, SRV_API_COMPLETIONS, SRV_API_NATIVE };
+enum srv_api { SRV_API_CHAT, SRV_API_COMPLETIONS, SRV_API_NATIVE, SRV_API_OLLAMA_CHAT, SRV_API_OLLAMA_GENERATE };
+#define SRV_API_IS_OLLAMA(a) ((a) == SRV_API_OLLAMA_CHAT || (a) == SRV_API_OLLAMA_GENERATE)
 
 struct srv_gen_opts {
     enum srv_api api;
@@ -209,6 +210,24 @@ enum MHD_Result muse_srv_api_completions(struct srv_req *r);
 enum MHD_Result muse_srv_api_completion(struct srv_req *r);
 enum MHD_Result muse_srv_api_tokenize(struct srv_req *r);
 enum MHD_Result muse_srv_api_detokenize(struct srv_req *r);
+enum MHD_Result muse_srv_api_apply_template(struct srv_req *r);
+/* api_llama.c: GET /props, GET /slots (event loop: constant work), /v1/embeddings (501) */
+enum MHD_Result muse_srv_api_props(struct srv_req *r);
+enum MHD_Result muse_srv_api_slots(struct srv_req *r);
+enum MHD_Result muse_srv_api_embeddings(struct srv_req *r);
+/* api_ollama.c: Ollama's /api/chat, /api/generate (POST), /api/show (POST), /api/tags, /api/version,
+ * /api/ps (GET) */
+enum MHD_Result muse_srv_api_ollama_chat(struct srv_req *r);
+enum MHD_Result muse_srv_api_ollama_generate(struct srv_req *r);
+enum MHD_Result muse_srv_api_ollama_show(struct srv_req *r);
+enum MHD_Result muse_srv_api_ollama_tags(struct srv_req *r);
+enum MHD_Result muse_srv_api_ollama_version(struct srv_req *r);
+enum MHD_Result muse_srv_api_ollama_ps(struct srv_req *r);
+/* The Ollama replies of a job (job->mu held): the whole answer, and a stream's NDJSON lines of what
+ * is new past the cursors (advanced); true once the last line (done, or an error) is written. */
+cJSON *muse_srv_ollama_final(struct muse_server *srv, const struct muse_srv_job *job, const struct srv_gen_opts *o);
+bool muse_srv_ollama_collect(struct muse_server *srv, const struct muse_srv_job *job, const struct srv_gen_opts *o,
+                             size_t *sent_content, size_t *sent_reasoning, int *sent_calls, struct muse_srv_buf *out);
 
 /* Parse r->body as a JSON object; replies 400 and returns NULL on malformed input. */
 cJSON *muse_srv_parse_body(struct srv_req *r);

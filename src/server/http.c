@@ -447,6 +447,11 @@ static enum MHD_Result not_allowed(struct srv_req *r, const char *allow, const c
     return muse_srv_reply_error(r, 405, "invalid_request_error", NULL, "use %s for %s", use, url);
 }
 
+/* The page's icon: a quaver on the page's accent colour. */
+static const char favicon_svg[] =
+    "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 32 32\"><rect width=\"32\" height=\"32\" rx=\"7\" "
+    "fill=\"#2f5d8a\"/><path d=\"M13 7h10v5h-7v11a4.5 4.5 0 1 1-3-4.24z\" fill=\"#fff\"/></svg>";
+
 /*
  * Decide what to do with a fully read request (event loop): answer it now (GET endpoints, errors)
  * or set r->work_fn, the POST endpoint the work pool runs.
@@ -458,6 +463,15 @@ static enum MHD_Result route(struct srv_req *r) {
     if (!strcmp(url, "/") || !strcmp(url, "/index.html")) {
         if (!get) return not_allowed(r, "GET, HEAD, OPTIONS", "GET", url);
         return reply_buf(r, 200, "text/html; charset=utf-8", muse_srv_page_index, muse_srv_page_index_len, false);
+    }
+    if (!strcmp(url, "/vendor/marked.min.js") || !strcmp(url, "/favicon.svg") || !strcmp(url, "/favicon.ico")) {
+        if (!get) return not_allowed(r, "GET, HEAD, OPTIONS", "GET", url);
+        bool js = url[1] == 'v';
+        struct MHD_Response *resp = MHD_create_response_from_buffer(
+            js ? muse_srv_page_marked_js_len : sizeof favicon_svg - 1, (void *)(js ? (const void *)muse_srv_page_marked_js : favicon_svg),
+            MHD_RESPMEM_PERSISTENT);
+        if (resp) MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "public, max-age=86400");
+        return muse_srv_reply_response(r, 200, resp, js ? "text/javascript; charset=utf-8" : "image/svg+xml");
     }
     if (!strcmp(url, "/health")) {
         if (!get) return not_allowed(r, "GET, HEAD, OPTIONS", "GET", url);

@@ -25,21 +25,16 @@ static void usage(FILE *f) {
             "                      a name such as localhost is resolved, its first address bound)\n"
             "  --port N            TCP port (default 8080; 0 = any free port)\n"
             "  --port-file FILE    write the bound port to FILE once listening\n"
-            "  -np, --parallel N   slots: sequences generated in parallel, each with its own KV cache (default 1)\n"
+            "  -np, --parallel N   slots: sequences generated in parallel, each with its own KV cache (default 1);\n"
+            "                      -c is the context of each (default: the trained context, capped so that every\n"
+            "                      slot's KV cache fits in the memory available)\n"
             "  --queue N           requests that may wait for a slot; beyond that 503 + Retry-After (default 64)\n"
-            "  --alias NAME        the model id in /v1/models and /api/tags (default: the file's base name)\n"
-            "  --chat-template-file FILE  chat template (Jinja) instead of the file's tokenizer.chat_template\n"
-            "  -c, --ctx-size N    context per slot in tokens (default, or 0: the model's trained context, capped\n"
-            "                      so that every slot's KV cache fits in the memory available)\n"
+            "  -a, --alias NAME    the model id in /v1/models and /api/tags (default: the file's base name)\n"
+            "  --chat-template-file FILE\n"
+            "                      chat template (Jinja) instead of the file's tokenizer.chat_template\n"
             "  --max-body BYTES    largest request body; larger ones get 413 (default 4194304)\n"
             "  --api-key KEY       require `Authorization: Bearer KEY` on everything but /health and /\n"
-            "                      (or set MUSE_API_KEY)\n");
-    sampling_opts_usage(f, SAMPLING_SERVE);
-    fprintf(f, "requests are logged on stderr, one line each (method, path, status, prompt/generated tokens, ms);\n"
-               "-v adds the load details and each request's cache, prefill and decode figures, --log-disable\n"
-               "turns the request lines off.\n");
-    model_opts_usage(f);
-    fprintf(f,
+            "                      (or set MUSE_API_KEY)\n"
             "  --max-connections N open HTTP connections (default 1024; held by an event loop, not a thread each)\n"
             "  --max-connections-per-ip N  open connections per client address (IPv6: per /64; default 1/4 of the above)\n"
             "  --read-timeout S    a request must arrive within S seconds of connecting (default 30; its head within 10)\n"
@@ -47,7 +42,13 @@ static void usage(FILE *f) {
             "                      default: no cross-origin access\n"
             "  --allow-host NAME   accept this Host name too on a loopback bind (repeatable; default: localhost,\n"
             "                      127.0.0.1, [::1] with the port)\n"
-            "  --test-script FILE  TEST ONLY: no model; play scripted outputs from FILE (docs/server.md)\n");
+            "  --test-script FILE  TEST ONLY: no model; play scripted outputs from FILE (docs/server.md)\n"
+            "\n"
+            "requests are logged on stderr, one line each (method, path, status, prompt/generated tokens, ms);\n"
+            "-v adds the model's description and each request's slot, cache, queue, prefill and decode figures;\n"
+            "--log-disable turns the request lines off.\n");
+    sampling_opts_usage(f, SAMPLING_SERVE);
+    model_opts_usage(f);
 }
 
 /* The request log (server.h log hook): one line on stderr per request. */
@@ -243,7 +244,9 @@ int cmd_serve(int argc, char **argv) {
         return 1;
     }
     int port = muse_server_port(srv);
-    fprintf(stderr, "muse serve: listening on http://%s:%d (loading)\n", p.host, port);
+    fprintf(stderr, strchr(p.host, ':') ? "muse serve: listening on http://[%s]:%d (loading)\n"
+                                         : "muse serve: listening on http://%s:%d (loading)\n",
+            p.host, port);
     if (port_file) {
         FILE *f = fopen(port_file, "w");
         if (!f || fprintf(f, "%d\n", port) < 0 || fclose(f)) {

@@ -186,8 +186,9 @@ static muse_status model_slot_begin(void *slot, const struct muse_sampler_params
     return muse_sampler_create(*sp, s->r->info.n_vocab, &s->sampler, err);
 }
 
-/* probs[0..n) = the n most likely tokens of softmax(logits), descending (ties: lower id). */
-static void top_probs(const float *logits, int n_vocab, int n, struct muse_srv_prob *probs) {
+/* probs[0..n) = the n most likely tokens of softmax(logits), descending (ties: lower id), and
+ * probs[n] = the token `sampled` with its probability. */
+static void top_probs(const float *logits, int n_vocab, int n, int32_t sampled, struct muse_srv_prob *probs) {
     float mx = logits[0];
     for (int i = 1; i < n_vocab; i++) mx = logits[i] > mx ? logits[i] : mx;
     double sum = 0;
@@ -203,6 +204,8 @@ static void top_probs(const float *logits, int n_vocab, int n, struct muse_srv_p
         probs[j].token = i;
     }
     for (int i = 0; i < k; i++) probs[i].prob = (float)(exp((double)logits[probs[i].token] - mx) / sum);
+    probs[n].token = sampled; /* its own probability, also when it is outside the top n */
+    probs[n].prob = (float)(exp((double)logits[sampled] - mx) / sum);
 }
 
 static muse_status model_slot_sample(void *slot, int n_probs, struct muse_srv_prob *probs, int32_t *tok,
@@ -210,16 +213,11 @@ static muse_status model_slot_sample(void *slot, int n_probs, struct muse_srv_pr
     struct model_slot *s = slot;
     if (!s->has_logits || !s->sampler) return muse_error_set(err, MUSE_ERR_INTERNAL, "sample before eval and begin");
     const int n_vocab = s->r->info.n_vocab;
-    if (n_probs > 0) top_probs(s->logits, n_vocab, n_probs < n_vocab ? n_probs : n_vocab, probs);
-    *tok = muse_sampler_sample(s->sampler, s->logits);
-    if (n_probs > 0) { /* the sampled token's own probability, also when it is outside the top n */
-        const float *l = s->logits;
-        float mx = l[0];
-        for (int i = 1; i < n_vocab; i++) mx = l[i] > mx ? l[i] : mx;
-        double sum = 0;
-        for (int i = 0; i < n_vocab; i++) sum += exp((double)l[i] - mx);
-        probs[n_probs].token = *tok;
-        probs[n_probs].prob = (float)(exp((double)l[*tok] - mx) / sum);
+    *tok = muse_sampler_sample(s->sampler, s->logits); /* reads the logits, never changes them */
+    if (n_probs > 0) {
+        int n = n_probs < n_vocab ? n_probs : n_vocab; /* the server clamps; the sampled one stays at [n_probs] */
+        top_probs(s->logits, n_vocab, n, *tok, probs);
+        if (n < n_probs) probs[n_probs] = probs[n];
     }
     muse_sampler_accept(s->sampler, *tok); /* penalties look at what this request generated */
     s->has_logits = false;

@@ -3,18 +3,22 @@
  * and POST /v1/embeddings answered 501 (docs/server.md says why). /apply-template is in
  * api_openai.c (it shares the chat request's checks).
  */
+#include <math.h>
 #include <stdio.h>
 
 #include "server/server_int.h"
+
+/* a float setting as the decimal it was given (0.95, not 0.949999988) */
+static double dec(float v) { return round((double)v * 1e6) / 1e6; }
 
 static cJSON *generation_settings(struct muse_server *s) {
     cJSON *g = cJSON_CreateObject();
     cJSON_AddNumberToObject(g, "n_ctx", s->info.n_ctx);
     cJSON *p = cJSON_AddObjectToObject(g, "params");
-    cJSON_AddNumberToObject(p, "temperature", s->p.temperature);
+    cJSON_AddNumberToObject(p, "temperature", dec(s->p.temperature));
     cJSON_AddNumberToObject(p, "top_k", s->p.top_k);
-    cJSON_AddNumberToObject(p, "top_p", s->p.top_p);
-    cJSON_AddNumberToObject(p, "min_p", s->p.min_p);
+    cJSON_AddNumberToObject(p, "top_p", dec(s->p.top_p));
+    cJSON_AddNumberToObject(p, "min_p", dec(s->p.min_p));
     cJSON_AddNumberToObject(p, "n_predict", -1);
     cJSON_AddNumberToObject(p, "seed", -1);
     cJSON_AddNumberToObject(p, "n_probs", 0);

@@ -78,6 +78,8 @@ def refused_fields(srv):
         err = js.get("error", {}) if isinstance(js, dict) else {}
         check(st == 400 and err.get("param") == field and field in err.get("message", ""),
               f"{path} {extra}: 400 naming {field} (got {st} {js})")
+    st, _, js = srv.request("POST", "/completion", {"prompt": "hi", "n_probs": 2, "post_sampling_probs": True})
+    check(st == 400 and js["error"]["param"] == "post_sampling_probs", f"post_sampling_probs refused ({st} {js})")
     # what is accepted as a no-op is really one: n 1, empty logit_bias, response_format text
     st, _, js = srv.request("POST", "/v1/chat/completions", {"messages": USER, "n": 1, "logit_bias": {},
                                                              "response_format": {"type": "text"}})

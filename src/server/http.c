@@ -496,6 +496,7 @@ static enum MHD_Result route(struct srv_req *r) {
         {"/api/chat", true, muse_srv_api_ollama_chat},       {"/api/generate", true, muse_srv_api_ollama_generate},
         {"/api/show", true, muse_srv_api_ollama_show},       {"/api/tags", false, muse_srv_api_ollama_tags},
         {"/api/version", false, muse_srv_api_ollama_version}, {"/api/ps", false, muse_srv_api_ollama_ps},
+        {"/api/embed", true, muse_srv_api_embeddings},      {"/api/embeddings", true, muse_srv_api_embeddings},
     };
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
         if (strcmp(url, routes[i].path)) continue;

@@ -102,6 +102,9 @@ def llama_endpoints(srv):
     for path in ("/v1/embeddings", "/embeddings"):
         st, _, e = srv.request("POST", path, {"input": "hi", "model": "m"})
         check(st == 501 and "embedding" in e["error"]["message"], f"{path}: 501 with the reason ({st} {e})")
+    for path in ("/api/embed", "/api/embeddings"):
+        st, _, e = srv.request("POST", path, {"input": "hi", "model": "m"})
+        check(st == 501 and "embedding" in e["error"], f"{path}: 501 in Ollama's error shape ({st} {e})")
 
 
 def ollama_api(srv):

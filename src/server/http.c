@@ -341,12 +341,9 @@ static enum MHD_Result reply_health(struct srv_req *r) {
     return muse_srv_reply_json(r, 200, root);
 }
 
-static enum MHD_Result reply_models(struct srv_req *r) {
-    struct muse_server *s = r->srv;
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "object", "list");
-    cJSON *data = cJSON_AddArrayToObject(root, "data"), *m = cJSON_CreateObject();
-    cJSON_AddItemToArray(data, m);
+/* The one model as an OpenAI model object. */
+static cJSON *model_json(struct muse_server *s) {
+    cJSON *m = cJSON_CreateObject();
     cJSON_AddStringToObject(m, "id", s->info.model_name);
     cJSON_AddStringToObject(m, "object", "model");
     cJSON_AddNumberToObject(m, "created", (double)s->created);
@@ -356,7 +353,22 @@ static enum MHD_Result reply_models(struct srv_req *r) {
     cJSON_AddNumberToObject(meta, "n_ctx_train", s->info.n_ctx_train);
     cJSON_AddNumberToObject(meta, "n_vocab", s->info.n_vocab);
     cJSON_AddNumberToObject(meta, "n_slots", s->p.n_slots);
+    return m;
+}
+
+static enum MHD_Result reply_models(struct srv_req *r) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "object", "list");
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(root, "data"), model_json(r->srv));
     return muse_srv_reply_json(r, 200, root);
+}
+
+/* GET /v1/models/{id}: the model when the id is its name (--alias), else 404. */
+static enum MHD_Result reply_model(struct srv_req *r, const char *id) {
+    if (strcmp(id, r->srv->info.model_name))
+        return muse_srv_reply_error(r, 404, "not_found_error", "model", "the model '%.200s' does not exist (this server serves '%s')",
+                                    id, r->srv->info.model_name);
+    return muse_srv_reply_json(r, 200, model_json(r->srv));
 }
 
 static enum MHD_Result reply_metrics(struct srv_req *r) {
@@ -510,6 +522,11 @@ static enum MHD_Result route(struct srv_req *r) {
         if (!routes[i].post) return routes[i].fn(r);
         r->work_fn = routes[i].fn;
         return MHD_YES;
+    }
+    if (!strncmp(url, "/v1/models/", 11) && url[11]) {
+        if (!get) return not_allowed(r, "GET, HEAD, OPTIONS", "GET", url);
+        if (!atomic_load(&r->srv->ready)) return muse_srv_reply_error(r, 503, "unavailable_error", NULL, "Loading model");
+        return reply_model(r, url + 11);
     }
     return muse_srv_reply_error(r, 404, "not_found_error", NULL, "no such endpoint: %s %s", method, url);
 }

@@ -176,6 +176,12 @@ def request_log(srv):
 def main():
     with Server(SCRIPT, "--parallel", "2") as srv:
         cl = openai.OpenAI(base_url=srv.base + "/v1", api_key="x", max_retries=0, timeout=30)
+        check(cl.models.retrieve("muse-test").id == "muse-test", "GET /v1/models/{id}")
+        try:
+            cl.models.retrieve("other")
+            check(False, "an unknown model id is 404")
+        except openai.NotFoundError:
+            check(True, "an unknown model id is 404")
         openai_logprobs(cl)
         refused_fields(srv)
         llama_endpoints(srv)

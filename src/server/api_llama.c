@@ -43,7 +43,7 @@ enum MHD_Result muse_srv_api_props(struct srv_req *r) {
     cJSON_AddNumberToObject(ctx, "n_ctx_train", s->info.n_ctx_train);
     cJSON_AddNumberToObject(ctx, "n_vocab", s->info.n_vocab);
     cJSON_AddNumberToObject(ctx, "n_batch", s->info.n_batch);
-    cJSON_AddNumberToObject(ctx, "n_threads", s->info.n_threads);
+    cJSON_AddNumberToObject(ctx, "n_threads", s->info.n_threads); /* per slot */
     cJSON_AddStringToObject(ctx, "kv_type", s->info.kv_type);
     cJSON_AddStringToObject(ctx, "model_desc", s->info.desc);
     return muse_srv_reply_json(r, 200, root);

@@ -170,7 +170,7 @@ static bool think_strength(const cJSON *req, const char **out, char *msg, size_t
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(req, "think");
     *out = NULL;
     if (!t || cJSON_IsNull(t) || cJSON_IsTrue(t)) return true;
-    if (cJSON_IsFalse(t)) { /* the model always reasons: the least it can */
+    if (cJSON_IsFalse(t)) { /* the model always reasons: the least it can, and it is not returned */
         *out = "low";
         return true;
     }
@@ -222,6 +222,7 @@ static struct muse_srv_job *new_job(struct srv_req *r, const cJSON *req, struct 
     }
     const cJSON *stream = cJSON_GetObjectItemCaseSensitive(req, "stream");
     o->stream = !cJSON_IsFalse(stream); /* Ollama streams unless told not to */
+    o->hide_thinking = cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(req, "think"));
     return job;
 }
 
@@ -444,7 +445,7 @@ static cJSON *piece(struct muse_server *srv, const struct muse_srv_job *job, con
                     size_t reasoning_from, int calls_from) {
     cJSON *root = base(srv);
     const char *content = job->content.p ? job->content.p + content_from : "";
-    const char *thinking = job->reasoning.len > reasoning_from ? job->reasoning.p + reasoning_from : NULL;
+    const char *thinking = !o->hide_thinking && job->reasoning.len > reasoning_from ? job->reasoning.p + reasoning_from : NULL;
     if (o->api == SRV_API_OLLAMA_CHAT) {
         cJSON *m = cJSON_AddObjectToObject(root, "message");
         cJSON_AddStringToObject(m, "role", "assistant");
@@ -486,7 +487,8 @@ static void line(struct muse_srv_buf *out, cJSON *obj) {
 
 bool muse_srv_ollama_collect(struct muse_server *srv, const struct muse_srv_job *job, const struct srv_gen_opts *o,
                              size_t *sent_content, size_t *sent_reasoning, int *sent_calls, struct muse_srv_buf *out) {
-    if (job->content.len > *sent_content || job->reasoning.len > *sent_reasoning || job->n_calls > *sent_calls) {
+    if (job->content.len > *sent_content || (!o->hide_thinking && job->reasoning.len > *sent_reasoning) ||
+        job->n_calls > *sent_calls) {
         cJSON *root = piece(srv, job, o, *sent_content, *sent_reasoning, *sent_calls);
         cJSON_AddBoolToObject(root, "done", false);
         line(out, root);
@@ -494,6 +496,7 @@ bool muse_srv_ollama_collect(struct muse_server *srv, const struct muse_srv_job 
         *sent_reasoning = job->reasoning.len;
         *sent_calls = job->n_calls;
     }
+    *sent_reasoning = job->reasoning.len;
     if (!job->done) return false;
     if (job->finish == MUSE_SRV_FINISH_ERROR || job->finish == MUSE_SRV_FINISH_CANCELLED) {
         cJSON *e = cJSON_CreateObject();

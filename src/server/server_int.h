@@ -64,6 +64,7 @@ struct srv_gen_opts {
     bool return_tokens;   /* native */
     bool logprobs;        /* chat `logprobs: true` / completions `logprobs: N`: choices[].logprobs */
     int top_logprobs;     /* alternatives per token in them (chat top_logprobs, completions N) */
+    bool hide_thinking;   /* Ollama `think: false`: the reasoning is not returned */
     char id[64];
 };
 

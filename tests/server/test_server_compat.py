@@ -119,6 +119,10 @@ def ollama_api(srv):
     r = cl.chat(model="muse-test", messages=USER, stream=False)
     check(r.message.content == "You said: hello there" and r.message.thinking == "The user said something." and r.done
           and r.done_reason == "stop" and r.eval_count > 0 and r.prompt_eval_count > 0, f"ollama chat {r}")
+    r = cl.chat(model="muse-test", messages=USER, stream=False, think=False)
+    check(r.message.content == "You said: hello there" and not r.message.thinking, f"think false: no thinking {r.message}")
+    thinking = "".join(ch.message.thinking or "" for ch in cl.chat(model="muse-test", messages=USER, think=False, stream=True))
+    check(thinking == "", f"think false, streamed: no thinking ({thinking!r})")
     parts, thinking, last = [], "", None
     for ch in cl.chat(model="muse-test", messages=[{"role": "user", "content": "stream me"}], stream=True):
         parts.append(ch.message.content)

@@ -134,6 +134,10 @@ def ollama_api(srv):
     calls = r.message.tool_calls or []
     check(len(calls) == 1 and calls[0].function.name == "get_weather" and
           calls[0].function.arguments == {"city": "Paris", "days": 3}, f"ollama tool call {r.message}")
+    streamed = [c for ch in cl.chat(model="muse-test", messages=[{"role": "user", "content": "weather in Paris?"}],
+                                     tools=TOOLS, stream=True) for c in (ch.message.tool_calls or [])]
+    check(len(streamed) == 1 and streamed[0].function.arguments == {"city": "Paris", "days": 3},
+          f"ollama streamed tool call {streamed}")
     # the conversation goes on with the call and its result (arguments as an object, tool_name)
     r = cl.chat(model="muse-test", stream=False, tools=TOOLS, messages=[
         {"role": "user", "content": "weather in Paris?"},

@@ -154,6 +154,9 @@ def page_check(srv, n_with_image):
         check(bool(stats) and f"{n_with_image} prompt tokens" in stats,
               f"page: the image's rows are in the prompt ({stats!r}, want {n_with_image})")
         check(not drv.find_elements(By.CSS_SELECTOR, "#attachments img.thumb"), "page: attachments cleared after send")
+        drv.refresh()  # the conversation is restored from localStorage, its image with it
+        check(bool(wait_for(lambda: drv.find_elements(By.CSS_SELECTOR, ".msg.user img.thumb"), "restored thumbnail")),
+              "page: a restored conversation shows its image")
     finally:
         drv.quit()
 

@@ -242,7 +242,7 @@ static enum MHD_Result reply_load(struct srv_req *r, bool chat) {
 }
 
 /* Ollama messages as the OpenAI-shaped ones the adapter renders: thinking -> reasoning_content,
- * tool_name -> name; images refused. NULL with msg set on a bad message. */
+ * tool_name -> name; images -> image_url parts (data: URIs). NULL with msg set on a bad message. */
 static cJSON *convert_messages(const cJSON *messages, char *msg, size_t cap) {
     cJSON *out = cJSON_CreateArray();
     const cJSON *m;
@@ -256,8 +256,8 @@ static cJSON *convert_messages(const cJSON *messages, char *msg, size_t cap) {
             snprintf(msg, cap, "messages[%d] must be an object with a string 'role' and a string 'content'", i);
             goto fail;
         }
-        if (cJSON_IsArray(images) && cJSON_GetArraySize(images) > 0) {
-            snprintf(msg, cap, "messages[%d].images: images are not supported by this model", i);
+        if (images && !cJSON_IsNull(images) && !cJSON_IsArray(images)) {
+            snprintf(msg, cap, "messages[%d].images must be an array of base64 strings", i);
             goto fail;
         }
         static const char *const roles[] = {"system", "user", "assistant", "tool"};
@@ -269,7 +269,39 @@ static cJSON *convert_messages(const cJSON *messages, char *msg, size_t cap) {
         }
         cJSON *c = cJSON_CreateObject();
         cJSON_AddStringToObject(c, "role", role->valuestring);
-        cJSON_AddStringToObject(c, "content", cJSON_IsString(content) ? content->valuestring : "");
+        if (cJSON_IsArray(images) && cJSON_GetArraySize(images) > 0) {
+            /* Ollama's base64 images: image_url parts (data: URIs; the decoder reads the format from
+             * the bytes) before the text, as llama-mtmd-cli places them */
+            cJSON *parts = cJSON_AddArrayToObject(c, "content"), *img;
+            cJSON_ArrayForEach(img, images) {
+                if (!cJSON_IsString(img)) {
+                    cJSON_Delete(c);
+                    snprintf(msg, cap, "messages[%d].images must be an array of base64 strings", i);
+                    goto fail;
+                }
+                size_t n = strlen(img->valuestring) + 32;
+                char *url = malloc(n);
+                if (!url) {
+                    cJSON_Delete(c);
+                    snprintf(msg, cap, "out of memory");
+                    goto fail;
+                }
+                snprintf(url, n, "data:image/*;base64,%s", img->valuestring);
+                cJSON *part = cJSON_CreateObject();
+                cJSON_AddStringToObject(part, "type", "image_url");
+                cJSON_AddStringToObject(cJSON_AddObjectToObject(part, "image_url"), "url", url);
+                free(url);
+                cJSON_AddItemToArray(parts, part);
+            }
+            if (cJSON_IsString(content) && content->valuestring[0]) {
+                cJSON *part = cJSON_CreateObject();
+                cJSON_AddStringToObject(part, "type", "text");
+                cJSON_AddStringToObject(part, "text", content->valuestring);
+                cJSON_AddItemToArray(parts, part);
+            }
+        } else {
+            cJSON_AddStringToObject(c, "content", cJSON_IsString(content) ? content->valuestring : "");
+        }
         const cJSON *thinking = cJSON_GetObjectItemCaseSensitive(m, "thinking");
         if (cJSON_IsString(thinking) && thinking->valuestring[0])
             cJSON_AddStringToObject(c, "reasoning_content", thinking->valuestring);
@@ -324,19 +356,8 @@ static bool valid_tools(const cJSON *tools, char *msg, size_t cap) {
 /* Render messages and run the job (its reference moves); replies itself. */
 static enum MHD_Result render_and_run(struct srv_req *r, struct muse_srv_job *job, struct srv_gen_opts *o,
                                       const cJSON *messages, const cJSON *tools, const char *strength) {
-    struct muse_server *srv = r->srv;
     struct muse_srv_chat_input in = {messages, tools, strength, NULL};
-    struct muse_error err = {0};
-    char *prompt = NULL;
-    if (srv->ad.ops->render_chat(srv->ad.self, &in, &prompt, &err) != MUSE_OK) {
-        muse_srv_job_release(job);
-        return err.status == MUSE_ERR_NOMEM ? muse_srv_reply_error(r, 500, "server_error", NULL, "chat template: %s", err.msg)
-                                            : muse_srv_reply_error(r, 400, "invalid_request_error", "messages",
-                                                                   "chat template: %s", err.msg);
-    }
-    bool ok = muse_srv_tokenize_prompt(r, prompt, false, job);
-    free(prompt);
-    if (!ok) {
+    if (!muse_srv_chat_prompt(r, &in, job)) {
         muse_srv_job_release(job);
         return MHD_YES;
     }

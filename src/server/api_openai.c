@@ -320,15 +320,70 @@ static cJSON *template_kwargs(const cJSON *req) {
     return out;
 }
 
+bool muse_srv_chat_prompt(struct srv_req *r, const struct muse_srv_chat_input *chat, struct muse_srv_job *job) {
+    struct muse_server *srv = r->srv;
+    char msg[400] = "", *prompt = NULL;
+    cJSON *media_messages = NULL;
+    struct muse_image *images = NULL;
+    int n_images = 0;
+    bool ok = false;
+    if (!extract_images(srv->info.vision && srv->ad.ops->media_prompt, chat->messages, &media_messages, &images,
+                        &n_images, msg, sizeof msg)) {
+        muse_srv_reply_error(r, 400, "invalid_request_error", "messages", "%s", msg);
+        goto out;
+    }
+    struct muse_srv_chat_input in = *chat;
+    if (media_messages) in.messages = media_messages;
+    struct muse_error err = {0};
+    if (srv->ad.ops->render_chat(srv->ad.self, &in, &prompt, &err) != MUSE_OK) {
+        if (err.status == MUSE_ERR_TEMPLATE || err.status == MUSE_ERR_INVALID_ARG || err.status == MUSE_ERR_FORMAT)
+            muse_srv_reply_error(r, 400, "invalid_request_error", "messages", "chat template: %s", err.msg);
+        else
+            muse_srv_reply_error(r, 500, "server_error", NULL, "chat template: %s", err.msg);
+        goto out;
+    }
+    if (n_images > 0) {
+        muse_status st = srv->ad.ops->media_prompt(srv->ad.self, prompt, strlen(prompt), images, n_images, &job->media,
+                                                   &job->prompt, &job->n_prompt, &err);
+        free(images); /* the pixels were taken */
+        images = NULL;
+        n_images = 0;
+        if (st != MUSE_OK) {
+            if (st == MUSE_ERR_NOMEM || st == MUSE_ERR_INTERNAL)
+                muse_srv_reply_error(r, 500, "server_error", NULL, "%s", err.msg);
+            else
+                muse_srv_reply_error(r, 400, "invalid_request_error", "messages", "%s", err.msg);
+            goto out;
+        }
+        job->media_free = srv->ad.ops->media_free;
+        job->media_self = srv->ad.self;
+        if (job->n_prompt >= srv->info.n_ctx) {
+            muse_srv_reply_error(r, 400, "invalid_request_error", "messages",
+                                 "the prompt is %d tokens (image rows included) but the context of a slot is %d "
+                                 "tokens: send smaller images (or fewer), or start the server with a larger "
+                                 "--ctx-size or a smaller --image-max-tokens",
+                                 job->n_prompt, srv->info.n_ctx);
+            goto out;
+        }
+        ok = true;
+    } else {
+        ok = muse_srv_tokenize_prompt(r, prompt, false, job);
+    }
+out:
+    for (int k = 0; k < n_images; k++) muse_image_free(&images[k]);
+    free(images);
+    cJSON_Delete(media_messages);
+    free(prompt);
+    return ok;
+}
+
 enum MHD_Result muse_srv_api_chat(struct srv_req *r) {
     struct muse_server *srv = r->srv;
     cJSON *req = muse_srv_parse_body(r);
     if (!req) return MHD_YES;
     struct muse_srv_job *job = muse_srv_job_new();
-    char msg[400] = "", *prompt = NULL;
-    cJSON *kwargs = NULL, *media_messages = NULL;
-    struct muse_image *images = NULL;
-    int n_images = 0;
+    char msg[400] = "";
+    cJSON *kwargs = NULL;
     const char *param = NULL;
     enum MHD_Result ret = MHD_YES;
     struct srv_gen_opts o = {.api = SRV_API_CHAT};
@@ -363,57 +418,15 @@ enum MHD_Result muse_srv_api_chat(struct srv_req *r) {
     o.include_usage = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(so, "include_usage"));
     const cJSON *use_tools = no_tools || !cJSON_IsArray(tools) || !cJSON_GetArraySize(tools) ? NULL : tools;
     kwargs = template_kwargs(req);
-    if (!extract_images(srv->info.vision && srv->ad.ops->media_prompt, messages, &media_messages, &images, &n_images, msg,
-                        sizeof msg)) {
-        ret = muse_srv_reply_error(r, 400, "invalid_request_error", "messages", "%s", msg);
-        goto out;
-    }
-    struct muse_srv_chat_input in = {media_messages ? media_messages : messages, use_tools, strength, kwargs};
-    struct muse_error err = {0};
-    if (srv->ad.ops->render_chat(srv->ad.self, &in, &prompt, &err) != MUSE_OK) {
-        ret = err.status == MUSE_ERR_TEMPLATE || err.status == MUSE_ERR_INVALID_ARG || err.status == MUSE_ERR_FORMAT
-                  ? muse_srv_reply_error(r, 400, "invalid_request_error", "messages", "chat template: %s", err.msg)
-                  : muse_srv_reply_error(r, 500, "server_error", NULL, "chat template: %s", err.msg);
-        goto out;
-    }
-    if (n_images > 0) {
-        muse_status st = srv->ad.ops->media_prompt(srv->ad.self, prompt, strlen(prompt), images, n_images, &job->media,
-                                                   &job->prompt, &job->n_prompt, &err);
-        free(images); /* the pixels were taken */
-        images = NULL;
-        n_images = 0;
-        if (st != MUSE_OK) {
-            ret = st == MUSE_ERR_NOMEM || st == MUSE_ERR_INTERNAL
-                      ? muse_srv_reply_error(r, 500, "server_error", NULL, "%s", err.msg)
-                      : muse_srv_reply_error(r, 400, "invalid_request_error", "messages", "%s", err.msg);
-            goto out;
-        }
-        job->media_free = srv->ad.ops->media_free;
-        job->media_self = srv->ad.self;
-        if (job->n_prompt >= srv->info.n_ctx) {
-            ret = muse_srv_reply_error(r, 400, "invalid_request_error", "messages",
-                                       "the prompt is %d tokens (image rows included) but the context of a slot is %d "
-                                       "tokens: send smaller images (or fewer), or start the server with a larger "
-                                       "--ctx-size or a smaller --image-max-tokens",
-                                       job->n_prompt, srv->info.n_ctx);
-            goto out;
-        }
-    } else if (!muse_srv_tokenize_prompt(r, prompt, false, job)) {
-        goto out;
-    }
+    struct muse_srv_chat_input in = {messages, use_tools, strength, kwargs};
+    if (!muse_srv_chat_prompt(r, &in, job)) goto out;
     job->parse_channels = true;
     job->no_tool_calls = no_tools;
     if (use_tools) job->tools = cJSON_Duplicate(use_tools, true);
-    free(prompt);
     cJSON_Delete(kwargs);
-    cJSON_Delete(media_messages);
     cJSON_Delete(req);
     return muse_srv_run_job(r, job, &o);
 out:
-    for (int k = 0; k < n_images; k++) muse_image_free(&images[k]);
-    free(images);
-    cJSON_Delete(media_messages);
-    free(prompt);
     cJSON_Delete(kwargs);
     muse_srv_job_release(job);
     cJSON_Delete(req);

@@ -161,6 +161,14 @@ enum MHD_Result muse_srv_reply_job(struct srv_req *r);
 bool muse_srv_parse_common(struct muse_server *srv, const cJSON *req, struct muse_srv_job *job, bool openai,
                            char *msg, size_t cap, const char **param);
 
+/*
+ * The prompt of a chat request into job: messages with image_url parts (base64 data: URIs) become
+ * the adapter's media prompt (job->media; 400 for remote URLs, bad images, no projector), others
+ * are rendered and tokenized. Replies 400/500 itself and returns false on failure.
+ */
+struct muse_srv_chat_input;
+bool muse_srv_chat_prompt(struct srv_req *r, const struct muse_srv_chat_input *chat, struct muse_srv_job *job);
+
 /* Tokenize and check the context; replies 400/500 itself and returns false on failure. */
 bool muse_srv_tokenize_prompt(struct srv_req *r, const char *text, bool add_special, struct muse_srv_job *job);
 

@@ -82,6 +82,18 @@ def main():
         check(r_b.usage.prompt_tokens == n0 + 60 + 2, f"700x300 image: {r_b.usage.prompt_tokens} = {n0} + 60 + 2")
         # errors: 400 with a message that says what to do
         page_check(srv, n1)
+        # the Ollama client: base64 images in a message read the same rows
+        ensure_venv(["ollama"])
+        import ollama
+        ol = ollama.Client(host=srv.base)
+        b64 = data_uri(G / "images" / "img_300x700_portrait.png").split(",", 1)[1]  # not seen before
+        enc0 = srv.metrics().get("muse_image_encodes_total")
+        res = ol.chat(model="m", messages=[{"role": "user", "content": "describe this image", "images": [b64]}],
+                      options={"temperature": 0, "num_predict": 2}, stream=False)
+        enc1 = srv.metrics().get("muse_image_encodes_total")
+        check(enc1 == enc0 + 1 and res.prompt_eval_count > 20,
+              f"ollama images: the image goes through the tower (encodes {enc0} -> {enc1}, "
+              f"prompt_eval_count {res.prompt_eval_count})")
         # a request's images share one decoded-pixel budget (2^26): two 6000x6000 blanks exceed it
         big = "data:image/png;base64," + base64.b64encode(blank_png(6000, 6000)).decode()
         try:

@@ -8,6 +8,7 @@ import math
 import pathlib
 import subprocess
 import tempfile
+import time
 
 from srvtest import MUSE, REPO, check, ensure_venv, report
 from test_server_real import RealServer
@@ -80,6 +81,11 @@ def main():
                                                                  "max_tokens": 4}, headers={"Host": f"localhost:{srv.port}"})
         check(st == 200, f"chat with the q8_0 cache and Host localhost ({st} {c})")
         log = srv.logtext()
+        for _ in range(100):  # the request line is logged when the connection completes, after the reply
+            if "POST /v1/chat/completions 200" in log:
+                break
+            time.sleep(0.02)
+            log = srv.logtext()
         check("listening on http://127.0.0.1:" in log, f"--host localhost binds 127.0.0.1: {log[:300]}")
         check("muse-glimmer" in log and "n_embd" in log, "-v prints the model")
         check("POST /v1/chat/completions 200" in log and "cached" in log and "tok/s" in log, "-v request details")

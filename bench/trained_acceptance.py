@@ -13,11 +13,13 @@ positions before P; m = the longest prefix equal to the target's greedy tokens; 
 committed (the drafts and the target's own token); P += m + 1. Mean accepted length = committed
 tokens per draft/verify step, the +1 included (as llama.cpp's n_accept + 1 per round). Greedy
 verification commits exactly the target's greedy tokens, so this is what a speculative loop
-would accept. Prints one line per prompt and the total. Not run by the tests.
+would accept. Prints one line per prompt and the total; with --llama-spec also llama.cpp's own
+speculative loop on the same prompts (n_accept + 1 per round). Not run by the tests.
 """
 import argparse
 import json
 import os
+import re
 import subprocess
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
@@ -33,6 +35,8 @@ def main():
     ap.add_argument("--prompt-len", type=int, default=128)
     ap.add_argument("--n-gen", type=int, default=128)
     ap.add_argument("--n-max", type=int, default=7)
+    ap.add_argument("--llama-spec", help="also run this llama-speculative-simple on the same prompts "
+                    "(as text: the window detokenized) and report its n_accept per round")
     a = ap.parse_args()
 
     def muse(*args):
@@ -43,6 +47,7 @@ def main():
     span = len(body) - a.prompt_len
     steps_all = emitted_all = 0
     hist = [0] * (a.n_max + 2)
+    l_rounds = l_acc = 0
     for i in range(a.prompts):
         s = span * i // a.prompts
         prompt = [bos] + body[s:s + a.prompt_len - 1]
@@ -61,12 +66,29 @@ def main():
             emitted += m + 1
             hist[m + 1] += 1
             P += m + 1
-        print(f"prompt {i} (valid tokens {s}..): {emitted / steps:.3f} over {steps} steps", flush=True)
+        line = f"prompt {i} (valid tokens {s}..): {emitted / steps:.3f} over {steps} steps"
+        if a.llama_spec:
+            text = muse("tokenize", "-m", a.model, "--detokenize", "--ids", ",".join(map(str, prompt[1:])))
+            r = subprocess.run([a.llama_spec, "-m", a.model, "-md", a.draft_model, "--spec-type", "draft-dflash",
+                                "--spec-draft-n-max", str(a.n_max), "-p", text, "-n", str(a.n_gen), "--temp", "0",
+                                "--top-k", "1", "-t", "1"], capture_output=True, text=True)
+            got = dict(re.findall(r"(n_drafted|n_accept)\s*=\s*(\d+)", r.stderr + r.stdout))
+            if "n_drafted" in got:
+                rounds = int(got["n_drafted"]) // a.n_max
+                acc = int(got["n_accept"])
+                l_rounds += rounds
+                l_acc += acc
+                line += f"; llama.cpp {(acc + rounds) / max(rounds, 1):.3f} over {rounds} rounds"
+        print(line, flush=True)
         steps_all += steps
         emitted_all += emitted
     print(f"mean accepted length {emitted_all / steps_all:.3f} over {steps_all} steps "
           f"({a.prompts} prompts of {a.prompt_len} tokens, {a.n_gen} greedy tokens, n_max {a.n_max}); "
           f"histogram of committed tokens per step {hist}")
+    if l_rounds:
+        print(f"llama-speculative-simple: {(l_acc + l_rounds) / l_rounds:.3f} tokens per round over {l_rounds} "
+              f"rounds (n_accept {l_acc}; its prompts are the windows' text re-tokenized, its loop starts "
+              f"after the first sampled token)")
 
 
 if __name__ == "__main__":

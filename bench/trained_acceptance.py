@@ -69,12 +69,17 @@ def main():
         line = f"prompt {i} (valid tokens {s}..): {emitted / steps:.3f} over {steps} steps"
         if a.llama_spec:
             text = muse("tokenize", "-m", a.model, "--detokenize", "--ids", ",".join(map(str, prompt[1:])))
-            r = subprocess.run([a.llama_spec, "-m", a.model, "-md", a.draft_model, "--spec-type", "draft-dflash",
-                                "--spec-draft-n-max", str(a.n_max), "-p", text, "-n", str(a.n_gen), "--temp", "0",
-                                "--top-k", "1", "-t", "1"], capture_output=True, text=True)
-            got = dict(re.findall(r"(n_drafted|n_accept)\s*=\s*(\d+)", r.stderr + r.stdout))
+            for _ in range(5):  # this llama.cpp build now and then exits before its last log lines
+                r = subprocess.run([a.llama_spec, "-m", a.model, "-md", a.draft_model, "--spec-type", "draft-dflash",
+                                    "--spec-draft-n-max", str(a.n_max), "-p", text, "-n", str(a.n_gen), "--temp",
+                                    "0", "--top-k", "1", "-t", "1"], capture_output=True, text=True)
+                got = dict(re.findall(r"(n_drafted|n_accept)\s*=\s*(\d+)", r.stderr + r.stdout))
+                if "n_accept" in got:
+                    break
+            else:
+                line += "; llama.cpp: no n_accept in its output"
             if "n_drafted" in got:
-                rounds = int(got["n_drafted"]) // a.n_max
+                rounds = -(-int(got["n_drafted"]) // a.n_max)  # the last round may draft fewer
                 acc = int(got["n_accept"])
                 l_rounds += rounds
                 l_acc += acc

@@ -15,6 +15,7 @@
 #include "muse.h"
 #include "run_text.h"
 #include "sampling_opts.h"
+#include "spec_opts.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -27,6 +28,7 @@ static void usage(FILE *f) {
             "  -n, --max-tokens N     tokens to generate at most (default 128; 0 = prompt only)\n"
             "  --ids                  print generated token ids instead of text\n");
     sampling_opts_usage(f, SAMPLING_RUN);
+    spec_opts_usage(f);
     model_opts_usage(f);
 }
 
@@ -38,6 +40,7 @@ struct run_opts {
     int64_t max_tokens;
     bool print_ids;
     struct sampling_opts so;
+    struct spec_opts spo;
 };
 
 int cmd_run(int argc, char **argv) {
@@ -47,10 +50,12 @@ int cmd_run(int argc, char **argv) {
     struct run_opts ro = {.max_tokens = 128};
     model_opts_init(&mo);
     sampling_opts_init(&ro.so, SAMPLING_RUN);
+    spec_opts_init(&ro.spo);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         int r = model_opts_parse(&mo, argc, argv, &i);
         if (r == 0) r = sampling_opts_parse(&ro.so, argc, argv, &i);
+        if (r == 0) r = spec_opts_parse(&ro.spo, argc, argv, &i);
         if (r < 0) goto usage_fail;
         if (r > 0) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -83,7 +88,9 @@ int cmd_run(int argc, char **argv) {
     struct muse_context *ctx = NULL;
     struct muse_sampler *smp = NULL;
     struct run_text *rt = NULL;
-    float *logits = NULL;
+    struct muse_drafter *drafter = NULL;
+    struct muse_session *ses = NULL;
+    struct muse_spec *sp = NULL; /* the generation loop, speculative with a drafter (src/speculative/spec.h) */
     int rc = 1;
     struct muse_error err;
     if (!model_opts_open(&mo, "run", &model, &ctx)) {
@@ -110,24 +117,30 @@ int cmd_run(int argc, char **argv) {
                 ro.n_tokens, n_ctx);
         goto done;
     }
-    logits = malloc(sizeof(float) * (size_t)n_vocab);
-    if (!logits || muse_sampler_create(ro.so.sp, n_vocab, &smp, &err)) {
-        fprintf(stderr, "muse run: %s\n", logits ? err.msg : "out of memory");
+    if (!spec_opts_load(&ro.spo, "run", model, &drafter)) goto done;
+    struct muse_session_params ps = {.n_checkpoints = 0};
+    if (muse_sampler_create(ro.so.sp, n_vocab, &smp, &err) || muse_session_create(ctx, ps, &ses, &err) ||
+        muse_spec_create(ses, drafter, ro.spo.sp, &sp, &err)) {
+        fprintf(stderr, "muse run: %s\n", err.msg);
         goto done;
     }
     for (int i = 0; i < ro.n_tokens; i++) muse_sampler_accept(smp, ro.tokens[i]);
 
     int64_t t0 = muse_time_us();
-    if (muse_eval(ctx, ro.tokens, ro.n_tokens, logits, 0, &err)) {
+    if (muse_spec_eval(sp, ro.tokens, ro.n_tokens, &err)) {
         fprintf(stderr, "muse run: %s\n", err.msg);
         goto done;
     }
+    muse_spec_begin(sp, smp);
     int64_t t1 = muse_time_us();
     int64_t n_gen = 0;
     const char *stop = "max-tokens";
     while (n_gen < ro.max_tokens) {
-        int32_t tok = muse_sampler_sample(smp, logits);
-        muse_sampler_accept(smp, tok);
+        int32_t tok;
+        if (muse_spec_sample(sp, &tok, NULL, &err)) {
+            fprintf(stderr, "\nmuse run: %s\n", err.msg);
+            goto done;
+        }
         n_gen++;
         if (muse_model_token_is_stop(model, tok)) {
             stop = "end of turn (EOS/EOT)";
@@ -137,11 +150,11 @@ int cmd_run(int argc, char **argv) {
         else run_text_print_token(rt, tok, stdout);
         fflush(stdout);
         if (n_gen == ro.max_tokens) break;
-        if (muse_context_n_past(ctx) >= n_ctx) {
+        if (muse_spec_n_past(sp) >= n_ctx) {
             stop = "context full";
             break;
         }
-        if (muse_eval(ctx, &tok, 1, logits, 0, &err)) {
+        if (muse_spec_advance(sp, tok, ro.max_tokens - n_gen, &err)) {
             fprintf(stderr, "\nmuse run: %s\n", err.msg);
             goto done;
         }
@@ -155,9 +168,14 @@ int cmd_run(int argc, char **argv) {
                     "stop: %s; backend %s; seed %llu\n",
             ro.n_tokens, tp, tp > 0 ? ro.n_tokens / tp : 0.0, (long long)n_gen, tg, tg > 0 ? (double)n_gen / tg : 0.0, stop,
             muse_context_backend(ctx), (unsigned long long)ro.so.sp.seed);
+    char summary[256];
+    spec_opts_summary(sp, summary, sizeof summary);
+    if (summary[0]) fprintf(stderr, "muse run: %s\n", summary);
     rc = 0;
 done:
-    free(logits);
+    muse_spec_free(sp);
+    muse_session_free(ses);
+    muse_drafter_free(drafter);
     muse_sampler_free(smp);
     run_text_close(rt);
     muse_context_free(ctx);

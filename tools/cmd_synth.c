@@ -39,7 +39,7 @@ static void usage(FILE *f) {
             "                     f32, f16, bf16 or q8_0)\n"
             "  --noise X          with --cycle: post-norm scale, how often the text leaves its cycle (default 0.1)\n"
             "  --content M        with --cycle: embedding dimensions that carry the token (default n_embd / 2)\n"
-            "  --stop-in-cycle    with --cycle: EOS joins the last cycle\n"
+            "  --stop-in-cycle    with --cycle: EOS ends the first cycle\n"
             "  -o, --output PATH  output file (required)\n"
             "  -q, --quiet        no progress bar or summary\n",
             MUSE_SYNTH_MIN_VOCAB, MUSE_SYNTH_REAL_VOCAB);

@@ -226,7 +226,11 @@ muse_status muse_synth_plant_target(const char *in, const char *out, const struc
             for (int32_t i = 0; i < p.m; i++) p.content[v * p.m + i] = rng_normal(&p.rng);
         }
     }
-    if (cfg->stop_in_cycle && eos < (uint32_t)p.V) normal[n++] = (int32_t)eos; /* the last cycle holds EOS */
+    if (cfg->stop_in_cycle && eos < (uint32_t)p.V && n >= cfg->period) { /* EOS ends the first cycle */
+        memmove(normal + cfg->period, normal + cfg->period - 1, sizeof(int32_t) * (size_t)(n - cfg->period + 1));
+        normal[cfg->period - 1] = (int32_t)eos;
+        n++;
+    }
     for (int32_t i = 0; i < n; i++) {
         const int32_t start = i / cfg->period * cfg->period;
         const int32_t len = n - start < cfg->period ? n - start : cfg->period;

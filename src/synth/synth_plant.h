@@ -8,7 +8,8 @@
  * dimensions (m: `content`); the LM head row of succ(t) is content(t) (so the residual of a token
  * votes for its successor), where succ cycles through the normal tokens in cycles of `period`
  * tokens; control tokens have no content and a head row of -4 on dimension 0, so they never win
- * (except EOS when `stop_in_cycle` puts it into the last cycle). The layers keep their random
+ * (except EOS when `stop_in_cycle` makes it the last token of the first
+ * cycle: the first period - 1 normal tokens, then EOS). The layers keep their random
  * weights but their post-norm weights become `noise` x (1 + N(0, 0.1)): each layer adds a
  * context-dependent vector of RMS about `noise` to the residual. With noise 0 the greedy text from
  * any token walks its cycle forever (period `period`); with noise it now and then jumps elsewhere.
@@ -39,7 +40,7 @@ struct muse_synth_plant_config {
     int32_t period;      /* cycle length L >= 2 */
     float noise;         /* post-norm weight scale (0: exactly periodic greedy text) */
     int32_t content;     /* content dimensions m; 0 = min(n_embd - 3, max(16, n_embd / 2)) */
-    bool stop_in_cycle;  /* EOS joins the last cycle */
+    bool stop_in_cycle;  /* EOS ends the first cycle */
     uint64_t seed;
 };
 

@@ -158,11 +158,11 @@ void muse_spec_floor_bandit_record(struct muse_spec_floor_bandit *b, int32_t tok
     b->since_refresh++;
     if (--b->run_left > 0) return;
     const int32_t next = next_arm(b);
-    if (next != a) { /* a new run of another arm: its old measurements count half */
-        b->tokens[next] *= 0.5;
-        b->ns[next] *= 0.5;
-        b->last_run[next] = b->steps;
-    }
+    /* a new run (of the same arm too): the arm's older measurements count half, so its rate follows
+     * its recent runs */
+    b->tokens[next] *= 0.5;
+    b->ns[next] *= 0.5;
+    if (next != a) b->last_run[next] = b->steps;
     b->arm = next;
     b->run_left = MUSE_FLOOR_RUN;
 }

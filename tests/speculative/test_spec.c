@@ -559,6 +559,77 @@ static void test_restart(struct muse_model *m, struct muse_drafter *d) {
     muse_context_free(ctx);
 }
 
+/* The governor inside the loop, on a clock that charges a scripted cost per kind of step (the
+ * engine reads it before and after each step; the step's kind shows in the stats by then). */
+struct cost_clock {
+    struct muse_spec **sp;
+    uint64_t seen_spec, seen_plain;
+    int64_t now, spec_cost, plain_cost;
+};
+
+static int64_t cost_now(void *user) {
+    struct cost_clock *c = user;
+    if (!*c->sp) return c->now;
+    const struct muse_spec_stats st = muse_spec_stats(*c->sp);
+    if (st.n_steps_spec + st.n_steps_gated > c->seen_spec) c->now += c->spec_cost;
+    else if (st.n_steps_plain > c->seen_plain) c->now += c->plain_cost;
+    c->seen_spec = st.n_steps_spec + st.n_steps_gated;
+    c->seen_plain = st.n_steps_plain;
+    return c->now;
+}
+
+static void governed(struct muse_model *m, struct muse_drafter *d, int64_t spec_cost, int n, struct muse_spec_stats *st,
+                     const struct muse_spec_governor **gv, uint64_t *parked, int64_t *time) {
+    struct muse_error err;
+    struct muse_context *ctx = new_ctx(m, N_CTX);
+    struct muse_session *ses = NULL;
+    struct muse_spec *sp = NULL;
+    struct muse_sampler *smp = NULL;
+    struct cost_clock cc = {.sp = &sp, .spec_cost = spec_cost, .plain_cost = 1000000};
+    struct muse_spec_params p = muse_spec_default_params();
+    p.clock = (struct muse_spec_clock){cost_now, &cc};
+    struct muse_session_params ps = {0};
+    int32_t prompt[20];
+    make_prompt(prompt, 20, 2024);
+    memset(st, 0, sizeof *st);
+    if (!ctx || muse_session_create(ctx, ps, &ses, &err) || muse_spec_create(ses, d, p, &sp, &err) ||
+        muse_sampler_create(muse_sampler_default_params(), muse_model_n_vocab(m), &smp, &err) ||
+        muse_spec_eval(sp, prompt, 20, &err)) {
+        TEST_COND("governed setup", false);
+        goto done;
+    }
+    muse_spec_begin(sp, smp);
+    for (int i = 0; i < n; i++) {
+        int32_t t;
+        if (muse_spec_sample(sp, &t, NULL, &err) || (i + 1 < n && muse_spec_advance(sp, t, n - i - 1, &err))) break;
+    }
+    *st = muse_spec_stats(sp);
+    *parked = muse_spec_governor(sp)->n_parked_steps;
+    *time = cc.now;
+    (void)gv;
+done:
+    muse_sampler_free(smp);
+    muse_spec_free(sp);
+    muse_session_free(ses);
+    muse_context_free(ctx);
+}
+
+static void test_governed(struct muse_model *m, struct muse_drafter *copier, struct muse_drafter *randd) {
+    struct muse_spec_stats st;
+    uint64_t parked;
+    int64_t time;
+    /* a drafter that never pays: a speculative step costs 3 plain ones and emits about 1 token */
+    governed(m, randd, 3000000, 200, &st, NULL, &parked, &time);
+    const uint64_t spec = st.n_steps_spec + st.n_steps_gated;
+    TEST_CONDF(parked >= 16 + 32 + 64 && spec <= 45, "a losing drafter is parked (%llu parked, %llu speculative steps)",
+               (unsigned long long)parked, (unsigned long long)spec);
+    /* the copier pays: a speculative step costs 2 plain ones and emits ~4 tokens */
+    governed(m, copier, 2000000, 200, &st, NULL, &parked, &time);
+    TEST_CONDF(parked == 0 && st.n_steps_spec > st.n_steps_plain, "a paying drafter is not parked (%llu parked, %llu spec, %llu plain)",
+               (unsigned long long)parked, (unsigned long long)st.n_steps_spec, (unsigned long long)st.n_steps_plain);
+    TEST_CONDF(time < 199 * 1000000LL / 2, "and the scripted time is under half of plain's (%.1f of 199 steps)", (double)time / 1e6);
+}
+
 /* Errors: a sample with nothing to sample from, an advance with a token that was not sampled. */
 static void test_misuse(struct muse_model *m, struct muse_drafter *d) {
     struct muse_error err;
@@ -621,6 +692,7 @@ int main(void) {
             test_reuse(m2, dcopy2);
             test_restart(m2, dcopy2);
             test_misuse(m2, dcopy2);
+            test_governed(m, dcopy, drand);
         }
     }
     muse_drafter_free(dcopy);

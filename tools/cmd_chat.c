@@ -26,6 +26,7 @@
 #include "model_opts.h"
 #include "muse.h"
 #include "sampling_opts.h"
+#include "spec_opts.h"
 
 static void usage(FILE *f, const char *cmd) {
     fprintf(f,
@@ -42,6 +43,7 @@ static void usage(FILE *f, const char *cmd) {
             "  -n, --max-tokens N     tokens per answer at most (default 1024)\n");
     sampling_opts_usage(f, SAMPLING_CHAT);
     fprintf(f, "  --dump-prompt          print the prompt and token ids instead of generating\n");
+    spec_opts_usage(f);
     model_opts_usage(f);
     (void)cmd;
 }
@@ -52,6 +54,7 @@ struct chat_cli {
     bool hide_reasoning, dump_prompt, oneshot;
     int64_t max_tokens;
     struct sampling_opts so;
+    struct spec_opts spo;
 };
 
 struct session {
@@ -66,7 +69,8 @@ struct session {
     cJSON *tools;
     char *system_owned;
     struct muse_session *kv; /* the context's KV state: its tokens, prefix reuse, checkpoints */
-    float *logits;    /* [n_vocab] */
+    struct muse_drafter *drafter; /* --draft-model, or NULL */
+    struct muse_spec *gen;   /* the generation loop over kv (speculative with a drafter; the ring follows kv) */
     bool color;
     int shown;        /* 0 nothing yet, 1 reasoning, 2 content */
     int turn;
@@ -162,19 +166,21 @@ static bool run_turn(struct session *s) {
         goto done;
     }
     /* reuse the cached prefix; always evaluate at least the last prompt token (for its logits) */
-    struct muse_session_keep keep = muse_session_reuse(s->kv, ids, (int32_t)n_ids);
+    struct muse_session_keep keep = muse_spec_reuse(s->gen, ids, (int32_t)n_ids);
     const int common = keep.n_kept;
     int64_t t0 = muse_time_us();
-    if (muse_session_eval(s->kv, ids + common, (int32_t)(n_ids - (size_t)common), s->logits, 0, &err) != MUSE_OK) {
+    if (muse_spec_eval(s->gen, ids + common, (int32_t)(n_ids - (size_t)common), &err) != MUSE_OK) {
         fprintf(stderr, "muse chat: %s\n", err.msg);
         goto done;
     }
     /* the prompt ends here: the next turn may drop what follows (the reasoning), see session.h */
-    if (muse_session_checkpoint(s->kv, &err) != MUSE_OK) fprintf(stderr, "muse chat: %s\n", err.msg);
+    if (muse_spec_checkpoint(s->gen, &err) != MUSE_OK) fprintf(stderr, "muse chat: %s\n", err.msg);
     int64_t t1 = muse_time_us();
 
     muse_sampler_reset(s->smp);
     for (size_t i = 0; i < n_ids; i++) muse_sampler_accept(s->smp, ids[i]);
+    muse_spec_begin(s->gen, s->smp);
+    muse_spec_stats_reset(s->gen);
     char prefix[64];
     snprintf(prefix, sizeof(prefix), "call_t%d_", s->turn);
     struct muse_output_parser_params pp = {.tools = s->tools, .id_prefix = prefix, .callback = on_event, .user = s};
@@ -184,8 +190,11 @@ static bool run_turn(struct session *s) {
     int64_t n_gen = 0;
     const char *stop = "max-tokens";
     while (n_gen < s->o->max_tokens) {
-        int32_t t = muse_sampler_sample(s->smp, s->logits);
-        muse_sampler_accept(s->smp, t);
+        int32_t t;
+        if (muse_spec_sample(s->gen, &t, NULL, &err) != MUSE_OK) {
+            fprintf(stderr, "\nmuse chat: %s\n", err.msg);
+            break;
+        }
         n_gen++;
         feed_token(s, p, t);
         if (muse_model_token_is_stop(s->model, t)) {
@@ -193,11 +202,11 @@ static bool run_turn(struct session *s) {
             break;
         }
         if (n_gen >= s->o->max_tokens) break;
-        if (muse_session_n_past(s->kv) >= n_ctx) {
+        if (muse_spec_n_past(s->gen) >= n_ctx) {
             stop = "context full";
             break;
         }
-        if (muse_session_eval(s->kv, &t, 1, s->logits, 0, &err) != MUSE_OK) {
+        if (muse_spec_advance(s->gen, t, s->o->max_tokens - n_gen, &err) != MUSE_OK) {
             fprintf(stderr, "\nmuse chat: %s\n", err.msg);
             break;
         }
@@ -218,8 +227,11 @@ static bool run_turn(struct session *s) {
         snprintf(miss, sizeof miss, "; sliding-window miss: checkpoint at %d restored", keep.ckpt_pos);
     else if (keep.kind == MUSE_SESSION_KEEP_CLEARED)
         snprintf(miss, sizeof miss, "; sliding-window miss: %d cached tokens re-evaluated", keep.n_asked);
-    fprintf(stderr, "[turn %d: prompt %zu tokens, %d reused from the cache, %zu evaluated in %.3f s; generated %lld tokens in %.3f s (%.2f tok/s); stop: %s%s]\n",
-            s->turn, n_ids, common, n_ids - (size_t)common, tp, (long long)n_gen, tg, tg > 0 ? (double)n_gen / tg : 0.0, stop, miss);
+    char spec[256];
+    spec_opts_summary(s->gen, spec, sizeof spec);
+    fprintf(stderr, "[turn %d: prompt %zu tokens, %d reused from the cache, %zu evaluated in %.3f s; generated %lld tokens in %.3f s (%.2f tok/s); stop: %s%s%s%s]\n",
+            s->turn, n_ids, common, n_ids - (size_t)common, tp, (long long)n_gen, tg, tg > 0 ? (double)n_gen / tg : 0.0, stop, miss,
+            spec[0] ? "; " : "", spec);
     ok = true;
 done:
     if (!ok && muse_chat_n_messages(s->chat) > 0) {
@@ -239,6 +251,7 @@ static int parse_args(struct chat_cli *o, int argc, char **argv) {
         const char *a = argv[i], *v;
         int r = model_opts_parse(&o->mo, argc, argv, &i);
         if (r == 0) r = sampling_opts_parse(&o->so, argc, argv, &i);
+        if (r == 0) r = spec_opts_parse(&o->spo, argc, argv, &i);
         if (r < 0) return 2;
         if (r > 0) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -402,7 +415,7 @@ static int repl(struct session *s) {
             if (!strcmp(line, "/exit") || !strcmp(line, "/quit")) break;
             if (!strcmp(line, "/reset")) {
                 muse_chat_reset(s->chat);
-                muse_session_clear(s->kv);
+                muse_spec_clear(s->gen);
                 printf("(conversation reset)\n");
             } else if (!strncmp(line, "/system", 7) && (line[7] == ' ' || line[7] == '\0')) {
                 free(s->system_owned);
@@ -435,6 +448,7 @@ int cmd_chat(int argc, char **argv) {
     struct chat_cli o = {.max_tokens = 1024};
     model_opts_init(&o.mo);
     sampling_opts_init(&o.so, SAMPLING_CHAT);
+    spec_opts_init(&o.spo);
     int r = parse_args(&o, argc, argv);
     if (r >= 0) {
         if (r == 2) usage(stderr, argv[0]);
@@ -462,13 +476,10 @@ int cmd_chat(int argc, char **argv) {
         goto done;
     }
     if (!model_opts_open(&o.mo, "chat", &s.model, &s.ctx)) goto done;
+    if (!spec_opts_load(&o.spo, "chat", s.model, &s.drafter)) goto done;
     int32_t n_vocab = muse_model_n_vocab(s.model);
-    s.logits = malloc(sizeof(float) * (size_t)n_vocab);
-    if (!s.logits) {
-        fprintf(stderr, "muse chat: out of memory\n");
-        goto done;
-    }
     if (muse_session_create(s.ctx, muse_session_default_params(), &s.kv, &err) != MUSE_OK ||
+        muse_spec_create(s.kv, s.drafter, o.spo.sp, &s.gen, &err) != MUSE_OK ||
         muse_sampler_create(o.so.sp, n_vocab, &s.smp, &err) != MUSE_OK) {
         fprintf(stderr, "muse chat: %s\n", err.msg);
         goto done;
@@ -486,8 +497,9 @@ int cmd_chat(int argc, char **argv) {
 done:
     free(input);
     free(s.system_owned);
+    muse_spec_free(s.gen);
     muse_session_free(s.kv);
-    free(s.logits);
+    muse_drafter_free(s.drafter);
     cJSON_Delete(s.tools);
     muse_sampler_free(s.smp);
     muse_detok_free(s.detok);

@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "sampling_opts.h"
+#include "spec_opts.h"
 #include "server/adapter.h"
 #include "server/server.h"
 
@@ -26,6 +27,7 @@ static void usage(FILE *f) {
             "  --api-key KEY       require `Authorization: Bearer KEY` on everything but /health and /\n"
             "                      (or set MUSE_API_KEY)\n");
     sampling_opts_usage(f, SAMPLING_SERVE);
+    spec_opts_usage(f);
     fprintf(f,
             "  --max-connections N concurrent HTTP connections (default 256)\n"
             "  --test-script FILE  TEST ONLY: no model; play scripted outputs from FILE (docs/server.md)\n");
@@ -39,10 +41,13 @@ int cmd_serve(int argc, char **argv) {
     int64_t v;
     struct sampling_opts so;
     sampling_opts_init(&so, SAMPLING_SERVE);
+    struct spec_opts spo;
+    spec_opts_init(&spo);
     p.api_key = getenv("MUSE_API_KEY");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val;
         int r = sampling_opts_parse(&so, argc, argv, &i);
+        if (r == 0) r = spec_opts_parse(&spo, argc, argv, &i);
         if (r < 0) return 2;
         if (r > 0) continue;
 #define NEXT()                                            \
@@ -143,7 +148,7 @@ int cmd_serve(int argc, char **argv) {
         fprintf(stderr, "muse serve: TEST MODE: scripted adapter, no model (%s)\n", script);
         st = muse_srv_scripted_adapter_create(script, &ad, &err);
     } else {
-        struct muse_srv_model_params rp = {n_ctx, n_batch};
+        struct muse_srv_model_params rp = {n_ctx, n_batch, spo.draft_path, spo.sp};
         st = muse_srv_model_adapter_create(model, &rp, &ad, &err);
     }
     if (st == MUSE_OK) st = muse_server_attach_adapter(srv, ad, &err);

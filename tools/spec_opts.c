@@ -89,12 +89,11 @@ void spec_opts_summary(const struct muse_spec *sp, char *buf, size_t size) {
     buf[0] = 0;
     if (!sp || !muse_spec_has_drafter(sp)) return;
     const struct muse_spec_stats s = muse_spec_stats(sp);
-    const struct muse_spec_governor *g = muse_spec_governor(sp);
     snprintf(buf, size,
              "speculative: %llu verify steps, %llu drafted, %llu accepted (%.1f%%), %.2f tokens per verify step; "
              "%llu plain steps (%llu parked), %llu gated out",
              (unsigned long long)s.n_steps_spec, (unsigned long long)s.n_drafted, (unsigned long long)s.n_accepted,
              s.n_drafted ? 100.0 * (double)s.n_accepted / (double)s.n_drafted : 0.0,
              s.n_steps_spec ? (double)s.n_emitted_spec / (double)s.n_steps_spec : 0.0, (unsigned long long)s.n_steps_plain,
-             (unsigned long long)g->n_parked_steps, (unsigned long long)s.n_steps_gated);
+             (unsigned long long)s.n_steps_parked, (unsigned long long)s.n_steps_gated);
 }

@@ -25,6 +25,7 @@
 #include "gen/sampler.h"
 #include "gen/session.h"
 #include "muse.h"
+#include "speculative/spec.h"
 
 struct cJSON;
 
@@ -98,6 +99,12 @@ struct muse_srv_adapter_ops {
      */
     muse_status (*slot_sample)(void *slot, int n_probs, struct muse_srv_prob *probs, int32_t *tok,
                                struct muse_error *err);
+    /*
+     * Optional (NULL: no speculative decoding): the slot's speculative counters since the last call
+     * (then zeroed): drafts verified, of them accepted, verify steps. For /metrics, read by the
+     * slot's worker after a job.
+     */
+    void (*slot_spec_counts)(void *slot, uint64_t *drafted, uint64_t *accepted, uint64_t *steps);
 };
 
 /* An adapter: an ops table plus its state. */
@@ -121,6 +128,8 @@ struct muse_srv_model_params {
     int n_ctx;   /* context per slot; 0 = min(4096, the model's) */
     int n_batch; /* most tokens per forward call; 0 = libmuse's default. Sliding-window rings hold
                     n_swa + n_batch rows, so it also bounds how far a slot can rewind in place */
+    const char *draft_path;        /* a DFlash drafter (speculative decoding in every slot), or NULL */
+    struct muse_spec_params spec;  /* its settings (used with draft_path; muse_spec_default_params()) */
 };
 
 /*

@@ -403,6 +403,11 @@ done:
         pthread_mutex_unlock(&job->mu);
         muse_srv_metrics_job(s->metrics, job->n_prompt, n_cached, n_gen, pre, dec, cancelled);
     }
+    if (s->metrics && ad->ops->slot_spec_counts) { /* speculative decoding's counters of this job */
+        uint64_t drafted, accepted, steps;
+        ad->ops->slot_spec_counts(sl->es, &drafted, &accepted, &steps);
+        muse_srv_metrics_spec(s->metrics, drafted, accepted, steps);
+    }
     muse_output_parser_free(g.parser);
     muse_srv_buf_free(&g.utf8);
     muse_srv_buf_free(&g.raw);

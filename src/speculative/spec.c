@@ -409,7 +409,9 @@ muse_status muse_spec_advance(struct muse_spec *sp, int32_t tok, int64_t n_more,
     int64_t kmax = sp->n_max;
     if (kmax > n_more - 1) kmax = n_more - 1;
     if (kmax > sp->n_ctx - P - 1) kmax = sp->n_ctx - P - 1;
-    const bool spec = sp->dc && sp->drafting && sp->smp && kmax >= 1 && muse_spec_governor_allows(&sp->gov);
+    const bool could = sp->dc && sp->drafting && sp->smp && kmax >= 1;
+    const bool spec = could && muse_spec_governor_allows(&sp->gov);
+    if (could && !spec) sp->stats.n_steps_parked++;
     const int32_t arm = muse_spec_floor_bandit_arm(&sp->bandit);
     const int64_t t0 = muse_spec_clock_now(&sp->p.clock);
     muse_status st = spec ? spec_step(sp, tok, (int32_t)kmax, arm, err) : plain_step(sp, tok, err);

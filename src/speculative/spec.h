@@ -91,6 +91,7 @@ struct muse_spec_stats {
     uint64_t n_steps_spec;       /* verify steps (a block drafted and k >= 1 drafts verified) */
     uint64_t n_steps_gated;      /* steps that drafted a block but kept no draft (then a plain step) */
     uint64_t n_steps_plain;      /* plain steps (no drafter, parked, no room, drafting off) */
+    uint64_t n_steps_parked;     /* of those, the ones the cost governor parked */
     uint64_t n_drafted;          /* drafts verified */
     uint64_t n_accepted;         /* of those, accepted */
     uint64_t n_emitted_spec;     /* tokens emitted by verify steps (accepted + correction/bonus) */

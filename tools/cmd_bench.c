@@ -24,8 +24,11 @@
 #include "core/timer.h"
 #include "gguf/gguf.h"
 #include "kernels/kernels.h"
+#include "bench_spec.h"
 #include "model_opts.h"
 #include "muse.h"
+#include "run_text.h"
+#include "spec_opts.h"
 
 #define MAX_REPS 100
 
@@ -40,7 +43,13 @@ static void usage(FILE *f) {
             "  --json               llama-bench JSON records instead of the markdown table\n"
             "  --roofline           also measure read bandwidth and the decode roofline\n"
             "  --cpu-time           time with process CPU time / threads instead of the wall clock (a\n"
-            "                       shared, oversubscribed machine: leaves out waiting for a core)\n");
+            "                       shared, oversubscribed machine: leaves out waiting for a core)\n"
+            "with --draft-model: two more tests, tgN plain and tgN spec: N tokens generated greedily from a prompt\n"
+            "(--tokens IDS, --input FILE, else -d random tokens, at least 32), without and with the drafter,\n"
+            "runs alternating; reports the acceptance rate, the mean accepted length and the speedup\n"
+            "  --tokens IDS         prompt of the speculative tests (comma-separated ids)\n"
+            "  --input FILE         prompt text of the speculative tests (the model's tokenizer)\n");
+    spec_opts_usage(f);
     model_opts_usage(f);
 }
 
@@ -138,10 +147,28 @@ int cmd_bench(int argc, char **argv) {
     model_opts_init(&o);
     int64_t n_prompt = 512, n_gen = 128, depth = 0, reps = 5;
     bool json = false, roofline = false, cpu_time = false;
+    struct spec_opts spo;
+    spec_opts_init(&spo);
+    const char *spec_input = NULL;
+    int32_t *spec_tokens = NULL;
+    int n_spec_tokens = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         int r = model_opts_parse(&o, argc, argv, &i);
-        if (r < 0) return 2;
+        if (r == 0) r = spec_opts_parse(&spo, argc, argv, &i);
+        if (r == 0 && (!strcmp(a, "--tokens") || !strcmp(a, "--input"))) {
+            if (!(v = cli_next(argc, argv, &i))) r = -1;
+            else if (a[2] == 'i') spec_input = v, r = 1;
+            else {
+                free(spec_tokens);
+                spec_tokens = NULL;
+                r = cli_parse_ids(a, v, &spec_tokens, &n_spec_tokens) ? 1 : -1;
+            }
+        }
+        if (r < 0) {
+            free(spec_tokens);
+            return 2;
+        }
         if (r > 0) continue;
         if (!strcmp(a, "-p") || !strcmp(a, "--n-prompt")) {
             if (!(v = cli_next(argc, argv, &i)) || !cli_parse_int(a, v, 0, 1 << 20, &n_prompt)) return 2;
@@ -175,7 +202,9 @@ int cmd_bench(int argc, char **argv) {
         fprintf(stderr, "muse bench: nothing to measure (-p 0 and -n 0)\n");
         return 2;
     }
-    const int64_t need = depth + (n_prompt > n_gen ? n_prompt : n_gen);
+    int64_t need = depth + (n_prompt > n_gen ? n_prompt : n_gen);
+    const int64_t spec_need = (spec_tokens ? n_spec_tokens : depth > 32 ? depth : 32) + n_gen + 256;
+    if (spo.draft_path && !spec_input && spec_need > need) need = spec_need; /* a text prompt is checked once tokenized */
     if (o.cparams.n_ctx == 0) o.cparams.n_ctx = (uint32_t)need;
     if (o.cparams.n_ctx < need) {
         fprintf(stderr, "muse bench: --ctx-size %u is smaller than depth + test (%lld)\n", o.cparams.n_ctx,
@@ -184,7 +213,14 @@ int cmd_bench(int argc, char **argv) {
     }
     struct muse_model *model = NULL;
     struct muse_context *ctx = NULL;
-    if (!model_opts_open(&o, "bench", &model, &ctx)) return 1;
+    struct muse_drafter *drafter = NULL;
+    struct bench_spec_result sres[2];
+    bool have_spec = false;
+    if (spec_input && o.cparams.n_ctx == (uint32_t)need) o.cparams.n_ctx = 0; /* the model's default: room for the text */
+    if (!model_opts_open(&o, "bench", &model, &ctx)) {
+        free(spec_tokens);
+        return 1;
+    }
 
     const int32_t n_vocab = muse_model_n_vocab(model);
     int32_t *tokens = malloc(sizeof(int32_t) * (size_t)need);
@@ -218,6 +254,30 @@ int cmd_bench(int argc, char **argv) {
             r->samples_ts[k] = (p ? p : g) / (ns * 1e-9);
         }
         stats(r);
+    }
+    /* plain vs speculative greedy generation (bench_spec.h) */
+    if (spo.draft_path && n_gen > 0) {
+        if (!spec_opts_load(&spo, "bench", model, &drafter)) goto done;
+        if (spec_input) {
+            struct run_text *rt = NULL;
+            struct muse_error err;
+            if (run_text_open(o.model_path, &rt, &err) ||
+                run_text_encode_prompt(rt, NULL, spec_input, &spec_tokens, &n_spec_tokens, &err)) {
+                fprintf(stderr, "muse bench: %s\n", err.msg);
+                run_text_close(rt);
+                goto done;
+            }
+            run_text_close(rt);
+        }
+        const int32_t *sp_prompt = spec_tokens ? spec_tokens : tokens;
+        const int sp_n = spec_tokens ? n_spec_tokens : (depth > 32 ? (int)depth : 32);
+        if ((int64_t)sp_n + n_gen + 1 > (int64_t)muse_context_n_ctx(ctx)) {
+            fprintf(stderr, "muse bench: the speculative tests need %lld positions, the context has %u\n",
+                    (long long)sp_n + n_gen + 1, muse_context_n_ctx(ctx));
+            goto done;
+        }
+        if (!bench_spec_run(model, ctx, drafter, spo.sp, sp_prompt, sp_n, (int)n_gen, (int)reps, sres)) goto done;
+        have_spec = true;
     }
 
     double size, n_params, decode_bytes, bw = 0;
@@ -278,6 +338,51 @@ int cmd_bench(int argc, char **argv) {
             }
             cJSON_AddItemToArray(arr, o2);
         }
+        for (int k = 0; have_spec && k < 2; k++) {
+            const struct bench_spec_result *r = &sres[k];
+            cJSON *o2 = cJSON_CreateObject();
+            cJSON_AddStringToObject(o2, "build_commit", muse_version());
+            cJSON_AddStringToObject(o2, "cpu_info", level);
+            cJSON_AddStringToObject(o2, "backends", backend);
+            cJSON_AddStringToObject(o2, "model_filename", o.model_path);
+            cJSON_AddStringToObject(o2, "model_type", desc);
+            cJSON_AddNumberToObject(o2, "model_size", size);
+            cJSON_AddNumberToObject(o2, "model_n_params", n_params);
+            cJSON_AddNumberToObject(o2, "n_threads", n_threads);
+            cJSON_AddStringToObject(o2, "type_k", muse_kv_type_name(o.cparams.kv_type));
+            cJSON_AddStringToObject(o2, "type_v", muse_kv_type_name(o.cparams.kv_type));
+            cJSON_AddStringToObject(o2, "test", r->test);
+            cJSON_AddNumberToObject(o2, "n_prompt", r->n_prompt);
+            cJSON_AddNumberToObject(o2, "n_gen", r->n_gen);
+            cJSON_AddNumberToObject(o2, "n_depth", 0);
+            cJSON_AddStringToObject(o2, "timing", "wall");
+            cJSON_AddNumberToObject(o2, "avg_ns", round(r->avg_ns));
+            cJSON_AddNumberToObject(o2, "stddev_ns", round(r->stddev_ns));
+            cJSON_AddNumberToObject(o2, "avg_ts", r->avg_ts);
+            cJSON_AddNumberToObject(o2, "stddev_ts", r->stddev_ts);
+            cJSON_AddNumberToObject(o2, "median_ts", r->median_ts);
+            cJSON *sn = cJSON_CreateArray(), *st = cJSON_CreateArray();
+            for (int k2 = 0; k2 < r->reps; k2++) {
+                cJSON_AddItemToArray(sn, cJSON_CreateNumber(round(r->samples_ns[k2])));
+                cJSON_AddItemToArray(st, cJSON_CreateNumber(r->samples_ts[k2]));
+            }
+            cJSON_AddItemToObject(o2, "samples_ns", sn);
+            cJSON_AddItemToObject(o2, "samples_ts", st);
+            cJSON_AddBoolToObject(o2, "speculative", r->spec);
+            if (r->spec) {
+                const struct muse_spec_stats *ss = &r->stats;
+                cJSON_AddStringToObject(o2, "draft_model", spo.draft_path);
+                cJSON_AddNumberToObject(o2, "n_drafted", (double)ss->n_drafted);
+                cJSON_AddNumberToObject(o2, "n_accepted", (double)ss->n_accepted);
+                cJSON_AddNumberToObject(o2, "acceptance_rate", ss->n_drafted ? (double)ss->n_accepted / (double)ss->n_drafted : 0);
+                cJSON_AddNumberToObject(o2, "verify_steps", (double)ss->n_steps_spec);
+                cJSON_AddNumberToObject(o2, "mean_accepted_length",
+                                        ss->n_steps_spec ? (double)ss->n_emitted_spec / (double)ss->n_steps_spec : 0);
+                cJSON_AddNumberToObject(o2, "parked_steps", (double)ss->n_steps_parked);
+                cJSON_AddNumberToObject(o2, "speedup", bench_spec_speedup(sres));
+            }
+            cJSON_AddItemToArray(arr, o2);
+        }
         char *text = cJSON_Print(arr);
         if (text) puts(text);
         free(text);
@@ -288,6 +393,18 @@ int cmd_bench(int argc, char **argv) {
         for (int i = 0; i < n_res; i++)
             printf("| %s | %.2f MiB | %.2f M | %s (%s) | %d | %s | %.2f ± %.2f |\n", desc, size / 1048576.0,
                    n_params * 1e-6, backend, level, n_threads, res[i].test, res[i].avg_ts, res[i].stddev_ts);
+        for (int k = 0; have_spec && k < 2; k++)
+            printf("| %s | %.2f MiB | %.2f M | %s (%s) | %d | %s | %.2f ± %.2f |\n", desc, size / 1048576.0, n_params * 1e-6,
+                   backend, level, n_threads, sres[k].test, sres[k].avg_ts, sres[k].stddev_ts);
+        if (have_spec) {
+            const struct muse_spec_stats *ss = &sres[1].stats;
+            printf("\nspeculative (%s): median %.2f vs %.2f t/s plain = %.2fx; acceptance %.1f%% (%llu of %llu drafts), "
+                   "mean accepted length %.2f over %llu verify steps, %llu steps parked\n",
+                   spo.draft_path, sres[1].median_ts, sres[0].median_ts, bench_spec_speedup(sres),
+                   ss->n_drafted ? 100.0 * (double)ss->n_accepted / (double)ss->n_drafted : 0.0, (unsigned long long)ss->n_accepted,
+                   (unsigned long long)ss->n_drafted, ss->n_steps_spec ? (double)ss->n_emitted_spec / (double)ss->n_steps_spec : 0.0,
+                   (unsigned long long)ss->n_steps_spec, (unsigned long long)ss->n_steps_parked);
+        }
         if (cpu_time) printf("\n(timed with process CPU time / %d threads, not the wall clock)\n", n_threads);
         if (roofline)
             printf("\nread bandwidth %.2f GB/s (%d threads); weights read per decode token %.2f MiB; "
@@ -297,8 +414,10 @@ int cmd_bench(int argc, char **argv) {
     rc = 0;
 done:
     free(tokens);
+    free(spec_tokens);
     free(logits);
     free(res);
+    muse_drafter_free(drafter);
     muse_context_free(ctx);
     muse_model_free(model);
     return rc;

@@ -4,7 +4,7 @@
  * one usage text, the pattern of model_opts.h and sampling_opts.h.
  *
  *   --draft-model FILE   (also llama.cpp's -md, --model-draft, --spec-draft-model; env MUSE_DRAFT_MODEL)
- *   --spec-draft-n-max N drafts per step at most (llama.cpp's flag; default block_size - 1)
+ *   --spec-draft-n-max N drafts per step at most (llama.cpp's flag and default, 3)
  *   --spec-draft-p-min P llama.cpp's per-row confidence gate (also --draft-p-min); without it the
  *                        adaptive floor (src/speculative/governor.h) gates
  *   --spec-type T        accepted for llama.cpp's command lines: only draft-dflash

@@ -284,6 +284,7 @@ muse_status muse_draft_eval_via(struct muse_draft_ctx *dc, const int32_t *tokens
     const int32_t chunk = dc->n_batch < (int32_t)t->params.n_batch ? dc->n_batch : (int32_t)t->params.n_batch;
     const muse_layer_capture_fn saved = t->params.capture;
     void *const saved_user = t->params.capture_user;
+    const uint8_t *const saved_layers = t->capture_layers;
     muse_status st = MUSE_OK;
     for (int32_t done = 0; done < n_tokens;) {
         const int32_t n = n_tokens - done < chunk ? n_tokens - done : chunk;
@@ -292,10 +293,12 @@ muse_status muse_draft_eval_via(struct muse_draft_ctx *dc, const int32_t *tokens
                             saved_user};
         t->params.capture = capture_hook;
         t->params.capture_user = &c;
+        t->capture_layers = saved ? NULL : dc->d->capture_layers; /* a hook of the caller's sees every layer */
         float *lg = !logits ? NULL : logits_all ? logits + (size_t)done * n_vocab : last ? logits : NULL;
         st = eval(eval_user, tokens + done, n, lg, logits_all, err);
         t->params.capture = saved;
         t->params.capture_user = saved_user;
+        t->capture_layers = saved_layers;
         if (st) return st;
         if (inject) inject_rows(dc, c.dst, n);
         done += n;

@@ -50,6 +50,7 @@ struct muse_drafter {
     bool has_fc_scale;               /* fc.scale */
     float fc_scale;
     int64_t n_vocab;                 /* the target's vocabulary */
+    uint8_t *capture_layers;         /* [target n_layer]: 1 for the target layers the features read */
 };
 
 /*

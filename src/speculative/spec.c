@@ -83,13 +83,15 @@ void muse_spec_free(struct muse_spec *sp) {
     free(sp);
 }
 
+#define MUSE_SPEC_DEFAULT_N_MAX 3 /* llama.cpp's default --spec-draft-n-max */
+
 static int32_t pad32(int64_t n) { return (int32_t)((n + 31) & ~(int64_t)31); }
 
 /* The drafter's context: a ring that rolls back as far as the target's rings (spec.h). */
 static muse_status create_drafting(struct muse_spec *sp, struct muse_error *err) {
     const struct muse_dflash_hparams *hp = &sp->d->hp;
     const int32_t B = (int32_t)hp->block_size;
-    sp->n_max = sp->p.n_max < 0 ? B - 1 : sp->p.n_max;
+    sp->n_max = sp->p.n_max < 0 ? MUSE_SPEC_DEFAULT_N_MAX : sp->p.n_max;
     if (sp->n_max > B - 1) sp->n_max = B - 1;
     if (sp->n_max > sp->n_batch - 1) sp->n_max = sp->n_batch - 1; /* a verify batch is one chunk: always rollable */
     sp->n_rows = muse_draft_rows(sp->d, sp->n_max > 0 ? sp->n_max : 1);

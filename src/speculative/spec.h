@@ -69,7 +69,9 @@ typedef int32_t (*muse_spec_draft_hook)(void *user, int32_t anchor_pos, int32_t 
 
 struct muse_spec_params {
     int32_t n_max;             /* drafts per step at most (llama.cpp's --spec-draft-n-max); the block runs
-                                  n_max + 1 rows, as llama.cpp; < 0 (default): block_size - 1; 0: never draft */
+                                  n_max + 1 rows, as llama.cpp; < 0 (default): llama.cpp's default 3 (at
+                                  most block_size - 1): on a CPU a verify row costs about half a decode
+                                  step (docs/perf.md), so short blocks pay best; 0: never draft */
     float p_min;               /* >= 0: llama.cpp's gate, fixed (a draft row is kept while its top-10
                                   probability is >= p_min); < 0 (default): the adaptive floor (governor.h) */
     bool governor;             /* the cost governor (default on) */

@@ -265,9 +265,11 @@ static void lossless(struct muse_model *m, struct muse_drafter *d, const char *w
            (unsigned long long)total->n_steps_plain);
 }
 
+/* No governor, full blocks (7 drafts: the default is llama.cpp's 3) */
 static struct muse_spec_params no_gov(void) {
     struct muse_spec_params p = muse_spec_default_params();
     p.governor = false;
+    p.n_max = 7;
     return p;
 }
 
@@ -306,8 +308,9 @@ static void test_drafters(struct muse_model *m, struct muse_drafter *copier, str
                (unsigned long long)s.n_accepted, (unsigned long long)s.n_drafted);
 
     memset(&s, 0, sizeof s);
-    snprintf(what, sizeof what, "%s with the governor", tag);
+    snprintf(what, sizeof what, "%s defaults (governor, n_max 3)", tag);
     lossless(m, copier, what, muse_spec_default_params(), &s);
+    TEST_CONDF(s.n_drafted <= 3 * s.n_steps_spec, "%s: at most 3 drafts per step", what);
 }
 
 /* Scripted drafts: the true continuation, corrupted at draft i (i cycling over 0..cap per step). */
@@ -587,6 +590,7 @@ static void governed(struct muse_model *m, struct muse_drafter *d, int64_t spec_
     struct muse_sampler *smp = NULL;
     struct cost_clock cc = {.sp = &sp, .spec_cost = spec_cost, .plain_cost = 1000000};
     struct muse_spec_params p = muse_spec_default_params();
+    p.n_max = 7;
     p.clock = (struct muse_spec_clock){cost_now, &cc};
     struct muse_session_params ps = {0};
     int32_t prompt[20];

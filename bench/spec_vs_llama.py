@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Speculative decoding side by side: muse and llama.cpp's DFlash on the same target + drafter.
+
+    python3 bench/spec_vs_llama.py --llama-bin PATH/bin [--muse build/muse] -m TARGET.gguf
+        -md DRAFTER.gguf -f PROMPT.txt [-n 256] [--n-max 3] [-t 2] [--rounds 5] [--json OUT]
+
+llama.cpp is not part of muse (bring your own build with llama-completion and
+llama-speculative-simple). Each round runs, on the same prompt file and greedy:
+  - `muse bench -m T --draft-model D --input F -p 0 -n N -r 1 --json`: muse plain and speculative
+    (the two alternate inside the run, each after its own warm-up);
+  - `llama-completion -m T -f F -n N --temp 0 -no-cnv`: llama.cpp plain ("eval time" rate);
+  - `llama-speculative-simple -m T -md D --spec-type draft-dflash --spec-draft-n-max K -f F -n N
+    --temp 0`: llama.cpp speculative ("decoded ... speed", drafted, accepted).
+so slow phases of a shared machine hit all four. llama.cpp runs with OMP_WAIT_POLICY=passive (with
+OpenMP's default spinning, 2 threads on a shared 2-core box fell to ~1 t/s). Prints the median and the best tok/s of each over
+the rounds, muse's acceptance and mean accepted length, llama.cpp's acceptance, and the ratios.
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+
+
+def muse_round(a):
+    cmd = [a.muse, "bench", "-m", a.m, "--draft-model", a.md, "--input", a.f, "-p", "0", "-n", str(a.n), "-r", "1",
+           "-t", str(a.t), "--spec-draft-n-max", str(a.n_max), "--json"]
+    if a.p_min is not None:
+        cmd += ["--spec-draft-p-min", str(a.p_min)]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    recs = json.loads(out[out.find("["):])
+    plain = next(r for r in recs if r["test"].endswith("plain"))
+    spec = next(r for r in recs if r["test"].endswith("spec"))
+    return plain["median_ts"], spec["median_ts"], spec
+
+
+LLAMA_ENV = dict(os.environ, OMP_WAIT_POLICY="passive")
+
+
+def llama_plain(a):
+    cmd = [os.path.join(a.llama_bin, "llama-completion"), "-m", a.m, "-f", a.f, "-n", str(a.n), "--temp", "0",
+           "-t", str(a.t), "-no-cnv", "--ignore-eos"]
+    err = subprocess.run(cmd, check=True, capture_output=True, text=True, env=LLAMA_ENV).stderr
+    m = re.search(r"\beval time =\s*[\d.]+ ms /\s*(\d+) runs.*?([\d.]+) tokens per second", err)
+    return float(m.group(2))
+
+
+def llama_spec(a):
+    cmd = [os.path.join(a.llama_bin, "llama-speculative-simple"), "-m", a.m, "-md", a.md, "--spec-type", "draft-dflash",
+           "--spec-draft-n-max", str(a.n_max), "-f", a.f, "-n", str(a.n), "--temp", "0", "-t", str(a.t)]
+    if a.p_min is not None:
+        cmd += ["--spec-draft-p-min", str(a.p_min)]
+    err = subprocess.run(cmd, check=True, capture_output=True, text=True, env=LLAMA_ENV).stderr
+    speed = float(re.search(r"decoded\s+\d+ tokens in\s+[\d.]+ seconds, speed:\s+([\d.]+) t/s", err).group(1))
+    drafted = int(re.search(r"n_drafted = (\d+)", err).group(1))
+    accepted = int(re.search(r"n_accept\s+= (\d+)", err).group(1))
+    return speed, drafted, accepted
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--llama-bin", required=True)
+    ap.add_argument("--muse", default="build/muse")
+    ap.add_argument("-m", required=True)
+    ap.add_argument("-md", required=True)
+    ap.add_argument("-f", required=True)
+    ap.add_argument("-n", type=int, default=256)
+    ap.add_argument("--n-max", type=int, default=3)
+    ap.add_argument("--p-min", type=float, default=None)
+    ap.add_argument("-t", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    s = {"muse plain": [], "muse spec": [], "llama.cpp plain": [], "llama.cpp spec": []}
+    muse_acc, llama_acc = [], []
+    for r in range(a.rounds):
+        mp, ms, rec = muse_round(a)
+        lp = llama_plain(a)
+        ls, ld, la = llama_spec(a)
+        s["muse plain"].append(mp)
+        s["muse spec"].append(ms)
+        s["llama.cpp plain"].append(lp)
+        s["llama.cpp spec"].append(ls)
+        muse_acc.append((rec["acceptance_rate"], rec["mean_accepted_length"]))
+        llama_acc.append(la / ld if ld else 0.0)
+        print(f"round {r + 1}: muse {mp:.2f} -> {ms:.2f} t/s, llama.cpp {lp:.2f} -> {ls:.2f} t/s", flush=True)
+    med = {k: statistics.median(v) for k, v in s.items()}
+    print("\n| engine | plain t/s (median, best) | speculative t/s (median, best) | spec / plain |")
+    print("| --- | ---: | ---: | ---: |")
+    for e in ("muse", "llama.cpp"):
+        p, q = s[f"{e} plain"], s[f"{e} spec"]
+        print(f"| {e} | {med[e + ' plain']:.2f}, {max(p):.2f} | {med[e + ' spec']:.2f}, {max(q):.2f} | "
+              f"{med[e + ' spec'] / med[e + ' plain']:.2f}x |")
+    print(f"\nmuse acceptance {statistics.median(x[0] for x in muse_acc):.1%}, mean accepted length "
+          f"{statistics.median(x[1] for x in muse_acc):.2f}; llama.cpp acceptance {statistics.median(llama_acc):.1%}")
+    print(f"muse spec / llama.cpp spec: {med['muse spec'] / med['llama.cpp spec']:.2f}x; "
+          f"muse spec / muse plain: {med['muse spec'] / med['muse plain']:.2f}x")
+    if a.json:
+        with open(a.json, "w") as fh:
+            json.dump({"samples": s, "muse_acceptance": muse_acc, "llama_acceptance": llama_acc}, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -118,6 +118,7 @@ void muse_spec_floor_bandit_init(struct muse_spec_floor_bandit *b, const struct 
     if (clock) b->clock = *clock;
     b->arm = 0;
     b->run_left = MUSE_FLOOR_RUN;
+    b->refresh_every = MUSE_FLOOR_REFRESH;
 }
 
 int32_t muse_spec_floor_bandit_arm(const struct muse_spec_floor_bandit *b) { return b->arm; }
@@ -134,16 +135,26 @@ int32_t muse_spec_floor_bandit_best(const struct muse_spec_floor_bandit *b) {
     return best;
 }
 
-/* The arm of the next run: an untried one in order; a refresh of the arm run longest ago; the best. */
+/* The arm of the next run: an untried one in order; a refresh of the arm run longest ago when
+ * refresh_every steps passed since the last refresh; else the best. A refresh that leaves the best
+ * arm as it was doubles the interval (up to MUSE_FLOOR_REFRESH_MAX); one that changes it resets it. */
 static int32_t next_arm(struct muse_spec_floor_bandit *b) {
     for (int a = 0; a < MUSE_FLOOR_ARMS; a++)
         if (b->pulls[a] == 0) return a;
     const int32_t best = muse_spec_floor_bandit_best(b);
-    if (b->since_refresh >= MUSE_FLOOR_REFRESH) {
+    if (b->in_refresh) { /* a refresh run just ended */
+        b->in_refresh = false;
+        if (best == b->best_before) b->refresh_every = b->refresh_every * 2 < MUSE_FLOOR_REFRESH_MAX ? b->refresh_every * 2
+                                                                                                 : MUSE_FLOOR_REFRESH_MAX;
+        else b->refresh_every = MUSE_FLOOR_REFRESH;
+    }
+    if (b->since_refresh >= b->refresh_every) {
         b->since_refresh = 0;
         int32_t old = -1;
         for (int a = 0; a < MUSE_FLOOR_ARMS; a++)
             if (a != best && (old < 0 || b->last_run[a] < b->last_run[old])) old = a;
+        b->in_refresh = true;
+        b->best_before = best;
         return old;
     }
     return best;

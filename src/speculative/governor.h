@@ -17,10 +17,12 @@
  * its confidences stays at or above the floor); the reward of a speculative step is its emitted
  * tokens and its time, and an arm is rated by tokens per second as a ratio of sums. Schedule
  * (deterministic, so it can be tested): first each arm for 4 steps, in the order 0.35, 0.15, 0.6,
- * 0 (the model card's default first); then the best-rated arm, except that every 32 steps the arm
+ * 0 (the model card's default first); then the best-rated arm, except that after 32 steps the arm
  * measured longest ago gets 4 steps again, so a rating that went stale (the text changed, the
- * context grew) is refreshed. An arm's sums are halved whenever it starts a new run, so its rate
- * follows its recent runs. The bandit is not reset per request: what it learnt about the pair and
+ * context grew) is refreshed; each refresh that leaves the best arm as it was doubles that
+ * interval (up to 256 steps: a settled choice wastes under 2% of the steps on other arms), one
+ * that changes it resets it to 32. An arm's sums are halved whenever it starts a new run, so its
+ * rate follows its recent runs. The bandit is not reset per request: what it learnt about the pair and
  * the machine carries over.
  *
  * Time comes from an injectable clock (muse_spec_clock; NULL = the monotonic clock), so the tests
@@ -78,7 +80,8 @@ void muse_spec_governor_step_end(struct muse_spec_governor *g, bool speculated, 
 
 #define MUSE_FLOOR_ARMS 4
 #define MUSE_FLOOR_RUN 4          /* steps per run of an arm */
-#define MUSE_FLOOR_REFRESH 32     /* steps between refresh runs once every arm was tried */
+#define MUSE_FLOOR_REFRESH 32     /* steps between refresh runs once every arm was tried ... */
+#define MUSE_FLOOR_REFRESH_MAX 256 /* ... doubling up to this while refreshes leave the best arm as it was */
 
 /* The floors, in the order they are first tried. */
 extern const float muse_spec_floors[MUSE_FLOOR_ARMS];
@@ -93,6 +96,9 @@ struct muse_spec_floor_bandit {
     int32_t run_left;                                     /* steps left in it */
     int64_t steps;                                        /* steps recorded */
     int64_t since_refresh;
+    int64_t refresh_every;                                /* the current refresh interval */
+    bool in_refresh;                                      /* the current run is a refresh */
+    int32_t best_before;                                  /* the best arm when it began */
 };
 
 void muse_spec_floor_bandit_init(struct muse_spec_floor_bandit *b, const struct muse_spec_clock *clock);

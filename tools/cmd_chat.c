@@ -227,7 +227,7 @@ static bool run_turn(struct session *s) {
         snprintf(miss, sizeof miss, "; sliding-window miss: checkpoint at %d restored", keep.ckpt_pos);
     else if (keep.kind == MUSE_SESSION_KEEP_CLEARED)
         snprintf(miss, sizeof miss, "; sliding-window miss: %d cached tokens re-evaluated", keep.n_asked);
-    char spec[256];
+    char spec[512];
     spec_opts_summary(s->gen, spec, sizeof spec);
     fprintf(stderr, "[turn %d: prompt %zu tokens, %d reused from the cache, %zu evaluated in %.3f s; generated %lld tokens in %.3f s (%.2f tok/s); stop: %s%s%s%s]\n",
             s->turn, n_ids, common, n_ids - (size_t)common, tp, (long long)n_gen, tg, tg > 0 ? (double)n_gen / tg : 0.0, stop, miss,

@@ -168,7 +168,7 @@ int cmd_run(int argc, char **argv) {
                     "stop: %s; backend %s; seed %llu\n",
             ro.n_tokens, tp, tp > 0 ? ro.n_tokens / tp : 0.0, (long long)n_gen, tg, tg > 0 ? (double)n_gen / tg : 0.0, stop,
             muse_context_backend(ctx), (unsigned long long)ro.so.sp.seed);
-    char summary[256];
+    char summary[512];
     spec_opts_summary(sp, summary, sizeof summary);
     if (summary[0]) fprintf(stderr, "muse run: %s\n", summary);
     rc = 0;

@@ -90,11 +90,16 @@ void spec_opts_summary(const struct muse_spec *sp, char *buf, size_t size) {
     buf[0] = 0;
     if (!sp || !muse_spec_has_drafter(sp)) return;
     const struct muse_spec_stats s = muse_spec_stats(sp);
-    snprintf(buf, size,
+    int n = snprintf(buf, size,
              "speculative: %llu verify steps, %llu drafted, %llu accepted (%.1f%%), %.2f tokens per verify step; "
              "%llu plain steps (%llu parked), %llu gated out",
              (unsigned long long)s.n_steps_spec, (unsigned long long)s.n_drafted, (unsigned long long)s.n_accepted,
              s.n_drafted ? 100.0 * (double)s.n_accepted / (double)s.n_drafted : 0.0,
              s.n_steps_spec ? (double)s.n_emitted_spec / (double)s.n_steps_spec : 0.0, (unsigned long long)s.n_steps_plain,
              (unsigned long long)s.n_steps_parked, (unsigned long long)s.n_steps_gated);
+    if (s.n_floor_steps[0] + s.n_floor_steps[1] + s.n_floor_steps[2] + s.n_floor_steps[3] > 0 && n > 0 && (size_t)n < size)
+        snprintf(buf + n, size - (size_t)n, "; verify steps per floor: %.2f %llu, %.2f %llu, %.2f %llu, %.2f %llu",
+                 (double)muse_spec_floors[0], (unsigned long long)s.n_floor_steps[0], (double)muse_spec_floors[1],
+                 (unsigned long long)s.n_floor_steps[1], (double)muse_spec_floors[2], (unsigned long long)s.n_floor_steps[2],
+                 (double)muse_spec_floors[3], (unsigned long long)s.n_floor_steps[3]);
 }

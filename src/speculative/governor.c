@@ -23,6 +23,7 @@ static void reset_round(struct muse_spec_governor *g) {
 void muse_spec_governor_init(struct muse_spec_governor *g, bool enabled, const struct muse_spec_clock *clock) {
     memset(g, 0, sizeof *g);
     g->enabled = enabled;
+    g->zero_accept_loss = true;
     if (clock) g->clock = *clock;
     muse_spec_governor_reset(g);
 }
@@ -41,6 +42,26 @@ bool muse_spec_governor_allows(const struct muse_spec_governor *g) {
     if (g->spec_samples < MUSE_GOV_PROBE_SPEC_STEPS) return true;      /* measuring speculation first */
     if (g->plain_samples < MUSE_GOV_CALIBRATION_PLAIN_STEPS) return false; /* then a plain baseline */
     return g->spec_wins;
+}
+
+/* End a round: a win holds for WIN_RECHECK steps, a loss parks 16, 32, 64, 64 ... steps. */
+static void verdict(struct muse_spec_governor *g, bool wins, double spec_ms, double plain_ms) {
+    g->spec_wins = wins;
+    g->losses = wins ? 0 : g->losses + 1;
+    if (wins) {
+        g->parked_remaining = 0;
+        g->recheck_remaining = MUSE_GOV_WIN_RECHECK;
+        g->n_wins++;
+    } else {
+        const int shift = g->losses - 1 < 4 ? g->losses - 1 : 4;
+        const int32_t park = MUSE_GOV_FIRST_PARK << shift;
+        g->parked_remaining = park < MUSE_GOV_PARKED_PROBE ? park : MUSE_GOV_PARKED_PROBE;
+        g->recheck_remaining = 0;
+    }
+    g->last_spec_ms = spec_ms;
+    g->last_plain_ms = plain_ms;
+    g->n_rounds++;
+    reset_round(g);
 }
 
 void muse_spec_governor_record(struct muse_spec_governor *g, bool speculated, int32_t tokens, int64_t ns) {
@@ -76,6 +97,12 @@ void muse_spec_governor_record(struct muse_spec_governor *g, bool speculated, in
         g->plain_tokens += tokens;
         g->plain_samples++;
     }
+    /* the later revision's early loss (spec 5.4): the first measured speculative steps accepted nothing */
+    if (speculated && g->zero_accept_loss && g->spec_samples == MUSE_GOV_ZERO_ACCEPT_STEPS && g->spec_tokens == g->spec_samples) {
+        g->n_zero_accept++;
+        verdict(g, false, 0, 0);
+        return;
+    }
     if (g->spec_samples < MUSE_GOV_PROBE_SPEC_STEPS || g->plain_samples < MUSE_GOV_CALIBRATION_PLAIN_STEPS) return;
     /* the verdict: ratio of sums, the worst speculative sample trimmed */
     double spec_ms = (double)g->spec_ns / (double)g->spec_tokens * 1e-6;
@@ -85,22 +112,7 @@ void muse_spec_governor_record(struct muse_spec_governor *g, bool speculated, in
         if (trimmed < spec_ms) spec_ms = trimmed;
     }
     const double plain_ms = (double)g->plain_ns / (double)g->plain_tokens * 1e-6;
-    g->spec_wins = spec_ms <= plain_ms * MUSE_GOV_WIN_MARGIN;
-    g->losses = g->spec_wins ? 0 : g->losses + 1;
-    if (g->spec_wins) {
-        g->parked_remaining = 0;
-        g->recheck_remaining = MUSE_GOV_WIN_RECHECK;
-        g->n_wins++;
-    } else {
-        const int shift = g->losses - 1 < 4 ? g->losses - 1 : 4;
-        const int32_t park = MUSE_GOV_FIRST_PARK << shift;
-        g->parked_remaining = park < MUSE_GOV_PARKED_PROBE ? park : MUSE_GOV_PARKED_PROBE;
-        g->recheck_remaining = 0;
-    }
-    g->last_spec_ms = spec_ms;
-    g->last_plain_ms = plain_ms;
-    g->n_rounds++;
-    reset_round(g);
+    verdict(g, spec_ms <= plain_ms * MUSE_GOV_WIN_MARGIN, spec_ms, plain_ms);
 }
 
 void muse_spec_governor_step_begin(struct muse_spec_governor *g) { g->step_t0 = muse_spec_clock_now(&g->clock); }

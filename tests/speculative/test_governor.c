@@ -54,6 +54,7 @@ static void test_rounds(void) {
     char tr[4096];
     /* a loser: 1 token per 30 ms speculative vs 10 ms plain */
     muse_spec_governor_init(&g, true, NULL);
+    g.zero_accept_loss = false; /* the model card's rules alone (test_zero_accept: the addition) */
     drive(&g, 300, 30, 1, 10, tr);
     TEST_COND("probe: 9 speculative steps first", run_of(tr, 0, 9, 'S'));
     TEST_COND("then 4 plain steps", run_of(tr, 9, 4, 'P'));
@@ -65,6 +66,7 @@ static void test_rounds(void) {
     TEST_COND("parked steps counted", g.n_parked_steps == 16 + 32 + 64 + 64 + (300 - 241));
     /* a winner: 4 tokens per 30 ms vs 10 ms per token */
     muse_spec_governor_init(&g, true, NULL);
+    g.zero_accept_loss = false; /* the model card's rules alone (test_zero_accept: the addition) */
     drive(&g, 13 + 512 + 13 + 5, 30, 4, 10, tr);
     TEST_COND("win: probe as before", run_of(tr, 0, 9, 'S') && run_of(tr, 9, 4, 'P'));
     TEST_COND("a win holds 512 steps", run_of(tr, 13, 512, 'S'));
@@ -73,6 +75,7 @@ static void test_rounds(void) {
                                                         g.last_plain_ms < 10.01);
     /* reset per request: a parked governor speculates again, from a fresh round */
     muse_spec_governor_init(&g, true, NULL);
+    g.zero_accept_loss = false; /* the model card's rules alone (test_zero_accept: the addition) */
     drive(&g, 20, 30, 1, 10, tr);
     TEST_COND("parked before the reset", !muse_spec_governor_allows(&g));
     muse_spec_governor_reset(&g);
@@ -88,6 +91,7 @@ static void test_rounds(void) {
 static bool verdict(const double *spec_ms, const int *spec_tok, const double *plain_ms) {
     struct muse_spec_governor g;
     muse_spec_governor_init(&g, true, NULL);
+    g.zero_accept_loss = false; /* the model card's rules alone (test_zero_accept: the addition) */
     for (int i = 0; i < 9; i++) muse_spec_governor_record(&g, true, spec_tok[i], (int64_t)(spec_ms[i] * MS));
     for (int i = 0; i < 4; i++) muse_spec_governor_record(&g, false, 1, (int64_t)(plain_ms[i] * MS));
     return g.n_rounds == 1 && g.spec_wins;
@@ -115,6 +119,7 @@ static void test_verdict(void) {
     /* a verdict needs 8 speculative and 3 plain samples */
     struct muse_spec_governor g;
     muse_spec_governor_init(&g, true, NULL);
+    g.zero_accept_loss = false; /* the model card's rules alone (test_zero_accept: the addition) */
     for (int i = 0; i < 9; i++) muse_spec_governor_record(&g, true, 1, 100 * MS);
     for (int i = 0; i < 3; i++) muse_spec_governor_record(&g, false, 1, MS);
     TEST_COND("no verdict before 3 plain samples (the first discarded)", g.n_rounds == 0 && !muse_spec_governor_allows(&g));
@@ -122,8 +127,30 @@ static void test_verdict(void) {
     TEST_COND("the verdict after the 4th plain step", g.n_rounds == 1 && !g.spec_wins && g.parked_remaining == 16);
     /* zero tokens are not a sample */
     muse_spec_governor_init(&g, true, NULL);
+    g.zero_accept_loss = false; /* the model card's rules alone (test_zero_accept: the addition) */
     muse_spec_governor_record(&g, true, 0, MS);
     TEST_COND("a step that emitted nothing is ignored", !g.spec_first_skipped);
+}
+
+/* The later revision's early loss (on by default): 4 measured speculative steps that accepted
+ * nothing end the round as a loss, without a plain baseline; one accepted draft keeps the round. */
+static void test_zero_accept(void) {
+    struct muse_spec_governor g;
+    char tr[512];
+    muse_spec_governor_init(&g, true, NULL);
+    TEST_COND("on by default", g.zero_accept_loss);
+    drive(&g, 200, 11, 1, 10, tr); /* within the 1.15 margin: the model card's rules alone would let it win */
+    TEST_COND("5 speculative steps (1 discarded + 4), then parked 16", run_of(tr, 0, 5, 'S') && run_of(tr, 5, 16, 'P') && tr[21] == 'S');
+    TEST_COND("then 32, 64", run_of(tr, 21, 5, 'S') && run_of(tr, 26, 32, 'P') && run_of(tr, 58, 5, 'S') && run_of(tr, 63, 64, 'P'));
+    TEST_COND("counted as losses", g.n_zero_accept >= 3 && g.n_wins == 0);
+    g.zero_accept_loss = false;
+    muse_spec_governor_reset(&g);
+    drive(&g, 13, 11, 1, 10, tr);
+    TEST_COND("without it, 11 ms vs 10 ms per token wins (the margin)", g.n_wins == 1);
+    /* a step that accepted one draft (2 tokens) keeps the round going */
+    muse_spec_governor_init(&g, true, NULL);
+    for (int i = 0; i < 9; i++) muse_spec_governor_record(&g, true, i == 3 ? 2 : 1, 11 * MS);
+    TEST_COND("one accepted draft: no early loss", g.n_zero_accept == 0 && g.spec_samples == 8 && !muse_spec_governor_allows(&g));
 }
 
 static void test_clock(void) {
@@ -137,6 +164,7 @@ static void test_clock(void) {
     struct muse_spec_clock clock = {script_now, &sc};
     struct muse_spec_governor g;
     muse_spec_governor_init(&g, true, &clock);
+    g.zero_accept_loss = false;
     for (int i = 0; i < 13; i++) {
         const bool s = muse_spec_governor_allows(&g);
         muse_spec_governor_step_begin(&g);
@@ -212,6 +240,7 @@ static void test_bandit(void) {
 int main(void) {
     test_rounds();
     test_verdict();
+    test_zero_accept();
     test_clock();
     test_bandit();
     return TEST_REPORT();

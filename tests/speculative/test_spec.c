@@ -593,12 +593,13 @@ static void governed(struct muse_model *m, struct muse_drafter *d, int64_t spec_
     p.n_max = 7;
     p.clock = (struct muse_spec_clock){cost_now, &cc};
     struct muse_session_params ps = {0};
-    int32_t prompt[20];
-    make_prompt(prompt, 20, 2024);
+    int32_t prompt[40];
+    make_prompt(prompt, 20, 2024); /* then 20 tokens of its greedy text: the copier has history from the start */
+    plain_generate(m, prompt, 20, muse_sampler_default_params(), 20, N_CTX, prompt + 20);
     memset(st, 0, sizeof *st);
     if (!ctx || muse_session_create(ctx, ps, &ses, &err) || muse_spec_create(ses, d, p, &sp, &err) ||
         muse_sampler_create(muse_sampler_default_params(), muse_model_n_vocab(m), &smp, &err) ||
-        muse_spec_eval(sp, prompt, 20, &err)) {
+        muse_spec_eval(sp, prompt, 40, &err)) {
         TEST_COND("governed setup", false);
         goto done;
     }

@@ -12,7 +12,13 @@ llama-speculative-simple). Each round runs, on the same prompt file and greedy:
   - `llama-speculative-simple -m T -md D --spec-type draft-dflash --spec-draft-n-max K -f F -n N
     --temp 0`: llama.cpp speculative ("decoded ... speed", drafted, accepted).
 so slow phases of a shared machine hit all four. llama.cpp runs with OMP_WAIT_POLICY=passive (with
-OpenMP's default spinning, 2 threads on a shared 2-core box fell to ~1 t/s). Prints the median and the best tok/s of each over
+OpenMP's default spinning, 2 threads on a shared 2-core box fell to ~1 t/s).
+
+--cpu-time (for an oversubscribed machine, where wall clocks measure the neighbours): each of the
+four is run twice, generating --short and N tokens, and its rate is (N - short) / the difference of
+the process CPU time (user + sys, getrusage of the child) of the two runs: the decode work alone,
+load and prompt cancelled out, measured the same way for both engines (muse through `muse run`).
+Use with -t 1 (no thread waits in the CPU time). Prints the median and the best tok/s of each over
 the rounds, muse's acceptance and mean accepted length, llama.cpp's acceptance, and the ratios.
 """
 import argparse
@@ -58,6 +64,57 @@ def llama_spec(a):
     return speed, drafted, accepted
 
 
+def cpu_of(cmd, env=None):
+    r0 = os.times()
+    subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
+    r1 = os.times()
+    return (r1.children_user - r0.children_user) + (r1.children_system - r0.children_system)
+
+
+def cpu_rates(a):
+    """tokens per CPU second of decoding: muse plain, muse spec, llama plain, llama spec."""
+    def muse(n, spec):
+        cmd = [a.muse, "run", "-m", a.m, "--input", a.f, "-n", str(n), "-t", str(a.t), "--spec-draft-n-max", str(a.n_max)]
+        if a.p_min is not None:
+            cmd += ["--spec-draft-p-min", str(a.p_min)]
+        return cmd + (["--draft-model", a.md] if spec else [])
+
+    def llama(n, spec):
+        if not spec:
+            return [os.path.join(a.llama_bin, "llama-completion"), "-m", a.m, "-f", a.f, "-n", str(n), "--temp", "0",
+                    "-t", str(a.t), "-no-cnv", "--ignore-eos"]
+        cmd = [os.path.join(a.llama_bin, "llama-speculative-simple"), "-m", a.m, "-md", a.md, "--spec-type",
+               "draft-dflash", "--spec-draft-n-max", str(a.n_max), "-f", a.f, "-n", str(n), "--temp", "0", "-t", str(a.t)]
+        return cmd + (["--spec-draft-p-min", str(a.p_min)] if a.p_min is not None else [])
+    out = []
+    for make, env in ((muse, None), (llama, LLAMA_ENV)):
+        for spec in (False, True):
+            short = cpu_of(make(a.short, spec), env)
+            long = cpu_of(make(a.n, spec), env)
+            out.append((a.n - a.short) / max(long - short, 1e-6))
+    return out
+
+
+def main_cpu(a):
+    names = ["muse plain", "muse spec", "llama.cpp plain", "llama.cpp spec"]
+    s = {k: [] for k in names}
+    for r in range(a.rounds):
+        rates = cpu_rates(a)
+        for k, v in zip(names, rates):
+            s[k].append(v)
+        print(f"round {r + 1} (tokens per CPU second): " + ", ".join(f"{k} {v:.2f}" for k, v in zip(names, rates)), flush=True)
+    med = {k: statistics.median(v) for k, v in s.items()}
+    print("\n| engine | plain t/CPU-s (median) | speculative (median) | spec / plain |")
+    print("| --- | ---: | ---: | ---: |")
+    for e in ("muse", "llama.cpp"):
+        print(f"| {e} | {med[e + ' plain']:.2f} | {med[e + ' spec']:.2f} | {med[e + ' spec'] / med[e + ' plain']:.2f}x |")
+    print(f"\nmuse spec / llama.cpp spec: {med['muse spec'] / med['llama.cpp spec']:.2f}x; "
+          f"muse plain / llama.cpp plain: {med['muse plain'] / med['llama.cpp plain']:.2f}x")
+    if a.json:
+        with open(a.json, "w") as fh:
+            json.dump({"cpu_rates": s}, fh, indent=1)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--llama-bin", required=True)
@@ -71,7 +128,11 @@ def main():
     ap.add_argument("-t", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--json")
+    ap.add_argument("--cpu-time", action="store_true")
+    ap.add_argument("--short", type=int, default=32)
     a = ap.parse_args()
+    if a.cpu_time:
+        return main_cpu(a)
     s = {"muse plain": [], "muse spec": [], "llama.cpp plain": [], "llama.cpp spec": []}
     muse_acc, llama_acc = [], []
     for r in range(a.rounds):

@@ -358,11 +358,6 @@ muse_status muse_draft_block_lazy(struct muse_draft_ctx *dc, int32_t anchor, int
     return run_block(dc, anchor, &n_rows, 1, 1 + head_rows, out, err);
 }
 
-void muse_draft_block_more(struct muse_draft_ctx *dc, const struct muse_draft_block *b, int32_t have, int32_t head_rows) {
-    if (head_rows > b->n_drafts) head_rows = b->n_drafts;
-    if (head_rows > have) muse_draft_forward_head(dc, b->n_rows, 1 + have, 1 + head_rows);
-}
-
 int32_t muse_draft_gate_p_min(const struct muse_draft_block *b, float p_min) {
     int32_t k = 0;
     while (k < b->n_drafts && !(b->conf_top10[k] < p_min)) k++;

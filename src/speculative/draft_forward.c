@@ -293,7 +293,7 @@ static void block_region(int ith, int nth, void *ctx) {
         block_attention(&f, il);
         block_ffn(&f, il);
     }
-    /* h = rms(x) * output_norm: kept in dc->h for later head rows (muse_draft_forward_head) */
+    /* h = rms(x) * output_norm, then the head for the rows asked for */
     FOR_OWN_ROWS(&f, r, f.n) rms_norm(dc->x + (size_t)r * H, dc->h + (size_t)r * H, H, hp->eps, d->w.output_norm.data);
     if (f.head_hi > f.head_lo) {
         barrier(&f);
@@ -317,26 +317,12 @@ static void head_rows(const struct dfw *f) {
         muse_draft_row_confidence(dc->logits + (size_t)r * n_vocab, n_vocab, &dc->argmax[r], &dc->conf[r], &dc->conf_top10[r]);
 }
 
-static void head_region(int ith, int nth, void *ctx) {
-    struct dfw f = *(const struct dfw *)ctx;
-    f.ith = ith;
-    f.nth = nth;
-    head_rows(&f);
-}
-
 void muse_draft_forward_block(struct muse_draft_ctx *dc, int32_t n_rows, int32_t P, int32_t head_lo, int32_t head_hi) {
     MUSE_ASSERT(n_rows >= 1 && (uint32_t)n_rows <= dc->d->hp.block_size);
     MUSE_ASSERT(head_lo >= 0 && head_lo <= head_hi && head_hi <= n_rows);
     struct muse_context *t = dc->target;
     struct dfw f = {dc, dc->d, t->ops, t->backend_state, NULL, n_rows, P, 0, 1, head_lo, head_hi};
     t->ops->parallel(t->backend_state, block_region, (void *)&f);
-}
-
-void muse_draft_forward_head(struct muse_draft_ctx *dc, int32_t n_rows, int32_t head_lo, int32_t head_hi) {
-    MUSE_ASSERT(head_lo >= 0 && head_lo < head_hi && head_hi <= n_rows && (uint32_t)n_rows <= dc->d->hp.block_size);
-    struct muse_context *t = dc->target;
-    struct dfw f = {dc, dc->d, t->ops, t->backend_state, NULL, n_rows, 0, 0, 1, head_lo, head_hi};
-    t->ops->parallel(t->backend_state, head_region, (void *)&f);
 }
 
 // ---- confidences ----------------------------------------------------------------------------------

@@ -97,13 +97,10 @@ struct muse_draft_ctx {
  * every layer's key/value into the ring. Runs one region on the target's backend. */
 void muse_draft_forward_inject(struct muse_draft_ctx *dc, const float *features, int32_t n, int32_t pos0);
 
-/* Pass C: the block dc->ids[0..n_rows) at positions P..P+n_rows-1; the final normed rows stay in
- * dc->h; the LM head (dc->logits, and per row dc->argmax / conf / conf_top10) runs for rows
- * head_lo..head_hi-1 only (the rest: muse_draft_forward_head, before any other call on dc). Runs
- * one region on the target's backend. */
+/* Pass C: the block dc->ids[0..n_rows) at positions P..P+n_rows-1; the LM head (dc->logits, and per
+ * row dc->argmax / conf / conf_top10) runs for rows head_lo..head_hi-1 only. Runs one region on the
+ * target's backend. */
 void muse_draft_forward_block(struct muse_draft_ctx *dc, int32_t n_rows, int32_t P, int32_t head_lo, int32_t head_hi);
-/* The LM head and confidences of rows head_lo..head_hi-1 of the last block (dc->h). */
-void muse_draft_forward_head(struct muse_draft_ctx *dc, int32_t n_rows, int32_t head_lo, int32_t head_hi);
 
 /*
  * ---- for the speculative loop (spec.c) --------------------------------------------------------
@@ -142,16 +139,14 @@ muse_status muse_draft_eval_via(struct muse_draft_ctx *dc, const int32_t *tokens
                                 struct muse_error *err);
 
 /*
- * Pass C with a lazy LM head: the block's layers for n_rows rows, and the head for rows
- * 1..head_rows (head_rows <= n_rows - 1; row 0, the anchor's, is never needed by the loop). The
- * result's tokens / conf / conf_top10 are valid for the first head_rows drafts (n_drafts says
- * n_rows - 1; the caller reads only what it asked for). muse_draft_block_more computes the head
- * of more rows of the same block (up to head_rows drafts in all) before any other call on dc.
- * Errors as muse_draft_block.
+ * Pass C with a partial LM head: the block's layers for n_rows rows, and the head for rows
+ * 1..head_rows only (head_rows <= n_rows - 1; row 0, the anchor's, is never needed by the loop;
+ * row0_argmax is -1). The result's tokens / conf / conf_top10 are valid for the first head_rows
+ * drafts (n_drafts says n_rows - 1; the caller reads only what it asked for). Errors as
+ * muse_draft_block.
  */
 muse_status muse_draft_block_lazy(struct muse_draft_ctx *dc, int32_t anchor, int32_t n_rows, int32_t head_rows,
                                   struct muse_draft_block *out, struct muse_error *err);
-void muse_draft_block_more(struct muse_draft_ctx *dc, const struct muse_draft_block *block, int32_t have, int32_t head_rows);
 
 /* The confidences of one row of raw logits: the argmax (ties to the lower id, NaN never wins),
  * its full softmax probability and its probability after a softmax over the 10 highest logits. */

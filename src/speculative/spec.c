@@ -344,15 +344,20 @@ static muse_status spec_step(struct muse_spec *sp, int32_t anchor, int32_t kmax,
     const int32_t P = muse_session_n_past(sp->s);
     const float floor = muse_spec_floors[arm];
     const int32_t want = kmax < sp->n_rows - 1 ? kmax : sp->n_rows - 1;
-    int32_t have = sp->p.lazy_head && sp->last_gated_out ? 1 : want;
     struct muse_draft_block b;
-    if ((st = muse_draft_block_lazy(sp->dc, anchor, sp->n_rows, have, &b, err))) return st;
-    int32_t k = gate(sp, &b, floor, have);
-    if (k == have && have < want) { /* the first row passed: the head of the rest, in one pass */
-        muse_draft_block_more(sp->dc, &b, have, want);
-        have = want;
-        k = gate(sp, &b, floor, have);
+    int32_t have = want, k;
+    if (sp->p.lazy_head && sp->last_gated_out && sp->n_rows > 2) {
+        /* the last step kept nothing: ask a 2-row block (llama.cpp's n_max 1) whether its first draft
+         * passes the gate before paying for the full one (a rarely confident drafter then costs a
+         * 2-row block and one head row per step) */
+        if ((st = muse_draft_block_lazy(sp->dc, anchor, 2, 1, &b, err))) return st;
+        if (gate(sp, &b, floor, 1) == 0) {
+            sp->stats.n_steps_gated++;
+            return plain_step(sp, anchor, err);
+        }
     }
+    if ((st = muse_draft_block_lazy(sp->dc, anchor, sp->n_rows, have, &b, err))) return st;
+    k = gate(sp, &b, floor, have);
     sp->last_gated_out = k == 0;
     memcpy(sp->drafts, b.tokens, sizeof(int32_t) * (size_t)k);
     if (sp->p.hook) {

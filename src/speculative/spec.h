@@ -75,9 +75,10 @@ struct muse_spec_params {
     float p_min;               /* >= 0: llama.cpp's gate, fixed (a draft row is kept while its top-10
                                   probability is >= p_min); < 0 (default): the adaptive floor (governor.h) */
     bool governor;             /* the cost governor (default on) */
-    bool lazy_head;            /* when the last step gated out its first draft, compute the LM head of row 1
-                                  alone first (a drafter that is rarely confident then costs one head row);
-                                  default on. Changes no result, only the cost */
+    bool lazy_head;            /* when the last step's gate kept no draft, first draft a 2-row block (its
+                                  first draft, llama.cpp's n_max 1) and run the full block only if that draft
+                                  passes the gate (a rarely confident drafter then costs a 2-row block and
+                                  one LM-head row per step); default on. Changes drafts, never the output */
     enum muse_kv_type ring_type; /* the drafter's ring (default F16, llama.cpp's drafter KV) */
     int32_t n_ring_copies;     /* copies of the ring saved with the session's checkpoints (default 1, the
                                   session's default); each muse_draft ring-size bytes */

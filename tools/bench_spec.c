@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "core/timer.h"
 #include "gen/sampler.h"
 #include "gen/session.h"
@@ -37,7 +38,7 @@ static double run_once(struct muse_spec *sp, struct muse_sampler *smp, const int
     muse_spec_clear(sp);
     muse_sampler_reset(smp);
     if (muse_spec_eval(sp, prompt, n_prompt, &err)) {
-        fprintf(stderr, "muse bench: %s\n", err.msg);
+        cli_err("%s", err.msg);
         return -1;
     }
     muse_spec_begin(sp, smp);
@@ -45,7 +46,7 @@ static double run_once(struct muse_spec *sp, struct muse_sampler *smp, const int
     for (int i = 0; i < n_gen; i++) {
         int32_t t;
         if (muse_spec_sample(sp, &t, NULL, &err) || (i + 1 < n_gen && muse_spec_advance(sp, t, n_gen - i - 1, &err))) {
-            fprintf(stderr, "muse bench: %s\n", err.msg);
+            cli_err("%s", err.msg);
             return -1;
         }
     }
@@ -63,7 +64,7 @@ bool bench_spec_run(const struct muse_model *model, struct muse_context *ctx, co
     if (muse_session_create(ctx, ps, &ses, &err) || muse_spec_create(ses, NULL, params, &sp[0], &err) ||
         muse_spec_create(ses, d, params, &sp[1], &err) ||
         muse_sampler_create(muse_sampler_default_params(), muse_model_n_vocab(model), &smp, &err)) {
-        fprintf(stderr, "muse bench: %s\n", err.msg);
+        cli_err("%s", err.msg);
         goto done;
     }
     for (int k = 0; k < 2; k++) {

@@ -41,7 +41,9 @@ static void usage(FILE *f) {
             "  --content M        with --cycle: embedding dimensions that carry the token (default n_embd / 2)\n"
             "  --stop-in-cycle    with --cycle: EOS ends the first cycle\n"
             "  -o, --output PATH  output file (required)\n"
-            "  -q, --quiet        no progress bar or summary\n",
+            "  -q, --quiet        no progress bar or summary\n"
+            "\n"
+            "muse synth --mmproj [options] -o OUT.gguf writes a vision projector instead (--mmproj --help).\n",
             MUSE_SYNTH_MIN_VOCAB, MUSE_SYNTH_REAL_VOCAB);
 }
 
@@ -83,6 +85,8 @@ int cmd_synth(int argc, char **argv) {
     struct muse_synth_plant_config plant = {.period = 0, .noise = 0.1f, .seed = 1};
     for (int i = 1; i < argc; i++) /* a DFlash drafter instead of a text model */
         if (!strcmp(argv[i], "--dflash")) return cmd_synth_dflash(argc, argv);
+    for (int i = 1; i < argc; i++) /* vision projectors: cmd_synth_mmproj.c */
+        if (!strcmp(argv[i], "--mmproj")) return cmd_synth_mmproj(argc, argv);
     /* first pass: the preset, so the other options can override it in any order */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
@@ -147,15 +151,11 @@ int cmd_synth(int argc, char **argv) {
         } else if (!strcmp(a, "--stop-in-cycle")) {
             plant.stop_in_cycle = true;
         } else {
-            fprintf(stderr, "muse synth: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
+            return cli_unknown(a);
         }
     }
     if (!out) {
-        fprintf(stderr, "muse synth: -o OUT.gguf is required\n");
-        usage(stderr);
-        return 2;
+        return cli_usage_err("-o OUT.gguf is required");
     }
     if ((types && muse_synth_parse_types(types, &cfg, &err)) || (pattern && muse_synth_parse_pattern(pattern, &cfg, &err))) {
         fprintf(stderr, "muse synth: %s\n", err.msg);

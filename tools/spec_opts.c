@@ -13,66 +13,77 @@ void spec_opts_init(struct spec_opts *o) {
     if (env && *env) o->draft_path = env;
 }
 
-int spec_opts_parse(struct spec_opts *o, int argc, char **argv, int *i) {
-    const char *a = argv[*i], *v;
+#define O(dst) ((struct spec_opts *)(dst))
+
+static int set_model(void *d, const char *f, const char *v) {
+    (void)f;
+    O(d)->draft_path = v;
+    return 0;
+}
+
+static int set_n_max(void *d, const char *f, const char *v) {
     int64_t n;
+    if (!cli_parse_int(f, v, 0, 255, &n)) return -1;
+    O(d)->sp.n_max = (int32_t)n;
+    return 0;
+}
+
+static int set_p_min(void *d, const char *f, const char *v) {
     double x;
-    if (!strcmp(a, "--draft-model") || !strcmp(a, "-md") || !strcmp(a, "--model-draft") || !strcmp(a, "--spec-draft-model")) {
-        if (!(v = cli_next(argc, argv, i))) return -1;
-        o->draft_path = v;
-        return 1;
+    if (!cli_parse_float(f, v, &x)) return -1;
+    if (!(x >= 0 && x <= 1)) {
+        cli_err("bad value for %s: '%s' (expected a probability 0..1)", f, v);
+        return -1;
     }
-    if (!strcmp(a, "--spec-draft-n-max")) {
-        if (!(v = cli_next(argc, argv, i)) || !cli_parse_int(a, v, 0, 255, &n)) return -1;
-        o->sp.n_max = (int32_t)n;
-        return 1;
-    }
-    if (!strcmp(a, "--spec-draft-p-min") || !strcmp(a, "--draft-p-min")) {
-        if (!(v = cli_next(argc, argv, i)) || !cli_parse_float(a, v, &x)) return -1;
-        if (!(x >= 0 && x <= 1)) {
-            fprintf(stderr, "muse: bad value for %s: '%s' (a probability 0..1)\n", a, v);
-            return -1;
-        }
-        o->sp.p_min = (float)x;
-        return 1;
-    }
-    if (!strcmp(a, "--spec-type")) {
-        if (!(v = cli_next(argc, argv, i))) return -1;
-        if (strcmp(v, "draft-dflash")) {
-            fprintf(stderr, "muse: bad value for --spec-type: '%s' (muse speculates with a DFlash drafter only: draft-dflash)\n", v);
-            return -1;
-        }
-        return 1;
-    }
-    if (!strcmp(a, "--draft-kv")) {
-        if (!(v = cli_next(argc, argv, i))) return -1;
-        int k = muse_kv_type_from_name(v);
-        if (k < 0) {
-            fprintf(stderr, "muse: bad value for --draft-kv: '%s' (expected f16, f32 or q8_0)\n", v);
-            return -1;
-        }
-        o->sp.ring_type = (enum muse_kv_type)k;
-        return 1;
-    }
-    if (!strcmp(a, "--no-spec-governor")) {
-        o->sp.governor = false;
-        return 1;
+    O(d)->sp.p_min = (float)x;
+    return 0;
+}
+
+static int set_type(void *d, const char *f, const char *v) {
+    (void)d;
+    if (strcmp(v, "draft-dflash")) {
+        cli_err("bad value for %s: '%s' (muse speculates with a DFlash drafter only: draft-dflash)", f, v);
+        return -1;
     }
     return 0;
 }
 
+static int set_kv(void *d, const char *f, const char *v) {
+    int k = muse_kv_type_from_name(v);
+    if (k < 0) {
+        cli_err("bad value for %s: '%s' (expected f16, f32 or q8_0)", f, v);
+        return -1;
+    }
+    O(d)->sp.ring_type = (enum muse_kv_type)k;
+    return 0;
+}
+
+static int set_no_governor(void *d, const char *f, const char *v) {
+    (void)f;
+    (void)v;
+    O(d)->sp.governor = false;
+    return 0;
+}
+
+static const struct cli_opt rows[] = {
+    {"-md|--draft-model|--model-draft|--spec-draft-model", "FILE",
+     "DFlash drafter GGUF for the model (env MUSE_DRAFT_MODEL); the output is unchanged", set_model},
+    {"--spec-draft-n-max", "N", "drafts per step at most (default 3, as llama.cpp; at most the\n"
+                                "drafter's block size - 1; 0: none)", set_n_max},
+    {"--spec-draft-p-min|--draft-p-min", "P", "keep drafts while each row's top-10 probability is >= P (llama.cpp's\n"
+                                              "gate; default: an adaptive floor on the cumulative confidence)", set_p_min},
+    {"--spec-type", "T", "accepted for llama.cpp's command lines: draft-dflash only", set_type},
+    {"--draft-kv", "T", "the drafter's KV ring: f16 (default), f32 or q8_0", set_kv},
+    {"--no-spec-governor", NULL, "draft on every step (by default a cost governor parks drafting\n"
+                                 "when it does not pay)", set_no_governor},
+};
+#define N_ROWS (sizeof rows / sizeof rows[0])
+
+int spec_opts_parse(struct spec_opts *o, int argc, char **argv, int *i) { return cli_opts_parse(rows, N_ROWS, o, argc, argv, i); }
+
 void spec_opts_usage(FILE *f) {
-    fprintf(f,
-            "speculative decoding (docs/speculative.md):\n"
-            "  --draft-model FILE   DFlash drafter GGUF for the model (also -md, --model-draft,\n"
-            "                       --spec-draft-model; env MUSE_DRAFT_MODEL); output is unchanged\n"
-            "  --spec-draft-n-max N drafts per step at most (default 3, as llama.cpp; at most the drafter's\n"
-            "                       block size - 1; 0: none)\n"
-            "  --spec-draft-p-min P keep drafts while each row's top-10 probability is >= P (llama.cpp's gate;\n"
-            "                       default: an adaptive floor on the cumulative confidence)\n"
-            "  --draft-kv T         the drafter's KV ring: f16 (default), f32 or q8_0\n"
-            "  --no-spec-governor   draft on every step (by default a cost governor parks drafting when it\n"
-            "                       does not pay)\n");
+    fprintf(f, "speculative decoding (docs/speculative.md):\n");
+    cli_opts_usage(f, rows, N_ROWS);
 }
 
 bool spec_opts_load(const struct spec_opts *o, const char *cmd, const struct muse_model *model, struct muse_drafter **out) {
@@ -80,7 +91,8 @@ bool spec_opts_load(const struct spec_opts *o, const char *cmd, const struct mus
     *out = NULL;
     if (!o->draft_path) return true;
     if (muse_drafter_load(o->draft_path, model, muse_drafter_default_params(), out, &err)) {
-        fprintf(stderr, "muse %s: %s\n", cmd, err.msg);
+        (void)cmd;
+        cli_err("%s", err.msg);
         return false;
     }
     return true;

@@ -28,14 +28,15 @@ struct spec_opts {
 void spec_opts_init(struct spec_opts *o);
 
 /* If argv[*i] is a speculative flag, consume it (and its value) and return 1; 0 when it is not
- * one; -1 after printing "muse: bad value for FLAG ..." (or a missing value) on stderr. */
+ * one; -1 after printing "muse CMD: bad value for FLAG ..." (or a missing value) on stderr. One
+ * struct cli_opt table (cli.h), so --help lists every spelling. */
 int spec_opts_parse(struct spec_opts *o, int argc, char **argv, int *i);
 
 /* The usage lines of the flags. */
 void spec_opts_usage(FILE *f);
 
 /* Load the drafter for model when a path was given (*out NULL otherwise); on failure print
- * "muse CMD: <message>" and return false. */
+ * "muse CMD: <message>" (CMD: cli_prog; `cmd` is kept for the callers) and return false. */
 bool spec_opts_load(const struct spec_opts *o, const char *cmd, const struct muse_model *model, struct muse_drafter **out);
 
 /* One stderr-style summary of a run's speculation into buf ("" without a drafter): steps, drafted,

@@ -16,7 +16,7 @@ bad() { echo "FAIL: $*"; fail=1; }
 
 # 1. the golden pair: llama.cpp's plain greedy tokens, with and without the drafter (F32 KV as recorded)
 prompt=$(python3 -c "import json; print(','.join(map(str, json.load(open('$G/dflash_vis.golden.json'))['prompt'])))")
-want=$(python3 -c "import json; print(' '.join(map(str, json.load(open('$G/dflash_vis.golden.json'))['plain_greedy'])))")
+want=$(python3 -c "import json; print(','.join(map(str, json.load(open('$G/dflash_vis.golden.json'))['plain_greedy'])))")
 for args in "" "--draft-model $G/df-drafter.gguf" "--draft-model $G/df-drafter.gguf --spec-draft-n-max 7" "-md $G/df-drafter.gguf --spec-draft-n-max 3 --spec-draft-p-min 0 --spec-type draft-dflash" \
             "--draft-model $G/df-drafter.gguf --no-spec-governor --draft-kv f32 --backend ref"; do
     got=$("$MUSE" run -m "$G/df-target-8l-256.gguf" --kv f32 --tokens "$prompt" --ids -n 16 $args 2>/dev/null)

@@ -48,8 +48,11 @@ def llama_plain(a):
     cmd = [os.path.join(a.llama_bin, "llama-completion"), "-m", a.m, "-f", a.f, "-n", str(a.n), "--temp", "0",
            "-t", str(a.t), "-no-cnv", "--ignore-eos"]
     err = subprocess.run(cmd, check=True, capture_output=True, text=True, env=LLAMA_ENV).stderr
-    m = re.search(r"\beval time =\s*[\d.]+ ms /\s*(\d+) runs.*?([\d.]+) tokens per second", err)
-    return float(m.group(2))
+    for line in err.splitlines():
+        m = re.search(r"(?<!prompt )\beval time =\s*[\d.]+ ms /\s*(\d+) runs.*?([\d.]+) tokens per second", line)
+        if m:
+            return float(m.group(2))
+    raise RuntimeError("llama-completion printed no eval time:\n" + err[-2000:])
 
 
 def llama_spec(a):

@@ -18,12 +18,15 @@ static void reset_round(struct muse_spec_governor *g) {
     g->spec_samples = g->plain_samples = 0;
     g->spec_first_skipped = g->plain_first_skipped = false;
     g->worst_ns = g->worst_tokens = 0;
+    g->win_n = 0;
 }
 
 void muse_spec_governor_init(struct muse_spec_governor *g, bool enabled, const struct muse_spec_clock *clock) {
     memset(g, 0, sizeof *g);
     g->enabled = enabled;
     g->zero_accept_loss = true;
+    g->win_window = true;
+    g->short_reprobe = true;
     if (clock) g->clock = *clock;
     muse_spec_governor_reset(g);
 }
@@ -35,11 +38,16 @@ void muse_spec_governor_reset(struct muse_spec_governor *g) {
     g->last_spec_ms = g->last_plain_ms = 0;
 }
 
+/* Speculative samples of this round: 8, or 3 after a loss (the short reprobe). */
+static int32_t probe_steps(const struct muse_spec_governor *g) {
+    return g->short_reprobe && g->losses > 0 ? MUSE_GOV_REPROBE_SPEC_STEPS : MUSE_GOV_PROBE_SPEC_STEPS;
+}
+
 bool muse_spec_governor_allows(const struct muse_spec_governor *g) {
     if (!g->enabled) return true;
     if (g->parked_remaining > 0) return false;
     if (g->recheck_remaining > 0) return g->spec_wins;
-    if (g->spec_samples < MUSE_GOV_PROBE_SPEC_STEPS) return true;      /* measuring speculation first */
+    if (g->spec_samples < probe_steps(g)) return true;                 /* measuring speculation first */
     if (g->plain_samples < MUSE_GOV_CALIBRATION_PLAIN_STEPS) return false; /* then a plain baseline */
     return g->spec_wins;
 }
@@ -73,6 +81,20 @@ void muse_spec_governor_record(struct muse_spec_governor *g, bool speculated, in
     }
     if (g->recheck_remaining > 0) { /* not a sample */
         g->recheck_remaining--;
+        if (speculated && g->spec_wins && g->win_window) { /* the win window (spec 5.4) */
+            g->win_ns[g->win_n % MUSE_GOV_WIN_WINDOW] = ns;
+            g->win_tokens[g->win_n % MUSE_GOV_WIN_WINDOW] = tokens;
+            g->win_n++;
+            if (g->win_n >= MUSE_GOV_WIN_WINDOW) {
+                int64_t sn = 0, st = 0;
+                for (int i = 0; i < MUSE_GOV_WIN_WINDOW; i++) sn += g->win_ns[i], st += g->win_tokens[i];
+                const double ms = (double)sn / (double)st * 1e-6;
+                if (ms > g->last_plain_ms * MUSE_GOV_WIN_MARGIN) {
+                    g->n_window_losses++;
+                    verdict(g, false, ms, g->last_plain_ms);
+                }
+            }
+        }
         return;
     }
     if (speculated) {
@@ -97,13 +119,15 @@ void muse_spec_governor_record(struct muse_spec_governor *g, bool speculated, in
         g->plain_tokens += tokens;
         g->plain_samples++;
     }
-    /* the later revision's early loss (spec 5.4): the first measured speculative steps accepted nothing */
-    if (speculated && g->zero_accept_loss && g->spec_samples == MUSE_GOV_ZERO_ACCEPT_STEPS && g->spec_tokens == g->spec_samples) {
+    /* the later revision's early loss (spec 5.4): the first measured speculative steps (4, or all 3
+     * of a short reprobe) accepted nothing */
+    const int32_t za = probe_steps(g) < MUSE_GOV_ZERO_ACCEPT_STEPS ? probe_steps(g) : MUSE_GOV_ZERO_ACCEPT_STEPS;
+    if (speculated && g->zero_accept_loss && g->spec_samples == za && g->spec_tokens == g->spec_samples) {
         g->n_zero_accept++;
         verdict(g, false, 0, 0);
         return;
     }
-    if (g->spec_samples < MUSE_GOV_PROBE_SPEC_STEPS || g->plain_samples < MUSE_GOV_CALIBRATION_PLAIN_STEPS) return;
+    if (g->spec_samples < probe_steps(g) || g->plain_samples < MUSE_GOV_CALIBRATION_PLAIN_STEPS) return;
     /* the verdict: ratio of sums, the worst speculative sample trimmed */
     double spec_ms = (double)g->spec_ns / (double)g->spec_tokens * 1e-6;
     const int64_t tn = g->spec_ns - g->worst_ns, tt = g->spec_tokens - g->worst_tokens;

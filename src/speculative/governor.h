@@ -17,6 +17,13 @@
  * (each emitted one token) ends at once as a loss. Without it a drafter that never accepts but
  * costs less than the 1.15 margin wins its rounds and keeps drafting up to 15% below plain speed
  * (measured: 0.92x plain on this CPU, docs/perf.md); a step that accepted nothing cannot have paid.
+ * Two more from that revision, also on by default, because a noisy machine otherwise pays dearly
+ * (docs/perf.md, the trained pair at 1 thread: one plain sample slowed by a neighbour made a 2x
+ * slower drafter "win" and hold for 512 steps): the win window (win_window: during a win hold the
+ * last 8 speculative samples are checked after each one, and when their ratio of sums is slower
+ * than the verdict's plain rate x 1.15 the hold ends as a loss and parks) and the short reprobe
+ * (short_reprobe: the round after a loss measures 3 speculative steps, not 8, the first still
+ * discarded). The park back-off stays the model card's 16, 32, 64.
  *
  * The adaptive floor is the "small bandit" the model card leaves open (spec 5.1): arms are the
  * cumulative-confidence floors {0, 0.15, 0.35, 0.6} (a draft is kept while the running product of
@@ -55,10 +62,14 @@ int64_t muse_spec_clock_now(const struct muse_spec_clock *clock);
 #define MUSE_GOV_WIN_RECHECK 512
 #define MUSE_GOV_WIN_MARGIN 1.15
 #define MUSE_GOV_ZERO_ACCEPT_STEPS 4 /* the later revision's early loss (spec 5.4) */
+#define MUSE_GOV_WIN_WINDOW 8         /* the later revision's check during a win hold (spec 5.4) */
+#define MUSE_GOV_REPROBE_SPEC_STEPS 3 /* the later revision's round after a loss (spec 5.4) */
 
 struct muse_spec_governor {
     bool enabled;               /* false: always allows, records nothing */
     bool zero_accept_loss;      /* the early loss of spec 5.4 (init: true) */
+    bool win_window;            /* the win hold's sliding check of spec 5.4 (init: true) */
+    bool short_reprobe;         /* 3 speculative samples in a round after a loss, spec 5.4 (init: true) */
     struct muse_spec_clock clock;
     int64_t step_t0;            /* muse_spec_governor_step_begin's time */
     /* the verdict */
@@ -69,9 +80,12 @@ struct muse_spec_governor {
     int32_t spec_samples, plain_samples;
     bool spec_first_skipped, plain_first_skipped;
     int64_t worst_ns, worst_tokens; /* the speculative sample with the most ns per token */
+    /* the win window: the last speculative samples of a win hold (a ring) */
+    int64_t win_ns[MUSE_GOV_WIN_WINDOW], win_tokens[MUSE_GOV_WIN_WINDOW];
+    int32_t win_n;
     /* what the last verdict compared (ms per token; 0 before the first) and counters */
     double last_spec_ms, last_plain_ms;
-    uint64_t n_rounds, n_wins, n_parked_steps, n_zero_accept;
+    uint64_t n_rounds, n_wins, n_parked_steps, n_zero_accept, n_window_losses;
 };
 
 /* Enabled, with the given clock (NULL = monotonic), reset. */

@@ -54,7 +54,7 @@ static void test_rounds(void) {
     char tr[4096];
     /* a loser: 1 token per 30 ms speculative vs 10 ms plain */
     muse_spec_governor_init(&g, true, NULL);
-    g.zero_accept_loss = false; /* the model card's rules alone (test_zero_accept: the addition) */
+    g.zero_accept_loss = g.win_window = g.short_reprobe = false; /* the model card's rules alone (test_later: the additions) */
     drive(&g, 300, 30, 1, 10, tr);
     TEST_COND("probe: 9 speculative steps first", run_of(tr, 0, 9, 'S'));
     TEST_COND("then 4 plain steps", run_of(tr, 9, 4, 'P'));
@@ -66,7 +66,7 @@ static void test_rounds(void) {
     TEST_COND("parked steps counted", g.n_parked_steps == 16 + 32 + 64 + 64 + (300 - 241));
     /* a winner: 4 tokens per 30 ms vs 10 ms per token */
     muse_spec_governor_init(&g, true, NULL);
-    g.zero_accept_loss = false; /* the model card's rules alone (test_zero_accept: the addition) */
+    g.zero_accept_loss = g.win_window = g.short_reprobe = false; /* the model card's rules alone (test_later: the additions) */
     drive(&g, 13 + 512 + 13 + 5, 30, 4, 10, tr);
     TEST_COND("win: probe as before", run_of(tr, 0, 9, 'S') && run_of(tr, 9, 4, 'P'));
     TEST_COND("a win holds 512 steps", run_of(tr, 13, 512, 'S'));
@@ -75,7 +75,7 @@ static void test_rounds(void) {
                                                         g.last_plain_ms < 10.01);
     /* reset per request: a parked governor speculates again, from a fresh round */
     muse_spec_governor_init(&g, true, NULL);
-    g.zero_accept_loss = false; /* the model card's rules alone (test_zero_accept: the addition) */
+    g.zero_accept_loss = g.win_window = g.short_reprobe = false; /* the model card's rules alone (test_later: the additions) */
     drive(&g, 20, 30, 1, 10, tr);
     TEST_COND("parked before the reset", !muse_spec_governor_allows(&g));
     muse_spec_governor_reset(&g);
@@ -91,7 +91,7 @@ static void test_rounds(void) {
 static bool verdict(const double *spec_ms, const int *spec_tok, const double *plain_ms) {
     struct muse_spec_governor g;
     muse_spec_governor_init(&g, true, NULL);
-    g.zero_accept_loss = false; /* the model card's rules alone (test_zero_accept: the addition) */
+    g.zero_accept_loss = g.win_window = g.short_reprobe = false; /* the model card's rules alone (test_later: the additions) */
     for (int i = 0; i < 9; i++) muse_spec_governor_record(&g, true, spec_tok[i], (int64_t)(spec_ms[i] * MS));
     for (int i = 0; i < 4; i++) muse_spec_governor_record(&g, false, 1, (int64_t)(plain_ms[i] * MS));
     return g.n_rounds == 1 && g.spec_wins;
@@ -119,7 +119,7 @@ static void test_verdict(void) {
     /* a verdict needs 8 speculative and 3 plain samples */
     struct muse_spec_governor g;
     muse_spec_governor_init(&g, true, NULL);
-    g.zero_accept_loss = false; /* the model card's rules alone (test_zero_accept: the addition) */
+    g.zero_accept_loss = g.win_window = g.short_reprobe = false; /* the model card's rules alone (test_later: the additions) */
     for (int i = 0; i < 9; i++) muse_spec_governor_record(&g, true, 1, 100 * MS);
     for (int i = 0; i < 3; i++) muse_spec_governor_record(&g, false, 1, MS);
     TEST_COND("no verdict before 3 plain samples (the first discarded)", g.n_rounds == 0 && !muse_spec_governor_allows(&g));
@@ -127,7 +127,7 @@ static void test_verdict(void) {
     TEST_COND("the verdict after the 4th plain step", g.n_rounds == 1 && !g.spec_wins && g.parked_remaining == 16);
     /* zero tokens are not a sample */
     muse_spec_governor_init(&g, true, NULL);
-    g.zero_accept_loss = false; /* the model card's rules alone (test_zero_accept: the addition) */
+    g.zero_accept_loss = g.win_window = g.short_reprobe = false; /* the model card's rules alone (test_later: the additions) */
     muse_spec_governor_record(&g, true, 0, MS);
     TEST_COND("a step that emitted nothing is ignored", !g.spec_first_skipped);
 }
@@ -139,6 +139,7 @@ static void test_zero_accept(void) {
     char tr[512];
     muse_spec_governor_init(&g, true, NULL);
     TEST_COND("on by default", g.zero_accept_loss);
+    g.short_reprobe = false; /* test_later: with it */
     drive(&g, 200, 11, 1, 10, tr); /* within the 1.15 margin: the model card's rules alone would let it win */
     TEST_COND("5 speculative steps (1 discarded + 4), then parked 16", run_of(tr, 0, 5, 'S') && run_of(tr, 5, 16, 'P') && tr[21] == 'S');
     TEST_COND("then 32, 64", run_of(tr, 21, 5, 'S') && run_of(tr, 26, 32, 'P') && run_of(tr, 58, 5, 'S') && run_of(tr, 63, 64, 'P'));
@@ -151,6 +152,60 @@ static void test_zero_accept(void) {
     muse_spec_governor_init(&g, true, NULL);
     for (int i = 0; i < 9; i++) muse_spec_governor_record(&g, true, i == 3 ? 2 : 1, 11 * MS);
     TEST_COND("one accepted draft: no early loss", g.n_zero_accept == 0 && g.spec_samples == 8 && !muse_spec_governor_allows(&g));
+}
+
+/* The later revision's win window and short reprobe (on by default; spec 5.4). */
+static void test_later(void) {
+    struct muse_spec_governor g;
+    char tr[512];
+    muse_spec_governor_init(&g, true, NULL);
+    TEST_COND("win window and short reprobe on by default", g.win_window && g.short_reprobe);
+    /* a win (2 tokens per 10 ms vs 10 ms plain), then speculation turns slow (1 token per 30 ms, a
+     * neighbour took the core): the hold ends after 8 speculative samples, as a loss */
+    for (int i = 0; i < 13; i++) {
+        const bool sp = muse_spec_governor_allows(&g);
+        muse_spec_governor_record(&g, sp, sp ? 2 : 1, (sp ? 10 : 10) * MS);
+    }
+    TEST_COND("the round won", g.n_wins == 1 && g.recheck_remaining == 512);
+    int i = 0;
+    for (; i < 100; i++) {
+        const bool sp = muse_spec_governor_allows(&g);
+        tr[i] = sp ? 'S' : 'P';
+        muse_spec_governor_record(&g, sp, sp ? 1 : 1, (sp ? 30 : 10) * MS);
+    }
+    tr[i] = 0;
+    TEST_CONDF(run_of(tr, 0, 8, 'S') && run_of(tr, 8, 16, 'P') && g.n_window_losses == 1, "8 slow steps end the hold, park 16: %s", tr);
+    /* within the margin (11 ms vs 10 ms per token) the hold goes on */
+    muse_spec_governor_reset(&g);
+    for (int k = 0; k < 13; k++) {
+        const bool sp = muse_spec_governor_allows(&g);
+        muse_spec_governor_record(&g, sp, sp ? 2 : 1, (sp ? 10 : 10) * MS);
+    }
+    for (i = 0; i < 200; i++) {
+        const bool sp = muse_spec_governor_allows(&g);
+        tr[i] = sp ? 'S' : 'P';
+        muse_spec_governor_record(&g, sp, sp ? 1 : 1, (sp ? 11 : 10) * MS);
+    }
+    tr[i] = 0;
+    TEST_COND("11 ms vs 10 ms per token: the hold goes on", run_of(tr, 0, 200, 'S') && g.n_window_losses == 1);
+    /* a steady loser (2 tokens per 70 ms vs 10 ms plain): 9 + 4 steps, park 16; then rounds of
+     * 4 speculative steps (1 discarded + 3) and 4 plain ones, parks 32, 64 */
+    muse_spec_governor_init(&g, true, NULL);
+    drive(&g, 200, 70, 2, 10, tr);
+    TEST_CONDF(run_of(tr, 0, 9, 'S') && run_of(tr, 9, 4 + 16, 'P') && run_of(tr, 29, 4, 'S') && run_of(tr, 33, 4 + 32, 'P') &&
+                   run_of(tr, 69, 4, 'S') && run_of(tr, 73, 4 + 64, 'P') && tr[141] == 'S',
+               "short reprobes after a loss: %s", tr);
+    g.short_reprobe = false;
+    muse_spec_governor_reset(&g);
+    drive(&g, 40, 70, 2, 10, tr);
+    TEST_COND("without it, 9 speculative steps again", run_of(tr, 0, 9, 'S') && run_of(tr, 9, 20, 'P') && run_of(tr, 29, 9, 'S'));
+    /* a drafter that never accepts, within the margin (11 ms vs 10 ms per token): the early loss
+     * after 4 samples, then after all 3 of each short reprobe */
+    muse_spec_governor_init(&g, true, NULL);
+    drive(&g, 200, 11, 1, 10, tr);
+    TEST_CONDF(run_of(tr, 0, 5, 'S') && run_of(tr, 5, 16, 'P') && run_of(tr, 21, 4, 'S') && run_of(tr, 25, 32, 'P') &&
+                   run_of(tr, 57, 4, 'S') && run_of(tr, 61, 64, 'P') && g.n_wins == 0,
+               "never accepting, short reprobes: %s", tr);
 }
 
 static void test_clock(void) {
@@ -241,6 +296,7 @@ int main(void) {
     test_rounds();
     test_verdict();
     test_zero_accept();
+    test_later();
     test_clock();
     test_bandit();
     return TEST_REPORT();

@@ -82,7 +82,9 @@ struct muse_spec_params {
     enum muse_kv_type ring_type; /* the drafter's ring (default F16, llama.cpp's drafter KV) */
     int32_t n_ring_copies;     /* copies of the ring saved with the session's checkpoints (default 1, the
                                   session's default); each muse_draft ring-size bytes */
-    struct muse_spec_clock clock; /* the governor's and the bandit's clock (now_ns NULL: monotonic) */
+    struct muse_spec_clock clock; /* the governor's and the bandit's clock (default: the process's CPU
+                                  time, so time a neighbour takes the core is not charged to the step;
+                                  now_ns NULL: the monotonic wall clock) */
     muse_spec_draft_hook hook; /* TEST ONLY (NULL) */
     void *hook_user;
 };

@@ -54,6 +54,16 @@ a=$("$MUSE" chat -m "$tmp/t.gguf" -p "hello there" -n 40 --temperature 0 2>/dev/
 b=$("$MUSE" chat -m "$tmp/t.gguf" -p "hello there" -n 40 --temperature 0 --draft-model "$tmp/d.gguf" 2>"$tmp/c.err")
 [ "$a" = "$b" ] || bad "muse chat: the answer changed with the drafter"
 grep -q "speculative:" "$tmp/c.err" || bad "muse chat: no speculative summary in the turn line"
+# context shifts go through the loop (the ring follows): at a turn's start (3 turns in 256
+# positions) and in the middle of an answer (turn 2 outgrows 512 positions), the same answers
+for run in "3|256|150|first question\nsecond question\nthird one here\n" "2|512|250|first question\nsecond question\n"; do
+    IFS='|' read -r nt ctx n msgs <<<"$run"
+    a=$(printf "$msgs" | "$MUSE" chat -m "$tmp/t.gguf" -n "$n" --ignore-eos --temp 0 -c "$ctx" 2>/dev/null)
+    b=$(printf "$msgs" | "$MUSE" chat -m "$tmp/t.gguf" -n "$n" --ignore-eos --temp 0 -c "$ctx" --draft-model "$tmp/d.gguf" 2>"$tmp/cs.err")
+    [ "$a" = "$b" ] || bad "muse chat, context shift (-c $ctx): the answers changed with the drafter"
+    grep -q "^\[turn $nt: .*context shift: dropped the 2 oldest messages; speculative:" "$tmp/cs.err" ||
+        bad "muse chat, context shift (-c $ctx): no shift with speculation in turn $nt"
+done
 
 # 4. muse bench --draft-model: plain and spec records
 "$MUSE" bench -m "$tmp/t.gguf" --draft-model "$tmp/d.gguf" -p 0 -n 48 -r 2 --json > "$tmp/b.json"

@@ -10,7 +10,8 @@
  * prints records with llama-bench's field names (build_commit, test, n_prompt, n_gen, n_depth,
  * n_threads, n_batch, avg_ts, stddev_ts, samples_ts, avg_ns, ...) so llama-bench tooling reads
  * them. --roofline adds the read bandwidth measured in the same run and the decode roofline
- * (bandwidth / bytes of weights read per token).
+ * (bandwidth / bytes of weights read per token). With --draft-model, two more tests compare plain and
+ * speculative greedy generation (tools/bench_spec.h).
  * With --image F (and --mmproj P, else the projector beside the model), per thread count: the tower
  * ("img WxH": preprocessing excluded, the encode only, as llama-mtmd-cli's "image encoded in";
  * t/s = merged tokens per second) and the time to first token of that image + 16 text tokens
@@ -32,8 +33,11 @@
 #include "gguf/gguf.h"
 #include "kernels/kernels.h"
 #include "media_opts.h"
+#include "bench_spec.h"
 #include "model_opts.h"
 #include "muse.h"
+#include "run_text.h"
+#include "spec_opts.h"
 
 #define MAX_REPS 100
 
@@ -52,7 +56,14 @@ static void usage(FILE *f) {
             "  --json                   = -o json\n"
             "  --roofline               also measure read bandwidth and the decode roofline\n"
             "  --cpu-time               time with process CPU time / threads instead of the wall clock (a\n"
-            "                           shared, oversubscribed machine: leaves out waiting for a core)\n");
+            "                           shared, oversubscribed machine: leaves out waiting for a core)\n"
+            "with --draft-model: two more tests, tgN plain and tgN spec: N (the largest -n) tokens generated\n"
+            "greedily from a prompt (--tokens IDS, --input FILE, else the largest -d random tokens, at least 32),\n"
+            "without and with the drafter, runs alternating; reports the acceptance rate, the mean accepted\n"
+            "length and the speedup\n"
+            "  --tokens IDS             prompt of the speculative tests (comma-separated ids)\n"
+            "  --input FILE             prompt text of the speculative tests (the model's tokenizer)\n");
+    spec_opts_usage(f);
     model_opts_usage(f);
     media_opts_usage(f);
 }
@@ -258,6 +269,57 @@ static cJSON *record(const struct bench_result *r, const char *path, const char 
     return o;
 }
 
+/* A record of a speculative test (bench_spec.h), llama-bench's fields and the speculative ones. */
+static cJSON *spec_record(const struct bench_spec_result *sres, int k, const char *path, const char *draft_path,
+                          const char *desc, const char *backend, const char *level, double size, double n_params,
+                          enum muse_kv_type kv, int n_threads, int n_batch) {
+    const struct bench_spec_result *r = &sres[k];
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "build_commit", muse_build_commit());
+    cJSON_AddStringToObject(o, "build_version", muse_version());
+    cJSON_AddStringToObject(o, "cpu_info", level);
+    cJSON_AddStringToObject(o, "backends", backend);
+    cJSON_AddStringToObject(o, "model_filename", path);
+    cJSON_AddStringToObject(o, "model_type", desc);
+    cJSON_AddNumberToObject(o, "model_size", size);
+    cJSON_AddNumberToObject(o, "model_n_params", n_params);
+    cJSON_AddNumberToObject(o, "n_batch", n_batch);
+    cJSON_AddNumberToObject(o, "n_threads", n_threads);
+    cJSON_AddStringToObject(o, "type_k", muse_kv_type_name(kv));
+    cJSON_AddStringToObject(o, "type_v", muse_kv_type_name(kv));
+    cJSON_AddStringToObject(o, "test", r->test);
+    cJSON_AddNumberToObject(o, "n_prompt", r->n_prompt);
+    cJSON_AddNumberToObject(o, "n_gen", r->n_gen);
+    cJSON_AddNumberToObject(o, "n_depth", 0);
+    cJSON_AddStringToObject(o, "timing", "wall");
+    cJSON_AddNumberToObject(o, "avg_ns", round(r->avg_ns));
+    cJSON_AddNumberToObject(o, "stddev_ns", round(r->stddev_ns));
+    cJSON_AddNumberToObject(o, "avg_ts", r->avg_ts);
+    cJSON_AddNumberToObject(o, "stddev_ts", r->stddev_ts);
+    cJSON_AddNumberToObject(o, "median_ts", r->median_ts);
+    cJSON *sn = cJSON_CreateArray(), *st = cJSON_CreateArray();
+    for (int j = 0; j < r->reps; j++) {
+        cJSON_AddItemToArray(sn, cJSON_CreateNumber(round(r->samples_ns[j])));
+        cJSON_AddItemToArray(st, cJSON_CreateNumber(r->samples_ts[j]));
+    }
+    cJSON_AddItemToObject(o, "samples_ns", sn);
+    cJSON_AddItemToObject(o, "samples_ts", st);
+    cJSON_AddBoolToObject(o, "speculative", r->spec);
+    if (r->spec) {
+        const struct muse_spec_stats *ss = &r->stats;
+        cJSON_AddStringToObject(o, "draft_model", draft_path);
+        cJSON_AddNumberToObject(o, "n_drafted", (double)ss->n_drafted);
+        cJSON_AddNumberToObject(o, "n_accepted", (double)ss->n_accepted);
+        cJSON_AddNumberToObject(o, "acceptance_rate", ss->n_drafted ? (double)ss->n_accepted / (double)ss->n_drafted : 0);
+        cJSON_AddNumberToObject(o, "verify_steps", (double)ss->n_steps_spec);
+        cJSON_AddNumberToObject(o, "mean_accepted_length",
+                                ss->n_steps_spec ? (double)ss->n_emitted_spec / (double)ss->n_steps_spec : 0);
+        cJSON_AddNumberToObject(o, "parked_steps", (double)ss->n_steps_parked);
+        cJSON_AddNumberToObject(o, "speedup", bench_spec_speedup(sres));
+    }
+    return o;
+}
+
 /* A CSV cell as llama-bench writes them: every value in double quotes, quotes doubled. */
 static void csv_cell(const cJSON *v, bool last) {
     char *text = cJSON_IsString(v) ? NULL : cJSON_PrintUnformatted(v);
@@ -283,6 +345,11 @@ int cmd_bench(int argc, char **argv) {
     bool roofline = false, cpu_time = false;
     struct media_opts md;
     media_opts_init(&md);
+    struct spec_opts spo;
+    spec_opts_init(&spo);
+    const char *spec_input = NULL;
+    int32_t *spec_tokens = NULL;
+    int n_spec_tokens = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         struct int_list *l = NULL;
@@ -293,24 +360,34 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) l = &threads, lo = 1, hi = MUSE_THREADPOOL_MAX;
         else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size") || !strcmp(a, "--batch")) l = &batches, lo = 1, hi = 1 << 16;
         if (l) {
-            if (!(v = cli_next(argc, argv, &i)) || !parse_list(a, v, lo, hi, l)) return 2;
+            if (!(v = cli_next(argc, argv, &i)) || !parse_list(a, v, lo, hi, l)) goto usage_fail;
             continue;
         }
         int r = model_opts_parse(&o, argc, argv, &i);
         if (r == 0) r = media_opts_parse(&md, argc, argv, &i);
-        if (r < 0) return 2;
+        if (r == 0) r = spec_opts_parse(&spo, argc, argv, &i);
+        if (r == 0 && (!strcmp(a, "--tokens") || !strcmp(a, "--input"))) {
+            if (!(v = cli_next(argc, argv, &i))) r = -1;
+            else if (a[2] == 'i') spec_input = v, r = 1;
+            else {
+                free(spec_tokens);
+                spec_tokens = NULL;
+                r = cli_parse_ids(a, v, &spec_tokens, &n_spec_tokens) ? 1 : -1;
+            }
+        }
+        if (r < 0) goto usage_fail;
         if (r > 0) continue;
         if (!strcmp(a, "-r") || !strcmp(a, "--repetitions")) {
-            if (!(v = cli_next(argc, argv, &i)) || !cli_parse_int(a, v, 1, MAX_REPS, &reps)) return 2;
+            if (!(v = cli_next(argc, argv, &i)) || !cli_parse_int(a, v, 1, MAX_REPS, &reps)) goto usage_fail;
         } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
-            if (!(v = cli_next(argc, argv, &i))) return 2;
+            if (!(v = cli_next(argc, argv, &i))) goto usage_fail;
             if (!strcmp(v, "md")) fmt = OUT_MD;
             else if (!strcmp(v, "json")) fmt = OUT_JSON;
             else if (!strcmp(v, "jsonl")) fmt = OUT_JSONL;
             else if (!strcmp(v, "csv")) fmt = OUT_CSV;
             else {
                 cli_err("bad value for %s: '%s' (expected md, json, jsonl or csv)", a, v);
-                return 2;
+                goto usage_fail;
             }
         } else if (!strcmp(a, "--json")) {
             fmt = OUT_JSON;
@@ -320,14 +397,21 @@ int cmd_bench(int argc, char **argv) {
             cpu_time = true;
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
+            free(spec_tokens);
             return 0;
         } else {
-            return cli_unknown(a);
+            cli_unknown(a);
+            goto usage_fail;
         }
     }
-    if (!o.model_path) return cli_usage_err("-m MODEL is required");
-    if (list_max(&prompts) == 0 && list_max(&gens) == 0 && md.n_images == 0)
-        return cli_usage_err("nothing to measure (-p 0 and -n 0)");
+    if (!o.model_path) {
+        cli_usage_err("-m MODEL is required");
+        goto usage_fail;
+    }
+    if (list_max(&prompts) == 0 && list_max(&gens) == 0 && md.n_images == 0) {
+        cli_usage_err("nothing to measure (-p 0 and -n 0)");
+        goto usage_fail;
+    }
     int64_t test_max = list_max(&prompts) > list_max(&gens) ? list_max(&prompts) : list_max(&gens);
     /* images: their projector and pixels before the model (the context must hold their rows) */
     struct muse_image *imgs = md.n_images ? calloc((size_t)md.n_images, sizeof *imgs) : NULL;
@@ -337,12 +421,12 @@ int cmd_bench(int argc, char **argv) {
         struct muse_vision *v = NULL;
         if (!imgs || (!mmproj && !(mmproj = media_find_mmproj(o.model_path, &err)))) {
             cli_err("%s", imgs ? err.msg : "out of memory");
-            return 1;
+            goto images_fail;
         }
         if (!md.mmproj && o.verbosity >= 0) cli_err("using the vision projector %s (found beside the model)", mmproj);
         if (muse_vision_load(mmproj, muse_vision_default_params(), &v, &err)) {
             cli_err("%s", err.msg);
-            return 1;
+            goto images_fail;
         }
         for (int k = 0; k < md.n_images; k++) {
             struct muse_image_geometry g;
@@ -350,17 +434,21 @@ int cmd_bench(int argc, char **argv) {
                 muse_vision_geometry(v, imgs[k].width, imgs[k].height, (int32_t)md.max_tokens, &g, &err)) {
                 cli_err("%s", err.msg);
                 muse_vision_free(v);
-                return 1;
+                goto images_fail;
             }
             if (g.n_tokens + 24 > test_max) test_max = g.n_tokens + 24;
         }
         muse_vision_free(v);
     }
-    const int64_t need = list_max(&depths) + test_max;
+    int64_t need = list_max(&depths) + test_max;
+    /* the speculative tests: a prompt (default: the largest depth, at least 32) + the largest -n */
+    const int64_t spec_gen = list_max(&gens), spec_depth = list_max(&depths) > 32 ? list_max(&depths) : 32;
+    const int64_t spec_need = (spec_tokens ? n_spec_tokens : spec_depth) + spec_gen + 1;
+    if (spo.draft_path && spec_gen > 0 && !spec_input && spec_need > need) need = spec_need; /* text: checked once tokenized */
     if (o.cparams.n_ctx == 0) o.cparams.n_ctx = (uint32_t)need;
     if (o.cparams.n_ctx < need) {
         cli_err("--ctx-size %u is smaller than depth + test (%lld)", o.cparams.n_ctx, (long long)need);
-        return 2;
+        goto usage_fail;
     }
     if (threads.n == 0) threads = (struct int_list){1, {o.cparams.n_threads}}; /* 0: the backend's choice */
     if (batches.n == 0) batches = (struct int_list){1, {o.cparams.n_batch ? o.cparams.n_batch : 512}};
@@ -373,11 +461,16 @@ int cmd_bench(int argc, char **argv) {
     struct bench_result *res = NULL;
     int n_res = 0, rc = 1;
     cJSON *arr = NULL;
+    struct muse_drafter *drafter = NULL;
+    struct bench_spec_result *sres = NULL; /* [2]: plain, spec */
+    bool have_spec = false;
+    /* a text prompt for the speculative tests: the model's default context, room for the text */
+    if (spec_input && o.cparams.n_ctx == (uint32_t)need) o.cparams.n_ctx = 0;
     /* the model is loaded once; a context per (threads, batch) */
     struct model_opts first = o;
     first.cparams.n_threads = (uint32_t)threads.v[0];
     first.cparams.n_batch = (uint32_t)batches.v[0];
-    if (!model_opts_open(&first, "bench", &model, &ctx)) return 1;
+    if (!model_opts_open(&first, "bench", &model, &ctx)) goto done;
     const enum muse_kv_type kv = o.cparams.kv_type; /* model_opts_open refused a -ctk/-ctv pair that differs */
     const int32_t n_vocab = muse_model_n_vocab(model);
     const int max_res = threads.n * batches.n * depths.n * (prompts.n + gens.n) + threads.n * md.n_images * 2;
@@ -467,6 +560,35 @@ int cmd_bench(int argc, char **argv) {
                 muse_vision_free(v);
             }
         }
+    /* plain vs speculative greedy generation (bench_spec.h), on the last context */
+    if (spo.draft_path && spec_gen > 0) {
+        if (!spec_opts_load(&spo, "bench", model, &drafter)) goto done;
+        if (spec_input) {
+            struct run_text *rt = NULL;
+            struct muse_error err;
+            if (run_text_open(o.model_path, &rt, &err) ||
+                run_text_encode_prompt(rt, NULL, spec_input, &spec_tokens, &n_spec_tokens, &err)) {
+                cli_err("%s", err.msg);
+                run_text_close(rt);
+                goto done;
+            }
+            run_text_close(rt);
+        }
+        const int32_t *sp_prompt = spec_tokens ? spec_tokens : tokens;
+        const int sp_n = spec_tokens ? n_spec_tokens : (int)spec_depth;
+        if ((int64_t)sp_n + spec_gen + 1 > (int64_t)muse_context_n_ctx(ctx)) {
+            cli_err("the speculative tests need %lld positions, the context has %u", (long long)sp_n + spec_gen + 1,
+                    muse_context_n_ctx(ctx));
+            goto done;
+        }
+        sres = calloc(2, sizeof *sres);
+        if (!sres) {
+            cli_err("out of memory");
+            goto done;
+        }
+        if (!bench_spec_run(model, ctx, drafter, spo.sp, sp_prompt, sp_n, (int)spec_gen, (int)reps, sres)) goto done;
+        have_spec = true;
+    }
 
     double size, n_params, decode_bytes, bw = 0;
     model_sizes(o.model_path, &size, &n_params, &decode_bytes);
@@ -493,13 +615,17 @@ int cmd_bench(int argc, char **argv) {
         for (int i = 0; i < n_res; i++)
             cJSON_AddItemToArray(arr, record(&res[i], o.model_path, desc, backend, level, size, n_params, kv, cpu_time,
                                              roofline, bw, decode_bytes));
+        for (int k = 0; have_spec && k < 2; k++)
+            cJSON_AddItemToArray(arr, spec_record(sres, k, o.model_path, spo.draft_path, desc, backend, level, size, n_params,
+                                                  kv, bw_threads, (int)muse_context_n_batch(ctx)));
     }
+    const int n_rec = n_res + (have_spec ? 2 : 0);
     if (fmt == OUT_JSON) {
         char *text = cJSON_Print(arr);
         if (text) puts(text);
         free(text);
     } else if (fmt == OUT_JSONL) {
-        for (int i = 0; i < n_res; i++) {
+        for (int i = 0; i < n_rec; i++) {
             char *text = cJSON_PrintUnformatted(cJSON_GetArrayItem(arr, i));
             if (text) puts(text);
             free(text);
@@ -507,7 +633,7 @@ int cmd_bench(int argc, char **argv) {
     } else if (fmt == OUT_CSV) {
         const size_t nf = sizeof csv_fields / sizeof csv_fields[0];
         for (size_t f = 0; f < nf; f++) printf("%s%c", csv_fields[f], f + 1 < nf ? ',' : '\n');
-        for (int i = 0; i < n_res; i++) {
+        for (int i = 0; i < n_rec; i++) {
             const cJSON *rec = cJSON_GetArrayItem(arr, i);
             for (size_t f = 0; f < nf; f++) csv_cell(cJSON_GetObjectItemCaseSensitive(rec, csv_fields[f]), f + 1 == nf);
         }
@@ -519,6 +645,21 @@ int cmd_bench(int argc, char **argv) {
             if (show_batch) snprintf(nb, sizeof nb, " %d |", res[i].n_batch);
             printf("| %s | %.2f MiB | %.2f M | %s (%s) | %d |%s %s | %.2f ± %.2f |\n", desc, size / 1048576.0,
                    n_params * 1e-6, backend, level, res[i].n_threads, nb, res[i].test, res[i].avg_ts, res[i].stddev_ts);
+        }
+        for (int k = 0; have_spec && k < 2; k++) {
+            char nb[32] = "";
+            if (show_batch) snprintf(nb, sizeof nb, " %u |", muse_context_n_batch(ctx));
+            printf("| %s | %.2f MiB | %.2f M | %s (%s) | %d |%s %s | %.2f ± %.2f |\n", desc, size / 1048576.0,
+                   n_params * 1e-6, backend, level, bw_threads, nb, sres[k].test, sres[k].avg_ts, sres[k].stddev_ts);
+        }
+        if (have_spec) {
+            const struct muse_spec_stats *ss = &sres[1].stats;
+            printf("\nspeculative (%s): median %.2f vs %.2f t/s plain = %.2fx; acceptance %.1f%% (%llu of %llu drafts), "
+                   "mean accepted length %.2f over %llu verify steps, %llu steps parked\n",
+                   spo.draft_path, sres[1].median_ts, sres[0].median_ts, bench_spec_speedup(sres),
+                   ss->n_drafted ? 100.0 * (double)ss->n_accepted / (double)ss->n_drafted : 0.0, (unsigned long long)ss->n_accepted,
+                   (unsigned long long)ss->n_drafted, ss->n_steps_spec ? (double)ss->n_emitted_spec / (double)ss->n_steps_spec : 0.0,
+                   (unsigned long long)ss->n_steps_spec, (unsigned long long)ss->n_steps_parked);
         }
         printf("\nbuild: %s (commit %s)\n", muse_version(), muse_build_commit());
         if (cpu_time) printf("\n(timed with process CPU time / threads, not the wall clock)\n");
@@ -535,9 +676,23 @@ done:
     media_opts_free(&md);
     cJSON_Delete(arr);
     free(tokens);
+    free(spec_tokens);
     free(logits);
     free(res);
+    free(sres);
+    muse_drafter_free(drafter);
     muse_context_free(ctx);
     muse_model_free(model);
     return rc;
+images_fail:
+    for (int k = 0; imgs && k < md.n_images; k++) muse_image_free(&imgs[k]);
+    free(imgs);
+    free(mmproj);
+    media_opts_free(&md);
+    free(spec_tokens);
+    return 1;
+usage_fail:
+    media_opts_free(&md);
+    free(spec_tokens);
+    return 2;
 }

@@ -16,6 +16,10 @@
  * prompt quits with status 130, as llama-cli does (/exit and Ctrl-D quit with 0). A conversation
  * that outgrows the context drops its oldest exchanges (the system prompt stays) and continues
  * (--no-context-shift: the turn fails instead).
+ *
+ * Generation goes through the loop of src/speculative/spec.h over the session: with --draft-model
+ * it drafts and verifies (the output is unchanged), and the drafter's ring follows the session's
+ * prefix reuse, checkpoints, context shifts and /reset.
  */
 #include <errno.h>
 #include <signal.h>
@@ -40,6 +44,7 @@
 #include "muse.h"
 #include "progress.h"
 #include "sampling_opts.h"
+#include "spec_opts.h"
 
 struct chat_cli {
     struct model_opts mo;
@@ -49,6 +54,7 @@ struct chat_cli {
     int64_t max_tokens;
     struct sampling_opts so;
     struct media_opts md;
+    struct spec_opts spo;
 };
 
 #define C(dst) ((struct chat_cli *)(dst))
@@ -116,6 +122,7 @@ static void usage(FILE *f) {
             "as the assistant's turn) and returns to the prompt; Ctrl-C at an empty prompt quits (status 130).\n");
     cli_opts_usage(f, rows, N_ROWS);
     sampling_opts_usage(f, SAMPLING_CHAT);
+    spec_opts_usage(f);
     model_opts_usage(f);
     media_opts_usage(f);
     fprintf(f, "  (chat: the --image files go with the first user message; /image FILE attaches one to the next)\n");
@@ -141,7 +148,8 @@ struct session {
     cJSON *tools;
     char *system_owned;
     struct muse_session *kv; /* the context's KV state: its tokens, prefix reuse, checkpoints */
-    float *logits;    /* [n_vocab] */
+    struct muse_drafter *drafter; /* --draft-model, or NULL */
+    struct muse_spec *eng;   /* the generation loop over kv (speculative with a drafter; the ring follows kv) */
     int32_t *gen;     /* [n_ctx] the answer's token ids so far (a context shift re-evaluates them) */
     bool color;
     int shown;        /* 0 nothing yet, 1 reasoning, 2 content */
@@ -319,24 +327,44 @@ static int drop_oldest(struct session *s) {
     return end - first;
 }
 
-static muse_status eval_session(void *kv, const int32_t *t, int32_t n, float *logits, struct muse_error *err) {
-    return muse_session_eval(kv, t, n, logits, 0, err);
+/* A prompt chunk through the generation loop (target and drafter ring); the loop keeps the last
+ * chunk's logits for the next sample. */
+static muse_status eval_spec(void *eng, const int32_t *t, int32_t n, float *logits, struct muse_error *err) {
+    (void)logits;
+    return muse_spec_eval(eng, t, n, err);
 }
 
 static bool show_progress(const struct session *s) { return model_opts_progress(&s->o->mo); }
 
-/* Evaluate positions from..n of the rendered prompt (ids; s->mp when it has images). */
+struct chat_rows {
+    struct session *s;
+    int32_t from, n;
+};
+
+static muse_status chat_rows_eval(void *user, float *logits, struct muse_error *err) {
+    const struct chat_rows *c = user;
+    return muse_media_eval(c->s->kv, c->s->media.cache, &c->s->mp, c->from, c->n - c->from, logits, 0, err);
+}
+
+/* Evaluate positions from..n of the rendered prompt (ids; s->mp when it has images) through the
+ * loop. A conversation with images is decoded plainly: the drafter's ring restarts after image
+ * rows (docs/speculative.md). */
 static muse_status prefill(struct session *s, const int32_t *ids, int32_t from, int32_t n, volatile sig_atomic_t *stop,
                            struct muse_error *err) {
-    if (s->mp.n_images > 0) return muse_media_eval(s->kv, s->media.cache, &s->mp, from, n - from, s->logits, 0, err);
-    return progress_prefill(eval_session, s->kv, ids + from, n - from, (int32_t)muse_context_n_batch(s->ctx), s->logits,
+    if (s->mp.n_images > 0) {
+        struct chat_rows c = {s, from, n};
+        muse_spec_set_drafting(s->eng, false);
+        return muse_spec_eval_rows(s->eng, chat_rows_eval, &c, err);
+    }
+    muse_spec_set_drafting(s->eng, true);
+    return progress_prefill(eval_spec, s->eng, ids + from, n - from, (int32_t)muse_context_n_batch(s->ctx), NULL,
                             show_progress(s), stop, err);
 }
 
 /*
  * The context is full in the middle of an answer: drop the oldest exchanges until the rendered
  * conversation plus the answer so far (gen[0..n_gen), its last token not yet evaluated) leave
- * room, then evaluate that sequence after the prefix the cache keeps. Afterwards s->logits are
+ * room, then evaluate that sequence after the prefix the cache keeps. Afterwards the loop's logits are
  * those after gen[n_gen - 1]. False when nothing more can be dropped (or on an error).
  */
 static bool shift_mid_answer(struct session *s, int32_t n_gen, int *dropped, struct muse_error *err) {
@@ -363,7 +391,7 @@ static bool shift_mid_answer(struct session *s, int32_t n_gen, int *dropped, str
     memcpy(seq, ids, sizeof(int32_t) * n_ids);
     memcpy(seq + n_ids, s->gen, sizeof(int32_t) * (size_t)n_gen);
     if (s->mp.n_images > 0 && muse_media_prompt_add_tokens(&s->mp, s->gen, n_gen, err) != MUSE_OK) goto done;
-    struct muse_session_keep keep = muse_session_reuse(s->kv, seq, n);
+    struct muse_session_keep keep = muse_spec_reuse(s->eng, seq, n);
     ok = prefill(s, seq, keep.n_kept, n, &interrupted, err) == MUSE_OK;
 done:
     free(seq);
@@ -405,7 +433,7 @@ static bool run_turn(struct session *s) {
         dropped += k;
     }
     /* reuse the cached prefix; always evaluate at least the last prompt token (for its logits) */
-    struct muse_session_keep keep = muse_session_reuse(s->kv, ids, (int32_t)n_ids);
+    struct muse_session_keep keep = muse_spec_reuse(s->eng, ids, (int32_t)n_ids);
     const int common = keep.n_kept;
     int64_t t0 = muse_time_us();
     muse_status st = prefill(s, ids, common, (int32_t)n_ids, s->o->oneshot ? NULL : &interrupted, &err);
@@ -418,12 +446,14 @@ static bool run_turn(struct session *s) {
         goto done;
     }
     /* the prompt ends here: the next turn may drop what follows (the reasoning), see session.h */
-    if (muse_session_checkpoint(s->kv, &err) != MUSE_OK) cli_err("%s", err.msg);
+    if (muse_spec_checkpoint(s->eng, &err) != MUSE_OK) cli_err("%s", err.msg);
     int64_t t1 = muse_time_us();
 
     muse_sampler_reset(s->smp);
     for (size_t i = 0; i < n_ids; i++)
         if (ids[i] >= 0) muse_sampler_accept(s->smp, ids[i]); /* image rows are no tokens */
+    muse_spec_begin(s->eng, s->smp);
+    muse_spec_stats_reset(s->eng);
     char prefix[64];
     snprintf(prefix, sizeof(prefix), "call_t%d_", s->turn);
     struct muse_output_parser_params pp = {.tools = s->tools, .id_prefix = prefix, .callback = on_event, .user = s};
@@ -437,8 +467,12 @@ static bool run_turn(struct session *s) {
             stop = "interrupted (the answer so far is kept)";
             break;
         }
-        int32_t t = muse_sampler_sample(s->smp, s->logits);
-        muse_sampler_accept(s->smp, t);
+        int32_t t;
+        if (muse_spec_sample(s->eng, &t, NULL, &err) != MUSE_OK) {
+            fprintf(stderr, "\n");
+            cli_err("%s", err.msg);
+            break;
+        }
         s->gen[n_gen++] = t;
         feed_token(s, p, t);
         if (!s->o->ignore_eos && muse_model_token_is_stop(s->model, t)) {
@@ -446,7 +480,7 @@ static bool run_turn(struct session *s) {
             break;
         }
         if (n_gen >= s->o->max_tokens) break;
-        if (muse_session_n_past(s->kv) >= n_ctx) {
+        if (muse_spec_n_past(s->eng) >= n_ctx) {
             /* the answer so far must leave room for more: at most half the context */
             if (!s->o->context_shift || n_gen > n_ctx / 2 || !shift_mid_answer(s, n_gen, &dropped, &err)) {
                 stop = interrupted ? "interrupted (the answer so far is kept)" : "context full";
@@ -454,7 +488,7 @@ static bool run_turn(struct session *s) {
             }
             continue; /* the shift evaluated t */
         }
-        if (muse_session_eval(s->kv, &t, 1, s->logits, 0, &err) != MUSE_OK) {
+        if (muse_spec_advance(s->eng, t, s->o->max_tokens - n_gen, &err) != MUSE_OK) {
             fprintf(stderr, "\n");
             cli_err("%s", err.msg);
             break;
@@ -477,10 +511,12 @@ static bool run_turn(struct session *s) {
     else if (keep.kind == MUSE_SESSION_KEEP_CLEARED)
         snprintf(miss, sizeof miss, "; sliding-window miss: %d cached tokens re-evaluated", keep.n_asked);
     if (dropped) snprintf(shift, sizeof shift, "; context shift: dropped the %d oldest messages", dropped);
+    char spec[512];
+    spec_opts_summary(s->eng, spec, sizeof spec);
     if (s->o->mo.verbosity >= 0)
-        fprintf(stderr, "[turn %d: prompt %zu tokens, %d reused from the cache, %zu evaluated in %.3f s; generated %d tokens in %.3f s (%.2f tok/s); stop: %s%s%s]\n",
+        fprintf(stderr, "[turn %d: prompt %zu tokens, %d reused from the cache, %zu evaluated in %.3f s; generated %d tokens in %.3f s (%.2f tok/s); stop: %s%s%s%s%s]\n",
                 s->turn, n_ids, common, n_ids - (size_t)common, tp, n_gen, tg, tg > 0 ? (double)n_gen / tg : 0.0, stop,
-                miss, shift);
+                miss, shift, spec[0] ? "; " : "", spec);
     ok = true;
 done:
     if (!ok && muse_chat_n_messages(s->chat) > 0) {
@@ -501,6 +537,7 @@ static int parse_args(struct chat_cli *o, int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         int r = model_opts_parse(&o->mo, argc, argv, &i);
         if (r == 0) r = sampling_opts_parse(&o->so, argc, argv, &i);
+        if (r == 0) r = spec_opts_parse(&o->spo, argc, argv, &i);
         if (r == 0) r = cli_opts_parse(rows, N_ROWS, o, argc, argv, &i);
         if (r == 0) r = media_opts_parse(&o->md, argc, argv, &i);
         if (r < 0) return 2;
@@ -647,7 +684,7 @@ static bool command(struct session *s, const char *line) {
     if (!strcmp(line, "/exit") || !strcmp(line, "/quit") || !strcmp(line, "/bye")) return false;
     if (!strcmp(line, "/reset") || !strcmp(line, "/clear")) {
         muse_chat_reset(s->chat);
-        muse_session_clear(s->kv);
+        muse_spec_clear(s->eng);
         drop_images(s, s->n_conv, true);
         printf("(conversation reset)\n");
     } else if (!strncmp(line, "/image", 6) && (line[6] == ' ' || line[6] == '\0')) {
@@ -759,6 +796,7 @@ int cmd_chat(int argc, char **argv) {
     struct chat_cli o = {.max_tokens = 1024, .context_shift = true};
     model_opts_init(&o.mo);
     sampling_opts_init(&o.so, SAMPLING_CHAT);
+    spec_opts_init(&o.spo);
     int r = parse_args(&o, argc, argv);
     if (r >= 0) return r;
     struct session s = {.o = &o, .color = isatty(STDOUT_FILENO) && !getenv("NO_COLOR")};
@@ -783,14 +821,15 @@ int cmd_chat(int argc, char **argv) {
         goto done;
     }
     if (!model_opts_open(&o.mo, "chat", &s.model, &s.ctx)) goto done;
+    if (!spec_opts_load(&o.spo, "chat", s.model, &s.drafter)) goto done;
     int32_t n_vocab = muse_model_n_vocab(s.model);
-    s.logits = malloc(sizeof(float) * (size_t)n_vocab);
     s.gen = malloc(sizeof(int32_t) * muse_context_n_ctx(s.ctx));
-    if (!s.logits || !s.gen) {
+    if (!s.gen) {
         cli_err("out of memory");
         goto done;
     }
     if (muse_session_create(s.ctx, muse_session_default_params(), &s.kv, &err) != MUSE_OK ||
+        muse_spec_create(s.kv, s.drafter, o.spo.sp, &s.eng, &err) != MUSE_OK ||
         muse_sampler_create(o.so.sp, n_vocab, &s.smp, &err) != MUSE_OK) {
         cli_err("%s", err.msg);
         goto done;
@@ -827,8 +866,9 @@ done:
     media_close(&s.media);
     media_opts_free(&o.md);
     free(s.system_owned);
+    muse_spec_free(s.eng);
     muse_session_free(s.kv);
-    free(s.logits);
+    muse_drafter_free(s.drafter);
     free(s.gen);
     cJSON_Delete(s.tools);
     muse_sampler_free(s.smp);

@@ -23,6 +23,7 @@
 #include "run_text.h"
 #include "text/tokenizer.h"
 #include "sampling_opts.h"
+#include "spec_opts.h"
 
 struct run_opts {
     const char *prompt_text;
@@ -32,6 +33,7 @@ struct run_opts {
     int64_t max_tokens;
     bool print_ids, no_echo, help;
     struct sampling_opts so;
+    struct spec_opts spo;
 };
 
 #define R(dst) ((struct run_opts *)(dst))
@@ -90,6 +92,7 @@ static void usage(FILE *f) {
                "The prompt is echoed, then the generated text streams (stdout); speed on stderr.\n");
     cli_opts_usage(f, rows, N_ROWS);
     sampling_opts_usage(f, SAMPLING_RUN);
+    spec_opts_usage(f);
     model_opts_usage(f);
     media_opts_usage(f);
 }
@@ -143,8 +146,23 @@ static bool media_prompt(struct run_text *rt, const struct run_opts *ro, struct 
     return st == MUSE_OK;
 }
 
-static muse_status eval_ctx(void *ctx, const int32_t *t, int32_t n, float *logits, struct muse_error *err) {
-    return muse_eval(ctx, t, n, logits, 0, err);
+/* The media prompt's positions (text and image rows) into the session: muse_spec_eval_rows. */
+struct media_rows {
+    struct muse_session *s;
+    struct muse_media_cache *cache;
+    struct muse_media_prompt *p;
+};
+
+static muse_status media_rows_eval(void *user, float *logits, struct muse_error *err) {
+    const struct media_rows *m = user;
+    return muse_media_eval(m->s, m->cache, m->p, 0, m->p->n, logits, 0, err);
+}
+
+/* A prompt chunk through the generation loop (target and drafter ring); the loop keeps the last
+ * chunk's logits for the first sample. */
+static muse_status eval_spec(void *sp, const int32_t *t, int32_t n, float *logits, struct muse_error *err) {
+    (void)logits;
+    return muse_spec_eval(sp, t, n, err);
 }
 
 int cmd_run(int argc, char **argv) {
@@ -156,10 +174,12 @@ int cmd_run(int argc, char **argv) {
     model_opts_init(&mo);
     media_opts_init(&md);
     sampling_opts_init(&ro.so, SAMPLING_RUN);
+    spec_opts_init(&ro.spo);
     int usage_rc = 2;
     for (int i = 1; i < argc; i++) {
         int r = model_opts_parse(&mo, argc, argv, &i);
         if (r == 0) r = sampling_opts_parse(&ro.so, argc, argv, &i);
+        if (r == 0) r = spec_opts_parse(&ro.spo, argc, argv, &i);
         if (r == 0) r = cli_opts_parse(rows, N_ROWS, &ro, argc, argv, &i);
         if (r == 0) r = media_opts_parse(&md, argc, argv, &i);
         if (r < 0) goto usage_fail;
@@ -189,12 +209,13 @@ int cmd_run(int argc, char **argv) {
     struct muse_context *ctx = NULL;
     struct muse_sampler *smp = NULL;
     struct run_text *rt = NULL;
-    float *logits = NULL;
+    struct muse_drafter *drafter = NULL;
+    struct muse_session *ses = NULL;
+    struct muse_spec *sp = NULL; /* the generation loop, speculative with a drafter (src/speculative/spec.h) */
     int rc = 1;
     struct muse_error err;
     struct media_ctx media = {0};
     struct muse_media_prompt mp = {0};
-    struct muse_session *sess = NULL;
     /* text in and out (the tokenizer), or ids only; the prompt is read before the model loads */
     if (run_text_open(mo.model_path, &rt, &err)) {
         if (ro.prompt_text || ro.input_file) {
@@ -214,10 +235,6 @@ int cmd_run(int argc, char **argv) {
         goto done;
     if (md.n_images > 0) {
         if (!media_prompt(rt, &ro, &media, &mp)) goto done;
-        if (muse_session_create(ctx, muse_session_default_params(), &sess, &err)) {
-            cli_err("%s", err.msg);
-            goto done;
-        }
         ro.tokens = malloc(sizeof *ro.tokens * (size_t)mp.n);
         if (!ro.tokens) goto done;
         memcpy(ro.tokens, mp.ids, sizeof *ro.tokens * (size_t)mp.n);
@@ -229,30 +246,37 @@ int cmd_run(int argc, char **argv) {
         cli_err("the prompt has %d tokens but the context holds %d (use a larger --ctx-size)", ro.n_tokens, n_ctx);
         goto done;
     }
-    logits = malloc(sizeof(float) * (size_t)n_vocab);
-    if (!logits || muse_sampler_create(ro.so.sp, n_vocab, &smp, &err)) {
-        cli_err("%s", logits ? err.msg : "out of memory");
+    if (!spec_opts_load(&ro.spo, "run", model, &drafter)) goto done;
+    struct muse_session_params ps = {.n_checkpoints = 0};
+    if (muse_sampler_create(ro.so.sp, n_vocab, &smp, &err) || muse_session_create(ctx, ps, &ses, &err) ||
+        muse_spec_create(ses, drafter, ro.spo.sp, &sp, &err)) {
+        cli_err("%s", err.msg);
         goto done;
     }
     for (int i = 0; i < ro.n_tokens; i++)
         if (ro.tokens[i] >= 0) muse_sampler_accept(smp, ro.tokens[i]); /* image rows are no tokens */
 
     int64_t t0 = muse_time_us();
-    if (sess) {
+    if (md.n_images > 0) {
+        /* image rows through the loop: the drafter's ring restarts after them, and this turn is
+         * decoded plainly (docs/speculative.md) */
         struct encode_progress ep = {.n_images = media.n_images};
         progress_begin(&ep.p, model_opts_progress(&mo));
         if (ep.p.on) muse_media_cache_set_progress(media.cache, encode_progress_cb, &ep);
-        muse_status st = muse_media_eval(sess, media.cache, &mp, 0, mp.n, logits, 0, &err);
+        struct media_rows rows = {ses, media.cache, &mp};
+        muse_status st = muse_spec_eval_rows(sp, media_rows_eval, &rows, &err);
         progress_end(&ep.p);
+        muse_spec_set_drafting(sp, false);
         if (st) {
             cli_err("%s", err.msg);
             goto done;
         }
-    } else if (progress_prefill(eval_ctx, ctx, ro.tokens, ro.n_tokens, (int32_t)muse_context_n_batch(ctx), logits,
+    } else if (progress_prefill(eval_spec, sp, ro.tokens, ro.n_tokens, (int32_t)muse_context_n_batch(ctx), NULL,
                                 model_opts_progress(&mo), NULL, &err)) {
         cli_err("%s", err.msg);
         goto done;
     }
+    muse_spec_begin(sp, smp);
     int64_t t1 = muse_time_us();
     const bool text_out = rt && !ro.print_ids;
     if (text_out && !ro.no_echo) /* as llama-completion: the prompt, then the continuation */
@@ -261,8 +285,12 @@ int cmd_run(int argc, char **argv) {
     int64_t n_gen = 0;
     const char *stop = "max-tokens";
     while (n_gen < ro.max_tokens) {
-        int32_t tok = muse_sampler_sample(smp, logits);
-        muse_sampler_accept(smp, tok);
+        int32_t tok;
+        if (muse_spec_sample(sp, &tok, NULL, &err)) {
+            fprintf(stderr, "\n");
+            cli_err("%s", err.msg);
+            goto done;
+        }
         n_gen++;
         if (muse_model_token_is_stop(model, tok)) {
             stop = "end of turn (EOS/EOT)";
@@ -272,11 +300,11 @@ int cmd_run(int argc, char **argv) {
         else printf("%s%d", n_gen > 1 ? "," : "", tok);
         fflush(stdout);
         if (n_gen == ro.max_tokens) break;
-        if (muse_context_n_past(ctx) >= n_ctx) {
+        if (muse_spec_n_past(sp) >= n_ctx) {
             stop = "context full";
             break;
         }
-        if (muse_eval(ctx, &tok, 1, logits, 0, &err)) {
+        if (muse_spec_advance(sp, tok, ro.max_tokens - n_gen, &err)) {
             fprintf(stderr, "\n");
             cli_err("%s", err.msg);
             goto done;
@@ -287,11 +315,15 @@ int cmd_run(int argc, char **argv) {
     fflush(stdout);
     int64_t t2 = muse_time_us();
     double tp = (double)(t1 - t0) / 1e6, tg = (double)(t2 - t1) / 1e6;
-    if (mo.verbosity >= 0)
+    if (mo.verbosity >= 0) {
         cli_err("prompt %d tokens in %.3f s (%.2f tok/s); generated %lld tokens in %.3f s (%.2f tok/s); "
                 "stop: %s; backend %s; context %d; seed %llu",
                 ro.n_tokens, tp, tp > 0 ? ro.n_tokens / tp : 0.0, (long long)n_gen, tg, tg > 0 ? (double)n_gen / tg : 0.0,
                 stop, muse_context_backend(ctx), n_ctx, (unsigned long long)ro.so.sp.seed);
+        char summary[512];
+        spec_opts_summary(sp, summary, sizeof summary);
+        if (summary[0]) cli_err("%s", summary);
+    }
     if (mo.verbosity >= 0 && media.cache && media.n_images > 0) {
         const struct muse_media_cache_stats cs = muse_media_cache_stats(media.cache);
         cli_err("images: %d, %llu rows from the vision tower in %.3f s (%.1f tokens/s)", media.n_images,
@@ -300,11 +332,12 @@ int cmd_run(int argc, char **argv) {
     }
     rc = 0;
 done:
-    free(logits);
+    muse_spec_free(sp);
+    muse_session_free(ses);
+    muse_drafter_free(drafter);
     muse_sampler_free(smp);
     run_text_close(rt);
     muse_media_prompt_free(&mp);
-    muse_session_free(sess);
     media_close(&media);
     media_opts_free(&md);
     muse_context_free(ctx);

@@ -15,6 +15,7 @@
 #include "gguf/gguf.h"
 #include "media_opts.h"
 #include "sampling_opts.h"
+#include "spec_opts.h"
 #include "server/adapter.h"
 #include "server/server.h"
 
@@ -54,6 +55,7 @@ static void usage(FILE *f) {
             "-v adds the model's description and each request's slot, cache, queue, prefill and decode figures;\n"
             "--log-disable turns the request lines off.\n");
     sampling_opts_usage(f, SAMPLING_SERVE);
+    spec_opts_usage(f);
     model_opts_usage(f);
 }
 
@@ -107,6 +109,8 @@ int cmd_serve(int argc, char **argv) {
     char *found_mmproj = NULL;
     struct sampling_opts so;
     sampling_opts_init(&so, SAMPLING_SERVE);
+    struct spec_opts spo;
+    spec_opts_init(&spo);
     struct model_opts mo;
     model_opts_init(&mo);
     mo.cparams.n_ctx = 0; /* the automatic choice (muse_context_auto_n_ctx over the slots) */
@@ -118,6 +122,7 @@ int cmd_serve(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val;
         int r = sampling_opts_parse(&so, argc, argv, &i);
+        if (r == 0) r = spec_opts_parse(&spo, argc, argv, &i);
         if (r == 0) r = model_opts_parse(&mo, argc, argv, &i);
         if (r == 0) r = media_opts_parse(&md, argc, argv, &i);
         if (r < 0) return 2;
@@ -289,6 +294,8 @@ int cmd_serve(int argc, char **argv) {
         if (mo.ngl_given && mo.verbosity >= 0) cli_err("note: -ngl is ignored: muse runs on the CPU");
         struct muse_srv_model_params rp = {.n_ctx = (int)mo.cparams.n_ctx,
                                            .n_batch = (int)mo.cparams.n_batch,
+                                           .draft_path = spo.draft_path,
+                                           .spec = spo.sp,
                                            .cparams = &mo.cparams,
                                            .mparams = &mo.mparams,
                                            .n_slots = p.n_slots,

@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "core/timer.h"
 #include "synth/synth.h"
+#include "synth/synth_plant.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -32,6 +33,13 @@ static void usage(FILE *f) {
             "                     rules; GLOB matches the short name (ffn_gate, attn_*, output) or the full\n"
             "                     name (blk.0.*); unmatched matrices are F32; norms are always F32\n"
             "  --values RECIPE    conditioned or plain (see docs/synth.md)\n"
+            "  --cycle L          plant a bigram structure for speculative-decoding tests (synth/synth_plant.h):\n"
+            "                     the greedy text walks cycles of L tokens; a drafter made with\n"
+            "                     `muse synth --dflash --copy` predicts it (token_embd and output need\n"
+            "                     f32, f16, bf16 or q8_0)\n"
+            "  --noise X          with --cycle: post-norm scale, how often the text leaves its cycle (default 0.1)\n"
+            "  --content M        with --cycle: embedding dimensions that carry the token (default n_embd / 2)\n"
+            "  --stop-in-cycle    with --cycle: EOS ends the first cycle\n"
             "  -o, --output PATH  output file (required)\n"
             "  -q, --quiet        no progress bar or summary\n"
             "\n"
@@ -74,6 +82,7 @@ static bool parse_dim(const char *opt, const char *val, int64_t lo, int64_t hi, 
 int cmd_synth(int argc, char **argv) {
     const char *preset = "tiny", *out = NULL, *types = NULL, *pattern = NULL, *values = NULL;
     bool quiet = false, pattern_u32 = false;
+    struct muse_synth_plant_config plant = {.period = 0, .noise = 0.1f, .seed = 1};
     for (int i = 1; i < argc; i++) /* a DFlash drafter instead of a text model */
         if (!strcmp(argv[i], "--dflash")) return cmd_synth_dflash(argc, argv);
     for (int i = 1; i < argc; i++) /* vision projectors: cmd_synth_mmproj.c */
@@ -126,6 +135,21 @@ int cmd_synth(int argc, char **argv) {
             if (!(out = cli_next(argc, argv, &i))) return 2;
         } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
             quiet = true;
+        } else if (!strcmp(a, "--cycle")) {
+            if (!parse_dim(a, cli_next(argc, argv, &i), 2, 1 << 20, &plant.period)) return 2;
+        } else if (!strcmp(a, "--content")) {
+            if (!parse_dim(a, cli_next(argc, argv, &i), 1, 1 << 20, &plant.content)) return 2;
+        } else if (!strcmp(a, "--noise")) {
+            const char *v = cli_next(argc, argv, &i);
+            char *end = NULL;
+            if (!v) return 2;
+            plant.noise = strtof(v, &end);
+            if (!*v || *end || !(plant.noise >= 0 && plant.noise <= 100)) {
+                fprintf(stderr, "muse synth: bad value for --noise: '%s' (a number 0..100)\n", v);
+                return 2;
+            }
+        } else if (!strcmp(a, "--stop-in-cycle")) {
+            plant.stop_in_cycle = true;
         } else {
             return cli_unknown(a);
         }
@@ -154,6 +178,11 @@ int cmd_synth(int argc, char **argv) {
     ps.t_last = ps.t_start;
     if (muse_synth_write(&cfg, out, quiet ? NULL : show_progress, &ps, &err)) {
         if (ps.shown) fputc('\n', stderr);
+        fprintf(stderr, "muse synth: %s\n", err.msg);
+        return 1;
+    }
+    plant.seed = cfg.seed;
+    if (plant.period && muse_synth_plant_target(out, out, &plant, &err)) {
         fprintf(stderr, "muse synth: %s\n", err.msg);
         return 1;
     }

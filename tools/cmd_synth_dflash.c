@@ -5,6 +5,7 @@
 
 #include "cli.h"
 #include "synth/synth_dflash.h"
+#include "synth/synth_plant.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -26,6 +27,10 @@ static void usage(FILE *f) {
             "  --mask-id N          tokenizer.ggml.mask_token_id (default: the target's <|mask|> token)\n"
             "  --seed N             PRNG seed of the weights (default 1)\n"
             "  --types RULES        GLOB=TYPE,... matrix types (as `muse synth`); unmatched are F32\n"
+            "  --copy               a drafter that predicts by copying, for a target made with `muse synth\n"
+            "                       --cycle L` (synth/synth_plant.h): its drafts are accepted; target layer 0\n"
+            "                       joins the target layers; fc and layer 0's attention need f32, f16, bf16\n"
+            "                       or q8_0\n"
             "  -o, --output PATH    output file (required)\n"
             "  -q, --quiet          no summary\n");
 }
@@ -34,7 +39,7 @@ int cmd_synth_dflash(int argc, char **argv) {
     struct muse_synth_dflash_config cfg;
     muse_synth_dflash_default(&cfg);
     const char *target = NULL, *out = NULL, *types = NULL;
-    bool quiet = false;
+    bool quiet = false, copy = false;
     struct muse_error err;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -78,6 +83,8 @@ int cmd_synth_dflash(int argc, char **argv) {
             if (!(out = cli_next(argc, argv, &i))) return 2;
         } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
             quiet = true;
+        } else if (!strcmp(a, "--copy")) {
+            copy = true;
         } else {
             return cli_unknown(a);
         }
@@ -95,7 +102,15 @@ int cmd_synth_dflash(int argc, char **argv) {
         cfg.n_rules = tmp.n_rules;
         memcpy(cfg.rules, tmp.rules, sizeof cfg.rules);
     }
-    if (muse_synth_dflash_write(&cfg, target, out, &err)) {
+    if (copy) { /* the copy reads the target's layer 0 input (the normed embedding) */
+        bool has0 = false;
+        for (int i = 0; i < cfg.n_target_layers; i++) has0 |= cfg.target_layers[i] == 0;
+        if (!has0) {
+            if (cfg.n_target_layers == 0) cfg.n_target_layers = 1;
+            cfg.target_layers[0] = 0;
+        }
+    }
+    if (muse_synth_dflash_write(&cfg, target, out, &err) || (copy && muse_synth_plant_drafter(target, out, out, &err))) {
         fprintf(stderr, "muse synth: %s\n", err.msg);
         return 1;
     }

@@ -252,6 +252,7 @@ static muse_status eval(struct muse_context *ctx, const int32_t *tokens, const f
             .pos = ctx->pos, .n_tokens = n, .first_logit_row = n, .logits = NULL,
             .trace = ctx->params.trace, .trace_user = ctx->params.trace_user, .trace_n_pos = ctx->params.trace_n_pos,
             .capture = ctx->params.capture, .capture_user = ctx->params.capture_user,
+            .capture_layers = ctx->capture_layers,
         };
         if (logits && first_row < done + n) {
             a.first_logit_row = first_row > done ? first_row - done : 0;

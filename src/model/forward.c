@@ -241,16 +241,20 @@ static struct muse_matmul_job linear(const struct muse_weight *wt, bool has_scal
 static float *rope_cos(const struct fwd *f, int32_t r) { return f->rs->rope_cos + (size_t)r * f->rs->rope_stride; }
 static float *rope_sin(const struct fwd *f, int32_t r) { return f->rs->rope_sin + (size_t)r * f->rs->rope_stride; }
 
-/* The layer trace and capture callbacks see the whole residual: thread 0 calls them between barriers. */
+/* The layer trace and capture callbacks see the whole residual: thread 0 calls them. A barrier first
+ * (the rows of the other threads), except for a single row, which thread 0 owns and wrote itself; no
+ * thread writes x again before a barrier that thread 0 reaches after the call, so a capture needs no
+ * barrier after it (the trace keeps one). Layers the capture does not ask for cost nothing. */
 static void observe(const struct fwd *f, uint32_t il) {
     const struct muse_forward_args *a = f->a;
     if (!a->trace && !a->capture) return;
-    barrier(f);
+    if (!a->trace && a->capture_layers && (il >= f->hp->n_layer || !a->capture_layers[il])) return;
+    if (a->trace || a->n_tokens > 1) barrier(f);
     if (f->ith == 0) {
         trace_rows(a, f->rs->x, f->hp->n_embd, (int32_t)il); /* the residual entering layer il */
         if (a->capture && il < f->hp->n_layer) a->capture(a->capture_user, (int32_t)il, a->pos, a->n_tokens, f->rs->x);
     }
-    barrier(f);
+    if (a->trace) barrier(f);
 }
 
 /* h = rms(x, eps) * w on this thread's rows (the rows it converts for the next matmul). */

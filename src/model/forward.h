@@ -37,6 +37,8 @@ struct muse_forward_args {
     int32_t trace_n_pos;
     muse_layer_capture_fn capture;
     void *capture_user;
+    const uint8_t *capture_layers; /* NULL: capture every layer; else [n_layer], nonzero = capture it (the
+                                      others skip the two barriers a capture costs) */
 };
 
 /*

@@ -27,6 +27,8 @@ struct muse_context {
     struct muse_kv_cache *kv;
     int32_t *pos;                       /* [n_batch] positions of the current micro-batch */
     struct muse_backend_plan plan;      /* what backend_state was created for */
+    const uint8_t *capture_layers;      /* forwarded to muse_forward_args (NULL: every layer); set around
+                                           its own capture by the DFlash drafter (speculative/draft_ctx.c) */
 };
 
 /*

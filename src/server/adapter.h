@@ -25,6 +25,7 @@
 #include "gen/sampler.h"
 #include "gen/session.h"
 #include "muse.h"
+#include "speculative/spec.h"
 
 struct cJSON;
 
@@ -125,6 +126,12 @@ struct muse_srv_adapter_ops {
     /* Counters of the rows cache (any thread): tower runs, images found in the cache, merged tokens
      * encoded, seconds in preprocessing + the tower. */
     void (*media_stats)(void *self, uint64_t *encodes, uint64_t *hits, uint64_t *tokens, double *seconds);
+    /*
+     * Optional (NULL: no speculative decoding): the slot's speculative counters since the last call
+     * (then zeroed): drafts verified, of them accepted, verify steps. For /metrics, read by the
+     * slot's worker after a job.
+     */
+    void (*slot_spec_counts)(void *slot, uint64_t *drafted, uint64_t *accepted, uint64_t *steps);
 };
 
 /* An adapter: an ops table plus its state. */
@@ -151,6 +158,8 @@ struct muse_srv_model_params {
                     n_swa + n_batch rows, so it also bounds how far a slot can rewind in place */
     const char *mmproj;     /* vision projector GGUF, or NULL: no images */
     int image_max_tokens;   /* merged tokens per image at most; 0 = 4096 */
+    const char *draft_path;        /* a DFlash drafter (speculative decoding in every slot), or NULL */
+    struct muse_spec_params spec;  /* its settings (used with draft_path; muse_spec_default_params()) */
     const struct muse_context_params *cparams; /* threads, KV type, backend ... (NULL = defaults);
                                                   n_ctx and n_batch above win over its own */
     const struct muse_model_params *mparams;   /* NULL = muse_model_default_params() */

@@ -5,6 +5,15 @@
  * (gen/session.h) that keeps the slot's KV state: prefix reuse, rollback, and the checkpoint of
  * the sliding-window rings taken where each prompt ends (slot_begin). The session decides what a
  * rewind the rings cannot serve costs, exactly as in `muse chat`; this file only adapts.
+ *
+ * Generation goes through the speculative loop (src/speculative/spec.h), one per slot, over its
+ * session: plain decoding without a drafter; with --draft-model each slot drafts with its own ring
+ * (which follows the session's prefix reuse, rollbacks and checkpoints). The scheduler still sees
+ * one token per slot_sample and one slot_eval per token: a verify step queues its accepted tokens
+ * (already in the cache, so their slot_eval is free) and slot_sample hands them out one by one, so
+ * streaming, stop strings, the output parser, max tokens and cancellation work per token as before.
+ * Tokens a stop cut off stay in the cache beyond the scheduler's mirror; the next request's
+ * slot_keep drops them.
  */
 #include <cJSON.h>
 #include <math.h>
@@ -36,15 +45,20 @@ struct model_adapter {
     int image_max_tokens;
     struct muse_context_params cp; /* of every slot (n_ctx resolved) */
     char *template_text;           /* owned copy of the template source (info.chat_template) */
+    struct muse_drafter *drafter;  /* --draft-model, shared read-only by the slots; or NULL */
+    struct muse_spec_params spec;
 };
 
 struct model_slot {
     struct model_adapter *r;
     struct muse_context *ctx;
     struct muse_session *kv;      /* the context's KV state (tokens, reuse, checkpoints) */
-    float *logits;                /* [n_vocab] of the last evaluated position */
-    bool has_logits;
+    struct muse_spec *gen;        /* the generation loop over kv (speculative with a drafter) */
+    bool has_logits;              /* a prompt eval or a step left something to sample */
+    bool generating;              /* between slot_begin and the next slot_keep: slot_eval(1) commits a sample */
     struct muse_sampler *sampler; /* of the current request (slot_begin) */
+    struct muse_spec_stats counted; /* the stats already reported by slot_spec_counts */
+    bool media_turn;              /* image rows were evaluated for the coming request */
 };
 
 static void model_info(void *self, struct muse_srv_adapter_info *out) { *out = ((struct model_adapter *)self)->info; }
@@ -142,10 +156,10 @@ out:
 static void model_slot_free(void *slot) {
     struct model_slot *s = slot;
     if (!s) return;
+    muse_spec_free(s->gen);
     muse_session_free(s->kv);
     muse_context_free(s->ctx);
     muse_sampler_free(s->sampler);
-    free(s->logits);
     free(s);
 }
 
@@ -155,9 +169,9 @@ static void *model_slot_create(void *self, struct muse_error *err) {
     struct model_slot *s = calloc(1, sizeof *s);
     if (!s) goto nomem;
     s->r = r;
-    if (!(s->logits = malloc((size_t)r->info.n_vocab * sizeof *s->logits))) goto nomem;
     if (muse_context_create(r->model, cp, &s->ctx, err) != MUSE_OK) goto fail;
     if (muse_session_create(s->ctx, muse_session_default_params(), &s->kv, err) != MUSE_OK) goto fail;
+    if (muse_spec_create(s->kv, r->drafter, r->spec, &s->gen, err) != MUSE_OK) goto fail;
     return s;
 nomem:
     muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
@@ -168,15 +182,18 @@ fail:
 
 static struct muse_session_keep model_slot_keep(void *slot, int n_keep) {
     struct model_slot *s = slot;
-    struct muse_session_keep k = muse_session_keep(s->kv, n_keep);
-    if (k.kind != MUSE_SESSION_KEEP_NONE) s->has_logits = false;
+    struct muse_session_keep k = muse_spec_keep(s->gen, n_keep);
+    s->has_logits = false;
+    s->generating = false;
     return k;
 }
 
 static muse_status model_slot_eval(void *slot, const int32_t *toks, int n, struct muse_error *err) {
     struct model_slot *s = slot;
     s->has_logits = false;
-    muse_status st = muse_session_eval(s->kv, toks, n, s->logits, 0, err);
+    /* generating: the token just sampled (an accepted draft costs nothing; the anchor is a step) */
+    muse_status st = s->generating && n == 1 ? muse_spec_advance(s->gen, toks[0], INT64_MAX, err)
+                                             : muse_spec_eval(s->gen, toks, n, err);
     if (st == MUSE_OK) s->has_logits = true;
     return st;
 }
@@ -214,10 +231,23 @@ static void model_media_free(void *self, void *media) {
     free(media);
 }
 
+struct media_range {
+    struct model_slot *s;
+    void *media;
+    int from, n;
+};
+
+static muse_status media_range_eval(void *user, float *logits, struct muse_error *err) {
+    const struct media_range *m = user;
+    return muse_media_eval(m->s->kv, m->s->r->media, m->media, m->from, m->n, logits, 0, err);
+}
+
 static muse_status model_slot_eval_media(void *slot, void *media, int from, int n, struct muse_error *err) {
     struct model_slot *s = slot;
     s->has_logits = false;
-    muse_status st = muse_media_eval(s->kv, s->r->media, media, from, n, s->logits, 0, err);
+    s->media_turn = true; /* no drafting in this request (slot_begin): the ring restarts after the rows */
+    struct media_range m = {s, media, from, n};
+    muse_status st = muse_spec_eval_rows(s->gen, media_range_eval, &m, err);
     if (st == MUSE_OK) s->has_logits = true;
     return st;
 }
@@ -236,9 +266,14 @@ static muse_status model_slot_begin(void *slot, const struct muse_sampler_params
     muse_sampler_free(s->sampler);
     s->sampler = NULL;
     /* the prompt ends here: the next request most likely diverges here (session.h) */
-    muse_status st = muse_session_checkpoint(s->kv, err);
+    muse_status st = muse_spec_checkpoint(s->gen, err);
     if (st != MUSE_OK) return st;
-    return muse_sampler_create(*sp, s->r->info.n_vocab, &s->sampler, err);
+    if ((st = muse_sampler_create(*sp, s->r->info.n_vocab, &s->sampler, err)) != MUSE_OK) return st;
+    muse_spec_begin(s->gen, s->sampler);
+    muse_spec_set_drafting(s->gen, !s->media_turn); /* turns with images are decoded plainly */
+    s->media_turn = false;
+    s->generating = true;
+    return MUSE_OK;
 }
 
 /* probs[0..n) = the n most likely tokens of softmax(logits), descending (ties: lower id), and
@@ -267,16 +302,27 @@ static muse_status model_slot_sample(void *slot, int n_probs, struct muse_srv_pr
                                      struct muse_error *err) {
     struct model_slot *s = slot;
     if (!s->has_logits || !s->sampler) return muse_error_set(err, MUSE_ERR_INTERNAL, "sample before eval and begin");
+    /* the loop samples and accepts (penalties look at what this request generated) */
     const int n_vocab = s->r->info.n_vocab;
-    *tok = muse_sampler_sample(s->sampler, s->logits); /* reads the logits, never changes them */
+    const float *row = NULL;
+    muse_status st = muse_spec_sample(s->gen, tok, &row, err);
+    if (st != MUSE_OK) return st;
     if (n_probs > 0) {
         int n = n_probs < n_vocab ? n_probs : n_vocab; /* the server clamps; the sampled one stays at [n_probs] */
-        top_probs(s->logits, n_vocab, n, *tok, probs);
+        top_probs(row, n_vocab, n, *tok, probs);
         if (n < n_probs) probs[n_probs] = probs[n];
     }
-    muse_sampler_accept(s->sampler, *tok); /* penalties look at what this request generated */
     s->has_logits = false;
     return MUSE_OK;
+}
+
+static void model_slot_spec_counts(void *slot, uint64_t *drafted, uint64_t *accepted, uint64_t *steps) {
+    struct model_slot *s = slot;
+    const struct muse_spec_stats now = muse_spec_stats(s->gen);
+    *drafted = now.n_drafted - s->counted.n_drafted;
+    *accepted = now.n_accepted - s->counted.n_accepted;
+    *steps = now.n_steps_spec - s->counted.n_steps_spec;
+    s->counted = now;
 }
 
 static void model_destroy(void *self) {
@@ -286,6 +332,7 @@ static void model_destroy(void *self) {
     muse_vision_free(r->vision);
     muse_chat_free(r->chat);
     muse_tokenizer_free(r->tok);
+    muse_drafter_free(r->drafter);
     muse_model_free(r->model);
     free(r->template_text);
     pthread_mutex_destroy(&r->chat_mu);
@@ -309,6 +356,7 @@ static const struct muse_srv_adapter_ops model_ops = {
     .media_free = model_media_free,
     .slot_eval_media = model_slot_eval_media,
     .media_stats = model_media_stats,
+    .slot_spec_counts = model_slot_spec_counts,
 };
 
 /* Text of token id (for the template's bos_token/eos_token), "" when absent. */
@@ -329,9 +377,13 @@ muse_status muse_srv_model_adapter_create(const char *model_path, const struct m
     pthread_mutex_init(&r->chat_mu, NULL);
     r->cp = params->cparams ? *params->cparams : muse_context_default_params();
     if (params->n_batch > 0) r->cp.n_batch = (uint32_t)params->n_batch;
+    r->spec = params->draft_path ? params->spec : muse_spec_default_params();
     struct muse_model_params mp = params->mparams ? *params->mparams : muse_model_default_params();
     muse_status st = muse_model_load(model_path, mp, &r->model, err);
     if (st != MUSE_OK) goto fail;
+    if (params->draft_path &&
+        (st = muse_drafter_load(params->draft_path, r->model, muse_drafter_default_params(), &r->drafter, err)) != MUSE_OK)
+        goto fail;
     const struct muse_gguf *g = r->model->gguf;
     if ((st = muse_tokenizer_init_from_gguf(g, &r->tok, err)) != MUSE_OK) goto fail;
     const struct muse_gguf_kv *tmpl = muse_gguf_find_kv(g, "tokenizer.chat_template");

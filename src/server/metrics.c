@@ -47,6 +47,14 @@ void muse_srv_metrics_keep(struct muse_srv_metrics *m, const struct muse_session
     pthread_mutex_unlock(&m->mu);
 }
 
+void muse_srv_metrics_spec(struct muse_srv_metrics *m, uint64_t drafted, uint64_t accepted, uint64_t steps) {
+    pthread_mutex_lock(&m->mu);
+    m->spec_drafted_total += drafted;
+    m->spec_accepted_total += accepted;
+    m->spec_steps_total += steps;
+    pthread_mutex_unlock(&m->mu);
+}
+
 static void metric(struct muse_srv_buf *out, const char *name, const char *type, const char *help, double v) {
     muse_srv_buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name, type, name, v);
 }
@@ -82,6 +90,14 @@ void muse_srv_metrics_render(struct muse_srv_metrics *m, int slots_total, int sl
     metric(out, "muse_decode_seconds_total", "counter", "Time spent decoding.", c.decode_seconds_total);
     metric(out, "muse_prefill_tokens_per_second", "gauge", "Prefill rate of the most recent job.", c.last_prefill_tps);
     metric(out, "muse_decode_tokens_per_second", "gauge", "Decode rate of the most recent job.", c.last_decode_tps);
+    metric(out, "muse_spec_drafted_tokens_total", "counter", "Speculative decoding: drafted tokens verified by the model.",
+           (double)c.spec_drafted_total);
+    metric(out, "muse_spec_accepted_tokens_total", "counter", "Speculative decoding: drafted tokens accepted.",
+           (double)c.spec_accepted_total);
+    metric(out, "muse_spec_acceptance_rate", "gauge", "Speculative decoding: accepted / drafted so far (0 before any draft).",
+           c.spec_drafted_total ? (double)c.spec_accepted_total / (double)c.spec_drafted_total : 0.0);
+    metric(out, "muse_spec_verify_steps_total", "counter", "Speculative decoding: verify steps (a draft checked in one batch).",
+           (double)c.spec_steps_total);
     metric(out, "muse_slots_total", "gauge", "Slots (parallel sequences).", slots_total);
     metric(out, "muse_slots_busy", "gauge", "Slots running a job.", slots_busy);
     metric(out, "muse_queue_depth", "gauge", "Jobs waiting for a slot.", queue_depth);

@@ -20,6 +20,9 @@ struct muse_srv_metrics {
     uint64_t swa_restores_total;     /* sliding-window misses served by a checkpoint (session.h) */
     uint64_t swa_reprefills_total;   /* sliding-window misses that restarted the slot at 0 */
     uint64_t generated_tokens_total;
+    uint64_t spec_drafted_total;     /* speculative decoding: drafts verified */
+    uint64_t spec_accepted_total;    /* of those, accepted */
+    uint64_t spec_steps_total;       /* verify steps */
     double prefill_seconds_total, decode_seconds_total;
     double last_prefill_tps, last_decode_tps; /* rates of the most recent job */
 };
@@ -35,6 +38,8 @@ void muse_srv_metrics_job(struct muse_srv_metrics *m, int n_prompt, int n_cached
 void muse_srv_metrics_cancelled(struct muse_srv_metrics *m);
 /* Count how a slot's prompt cache was rolled back for a job (only sliding-window misses count). */
 void muse_srv_metrics_keep(struct muse_srv_metrics *m, const struct muse_session_keep *keep);
+/* Count speculative decoding's drafts verified, accepted, and verify steps of one job. */
+void muse_srv_metrics_spec(struct muse_srv_metrics *m, uint64_t drafted, uint64_t accepted, uint64_t steps);
 /* Append the Prometheus exposition (with the gauges given) to out. */
 void muse_srv_metrics_render(struct muse_srv_metrics *m, int slots_total, int slots_busy, int queue_depth,
                              struct muse_srv_buf *out);

@@ -421,6 +421,11 @@ static enum muse_srv_finish run_job(struct slot *sl, struct muse_srv_job *job, c
     pthread_mutex_unlock(&job->mu);
 done:
     if (fin == MUSE_SRV_FINISH_ERROR) snprintf(errbuf, cap, "%s", err.msg);
+    if (s->metrics && ad->ops->slot_spec_counts) { /* speculative decoding's counters of this job */
+        uint64_t drafted, accepted, steps;
+        ad->ops->slot_spec_counts(sl->es, &drafted, &accepted, &steps);
+        muse_srv_metrics_spec(s->metrics, drafted, accepted, steps);
+    }
     muse_output_parser_free(g.parser);
     muse_srv_buf_free(&g.utf8);
     muse_srv_buf_free(&g.raw);

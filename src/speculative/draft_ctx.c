@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/assert.h"
 #include "core/error.h"
 #include "speculative/drafter.h"
 
@@ -134,9 +135,11 @@ fail:
 int32_t muse_draft_n_past(const struct muse_draft_ctx *dc) { return dc->n_past; }
 uint32_t muse_draft_n_ring(const struct muse_draft_ctx *dc) { return dc->n_cells; }
 
-void muse_draft_clear(struct muse_draft_ctx *dc) {
-    dc->n_past = 0;
-    dc->lo = 0;
+void muse_draft_clear(struct muse_draft_ctx *dc) { muse_draft_restart(dc, 0); }
+
+void muse_draft_restart(struct muse_draft_ctx *dc, int32_t n_past) {
+    dc->n_past = n_past > 0 ? n_past : 0;
+    dc->lo = dc->floor = dc->n_past;
 }
 
 muse_status muse_draft_ctx_copy(struct muse_draft_ctx *dst, const struct muse_draft_ctx *src, struct muse_error *err) {
@@ -145,12 +148,44 @@ muse_status muse_draft_ctx_copy(struct muse_draft_ctx *dst, const struct muse_dr
     if (dst != src) memcpy(dst->ring_buf, src->ring_buf, src->ring_size);
     dst->n_past = src->n_past;
     dst->lo = src->lo;
+    dst->floor = src->floor;
     return MUSE_OK;
 }
 
-/* The oldest position a draft at P reads (row 0's window). */
+muse_status muse_draft_snapshot_init(const struct muse_draft_ctx *dc, struct muse_draft_snapshot *s, struct muse_error *err) {
+    memset(s, 0, sizeof *s);
+    s->n_past = -1;
+    s->size = dc->ring_size;
+    if (!(s->buf = malloc(s->size)))
+        return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory for a copy of the drafter's ring (%zu MB)", s->size >> 20);
+    return MUSE_OK;
+}
+
+void muse_draft_snapshot_free(struct muse_draft_snapshot *s) {
+    free(s->buf);
+    s->buf = NULL;
+}
+
+void muse_draft_snapshot_save(struct muse_draft_snapshot *s, const struct muse_draft_ctx *dc) {
+    MUSE_ASSERT(s->size == dc->ring_size);
+    memcpy(s->buf, dc->ring_buf, s->size);
+    s->n_past = dc->n_past;
+    s->lo = dc->lo;
+    s->floor = dc->floor;
+}
+
+void muse_draft_snapshot_restore(struct muse_draft_ctx *dc, const struct muse_draft_snapshot *s) {
+    MUSE_ASSERT(s->size == dc->ring_size && s->n_past >= 0);
+    memcpy(dc->ring_buf, s->buf, s->size);
+    dc->n_past = s->n_past;
+    dc->lo = s->lo;
+    dc->floor = s->floor;
+}
+
+/* The oldest position a draft at P reads (row 0's window; nothing below a restarted ring's floor). */
 static int32_t window_start(const struct muse_draft_ctx *dc, int32_t P) {
-    return P - dc->window + 1 > 0 ? P - dc->window + 1 : 0;
+    const int32_t w = P - dc->window + 1;
+    return w > dc->floor ? w : dc->floor;
 }
 
 muse_status muse_draft_truncate(struct muse_draft_ctx *dc, int32_t n_keep, struct muse_error *err) {
@@ -160,6 +195,10 @@ muse_status muse_draft_truncate(struct muse_draft_ctx *dc, int32_t n_keep, struc
         muse_draft_clear(dc);
         return MUSE_OK;
     }
+    if (n_keep < dc->floor)
+        return muse_error_set(err, MUSE_ERR_INVALID_ARG,
+                              "cannot roll the drafter back to %d positions: its ring was restarted at %d (restart or clear it)",
+                              n_keep, dc->floor);
     if (window_start(dc, n_keep) < dc->lo)
         return muse_error_set(err, MUSE_ERR_INVALID_ARG,
                               "cannot roll the drafter back from %d to %d positions: its ring (%u cells) no longer holds "
@@ -217,39 +256,59 @@ static void capture_hook(void *user, int32_t il, const int32_t *pos, int32_t n_t
     }
 }
 
-muse_status muse_draft_eval(struct muse_draft_ctx *dc, const int32_t *tokens, int32_t n_tokens, float *logits, int logits_all,
-                            float *features, struct muse_error *err) {
+static muse_status eval_target(void *user, const int32_t *tokens, int32_t n_tokens, float *logits, int logits_all,
+                               struct muse_error *err) {
+    return muse_eval(user, tokens, n_tokens, logits, logits_all, err);
+}
+
+muse_status muse_draft_eval_via(struct muse_draft_ctx *dc, const int32_t *tokens, int32_t n_tokens, float *logits,
+                                int logits_all, float *features, bool inject, muse_draft_eval_fn eval, void *eval_user,
+                                struct muse_error *err) {
     struct muse_context *t = dc->target;
     if (!tokens || n_tokens < 1) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "nothing to evaluate (%d tokens)", n_tokens);
-    if (dc->n_past != muse_context_n_past(t))
+    if (!inject && !features) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "capture without injection needs a feature buffer");
+    if (inject && dc->n_past != muse_context_n_past(t))
         return muse_error_set(err, MUSE_ERR_INVALID_ARG,
                               "the drafter's ring (%d positions) is out of step with the target context (%d): truncate or "
                               "clear them together",
                               dc->n_past, muse_context_n_past(t));
-    if ((int64_t)dc->n_past + n_tokens > (int64_t)t->params.n_ctx)
+    if ((int64_t)muse_context_n_past(t) + n_tokens > (int64_t)t->params.n_ctx)
         return muse_error_set(err, MUSE_ERR_CONTEXT,
                               "%d tokens after %d already in the context exceed the context size %u (use a larger --ctx-size)",
-                              n_tokens, dc->n_past, t->params.n_ctx);
+                              n_tokens, muse_context_n_past(t), t->params.n_ctx);
+    if (!eval) {
+        eval = eval_target;
+        eval_user = t;
+    }
     const int64_t F = muse_dflash_n_features(&dc->d->hp), n_vocab = dc->d->n_vocab;
     const int32_t chunk = dc->n_batch < (int32_t)t->params.n_batch ? dc->n_batch : (int32_t)t->params.n_batch;
     const muse_layer_capture_fn saved = t->params.capture;
     void *const saved_user = t->params.capture_user;
+    const uint8_t *const saved_layers = t->capture_layers;
     muse_status st = MUSE_OK;
     for (int32_t done = 0; done < n_tokens;) {
         const int32_t n = n_tokens - done < chunk ? n_tokens - done : chunk;
         const bool last = done + n == n_tokens;
-        struct capture c = {dc->d, features ? features + (size_t)done * F : dc->feat, dc->n_past, n, saved, saved_user};
+        struct capture c = {dc->d, features ? features + (size_t)done * F : dc->feat, muse_context_n_past(t), n, saved,
+                            saved_user};
         t->params.capture = capture_hook;
         t->params.capture_user = &c;
+        t->capture_layers = saved ? NULL : dc->d->capture_layers; /* a hook of the caller's sees every layer */
         float *lg = !logits ? NULL : logits_all ? logits + (size_t)done * n_vocab : last ? logits : NULL;
-        st = muse_eval(t, tokens + done, n, lg, logits_all, err);
+        st = eval(eval_user, tokens + done, n, lg, logits_all, err);
         t->params.capture = saved;
         t->params.capture_user = saved_user;
+        t->capture_layers = saved_layers;
         if (st) return st;
-        inject_rows(dc, c.dst, n);
+        if (inject) inject_rows(dc, c.dst, n);
         done += n;
     }
     return MUSE_OK;
+}
+
+muse_status muse_draft_eval(struct muse_draft_ctx *dc, const int32_t *tokens, int32_t n_tokens, float *logits, int logits_all,
+                            float *features, struct muse_error *err) {
+    return muse_draft_eval_via(dc, tokens, n_tokens, logits, logits_all, features, true, NULL, NULL, err);
 }
 
 // ---- drafting ----------------------------------------------------------------------------------------
@@ -260,30 +319,43 @@ int32_t muse_draft_rows(const struct muse_drafter *d, int32_t n_max) {
     return (n_max < most ? n_max : most) + 1;
 }
 
-muse_status muse_draft_block(struct muse_draft_ctx *dc, int32_t anchor, int32_t n_rows, struct muse_draft_block *out,
-                             struct muse_error *err) {
+/* Checks and the layers of a block; the head for rows head_lo..head_hi-1. */
+static muse_status run_block(struct muse_draft_ctx *dc, int32_t anchor, int32_t *n_rows, int32_t head_lo, int32_t head_hi,
+                             struct muse_draft_block *out, struct muse_error *err) {
     const struct muse_drafter *d = dc->d;
     const int32_t B = (int32_t)d->hp.block_size;
     if (anchor < 0 || anchor >= d->n_vocab)
         return muse_error_set(err, MUSE_ERR_INVALID_ARG, "anchor token %d is out of range (vocabulary %lld)", anchor,
                               (long long)d->n_vocab);
-    if (n_rows == 0) n_rows = B;
-    if (n_rows < 2 || n_rows > B)
+    if (*n_rows == 0) *n_rows = B;
+    if (*n_rows < 2 || *n_rows > B)
         return muse_error_set(err, MUSE_ERR_INVALID_ARG, "a block has 2..%d rows (the anchor and 1..%d drafts), not %d", B, B - 1,
-                              n_rows);
+                              *n_rows);
     const int32_t P = dc->n_past;
     if (window_start(dc, P) < dc->lo) /* the ring invariant of drafter.h */
         return muse_error_set(err, MUSE_ERR_INTERNAL, "the drafter's ring lost positions %d..%d", window_start(dc, P), dc->lo - 1);
     dc->ids[0] = anchor;
-    for (int32_t r = 1; r < n_rows; r++) dc->ids[r] = d->hp.mask_token_id;
-    muse_draft_forward_block(dc, n_rows, P);
+    for (int32_t r = 1; r < *n_rows; r++) dc->ids[r] = d->hp.mask_token_id;
+    if (head_hi > *n_rows) head_hi = *n_rows;
+    muse_draft_forward_block(dc, *n_rows, P, head_lo, head_hi);
     /* the block's keys took the cells of positions P + r - n_cells */
-    if (P + n_rows - (int32_t)dc->n_cells > dc->lo) dc->lo = P + n_rows - (int32_t)dc->n_cells;
+    if (P + *n_rows - (int32_t)dc->n_cells > dc->lo) dc->lo = P + *n_rows - (int32_t)dc->n_cells;
     *out = (struct muse_draft_block){
-        .anchor_pos = P, .n_rows = n_rows, .n_drafts = n_rows - 1, .row0_argmax = dc->argmax[0],
+        .anchor_pos = P, .n_rows = *n_rows, .n_drafts = *n_rows - 1, .row0_argmax = head_lo == 0 ? dc->argmax[0] : -1,
         .tokens = dc->argmax + 1, .conf = dc->conf + 1, .conf_top10 = dc->conf_top10 + 1, .logits = dc->logits,
     };
     return MUSE_OK;
+}
+
+muse_status muse_draft_block(struct muse_draft_ctx *dc, int32_t anchor, int32_t n_rows, struct muse_draft_block *out,
+                             struct muse_error *err) {
+    return run_block(dc, anchor, &n_rows, 0, n_rows ? n_rows : (int32_t)dc->d->hp.block_size, out, err);
+}
+
+muse_status muse_draft_block_lazy(struct muse_draft_ctx *dc, int32_t anchor, int32_t n_rows, int32_t head_rows,
+                                  struct muse_draft_block *out, struct muse_error *err) {
+    if (head_rows < 0) head_rows = 0;
+    return run_block(dc, anchor, &n_rows, 1, 1 + head_rows, out, err);
 }
 
 int32_t muse_draft_gate_p_min(const struct muse_draft_block *b, float p_min) {

@@ -99,6 +99,7 @@ struct dfw {
     int32_t n;             /* rows */
     int32_t pos0;          /* position of row 0 */
     int ith, nth;
+    int32_t head_lo, head_hi; /* block: the rows whose LM head (and confidences) are computed */
 };
 
 #define FOR_OWN_ROWS(f, r, n) for (int32_t r = (f)->ith; r < (n); r += (f)->nth)
@@ -173,7 +174,7 @@ static void inject_region(int ith, int nth, void *ctx) {
 void muse_draft_forward_inject(struct muse_draft_ctx *dc, const float *features, int32_t n, int32_t pos0) {
     MUSE_ASSERT(n >= 1 && n <= dc->n_batch);
     struct muse_context *t = dc->target;
-    const struct dfw f = {dc, dc->d, t->ops, t->backend_state, features, n, pos0, 0, 1};
+    const struct dfw f = {dc, dc->d, t->ops, t->backend_state, features, n, pos0, 0, 1, 0, 0};
     t->ops->parallel(t->backend_state, inject_region, (void *)&f);
 }
 
@@ -217,10 +218,13 @@ static void block_attention(const struct dfw *f, uint32_t il) {
      * ring, so they need no barrier between them.                              [n][n_q] */
     const int32_t last = P + n - 1;
     for (int32_t r = 0; r < n; r++) {
+        /* a restarted ring (drafter.h: floor) holds nothing below floor: the window stops there */
+        int32_t w = dc->window + n - 1 - r;
+        if (w > last - dc->floor + 1) w = last - dc->floor + 1;
         const struct muse_attn_args aa = {
             .q = dc->q + (size_t)r * n_q, .out = dc->att + (size_t)r * n_q, .kv = &dc->ring[il], .pos = &last,
             .n_tokens = 1, .n_head = n_head, .n_head_kv = n_head_kv, .head_dim = hd,
-            .n_swa = dc->window + n - 1 - r, .scale = 1.0f / sqrtf((float)hd), .gate = NULL,
+            .n_swa = w, .scale = 1.0f / sqrtf((float)hd), .gate = NULL,
         };
         f->ops->attention(f->bs, &aa, f->ith, f->nth);
     }
@@ -267,6 +271,8 @@ static void block_ffn(const struct dfw *f, uint32_t il) {
         for (int64_t i = 0; i < H; i++) dc->x[(size_t)r * H + i] = dc->o[(size_t)r * H + i] + dc->x[(size_t)r * H + i];
 }
 
+static void head_rows(const struct dfw *f);
+
 static void block_region(int ith, int nth, void *ctx) {
     struct dfw f = *(const struct dfw *)ctx;
     f.ith = ith;
@@ -274,7 +280,7 @@ static void block_region(int ith, int nth, void *ctx) {
     struct muse_draft_ctx *dc = f.dc;
     const struct muse_drafter *d = f.d;
     const struct muse_dflash_hparams *hp = &d->hp;
-    const int64_t H = hp->n_embd, n_vocab = d->n_vocab;
+    const int64_t H = hp->n_embd;
     const struct muse_weight *te = &d->token_embd;
 
     /* x = token_embd[ids]: raw rows of the target's table (no scale, no norm); rope angles */
@@ -287,21 +293,35 @@ static void block_region(int ith, int nth, void *ctx) {
         block_attention(&f, il);
         block_ffn(&f, il);
     }
-    /* logits = output . (rms(x) * output_norm), times the target's output.scale: raw   [n][n_vocab] */
+    /* h = rms(x) * output_norm, then the head for the rows asked for */
     FOR_OWN_ROWS(&f, r, f.n) rms_norm(dc->x + (size_t)r * H, dc->h + (size_t)r * H, H, hp->eps, d->w.output_norm.data);
-    struct muse_matmul_job out = linear(&d->output, dc->logits);
+    if (f.head_hi > f.head_lo) {
+        barrier(&f);
+        head_rows(&f);
+    }
+}
+
+/* logits = output . h, times the target's output.scale (raw: no logit scale, no softcap), and the
+ * confidences, for rows head_lo..head_hi-1 of dc->h                                 [n][n_vocab] */
+static void head_rows(const struct dfw *f) {
+    struct muse_draft_ctx *dc = f->dc;
+    const struct muse_drafter *d = f->d;
+    const int64_t H = d->hp.n_embd, n_vocab = d->n_vocab;
+    const int32_t lo = f->head_lo, n = f->head_hi - f->head_lo;
+    struct muse_matmul_job out = linear(&d->output, dc->logits + (size_t)lo * n_vocab);
     out.has_scale = d->has_output_scale;
     out.scale = d->output_scale;
-    matmuls(&f, &out, 1, dc->h, f.n);
-    barrier(&f);
-    FOR_OWN_ROWS(&f, r, f.n)
+    matmuls(f, &out, 1, dc->h + (size_t)lo * H, n);
+    barrier(f);
+    for (int32_t r = lo + f->ith; r < f->head_hi; r += f->nth)
         muse_draft_row_confidence(dc->logits + (size_t)r * n_vocab, n_vocab, &dc->argmax[r], &dc->conf[r], &dc->conf_top10[r]);
 }
 
-void muse_draft_forward_block(struct muse_draft_ctx *dc, int32_t n_rows, int32_t P) {
+void muse_draft_forward_block(struct muse_draft_ctx *dc, int32_t n_rows, int32_t P, int32_t head_lo, int32_t head_hi) {
     MUSE_ASSERT(n_rows >= 1 && (uint32_t)n_rows <= dc->d->hp.block_size);
+    MUSE_ASSERT(head_lo >= 0 && head_lo <= head_hi && head_hi <= n_rows);
     struct muse_context *t = dc->target;
-    const struct dfw f = {dc, dc->d, t->ops, t->backend_state, NULL, n_rows, P, 0, 1};
+    struct dfw f = {dc, dc->d, t->ops, t->backend_state, NULL, n_rows, P, 0, 1, head_lo, head_hi};
     t->ops->parallel(t->backend_state, block_region, (void *)&f);
 }
 

@@ -14,6 +14,11 @@
  * a draft at P needs positions max(0, P - window + 1)..P-1, so a rollback to n_keep is possible
  * while max(0, n_keep - window + 1) >= lo.
  *
+ * A restarted ring (muse_draft_restart, when the caller cannot roll the ring back to where the
+ * target now is, e.g. after the target restored a checkpoint the drafter has no copy of) holds no
+ * positions below `floor`: drafts attend to positions floor.. only (fewer context keys, lower
+ * acceptance until the window refills; never a wrong key). floor is 0 for a ring filled from 0.
+ *
  * The block's attention (spec 3.4): query row r (position P + r) sees ring positions
  * P + r - window + 1 .. P - 1 and all n_rows block positions P..P+n_rows-1 (non-causal). The
  * backend attention op sees positions lo..pos of a query; calling it per row with pos = the last
@@ -45,6 +50,7 @@ struct muse_drafter {
     bool has_fc_scale;               /* fc.scale */
     float fc_scale;
     int64_t n_vocab;                 /* the target's vocabulary */
+    uint8_t *capture_layers;         /* [target n_layer]: 1 for the target layers the features read */
 };
 
 /*
@@ -64,6 +70,7 @@ struct muse_draft_ctx {
     int32_t n_batch;                 /* most feature rows per inject region */
     int32_t n_past;                  /* positions 0..n_past-1 injected */
     int32_t lo;                      /* oldest position whose ring cell is intact */
+    int32_t floor;                   /* no position below it was injected since the last restart (0: none) */
     struct muse_kv_layer *ring;      /* [n_layer] */
     void *ring_buf;
     size_t ring_size;                /* bytes of ring_buf */
@@ -90,9 +97,56 @@ struct muse_draft_ctx {
  * every layer's key/value into the ring. Runs one region on the target's backend. */
 void muse_draft_forward_inject(struct muse_draft_ctx *dc, const float *features, int32_t n, int32_t pos0);
 
-/* Pass C: the block dc->ids[0..n_rows) at positions P..P+n_rows-1 -> dc->logits, and per row
- * dc->argmax / conf / conf_top10. Runs one region on the target's backend. */
-void muse_draft_forward_block(struct muse_draft_ctx *dc, int32_t n_rows, int32_t P);
+/* Pass C: the block dc->ids[0..n_rows) at positions P..P+n_rows-1; the LM head (dc->logits, and per
+ * row dc->argmax / conf / conf_top10) runs for rows head_lo..head_hi-1 only. Runs one region on the
+ * target's backend. */
+void muse_draft_forward_block(struct muse_draft_ctx *dc, int32_t n_rows, int32_t P, int32_t head_lo, int32_t head_hi);
+
+/*
+ * ---- for the speculative loop (spec.c) --------------------------------------------------------
+ */
+
+/* Forget every position and continue at position n_past: the ring holds nothing below it (floor =
+ * lo = n_past), so drafts attend only to what is injected from there on. Cannot fail. */
+void muse_draft_restart(struct muse_draft_ctx *dc, int32_t n_past);
+
+/* A copy of a ring (its cells and positions): what a KV checkpoint of the target is to its rings. */
+struct muse_draft_snapshot {
+    void *buf;                   /* ring_size bytes, owned */
+    size_t size;
+    int32_t n_past, lo, floor;
+};
+/* Allocate a snapshot for dc's ring layout (n_past -1: empty). Errors: MUSE_ERR_NOMEM. */
+muse_status muse_draft_snapshot_init(const struct muse_draft_ctx *dc, struct muse_draft_snapshot *s, struct muse_error *err);
+void muse_draft_snapshot_free(struct muse_draft_snapshot *s);
+/* Copy dc's ring into s / s back into dc (the same layout: made by muse_draft_snapshot_init(dc)). */
+void muse_draft_snapshot_save(struct muse_draft_snapshot *s, const struct muse_draft_ctx *dc);
+void muse_draft_snapshot_restore(struct muse_draft_ctx *dc, const struct muse_draft_snapshot *s);
+
+/* How tokens get evaluated on the target (e.g. through a session, which mirrors them): muse_eval's
+ * contract. NULL in muse_draft_eval_via = muse_eval on the draft context's target. */
+typedef muse_status (*muse_draft_eval_fn)(void *user, const int32_t *tokens, int32_t n_tokens, float *logits,
+                                          int logits_all, struct muse_error *err);
+
+/*
+ * muse_draft_eval with two choices: eval (NULL: muse_eval) evaluates each chunk on the target, and
+ * inject = false captures the features into `features` ([n_tokens][n_features], required then)
+ * without injecting them (the ring and n_past unchanged; the caller injects later with
+ * muse_draft_inject, so the ring may lag the target). With inject the ring must be in step.
+ */
+muse_status muse_draft_eval_via(struct muse_draft_ctx *dc, const int32_t *tokens, int32_t n_tokens, float *logits,
+                                int logits_all, float *features, bool inject, muse_draft_eval_fn eval, void *eval_user,
+                                struct muse_error *err);
+
+/*
+ * Pass C with a partial LM head: the block's layers for n_rows rows, and the head for rows
+ * 1..head_rows only (head_rows <= n_rows - 1; row 0, the anchor's, is never needed by the loop;
+ * row0_argmax is -1). The result's tokens / conf / conf_top10 are valid for the first head_rows
+ * drafts (n_drafts says n_rows - 1; the caller reads only what it asked for). Errors as
+ * muse_draft_block.
+ */
+muse_status muse_draft_block_lazy(struct muse_draft_ctx *dc, int32_t anchor, int32_t n_rows, int32_t head_rows,
+                                  struct muse_draft_block *out, struct muse_error *err);
 
 /* The confidences of one row of raw logits: the argmax (ties to the lower id, NaN never wins),
  * its full softmax probability and its probability after a softmax over the 10 highest logits. */

@@ -69,6 +69,12 @@ check "run --image: projector found beside the model and named" grep -q "using t
 check "run --image: 4 ids generated" grep -Eq '^[0-9]+,[0-9]+,[0-9]+,[0-9]+$' "$tmp/out"
 "$MUSE" run -m "$tmp/m1/text.gguf" --mmproj "$MM" --image "$IMG" -p "<__media__>describe" -n 4 --ids >"$tmp/out2" 2>"$tmp/err"
 check "run: an explicit leading marker == the implicit one" cmp -s "$tmp/out" "$tmp/out2"
+# a drafter beside images: the image rows go through the loop (the ring restarts after them), the
+# turn decodes plainly, the output is the plain one
+"$MUSE" synth --dflash --target "$TM" --layers 1 --block-size 4 --mask-id 3 -q -o "$tmp/drafter.gguf" 2>"$tmp/err" || { echo "FAIL synth --dflash: $(cat "$tmp/err")"; fails=$((fails + 1)); }
+"$MUSE" run -m "$tmp/m1/text.gguf" --mmproj "$MM" --image "$IMG" -p "<__media__>describe" -n 12 --ids >"$tmp/plain" 2>/dev/null
+"$MUSE" run -m "$tmp/m1/text.gguf" --mmproj "$MM" --image "$IMG" -p "<__media__>describe" -n 12 --ids --draft-model "$tmp/drafter.gguf" >"$tmp/spec" 2>"$tmp/err"
+check "run --image --draft-model: the plain output" cmp -s "$tmp/plain" "$tmp/spec"
 check "run: two images (6 + 144 rows)" bash -c "'$MUSE' run -m '$TM' --mmproj '$MM' --image '$IMG' --image '$G/images/img_336x336_gradient.png' -p 'a <__media__> b <__media__> c' -n 2 2>&1 | grep -q 'images: 2, 150 rows'"
 one_line_error "no projector beside the model" "$MUSE" run -m "$tmp/m0/text.gguf" --image "$IMG" -p x -n 1
 one_line_error "two projectors beside the model" "$MUSE" run -m "$tmp/m2/text.gguf" --image "$IMG" -p x -n 1

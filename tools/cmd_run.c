@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "core/timer.h"
+#include "gen/constrain.h"
 #include "gen/sampler.h"
 #include "model_opts.h"
 #include "muse.h"
@@ -126,6 +127,9 @@ int cmd_run(int argc, char **argv) {
     struct muse_context *ctx = NULL;
     struct muse_sampler *smp = NULL;
     struct run_text *rt = NULL;
+    struct muse_grammar *grammar = NULL;
+    struct muse_grammar_vocab *gvocab = NULL;
+    struct muse_constraint *cons = NULL;
     float *logits = NULL;
     int rc = 1;
     struct muse_error err;
@@ -141,6 +145,18 @@ int cmd_run(int argc, char **argv) {
     if (!ro.tokens && run_text_encode_prompt(rt, ro.prompt_text, ro.input_file, &ro.tokens, &ro.n_tokens, &err)) {
         cli_err("%s", err.msg);
         goto done;
+    }
+    if (ro.so.grammar || ro.so.grammar_file || ro.so.json_schema || ro.so.json_schema_file) {
+        if (!rt) {
+            cli_err("a grammar needs the model's tokenizer (%s)", err.msg);
+            goto done;
+        }
+        const struct muse_tokenizer *tok = run_text_tokenizer(rt);
+        if (!sampling_opts_grammar(&ro.so, tok, &grammar, &err) || muse_grammar_vocab_from_tokenizer(tok, &gvocab, &err) ||
+            muse_constraint_create(grammar, gvocab, tok, NULL, NULL, &cons, &err)) {
+            cli_err("%s", err.msg);
+            goto done;
+        }
     }
     if (!model_opts_open(&mo, "run", &model, &ctx)) goto done;
     const int32_t n_vocab = muse_model_n_vocab(model);
@@ -169,7 +185,12 @@ int cmd_run(int argc, char **argv) {
     int64_t n_gen = 0;
     const char *stop = "max-tokens";
     while (n_gen < ro.max_tokens) {
-        int32_t tok = muse_sampler_sample(smp, logits);
+        int32_t tok = cons ? 0 : muse_sampler_sample(smp, logits);
+        if (cons && (muse_constraint_sample(cons, smp, logits, &tok, &err) || muse_constraint_accept(cons, tok, &err))) {
+            fprintf(stderr, "\n");
+            cli_err("%s", err.msg);
+            goto done;
+        }
         muse_sampler_accept(smp, tok);
         n_gen++;
         if (muse_model_token_is_stop(model, tok)) {
@@ -204,6 +225,9 @@ int cmd_run(int argc, char **argv) {
 done:
     free(logits);
     muse_sampler_free(smp);
+    muse_constraint_free(cons);
+    muse_grammar_free(grammar);
+    muse_grammar_vocab_free(gvocab);
     run_text_close(rt);
     muse_context_free(ctx);
     muse_model_free(model);

@@ -87,3 +87,5 @@ void run_text_flush(struct run_text *rt, FILE *f) {
     size_t n = 0;
     if (muse_detok_flush(rt->detok, &s, &n) == MUSE_OK && n) fwrite(s, 1, n, f);
 }
+
+const struct muse_tokenizer *run_text_tokenizer(const struct run_text *rt) { return rt->tok; }

@@ -14,6 +14,8 @@ struct run_text;
 /* Load the tokenizer of the GGUF at `path`. Error: a message saying why text is unavailable. */
 muse_status run_text_open(const char *path, struct run_text **out, struct muse_error *err);
 void run_text_close(struct run_text *rt);
+/* The tokenizer (owned by rt). */
+const struct muse_tokenizer *run_text_tokenizer(const struct run_text *rt);
 
 /* Tokenize `text` (or the contents of `file` when text is NULL; "-" = standard input), adding BOS
  * as the model file asks. */

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "gen/constrain.h"
 #include "gen/sampler.h"
 #include "gen/session.h"
 #include "gguf/gguf.h"
@@ -30,6 +31,8 @@ struct model_adapter {
     char bos_text[64], eos_text[64];
     struct muse_srv_adapter_info info;
     int n_batch; /* context n_batch; 0 = libmuse's default */
+    struct muse_grammar_vocab *gvocab; /* the token trie, built by the first grammar request */
+    pthread_mutex_t gvocab_mu;
 };
 
 struct model_slot {
@@ -39,6 +42,7 @@ struct model_slot {
     float *logits;                /* [n_vocab] of the last evaluated position */
     bool has_logits;
     struct muse_sampler *sampler; /* of the current request (slot_begin) */
+    struct muse_constraint *cons; /* its grammar, if any (slot_constrain) */
 };
 
 static void model_info(void *self, struct muse_srv_adapter_info *out) { *out = ((struct model_adapter *)self)->info; }
@@ -139,6 +143,7 @@ static void model_slot_free(void *slot) {
     muse_session_free(s->kv);
     muse_context_free(s->ctx);
     muse_sampler_free(s->sampler);
+    muse_constraint_free(s->cons);
     free(s->logits);
     free(s);
 }
@@ -181,6 +186,8 @@ static muse_status model_slot_begin(void *slot, const struct muse_sampler_params
     struct model_slot *s = slot;
     muse_sampler_free(s->sampler);
     s->sampler = NULL;
+    muse_constraint_free(s->cons);
+    s->cons = NULL;
     /* the prompt ends here: the next request most likely diverges here (session.h) */
     muse_status st = muse_session_checkpoint(s->kv, err);
     if (st != MUSE_OK) return st;
@@ -211,10 +218,37 @@ static muse_status model_slot_sample(void *slot, int n_probs, struct muse_srv_pr
     struct model_slot *s = slot;
     if (!s->has_logits || !s->sampler) return muse_error_set(err, MUSE_ERR_INTERNAL, "sample before eval and begin");
     if (n_probs > 0) top_probs(s->logits, s->r->info.n_vocab, n_probs < s->r->info.n_vocab ? n_probs : s->r->info.n_vocab, probs);
-    *tok = muse_sampler_sample(s->sampler, s->logits);
+    if (s->cons) {
+        muse_status st = muse_constraint_sample(s->cons, s->sampler, s->logits, tok, err);
+        if (st == MUSE_OK) st = muse_constraint_accept(s->cons, *tok, err);
+        if (st != MUSE_OK) return st;
+    } else {
+        *tok = muse_sampler_sample(s->sampler, s->logits);
+    }
     muse_sampler_accept(s->sampler, *tok); /* penalties look at what this request generated */
     s->has_logits = false;
     return MUSE_OK;
+}
+
+static muse_status model_grammar_compile(void *self, enum muse_grammar_syntax syntax, const char *text, size_t len,
+                                         struct muse_grammar **out, struct muse_error *err) {
+    struct model_adapter *r = self;
+    return muse_grammar_compile(syntax, text, len, r->tok, out, err);
+}
+
+static muse_status model_slot_constrain(void *slot, const struct muse_grammar *g, const char *const *triggers,
+                                        const char *seed, struct muse_error *err) {
+    struct model_slot *s = slot;
+    struct model_adapter *r = s->r;
+    muse_constraint_free(s->cons);
+    s->cons = NULL;
+    if (!g) return MUSE_OK;
+    muse_status st = MUSE_OK;
+    pthread_mutex_lock(&r->gvocab_mu); /* the trie is built once (~0.1 s on 202K tokens), then read-only */
+    if (!r->gvocab) st = muse_grammar_vocab_from_tokenizer(r->tok, &r->gvocab, err);
+    pthread_mutex_unlock(&r->gvocab_mu);
+    if (st != MUSE_OK) return st;
+    return muse_constraint_create(g, r->gvocab, r->tok, triggers, seed, &s->cons, err);
 }
 
 static void model_destroy(void *self) {
@@ -223,6 +257,8 @@ static void model_destroy(void *self) {
     muse_chat_free(r->chat);
     muse_tokenizer_free(r->tok);
     muse_model_free(r->model);
+    muse_grammar_vocab_free(r->gvocab);
+    pthread_mutex_destroy(&r->gvocab_mu);
     pthread_mutex_destroy(&r->chat_mu);
     free(r);
 }
@@ -240,6 +276,8 @@ static const struct muse_srv_adapter_ops model_ops = {
     .slot_eval = model_slot_eval,
     .slot_begin = model_slot_begin,
     .slot_sample = model_slot_sample,
+    .grammar_compile = model_grammar_compile,
+    .slot_constrain = model_slot_constrain,
 };
 
 /* Text of token id (for the template's bos_token/eos_token), "" when absent. */
@@ -257,6 +295,7 @@ muse_status muse_srv_model_adapter_create(const char *model_path, const struct m
     struct model_adapter *r = calloc(1, sizeof *r);
     if (!r) return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
     pthread_mutex_init(&r->chat_mu, NULL);
+    pthread_mutex_init(&r->gvocab_mu, NULL);
     r->n_batch = params ? params->n_batch : 0;
     muse_status st = muse_model_load(model_path, muse_model_default_params(), &r->model, err);
     if (st != MUSE_OK) goto fail;

@@ -237,6 +237,7 @@ enum MHD_Result muse_srv_api_chat(struct srv_req *r) {
     }
     if (!muse_srv_tokenize_prompt(r, prompt, false, job)) goto out;
     job->parse_channels = true;
+    job->grammar_lazy = true; /* the answer is constrained, reasoning is free */
     job->no_tool_calls = no_tools;
     if (use_tools) job->tools = cJSON_Duplicate(use_tools, true);
     free(prompt);

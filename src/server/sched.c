@@ -71,6 +71,7 @@ void muse_srv_job_release(struct muse_srv_job *job) {
     for (int i = 0; i < job->n_stops; i++) free(job->stops[i]);
     free(job->stops);
     cJSON_Delete(job->tools);
+    muse_grammar_free(job->grammar);
     muse_srv_buf_free(&job->content);
     muse_srv_buf_free(&job->reasoning);
     for (int i = 0; i < job->n_calls; i++) {
@@ -92,6 +93,31 @@ void muse_srv_job_cancel(struct muse_srv_job *job) { atomic_store(&job->cancel, 
  * every reader. The timestamps a job never reached (it was cancelled in the queue, or failed
  * before its prefill ended) are set to the end, so durations are never negative.
  */
+/*
+ * Arm the job's grammar on the slot. Chat (grammar_lazy): armed at the Muse-Glimmer answer header
+ * (`to=user<|message|>`, or a headerless `<|start|>assistant<|message|>`), so reasoning stays free;
+ * the seed is the end of the prompt (the generation prompt may already hold the header).
+ */
+static muse_status constrain(const struct muse_srv_adapter *ad, void *slot, const struct muse_srv_job *job,
+                             struct muse_error *err) {
+    static const char *const triggers[] = {"to=user<|message|>", "<|start|>assistant<|message|>", NULL};
+    if (!ad->ops->slot_constrain)
+        return muse_error_set(err, MUSE_ERR_UNSUPPORTED, "this server cannot constrain its output (no model)");
+    char seed[256];
+    size_t n = 0;
+    int first = job->n_prompt > 8 ? job->n_prompt - 8 : 0;
+    for (int i = first; i < job->n_prompt; i++) {
+        char piece[64];
+        int np = ad->ops->token_piece(ad->self, job->prompt[i], piece, sizeof piece);
+        if (np < 0 || np > (int)sizeof piece) np = 0;
+        if (n + (size_t)np >= sizeof seed) break;
+        memcpy(seed + n, piece, (size_t)np);
+        n += (size_t)np;
+    }
+    seed[n] = 0;
+    return ad->ops->slot_constrain(slot, job->grammar, job->grammar_lazy ? triggers : NULL, seed, err);
+}
+
 static void job_finish(struct muse_srv_job *job, enum muse_srv_finish f, const char *err) {
     pthread_mutex_lock(&job->mu);
     if (!job->done) {
@@ -357,6 +383,10 @@ static void run_job(struct slot *sl, struct muse_srv_job *job) {
         job_finish(job, MUSE_SRV_FINISH_ERROR, err.msg);
         goto done;
     }
+    if (job->grammar && constrain(ad, sl->es, job, &err) != MUSE_OK) {
+        job_finish(job, MUSE_SRV_FINISH_ERROR, err.msg);
+        goto done;
+    }
     for (;;) {
         if (atomic_load(&job->cancel)) { fin = MUSE_SRV_FINISH_CANCELLED; break; }
         if (job->n_predict >= 0 && job->n_out >= job->n_predict) { fin = MUSE_SRV_FINISH_LENGTH; break; }
@@ -394,6 +424,7 @@ static void run_job(struct slot *sl, struct muse_srv_job *job) {
     pthread_mutex_unlock(&job->mu);
     job_finish(job, fin, fin == MUSE_SRV_FINISH_ERROR ? err.msg : NULL);
 done:
+    if (job->grammar && ad->ops->slot_constrain) ad->ops->slot_constrain(sl->es, NULL, NULL, NULL, &err);
     if (s->metrics) {
         pthread_mutex_lock(&job->mu);
         double pre = (double)(job->t_prefill_end_us - job->t_start_us) / 1e6;

@@ -263,6 +263,10 @@ char *muse_srv_utf8_clean(const char *s, size_t n) {
         size_t k = c < 0x80 ? 1 : (c >= 0xc2 && c <= 0xdf) ? 2 : (c >= 0xe0 && c <= 0xef) ? 3 : (c >= 0xf0 && c <= 0xf4) ? 4 : 0;
         bool ok = k > 0 && i + k <= n;
         for (size_t j = 1; ok && j < k; j++) ok = (p[i + j] & 0xc0) == 0x80;
+        /* no overlong forms, surrogates or code points above U+10FFFF */
+        if (ok && k > 2)
+            ok = c == 0xe0 ? p[i + 1] >= 0xa0 : c == 0xed ? p[i + 1] <= 0x9f : c == 0xf0 ? p[i + 1] >= 0x90
+                 : c == 0xf4 ? p[i + 1] <= 0x8f : true;
         if (ok) {
             memcpy(out + o, s + i, k);
             o += k;

@@ -190,6 +190,15 @@ static int utf8_len(unsigned char c) {
     return 0;
 }
 
+/* The second byte of a 3- or 4-byte sequence led by c (Unicode's well-formed ranges). */
+static bool second_ok(unsigned char c, unsigned char b) {
+    if (c == 0xe0) return b >= 0xa0;
+    if (c == 0xed) return b <= 0x9f;
+    if (c == 0xf0) return b >= 0x90;
+    if (c == 0xf4) return b <= 0x8f;
+    return true;
+}
+
 /* Move complete UTF-8 from g->utf8 to g->raw (invalid bytes become U+FFFD); flush = take all. */
 static void utf8_drain(struct gen *g, bool flush) {
     const unsigned char *p = (const unsigned char *)g->utf8.p;
@@ -204,6 +213,8 @@ static void utf8_drain(struct gen *g, bool flush) {
             ok = false;
         }
         for (int j = 1; ok && j < k; j++) ok = (p[i + (size_t)j] & 0xc0) == 0x80;
+        /* no overlong forms, surrogates or code points above U+10FFFF (clients' decoders refuse them) */
+        if (ok && k > 2) ok = second_ok(p[i], p[i + 1]);
         if (ok) {
             muse_srv_buf_append(&g->raw, (const char *)p + i, (size_t)k);
             i += (size_t)k;

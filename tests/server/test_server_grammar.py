@@ -112,6 +112,46 @@ def main():
         st, _, js = srv.request("POST", "/completion", {"prompt": "x", "n_predict": 3})
         check(st == 200, "plain request after the errors")
 
+    # forced tool calls (a synthetic model: the tools block needs more context than the trained one has)
+    synth = os.path.join(tmp.name, "synth.gguf")
+    subprocess.run([MUSE, "synth", "--preset", "tiny", "--ctx", "4096", "-q", "-o", synth], check=True)
+    tools = [{"type": "function", "function": {
+        "name": "get_weather", "description": "Weather for a city.",
+        "parameters": {"type": "object", "properties": {
+            "city": {"type": "string", "maxLength": 12}, "days": {"type": "integer", "minimum": 1, "maximum": 7},
+            "unit": {"enum": ["c", "f"]}, "hourly": {"type": "boolean"}}, "required": ["city", "days"]}}},
+        {"type": "function", "function": {
+            "name": "add", "description": "Add numbers.",
+            "parameters": {"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"},
+                                                            "tags": {"type": "array", "items": {"type": "string"},
+                                                                     "maxItems": 2}},
+                           "required": ["a", "b"]}}}]
+    by_name = {t["function"]["name"]: t["function"]["parameters"] for t in tools}
+    with RealServer(synth, "--parallel", "1", "--ctx-size", "4096") as srv:
+        cl = openai.OpenAI(base_url=srv.base + "/v1", api_key="x", max_retries=0, timeout=120)
+        msgs = [{"role": "user", "content": "Weather in Paris?"}]
+        for choice in ("required", {"type": "function", "function": {"name": "add"}}):
+            for seed in (1, 2):
+                r = cl.chat.completions.create(model="m", messages=msgs, tools=tools, tool_choice=choice, seed=seed,
+                                               temperature=1, max_tokens=1500)
+                c = r.choices[0]
+                calls = c.message.tool_calls or []
+                check(c.finish_reason == "tool_calls" and len(calls) == 1,
+                      f"tool_choice {choice} seed {seed}: one tool call ({c.finish_reason}, {c.message})")
+                for call in calls:
+                    if isinstance(choice, dict):
+                        check(call.function.name == "add", f"the named function is called: {call.function.name}")
+                    try:
+                        jsonschema.validate(json.loads(call.function.arguments), by_name[call.function.name])
+                        check(True, "")
+                    except Exception as e:  # noqa: BLE001
+                        check(False, f"tool_choice {choice}: arguments {call.function.arguments!r}: {e}")
+        st, _, js = srv.request("POST", "/v1/chat/completions", {
+            "messages": msgs, "tool_choice": "required", "tools": [{"type": "function", "function": {
+                "name": "f", "description": "x", "parameters": {"type": "object", "properties": {
+                    "s": {"type": "string", "pattern": "^a+$"}}}}}]})
+        check(st == 400 and "pattern" in js["error"]["message"], f"unenforceable tool parameter -> 400: {st} {js}")
+
     # the scripted adapter validates grammars (400s) but cannot enforce them
     with srvtest.Server(SCRIPT) as srv:
         st, _, js = srv.request("POST", "/completion", {"prompt": "x", "grammar": "root ::= [a-"})

@@ -221,6 +221,13 @@ int cmd_run(int argc, char **argv) {
                 "stop: %s; backend %s; context %d; seed %llu",
                 ro.n_tokens, tp, tp > 0 ? ro.n_tokens / tp : 0.0, (long long)n_gen, tg, tg > 0 ? (double)n_gen / tg : 0.0,
                 stop, muse_context_backend(ctx), n_ctx, (unsigned long long)ro.so.sp.seed);
+    if (cons && mo.verbosity >= 0) {
+        uint64_t ns = 0, nm = 0;
+        double ms = 0;
+        muse_constraint_counts(cons, &ns, &nm, &ms);
+        cli_err("grammar: %llu tokens checked, %llu resampled under the mask; %.3f ms in the grammar (%.3f ms per token)",
+                (unsigned long long)ns, (unsigned long long)nm, ms, ns ? ms / (double)ns : 0.0);
+    }
     rc = 0;
 done:
     free(logits);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/timer.h"
 #include "gen/json_schema.h"
 #include "text/tokenizer.h"
 
@@ -18,6 +19,7 @@ struct muse_constraint {
     char tail[TAIL_CAP];
     size_t n_tail;
     uint64_t n_sampled, n_masked;
+    int64_t us; /* time spent in sample (beyond the plain draw) and accept */
 };
 
 muse_status muse_grammar_compile(enum muse_grammar_syntax syntax, const char *text, size_t len,
@@ -102,24 +104,30 @@ bool muse_constraint_complete(const struct muse_constraint *c) {
     return c->armed && muse_grammar_matcher_can_end(c->m);
 }
 
-void muse_constraint_counts(const struct muse_constraint *c, uint64_t *n_sampled, uint64_t *n_masked) {
+void muse_constraint_counts(const struct muse_constraint *c, uint64_t *n_sampled, uint64_t *n_masked, double *ms) {
     *n_sampled = c->n_sampled;
     *n_masked = c->n_masked;
+    if (ms) *ms = (double)c->us / 1000.0;
 }
 
 muse_status muse_constraint_sample(struct muse_constraint *c, struct muse_sampler *s, const float *logits, int32_t *tok,
                                    struct muse_error *err) {
     *tok = muse_sampler_sample(s, logits);
     if (!c->armed) return MUSE_OK;
+    const int64_t t0 = muse_time_us();
     c->n_sampled++;
     bool ok = false;
     muse_status st = muse_grammar_matcher_allows(c->m, *tok, &ok, err);
-    if (st != MUSE_OK || ok) return st;
+    if (st != MUSE_OK || ok) {
+        c->us += muse_time_us() - t0;
+        return st;
+    }
     /* resample with the grammar applied first (llama.cpp's rejection path) */
     c->n_masked++;
     const uint32_t *bits = NULL;
     int32_t n_allowed = 0;
     st = muse_grammar_matcher_mask(c->m, &bits, &n_allowed, err);
+    c->us += muse_time_us() - t0; /* the second draw is the sampler's own cost */
     if (st != MUSE_OK) return st;
     const int32_t t = n_allowed ? muse_sampler_sample_masked(s, logits, bits) : -1;
     if (t < 0) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "grammar: no token can continue the output here");
@@ -128,7 +136,12 @@ muse_status muse_constraint_sample(struct muse_constraint *c, struct muse_sample
 }
 
 muse_status muse_constraint_accept(struct muse_constraint *c, int32_t tok, struct muse_error *err) {
-    if (c->armed) return muse_grammar_matcher_accept(c->m, tok, err);
+    if (c->armed) {
+        const int64_t t0 = muse_time_us();
+        muse_status st = muse_grammar_matcher_accept(c->m, tok, err);
+        c->us += muse_time_us() - t0;
+        return st;
+    }
     size_t n = 0;
     const char *p = muse_tokenizer_token_bytes(c->tok, tok, &n);
     if (p && n) tail_add(c, p, n);

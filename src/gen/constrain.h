@@ -67,5 +67,6 @@ muse_status muse_constraint_accept(struct muse_constraint *c, int32_t tok, struc
 /* Whether the constrained text so far is a complete match (armed and the grammar can end). */
 bool muse_constraint_complete(const struct muse_constraint *c);
 
-/* Counters: how many tokens needed the mask (a resample) out of those sampled while armed. */
-void muse_constraint_counts(const struct muse_constraint *c, uint64_t *n_sampled, uint64_t *n_masked);
+/* Counters: how many tokens needed the mask (a resample) out of those sampled while armed, and
+ * the milliseconds the grammar took (the checks, masks and accepts; *ms may be NULL). */
+void muse_constraint_counts(const struct muse_constraint *c, uint64_t *n_sampled, uint64_t *n_masked, double *ms);

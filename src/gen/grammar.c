@@ -21,6 +21,9 @@
 #define MAX_STACKS (1u << 22)      /* interned stacks per matcher */
 #define MAX_POOL (1u << 24)        /* stack ids held by closures and states */
 #define MAX_MASK_BYTES (64u << 20) /* cached masks per matcher; beyond that the cache restarts */
+/* Parses alive at once in one state. An ambiguous grammar can double them per character (x* x
+ * with x recursive); llama.cpp grows without bound, here that is an error instead. */
+#define MAX_STATE_STACKS 2048u
 #define UNKNOWN (-2)
 #define DEAD (-1)
 
@@ -619,6 +622,10 @@ static bool st_rehash(struct muse_grammar_matcher *m, uint32_t cap) {
 static int32_t acc_intern(struct muse_grammar_matcher *m) {
     if (m->status != MUSE_OK) return UNKNOWN;
     if (!m->n_acc) return DEAD;
+    if (m->n_acc > MAX_STATE_STACKS) {
+        set_fail(m, MUSE_ERR_UNSUPPORTED, "the grammar is too ambiguous (over 2048 parses alive at once)");
+        return UNKNOWN;
+    }
     qsort(m->acc, m->n_acc, sizeof *m->acc, cmp_u32);
     uint32_t h = 0x811C9DC5u ^ m->n_acc;
     for (uint32_t i = 0; i < m->n_acc; i++) h = mix(h, m->acc[i]);

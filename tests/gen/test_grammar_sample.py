@@ -79,6 +79,23 @@ def main():
                 check(False, f"schema {i} seed {seed}: {out!r} does not validate: {e}")
     check(done >= len(SCHEMAS) * len(SEEDS) * 2 // 3, f"most samples complete within the token limit ({done})")
 
+    # muse chat: reasoning stays free, the answer (content) follows the schema
+    chat_done = 0
+    for seed in SEEDS:
+        p = subprocess.run([MUSE, "chat", "-m", model, "-p", "Describe a person as JSON.", "-n", "300", "--temp", "1",
+                            "-s", str(seed), "--hide-reasoning", "-j", json.dumps(SCHEMAS[0])],
+                           capture_output=True, text=True, timeout=120)
+        check(p.returncode == 0, f"chat seed {seed}: {p.stderr.strip()[-200:]}")
+        if "stop: end of turn" not in p.stderr:
+            continue
+        chat_done += 1
+        try:
+            jsonschema.validate(json.loads(p.stdout), SCHEMAS[0])
+            check(True, "")
+        except Exception as e:  # noqa: BLE001
+            check(False, f"chat seed {seed}: {p.stdout!r} does not validate: {e}")
+    check(chat_done >= 1, f"some chat answer completes ({chat_done})")
+
     # GBNF: the output is in the language (Python regex of the same grammar)
     grammars = [
         ('root ::= ("yes" | "no") ", " [a-z]{1,8} "."', r'(yes|no), [a-z]{1,8}\.'),

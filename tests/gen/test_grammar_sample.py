@@ -116,6 +116,16 @@ def main():
     b = muse_run(model, "-p", "Data:", "-j", json.dumps(SCHEMAS[0]))[1]
     check(a == b and a.startswith("{"), f"greedy is deterministic: {a!r}")
 
+    # llama.cpp's sample grammars (not in this repository): each compiles and constrains a short
+    # greedy run, where a llama.cpp checkout is at hand ($LLAMA_GRAMMARS, or the local oracle's)
+    gdir = pathlib.Path(os.environ.get("LLAMA_GRAMMARS", "/work/oracle/src/grammars"))
+    samples = sorted(gdir.glob("*.gbnf")) if gdir.is_dir() else []
+    if not samples:
+        print(f"SKIP (not counted): llama.cpp sample grammars, none under {gdir}")
+    for g in samples:
+        rc, out, err = muse_run(model, "-p", "Once", "-n", "8", "--grammar-file", str(g), n=8)
+        check(rc == 0 and "grammar:" in err, f"llama.cpp's {g.name} compiles and runs: {err.strip()[-200:]}")
+
     # errors: one line each, naming the position / keyword
     rc, out, err = muse_run(model, "-p", "x", "--grammar", 'root ::= "a"\nb ::= [a-')
     check(rc != 0 and "line 2, column" in err, f"bad grammar: {err.strip()}")

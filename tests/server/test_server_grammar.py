@@ -76,6 +76,28 @@ def main():
             except Exception as e:  # noqa: BLE001
                 check(False, f"streamed json_schema: {''.join(parts)!r}: {e}")
 
+        # the Ollama API's format: a schema, or "json" (any object)
+        ok = 0
+        for seed in (1, 2, 3):
+            st, _, js = srv.request("POST", "/api/chat", {"model": "m", "messages": msgs, "stream": False, "format": PERSON,
+                                                          "options": {"seed": seed, "temperature": 1, "num_predict": 400}})
+            if st == 200 and js.get("done_reason") == "stop":
+                ok += 1
+                try:
+                    jsonschema.validate(json.loads(js["message"]["content"]), PERSON)
+                    check(True, "")
+                except Exception as e:  # noqa: BLE001
+                    check(False, f"ollama format schema: {js['message']['content']!r}: {e}")
+            else:
+                check(st == 200, f"ollama format schema: {st} {js}")
+        check(ok >= 1, "ollama format: some answer completes")
+        st, _, js = srv.request("POST", "/api/generate", {"model": "m", "prompt": "A person:", "stream": False,
+                                                          "format": "json", "options": {"seed": 4, "num_predict": 300}})
+        if st == 200 and js.get("done_reason") == "stop":
+            check(isinstance(json.loads(js["response"]), dict), f"ollama format json: {js['response']!r}")
+        else:
+            check(st == 200, f"ollama generate format json: {st} {js}")
+
         # native /completion: grammar and json_schema
         st, _, js = srv.request("POST", "/completion", {"prompt": "Answer:", "n_predict": 40, "temperature": 1,
                                                          "seed": 5, "grammar": 'root ::= ("yes" | "no") "!"'})

@@ -24,23 +24,60 @@
 #define PPL_DEFAULT_CTX 512   /* llama-perplexity's -c default */
 #define PPL_DEFAULT_BATCH 512 /* llama.cpp's micro-batch (-ub) default: tokens per forward */
 
+struct ppl_opts {
+    const char *text_path, *base_path;
+    int64_t max_chunks;
+    bool kl, help;
+};
+
+#define P(dst) ((struct ppl_opts *)(dst))
+
+static int set_file(void *d, const char *f, const char *v) {
+    (void)f;
+    P(d)->text_path = v;
+    return 0;
+}
+
+static int set_chunks(void *d, const char *f, const char *v) {
+    return cli_parse_int(f, v, 1, INT32_MAX, &P(d)->max_chunks) ? 0 : -1;
+}
+
+static int set_base(void *d, const char *f, const char *v) {
+    (void)f;
+    P(d)->base_path = v;
+    return 0;
+}
+
+static int set_flag(void *d, const char *f, const char *v) {
+    (void)v;
+    if (!strcmp(f, "--kl-divergence")) P(d)->kl = true;
+    else P(d)->help = true;
+    return 0;
+}
+
+static const struct cli_opt rows[] = {
+    {"-f|--file", "TEXT", "the text (read as bytes; one trailing newline is dropped)", set_file},
+    {"--chunks", "N", "score at most N chunks (default: all)", set_chunks},
+    {"--kl-divergence-base", "FILE", "with -f: also save the model's log-probs to FILE (llama.cpp's format);\n"
+                                     "with --kl-divergence: the base to compare against", set_base},
+    {"--kl-divergence", NULL, "compare this model with the base file: KL divergence, top-token\n"
+                              "agreement, PPL of both (the tokens and N come from the file)", set_flag},
+    {"-h|--help", NULL, "this help", set_flag},
+};
+#define N_ROWS (sizeof rows / sizeof rows[0])
+
 static void usage(FILE *f) {
     fprintf(f,
             "usage: muse perplexity -m MODEL -f TEXT [--ctx-size N] [--batch N] [--chunks N]\n"
             "                       [--kl-divergence-base OUT] [--threads N] [--kv f16|f32|q8_0] [--backend ref|cpu]\n"
             "       muse perplexity -m MODEL --kl-divergence --kl-divergence-base BASE [--chunks N] ...\n"
             "\n"
-            "llama-perplexity's method: the text is cut into chunks of N tokens, each evaluated from an\n"
-            "empty cache with BOS first, and the second half of each chunk is scored.\n"
-            "  -f, --file TEXT            the text (read as bytes; one trailing newline is dropped)\n"
-            "  -c, --ctx-size N           tokens per chunk (default %d); the text needs at least 2*N tokens\n"
-            "  -b, --batch N              tokens per forward (default min(%d, N)); more than N is N\n"
-            "  --chunks N                 score at most N chunks (default: all)\n"
-            "  --kl-divergence-base FILE  with -f: also save the model's log-probs to FILE (llama.cpp's format);\n"
-            "                             with --kl-divergence: the base to compare against\n"
-            "  --kl-divergence            compare this model with the base file: KL divergence, top-token\n"
-            "                             agreement, PPL of both (the tokens and N come from the file)\n",
+            "llama-perplexity's method: the text is cut into chunks of N tokens (-c, default %d; the\n"
+            "text needs at least 2*N tokens), each evaluated from an empty cache with BOS first, in\n"
+            "forwards of -b tokens (default min(%d, N); more than N is N), and the second half of each\n"
+            "chunk is scored.\n",
             PPL_DEFAULT_CTX, PPL_DEFAULT_BATCH);
+    cli_opts_usage(f, rows, N_ROWS);
     model_opts_usage(f);
 }
 
@@ -353,56 +390,30 @@ int cmd_perplexity(int argc, char **argv) {
     struct model_opts mo;
     model_opts_init(&mo);
     mo.cparams.n_batch = 0; /* 0 = not given */
-    const char *text_path = NULL, *base_path = NULL;
-    int64_t max_chunks = -1;
-    bool kl = false;
+    struct ppl_opts po = {.max_chunks = -1};
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
         int r = model_opts_parse(&mo, argc, argv, &i);
-        if (r < 0) goto usage_fail;
-        if (r > 0) continue;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+        if (r == 0) r = cli_opts_parse(rows, N_ROWS, &po, argc, argv, &i);
+        if (r < 0) return 2;
+        if (r == 0) return cli_unknown(argv[i]);
+        if (po.help) {
             usage(stdout);
             return 0;
-        } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
-            if (!(text_path = cli_next(argc, argv, &i))) goto usage_fail;
-        } else if (!strcmp(a, "--chunks")) {
-            if (!(v = cli_next(argc, argv, &i)) || !cli_parse_int(a, v, 1, INT32_MAX, &max_chunks)) goto usage_fail;
-        } else if (!strcmp(a, "--kl-divergence-base")) {
-            if (!(base_path = cli_next(argc, argv, &i))) goto usage_fail;
-        } else if (!strcmp(a, "--kl-divergence")) {
-            kl = true;
-        } else {
-            fprintf(stderr, "muse perplexity: unknown option '%s'\n", a);
-            goto usage_fail;
         }
     }
-    if (!mo.model_path) {
-        fprintf(stderr, "muse perplexity: -m MODEL is required\n");
-        goto usage_fail;
-    }
+    if (!mo.model_path) return cli_usage_err("-m MODEL is required");
     const bool ctx_given = mo.cparams.n_ctx != 0;
     if (!ctx_given) mo.cparams.n_ctx = PPL_DEFAULT_CTX;
-    if (mo.cparams.n_ctx < 4) {
-        fprintf(stderr, "muse perplexity: --ctx-size must be at least 4\n");
-        goto usage_fail;
-    }
+    if (mo.cparams.n_ctx < 4) return cli_usage_err("--ctx-size must be at least 4");
     if (mo.cparams.n_batch == 0) mo.cparams.n_batch = PPL_DEFAULT_BATCH;
     if (mo.cparams.n_batch > mo.cparams.n_ctx) mo.cparams.n_batch = mo.cparams.n_ctx;
-    if (kl) {
-        if (!base_path) {
-            fprintf(stderr, "muse perplexity: --kl-divergence needs --kl-divergence-base FILE (the base model's log-probs)\n");
-            goto usage_fail;
-        }
-        if (text_path) fprintf(stderr, "perplexity: --kl-divergence takes the tokens from %s; -f is ignored\n", base_path);
-        return run_kl_divergence(&mo, ctx_given, max_chunks, base_path);
+    if (po.kl) {
+        if (!po.base_path)
+            return cli_usage_err("--kl-divergence needs --kl-divergence-base FILE (the base model's log-probs)");
+        if (po.text_path)
+            fprintf(stderr, "perplexity: --kl-divergence takes the tokens from %s; -f is ignored\n", po.base_path);
+        return run_kl_divergence(&mo, ctx_given, po.max_chunks, po.base_path);
     }
-    if (!text_path) {
-        fprintf(stderr, "muse perplexity: -f TEXT is required (or --kl-divergence with a base file)\n");
-        goto usage_fail;
-    }
-    return run_perplexity(&mo, text_path, max_chunks, base_path);
-usage_fail:
-    usage(stderr);
-    return 2;
+    if (!po.text_path) return cli_usage_err("-f TEXT is required (or --kl-divergence with a base file)");
+    return run_perplexity(&mo, po.text_path, po.max_chunks, po.base_path);
 }

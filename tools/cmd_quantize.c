@@ -8,36 +8,6 @@
 #include "muse.h"
 #include "quantize/quant_rules.h"
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: muse quantize IN.gguf OUT.gguf TYPE [options]\n"
-            "       muse quantize --dry-run IN.gguf TYPE [options]\n"
-            "\n"
-            "Quantizes an F32/F16/BF16 Muse-Glimmer (or DFlash drafter) GGUF as llama-quantize does without\n"
-            "an importance matrix: the same type per tensor, the same bytes (docs/quantize.md).\n"
-            "\n"
-            "  --tensor-type PATTERN=TYPE   ggml type for the matrices whose name matches PATTERN (a regex,\n"
-            "                               searched, lower-cased; the first matching pattern wins;\n"
-            "                               repeatable), e.g. attn_v=q8_0 or 'blk\\.0\\.ffn_down=q6_k'\n"
-            "  --tensor-type-file FILE      PATTERN=TYPE entries separated by blanks or newlines\n"
-            "  --output-tensor-type TYPE    ggml type of output.weight\n"
-            "  --token-embedding-type TYPE  ggml type of token_embd.weight\n"
-            "  --pure                       no mixture rules: every matrix gets TYPE's tensor type\n"
-            "  --leave-output-tensor        copy output.weight unchanged\n"
-            "  --allow-requantize           accept quantized source tensors (dequantized first; loses quality)\n"
-            "  --dry-run                    print the plan (types, sizes) and write nothing\n"
-            "  -t, --threads N              threads (default: the physical cores); the bytes do not depend on it\n"
-            "  -q, --quiet                  no per-tensor lines\n"
-            "\n"
-            "TYPE (llama-quantize's names, case-insensitive, or the llama_ftype number):\n");
-    for (const struct muse_ftype_name *t = muse_ftype_names; t->name; t++)
-        if (t->supported) fprintf(f, "  %2d  %-7s %s\n", t->ftype, t->name, t->note);
-    fprintf(f, "Not here: ");
-    for (const struct muse_ftype_name *t = muse_ftype_names; t->name; t++)
-        if (!t->supported) fprintf(f, "%s ", t->name);
-    fprintf(f, "\n(IQ types: use llama-quantize, muse reads them; Q2_K_S needs an importance matrix.)\n");
-}
-
 struct cli_state {
     bool quiet;
 };
@@ -66,7 +36,7 @@ static void on_tensor(const struct muse_quantize_tensor *t, void *user) {
 static bool read_type_file(const char *path, char ***list, int *n, int *cap) {
     FILE *f = fopen(path, "r");
     if (!f) {
-        fprintf(stderr, "muse quantize: cannot read %s\n", path);
+        cli_err("cannot read %s", path);
         return false;
     }
     char word[1024];
@@ -84,98 +54,166 @@ static bool read_type_file(const char *path, char ***list, int *n, int *cap) {
     return true;
 }
 
+struct quant_opts {
+    struct muse_quantize_params p;
+    struct cli_state cs;
+    char **tt; /* --tensor-type entries, NULL-terminated (strdup'd) */
+    int n_tt, cap_tt;
+    bool help, failed; /* failed: an error with exit status 1 (a --tensor-type-file not read) */
+};
+
+#define Q(dst) ((struct quant_opts *)(dst))
+
+static int add_tensor_type(void *d, const char *f, const char *v) {
+    (void)f;
+    struct quant_opts *q = Q(d);
+    if (q->n_tt + 2 > q->cap_tt) {
+        int cap = q->cap_tt ? 2 * q->cap_tt : 16;
+        char **nl = realloc(q->tt, sizeof(char *) * (size_t)cap);
+        if (!nl) {
+            cli_err("out of memory");
+            return -1;
+        }
+        q->tt = nl;
+        q->cap_tt = cap;
+    }
+    q->tt[q->n_tt++] = strdup(v);
+    q->tt[q->n_tt] = NULL;
+    return 0;
+}
+
+static int set_type_file(void *d, const char *f, const char *v) {
+    (void)f;
+    if (!read_type_file(v, &Q(d)->tt, &Q(d)->n_tt, &Q(d)->cap_tt)) Q(d)->failed = true;
+    return 0;
+}
+
+static int set_string(void *d, const char *f, const char *v) {
+    if (!strcmp(f, "--output-tensor-type")) Q(d)->p.output_tensor_type = v;
+    else Q(d)->p.token_embedding_type = v;
+    return 0;
+}
+
+static int set_threads(void *d, const char *f, const char *v) {
+    int64_t iv;
+    if (!cli_parse_int(f, v, 1, 256, &iv)) return -1;
+    Q(d)->p.n_threads = (int32_t)iv;
+    return 0;
+}
+
+static int set_flag(void *d, const char *f, const char *v) {
+    (void)v;
+    struct quant_opts *q = Q(d);
+    if (!strcmp(f, "--pure")) q->p.pure = 1;
+    else if (!strcmp(f, "--leave-output-tensor")) q->p.leave_output_tensor = 1;
+    else if (!strcmp(f, "--allow-requantize")) q->p.allow_requantize = 1;
+    else if (!strcmp(f, "--dry-run")) q->p.dry_run = 1;
+    else if (!strcmp(f, "-q") || !strcmp(f, "--quiet")) q->cs.quiet = true;
+    else q->help = true;
+    return 0;
+}
+
+static const struct cli_opt rows[] = {
+    {"--tensor-type", "PATTERN=TYPE", "ggml type for the matrices whose name matches PATTERN (a regex,\n"
+                                      "searched, lower-cased; the first matching pattern wins;\n"
+                                      "repeatable), e.g. attn_v=q8_0 or 'blk\\.0\\.ffn_down=q6_k'", add_tensor_type},
+    {"--tensor-type-file", "FILE", "PATTERN=TYPE entries separated by blanks or newlines", set_type_file},
+    {"--output-tensor-type", "TYPE", "ggml type of output.weight", set_string},
+    {"--token-embedding-type", "TYPE", "ggml type of token_embd.weight", set_string},
+    {"--pure", NULL, "no mixture rules: every matrix gets TYPE's tensor type", set_flag},
+    {"--leave-output-tensor", NULL, "copy output.weight unchanged", set_flag},
+    {"--allow-requantize", NULL, "accept quantized source tensors (dequantized first; loses quality)", set_flag},
+    {"--dry-run", NULL, "print the plan (types, sizes) and write nothing", set_flag},
+    {"-t|--threads", "N", "threads (default: the physical cores); the bytes do not depend on it", set_threads},
+    {"-q|--quiet", NULL, "no per-tensor lines", set_flag},
+    {"-h|--help", NULL, "this help", set_flag},
+};
+#define N_ROWS (sizeof rows / sizeof rows[0])
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: muse quantize IN.gguf OUT.gguf TYPE [options]\n"
+            "       muse quantize --dry-run IN.gguf TYPE [options]\n"
+            "\n"
+            "Quantizes an F32/F16/BF16 Muse-Glimmer (or DFlash drafter) GGUF as llama-quantize does without\n"
+            "an importance matrix: the same type per tensor, the same bytes (docs/quantize.md).\n"
+            "\n");
+    cli_opts_usage(f, rows, N_ROWS);
+    fprintf(f,
+            "\n"
+            "TYPE (llama-quantize's names, case-insensitive, or the llama_ftype number):\n");
+    for (const struct muse_ftype_name *t = muse_ftype_names; t->name; t++)
+        if (t->supported) fprintf(f, "  %2d  %-7s %s\n", t->ftype, t->name, t->note);
+    fprintf(f, "Not here: ");
+    for (const struct muse_ftype_name *t = muse_ftype_names; t->name; t++)
+        if (!t->supported) fprintf(f, "%s ", t->name);
+    fprintf(f, "\n(IQ types: use llama-quantize, muse reads them; Q2_K_S needs an importance matrix.)\n");
+}
+
 int cmd_quantize(int argc, char **argv) {
-    struct muse_quantize_params p = muse_quantize_default_params();
-    struct cli_state cs = {.quiet = false};
+    struct quant_opts q = {.p = muse_quantize_default_params(), .cs = {.quiet = false}};
+    int rc = 2;
     const char *pos[3] = {NULL, NULL, NULL};
-    int n_pos = 0, n_tt = 0, cap_tt = 0, rc = 2;
-    char **tt = NULL;
+    int n_pos = 0;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        int64_t iv;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+        const char *a = argv[i];
+        int r = cli_opts_parse(rows, N_ROWS, &q, argc, argv, &i);
+        if (r < 0) goto out;
+        if (q.failed) {
+            rc = 1;
+            goto out;
+        }
+        if (q.help) {
             usage(stdout);
             rc = 0;
             goto out;
-        } else if (!strcmp(a, "--tensor-type")) {
-            if (!(v = cli_next(argc, argv, &i))) goto out;
-            if (n_tt + 2 > cap_tt) {
-                cap_tt = cap_tt ? 2 * cap_tt : 16;
-                char **nl = realloc(tt, sizeof(char *) * (size_t)cap_tt);
-                if (!nl) goto out;
-                tt = nl;
-            }
-            tt[n_tt++] = strdup(v);
-            tt[n_tt] = NULL;
-        } else if (!strcmp(a, "--tensor-type-file")) {
-            if (!(v = cli_next(argc, argv, &i)) || !read_type_file(v, &tt, &n_tt, &cap_tt)) {
-                rc = 1;
-                goto out;
-            }
-        } else if (!strcmp(a, "--output-tensor-type")) {
-            if (!(p.output_tensor_type = cli_next(argc, argv, &i))) goto out;
-        } else if (!strcmp(a, "--token-embedding-type")) {
-            if (!(p.token_embedding_type = cli_next(argc, argv, &i))) goto out;
-        } else if (!strcmp(a, "--pure")) {
-            p.pure = 1;
-        } else if (!strcmp(a, "--leave-output-tensor")) {
-            p.leave_output_tensor = 1;
-        } else if (!strcmp(a, "--allow-requantize")) {
-            p.allow_requantize = 1;
-        } else if (!strcmp(a, "--dry-run")) {
-            p.dry_run = 1;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!(v = cli_next(argc, argv, &i)) || !cli_parse_int(a, v, 1, 256, &iv)) goto out;
-            p.n_threads = (int32_t)iv;
-        } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
-            cs.quiet = true;
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "muse quantize: unknown option '%s'\n\n", a);
-            usage(stderr);
+        }
+        if (r > 0) continue;
+        if (a[0] == '-' && a[1]) {
+            cli_unknown(a);
             goto out;
         } else if (n_pos < 3) {
             pos[n_pos++] = a;
         } else {
-            fprintf(stderr, "muse quantize: unexpected argument '%s'\n\n", a);
-            usage(stderr);
+            cli_usage_err("unexpected argument '%s'", a);
             goto out;
         }
     }
+    struct muse_quantize_params *const p = &q.p;
     const char *in = pos[0], *out = NULL;
-    if (p.dry_run && n_pos == 2) {
-        p.type = pos[1];
+    if (p->dry_run && n_pos == 2) {
+        p->type = pos[1];
     } else if (n_pos == 3) {
         out = pos[1];
-        p.type = pos[2];
+        p->type = pos[2];
     } else {
-        fprintf(stderr, "muse quantize: expected IN.gguf OUT.gguf TYPE\n\n");
-        usage(stderr);
+        cli_usage_err("expected IN.gguf OUT.gguf TYPE");
         goto out;
     }
-    p.tensor_types = (const char *const *)tt;
-    p.progress = on_tensor;
-    p.progress_user = &cs;
+    p->tensor_types = (const char *const *)q.tt;
+    p->progress = on_tensor;
+    p->progress_user = &q.cs;
 
     struct muse_quantize_stats st;
     struct muse_error err;
     const int64_t t0 = muse_time_us();
-    if (muse_quantize(in, out, &p, &st, &err) != MUSE_OK) {
-        fprintf(stderr, "muse quantize: %s\n", err.msg);
+    if (muse_quantize(in, out, p, &st, &err) != MUSE_OK) {
+        cli_err("%s", err.msg);
         rc = 1;
         goto out;
     }
     const double secs = (double)(muse_time_us() - t0) / 1e6;
     const double n = st.n_elements ? (double)st.n_elements : 1.0;
-    const struct muse_ftype_name *ft = muse_ftype_lookup(p.type);
+    const struct muse_ftype_name *ft = muse_ftype_lookup(p->type);
     fprintf(stderr, "muse quantize: %s%s %s: %d tensors (%d converted%s), %.2f MiB (%.2f bpw) -> %.2f MiB (%.2f bpw)",
-            p.dry_run ? "dry run, " : "", out ? out : in, ft ? ft->name : p.type, st.n_tensors, st.n_converted,
+            p->dry_run ? "dry run, " : "", out ? out : in, ft ? ft->name : p->type, st.n_tensors, st.n_converted,
             st.n_fallback ? ", some by a fallback type" : "", (double)st.bytes_in / (1 << 20), 8.0 * (double)st.bytes_in / n,
             (double)st.bytes_out / (1 << 20), 8.0 * (double)st.bytes_out / n);
-    if (!p.dry_run) fprintf(stderr, " in %.2f s", secs);
+    if (!p->dry_run) fprintf(stderr, " in %.2f s", secs);
     fprintf(stderr, "\n");
     rc = 0;
 out:
-    for (int k = 0; k < n_tt; k++) free(tt[k]);
-    free(tt);
+    for (int k = 0; k < q.n_tt; k++) free(q.tt[k]);
+    free(q.tt);
     return rc;
 }

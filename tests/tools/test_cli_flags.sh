@@ -15,7 +15,7 @@ check() { if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; fail=1; fi; }
 M="$tmp/m.gguf"
 
 # one error line: "muse CMD: unknown option '--x' (see 'muse CMD --help')", status 2
-for cmd in run chat logits bench info tokenize template synth serve; do
+for cmd in run chat logits bench info tokenize template synth serve perplexity quantize; do
     "$MUSE" $cmd --no-such-flag > "$tmp/o" 2> "$tmp/e"; rc=$?
     check "$cmd: unknown option is one line + hint, status 2" \
         '[ $rc -eq 2 ] && [ "$(wc -l < "$tmp/e")" -eq 1 ] && grep -qx "muse $cmd: unknown option '"'"'--no-such-flag'"'"' (see '"'"'muse $cmd --help'"'"')" "$tmp/e" && [ ! -s "$tmp/o" ]'

@@ -119,6 +119,8 @@ def main():
     ap.add_argument("--minutes", type=float, default=30.0)
     ap.add_argument("--n-valid", type=int, default=32)
     ap.add_argument("--valid-gen", type=int, default=128)
+    ap.add_argument("--init", help="continue from this drafter checkpoint (drafter.pt)")
+    ap.add_argument("--set-cache", help="distillation set file: loaded if it exists, else written")
     a = ap.parse_args()
     torch.manual_seed(a.seed)
     torch.set_num_threads(a.threads)
@@ -141,9 +143,15 @@ def main():
     valid_ids = encode_stream(tok, open(f"{a.data}/valid.txt").read())
     ctrain = [json.loads(l) for l in open(f"{a.data}/chat_train.jsonl")]
 
-    print("distillation set:", flush=True)
-    seqs, feats, starts = gen_set(target, tok, train_ids, ctrain, a.n_seq, a.gen_batch, a.n_gen,
-                                  rng, np_rng, a.chat, tl)
+    if a.set_cache and os.path.exists(a.set_cache):
+        seqs, feats, starts = torch.load(a.set_cache)
+        print(f"distillation set: {len(seqs)} sequences from {a.set_cache}", flush=True)
+    else:
+        print("distillation set:", flush=True)
+        seqs, feats, starts = gen_set(target, tok, train_ids, ctrain, a.n_seq, a.gen_batch, a.n_gen,
+                                      rng, np_rng, a.chat, tl)
+        if a.set_cache:
+            torch.save((seqs, feats, starts), a.set_cache)
     print("validation set (valid.txt prompts of 128 tokens, 128 greedy tokens):", flush=True)
     vr = common.seeded_rng(77)
     vnp = np.random.default_rng(77)
@@ -158,6 +166,9 @@ def main():
             vseqs.append(seq[i]); vfeats.append(f[i].half()); vstarts.append(128)
 
     drafter = Drafter(ck["hp"]["n_embd"], dhp)
+    if a.init:
+        drafter.load_state_dict(torch.load(a.init, map_location="cpu")["model"])
+        print(f"continuing from {a.init}", flush=True)
     opt = torch.optim.AdamW(drafter.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.01)
     wts = torch.tensor([math.exp(-(r - 1) / a.gamma) for r in range(1, b)])
     wts = wts / wts.sum()

@@ -13,13 +13,14 @@ if [ -n "$missing" ]; then
     $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing
 fi
 # Python packages for the server tests (tests/server/*.py): the official `openai` and `ollama`
-# clients and `selenium` (drives chromium-driver) in a venv under build/, because Debian 12's
-# system pip refuses installs outside a venv. Idempotent: skipped when all already import.
+# clients, `selenium` (drives chromium-driver) and `jsonschema` (validates grammar-constrained
+# output) in a venv under build/, because Debian 12's system pip refuses installs outside a venv.
+# Idempotent: skipped when all already import.
 if [ "${1:-}" = "--test" ]; then
     VENV="$(cd "$(dirname "$0")/.." && pwd)/build/venv"
-    if ! "$VENV/bin/python" -c "import openai, ollama, selenium" >/dev/null 2>&1; then
-        echo "installing openai + ollama + selenium into $VENV"
+    if ! "$VENV/bin/python" -c "import openai, ollama, selenium, jsonschema" >/dev/null 2>&1; then
+        echo "installing openai + ollama + selenium + jsonschema into $VENV"
         python3 -m venv "$VENV"
-        "$VENV/bin/python" -m pip install -q --disable-pip-version-check openai ollama selenium
+        "$VENV/bin/python" -m pip install -q --disable-pip-version-check openai ollama selenium jsonschema
     fi
 fi

@@ -33,6 +33,7 @@
 #include "core/timer.h"
 #include "text/chat.h"
 #include "text/output_parser.h"
+#include "gen/constrain.h"
 #include "gen/sampler.h"
 #include "gen/session.h"
 #include "text/tokenizer.h"
@@ -143,6 +144,8 @@ struct session {
     struct muse_tokenizer *tok;
     struct muse_detok *detok;
     struct muse_sampler *smp;
+    struct muse_grammar *grammar;        /* --grammar / --json-schema: the answers' grammar */
+    struct muse_grammar_vocab *gvocab;
     struct muse_chat *chat;
     struct muse_chat_options copts;
     cJSON *tools;
@@ -406,6 +409,7 @@ static bool run_turn(struct session *s) {
     size_t n_ids = 0;
     char *text = NULL;
     struct muse_output_parser *p = NULL;
+    struct muse_constraint *cons = NULL;
     bool ok = false;
     int dropped = 0;
     s->turn++;
@@ -458,6 +462,17 @@ static bool run_turn(struct session *s) {
     snprintf(prefix, sizeof(prefix), "call_t%d_", s->turn);
     struct muse_output_parser_params pp = {.tools = s->tools, .id_prefix = prefix, .callback = on_event, .user = s};
     if (muse_output_parser_create(&pp, &p, &err) != MUSE_OK) goto done;
+    if (s->grammar) {
+        /* the grammar constrains the answer: armed at its header (reasoning stays free) */
+        static const char *const triggers[] = {"to=user<|message|>", "<|start|>assistant<|message|>", NULL};
+        const size_t tn = strlen(text);
+        if (muse_constraint_create(s->grammar, s->gvocab, s->tok, triggers, text + (tn > 64 ? tn - 64 : 0), &cons,
+                                   &err) != MUSE_OK) {
+            cli_err("%s", err.msg);
+            goto done;
+        }
+        muse_spec_constrain(s->eng, cons); /* sampled through it, no drafting */
+    }
     muse_detok_reset(s->detok);
     s->shown = 0;
     int32_t n_gen = 0;
@@ -526,6 +541,8 @@ done:
         cJSON_DeleteItemFromArray((cJSON *)muse_chat_messages(s->chat), (int)muse_chat_n_messages(s->chat) - 1);
     }
     muse_output_parser_free(p);
+    muse_spec_constrain(s->eng, NULL);
+    muse_constraint_free(cons);
     free(ids);
     free(text);
     return ok;
@@ -607,6 +624,8 @@ static bool open_text(struct session *s, struct muse_error *err) {
         muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
         goto done;
     }
+    if (!sampling_opts_grammar(&s->o->so, s->tok, &s->grammar, err)) goto done;
+    if (s->grammar && muse_grammar_vocab_from_tokenizer(s->tok, &s->gvocab, err) != MUSE_OK) goto done;
     ok = true;
 done:
     free(tfile);
@@ -872,6 +891,8 @@ done:
     free(s.gen);
     cJSON_Delete(s.tools);
     muse_sampler_free(s.smp);
+    muse_grammar_free(s.grammar);
+    muse_grammar_vocab_free(s.gvocab);
     muse_detok_free(s.detok);
     muse_chat_free(s.chat);
     muse_tokenizer_free(s.tok);

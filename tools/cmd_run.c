@@ -14,6 +14,7 @@
 #include "cli.h"
 #include "core/timer.h"
 #include "gen/media.h"
+#include "gen/constrain.h"
 #include "gen/sampler.h"
 #include "gen/session.h"
 #include "media_opts.h"
@@ -212,6 +213,9 @@ int cmd_run(int argc, char **argv) {
     struct muse_drafter *drafter = NULL;
     struct muse_session *ses = NULL;
     struct muse_spec *sp = NULL; /* the generation loop, speculative with a drafter (src/speculative/spec.h) */
+    struct muse_grammar *grammar = NULL;
+    struct muse_grammar_vocab *gvocab = NULL;
+    struct muse_constraint *cons = NULL;
     int rc = 1;
     struct muse_error err;
     struct media_ctx media = {0};
@@ -228,6 +232,18 @@ int cmd_run(int argc, char **argv) {
     if (md.n_images == 0 && !ro.tokens && run_text_encode_prompt(rt, ro.prompt_text, ro.input_file, &ro.tokens, &ro.n_tokens, &err)) {
         cli_err("%s", err.msg);
         goto done;
+    }
+    if (ro.so.grammar || ro.so.grammar_file || ro.so.json_schema || ro.so.json_schema_file) {
+        if (!rt) {
+            cli_err("a grammar needs the model's tokenizer (%s)", err.msg);
+            goto done;
+        }
+        const struct muse_tokenizer *tok = run_text_tokenizer(rt);
+        if (!sampling_opts_grammar(&ro.so, tok, &grammar, &err) || muse_grammar_vocab_from_tokenizer(tok, &gvocab, &err) ||
+            muse_constraint_create(grammar, gvocab, tok, NULL, NULL, &cons, &err)) {
+            cli_err("%s", err.msg);
+            goto done;
+        }
     }
     if (!model_opts_open(&mo, "run", &model, &ctx)) goto done;
     if (!media_open(&md, mo.model_path, model, muse_context_n_threads(ctx), mo.cparams.backend, false, mo.verbosity < 0,
@@ -277,6 +293,7 @@ int cmd_run(int argc, char **argv) {
         goto done;
     }
     muse_spec_begin(sp, smp);
+    muse_spec_constrain(sp, cons); /* a grammar: sampled through it, no drafting */
     int64_t t1 = muse_time_us();
     const bool text_out = rt && !ro.print_ids;
     if (text_out && !ro.no_echo) /* as llama-completion: the prompt, then the continuation */
@@ -330,12 +347,22 @@ int cmd_run(int argc, char **argv) {
                 (unsigned long long)cs.tokens_encoded, cs.encode_s,
                 cs.encode_s > 0 ? (double)cs.tokens_encoded / cs.encode_s : 0.0);
     }
+    if (cons && mo.verbosity >= 0) {
+        uint64_t ns = 0, nm = 0;
+        double ms = 0;
+        muse_constraint_counts(cons, &ns, &nm, &ms);
+        cli_err("grammar: %llu tokens checked, %llu resampled under the mask; %.3f ms in the grammar (%.3f ms per token)",
+                (unsigned long long)ns, (unsigned long long)nm, ms, ns ? ms / (double)ns : 0.0);
+    }
     rc = 0;
 done:
     muse_spec_free(sp);
     muse_session_free(ses);
     muse_drafter_free(drafter);
     muse_sampler_free(smp);
+    muse_constraint_free(cons);
+    muse_grammar_free(grammar);
+    muse_grammar_vocab_free(gvocab);
     run_text_close(rt);
     muse_media_prompt_free(&mp);
     media_close(&media);

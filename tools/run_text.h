@@ -20,7 +20,7 @@ void run_text_close(struct run_text *rt);
 muse_status run_text_encode_prompt(struct run_text *rt, const char *text, const char *file, int32_t **ids, int *n_ids,
                                    struct muse_error *err);
 
-/* The tokenizer (owned by rt). */
+/* The tokenizer (owned by rt; NULL when rt is NULL). */
 struct muse_tokenizer *run_text_tokenizer(struct run_text *rt);
 
 /* Stream one generated token (incomplete UTF-8 is held back until it completes). */

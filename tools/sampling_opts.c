@@ -4,10 +4,13 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "cli.h"
+#include "core/error.h"
+#include "gen/constrain.h"
 
 /* What a flag sets: one member of struct muse_sampler_params, and the values it takes. */
 enum field_kind { FIELD_FLOAT, FIELD_INT32, FIELD_SEED };
@@ -83,8 +86,28 @@ void sampling_opts_init(struct sampling_opts *o, enum sampling_cmd cmd) {
     o->sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
 }
 
+/* The grammar flags of run and chat (a value each). */
+static const char **grammar_slot(struct sampling_opts *o, const char *a) {
+    if (o->cmd == SAMPLING_SERVE) return NULL;
+    if (!strcmp(a, "--grammar")) return &o->grammar;
+    if (!strcmp(a, "--grammar-file")) return &o->grammar_file;
+    if (!strcmp(a, "-j") || !strcmp(a, "--json-schema")) return &o->json_schema;
+    if (!strcmp(a, "-jf") || !strcmp(a, "--json-schema-file")) return &o->json_schema_file;
+    return NULL;
+}
+
 int sampling_opts_parse(struct sampling_opts *o, int argc, char **argv, int *i) {
     const char *a = argv[*i], *v;
+    const char **slot = grammar_slot(o, a);
+    if (slot) {
+        if (!(v = cli_next(argc, argv, i))) return -1;
+        if ((o->grammar || o->grammar_file || o->json_schema || o->json_schema_file) && !*slot) {
+            cli_err("--grammar, --grammar-file, --json-schema and --json-schema-file exclude each other");
+            return -1;
+        }
+        *slot = v;
+        return 1;
+    }
     const struct spelling *s = NULL;
     for (size_t k = 0; k < sizeof spellings / sizeof spellings[0] && !s; k++)
         if ((spellings[k].commands & o->cmd) && !strcmp(a, spellings[k].flag)) s = &spellings[k];
@@ -123,6 +146,15 @@ void sampling_opts_usage(FILE *f, enum sampling_cmd cmd) {
         fprintf(f, "sampling defaults for requests that omit them (the model card's 1.0 / 64 / 0.95, min-p 0):\n");
         break;
     }
+    if (cmd != SAMPLING_SERVE) {
+        static const struct cli_opt rows[] = {
+            {"--grammar", "GBNF", "constrain the output to a GBNF grammar (llama.cpp's syntax; root rule `root`)", NULL},
+            {"--grammar-file", "PATH", "the same, read from a file", NULL},
+            {"-j|--json-schema", "SCHEMA", "constrain the output to JSON valid under a JSON Schema", NULL},
+            {"-jf|--json-schema-file", "PATH", "the same, read from a file", NULL},
+        };
+        cli_opts_usage(f, rows, sizeof rows / sizeof rows[0]);
+    }
     for (int id = 0; id < F_COUNT; id++) {
         char names[96] = "";
         size_t w = 0;
@@ -133,4 +165,60 @@ void sampling_opts_usage(FILE *f, enum sampling_cmd cmd) {
         struct cli_opt row = {names, fields[id].arg, fields[id].help, NULL};
         cli_opts_usage(f, &row, 1);
     }
+}
+
+static char *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        if (n + 4096 + 1 > cap) {
+            cap = cap ? cap * 2 : 8192;
+            char *b = realloc(buf, cap);
+            if (!b) {
+                free(buf);
+                fclose(f);
+                return NULL;
+            }
+            buf = b;
+        }
+        size_t r = fread(buf + n, 1, cap - n - 1, f);
+        n += r;
+        if (r == 0) break;
+    }
+    const bool bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        return NULL;
+    }
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+bool sampling_opts_grammar(const struct sampling_opts *o, const struct muse_tokenizer *tok, struct muse_grammar **out,
+                           struct muse_error *err) {
+    *out = NULL;
+    const char *text = o->grammar ? o->grammar : o->json_schema;
+    const char *path = o->grammar_file ? o->grammar_file : o->json_schema_file;
+    const char *flag = o->grammar ? "--grammar" : o->grammar_file ? "--grammar-file" : o->json_schema ? "--json-schema"
+                                                                                                    : "--json-schema-file";
+    if (!text && !path) return true;
+    const enum muse_grammar_syntax syntax = o->grammar || o->grammar_file ? MUSE_GRAMMAR_GBNF : MUSE_GRAMMAR_JSON_SCHEMA;
+    char *buf = NULL;
+    size_t len = text ? strlen(text) : 0;
+    if (path && !(buf = read_file(path, &len))) {
+        muse_error_set(err, MUSE_ERR_IO, "%s: cannot read '%s'", flag, path);
+        return false;
+    }
+    struct muse_error e = {0};
+    muse_status st = muse_grammar_compile(syntax, buf ? buf : text, len, tok, out, &e);
+    free(buf);
+    if (st != MUSE_OK) {
+        muse_error_set(err, st, "%s: %s", flag, e.msg);
+        return false;
+    }
+    return true;
 }

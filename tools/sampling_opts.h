@@ -24,7 +24,24 @@ enum sampling_cmd {
 struct sampling_opts {
     enum sampling_cmd cmd;
     struct muse_sampler_params sp; /* serve uses temperature, top_k, top_p and min_p */
+    /* run and chat: constrained decoding (llama.cpp's spellings); at most one of them */
+    const char *grammar;          /* --grammar GBNF */
+    const char *grammar_file;     /* --grammar-file PATH */
+    const char *json_schema;      /* -j/--json-schema SCHEMA */
+    const char *json_schema_file; /* -jf/--json-schema-file PATH */
 };
+
+struct muse_error;
+struct muse_grammar;
+struct muse_tokenizer;
+
+/*
+ * The grammar the flags ask for (*out NULL when none): reads the file, converts a schema,
+ * compiles against tok. Returns false with err set to "FLAG: ..." (the grammar's line and
+ * column, the schema keyword and its JSON pointer, or the unreadable file).
+ */
+bool sampling_opts_grammar(const struct sampling_opts *o, const struct muse_tokenizer *tok, struct muse_grammar **out,
+                           struct muse_error *err);
 
 /*
  * The defaults of cmd. run: muse_sampler_default_params() (greedy, no penalties). chat and

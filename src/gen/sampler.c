@@ -147,17 +147,19 @@ static void softmax(struct cand *c, int32_t n) {
     for (int32_t i = 0; i < n; i++) c[i].p = (float)(c[i].p / sum);
 }
 
-int32_t muse_sampler_sample(struct muse_sampler *s, const float *logits) {
+/* allowed: NULL, or a bitset of the candidates (the others are as if their logit were -inf). */
+static int32_t sample(struct muse_sampler *s, const float *logits, const uint32_t *allowed) {
     const struct muse_sampler_params *p = &s->params;
     struct cand *c = s->cands;
     int32_t n = 0;
     for (int32_t id = 0; id < s->n_vocab; id++) {
         if (logits[id] != logits[id]) continue; /* NaN never wins */
+        if (allowed && !((allowed[id >> 5] >> (id & 31)) & 1u)) continue;
         c[n].id = id;
         c[n].logit = logits[id];
         n++;
     }
-    if (n == 0) return 0;
+    if (n == 0) return allowed ? -1 : 0;
 
     /* penalties over the window: count each token, then adjust each distinct token once */
     const bool penalize = s->n_hist > 0 &&
@@ -215,4 +217,10 @@ int32_t muse_sampler_sample(struct muse_sampler *s, const float *logits) {
         if (u < cum) return c[i].id;
     }
     return c[n - 1].id;
+}
+
+int32_t muse_sampler_sample(struct muse_sampler *s, const float *logits) { return sample(s, logits, NULL); }
+
+int32_t muse_sampler_sample_masked(struct muse_sampler *s, const float *logits, const uint32_t *allowed) {
+    return sample(s, logits, allowed);
 }

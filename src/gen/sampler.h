@@ -47,3 +47,11 @@ void muse_sampler_reset(struct muse_sampler *s);
  * accepts the token it keeps. Never fails; all-NaN rows give token 0.
  */
 int32_t muse_sampler_sample(struct muse_sampler *s, const float *logits);
+
+/*
+ * The same over the tokens whose bit is set in allowed (bit id & 31 of allowed[id >> 5]; the
+ * others count as logit -inf, removed before the penalties and truncations, as llama.cpp's
+ * grammar sampler does when it runs first). Returns -1 when no allowed token has a logit.
+ * Used by grammar-constrained decoding (gen/constrain.h).
+ */
+int32_t muse_sampler_sample_masked(struct muse_sampler *s, const float *logits, const uint32_t *allowed);

@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gen/constrain.h"
 #include "gen/sampler.h"
 #include "gen/session.h"
 #include "muse.h"
@@ -132,6 +133,20 @@ struct muse_srv_adapter_ops {
      * slot's worker after a job.
      */
     void (*slot_spec_counts)(void *slot, uint64_t *drafted, uint64_t *accepted, uint64_t *steps);
+    /*
+     * Constrained decoding (gen/constrain.h). grammar_compile: a request's grammar (GBNF or a
+     * JSON Schema) compiled against the vocabulary, any thread; errors name the grammar's line
+     * and column or the schema keyword (FORMAT / UNSUPPORTED: the client's fault), NOMEM.
+     * slot_constrain (after slot_begin): constrain this request's sampling by g (borrowed until
+     * the next slot_begin or slot_constrain; NULL drops the constraint); triggers NULL = from the
+     * first token, else armed once the text (seed: the end of the prompt, then the generated
+     * pieces) ends with one of the NULL-terminated triggers. Either op may be NULL: the adapter
+     * cannot constrain (the server answers such requests with an error).
+     */
+    muse_status (*grammar_compile)(void *self, enum muse_grammar_syntax syntax, const char *text, size_t len,
+                                   struct muse_grammar **out, struct muse_error *err);
+    muse_status (*slot_constrain)(void *slot, const struct muse_grammar *g, const char *const *triggers,
+                                  const char *seed, struct muse_error *err);
 };
 
 /* An adapter: an ops table plus its state. */

@@ -25,6 +25,7 @@
 #include "core/cpu.h"
 #include "core/error.h"
 #include "gen/media.h"
+#include "gen/constrain.h"
 #include "gen/sampler.h"
 #include "gen/session.h"
 #include "gguf/gguf.h"
@@ -47,6 +48,8 @@ struct model_adapter {
     char *template_text;           /* owned copy of the template source (info.chat_template) */
     struct muse_drafter *drafter;  /* --draft-model, shared read-only by the slots; or NULL */
     struct muse_spec_params spec;
+    struct muse_grammar_vocab *gvocab; /* the token trie, built by the first grammar request */
+    pthread_mutex_t gvocab_mu;
 };
 
 struct model_slot {
@@ -59,6 +62,7 @@ struct model_slot {
     struct muse_sampler *sampler; /* of the current request (slot_begin) */
     struct muse_spec_stats counted; /* the stats already reported by slot_spec_counts */
     bool media_turn;              /* image rows were evaluated for the coming request */
+    struct muse_constraint *cons; /* its grammar, if any (slot_constrain) */
 };
 
 static void model_info(void *self, struct muse_srv_adapter_info *out) { *out = ((struct model_adapter *)self)->info; }
@@ -160,6 +164,7 @@ static void model_slot_free(void *slot) {
     muse_session_free(s->kv);
     muse_context_free(s->ctx);
     muse_sampler_free(s->sampler);
+    muse_constraint_free(s->cons);
     free(s);
 }
 
@@ -265,6 +270,8 @@ static muse_status model_slot_begin(void *slot, const struct muse_sampler_params
     struct model_slot *s = slot;
     muse_sampler_free(s->sampler);
     s->sampler = NULL;
+    muse_constraint_free(s->cons);
+    s->cons = NULL;
     /* the prompt ends here: the next request most likely diverges here (session.h) */
     muse_status st = muse_spec_checkpoint(s->gen, err);
     if (st != MUSE_OK) return st;
@@ -325,6 +332,30 @@ static void model_slot_spec_counts(void *slot, uint64_t *drafted, uint64_t *acce
     s->counted = now;
 }
 
+static muse_status model_grammar_compile(void *self, enum muse_grammar_syntax syntax, const char *text, size_t len,
+                                         struct muse_grammar **out, struct muse_error *err) {
+    struct model_adapter *r = self;
+    return muse_grammar_compile(syntax, text, len, r->tok, out, err);
+}
+
+static muse_status model_slot_constrain(void *slot, const struct muse_grammar *g, const char *const *triggers,
+                                        const char *seed, struct muse_error *err) {
+    struct model_slot *s = slot;
+    struct model_adapter *r = s->r;
+    muse_spec_constrain(s->gen, NULL); /* the loop samples through the constraint (no drafting) */
+    muse_constraint_free(s->cons);
+    s->cons = NULL;
+    if (!g) return MUSE_OK;
+    muse_status st = MUSE_OK;
+    pthread_mutex_lock(&r->gvocab_mu); /* the trie is built once (~0.1 s on 202K tokens), then read-only */
+    if (!r->gvocab) st = muse_grammar_vocab_from_tokenizer(r->tok, &r->gvocab, err);
+    pthread_mutex_unlock(&r->gvocab_mu);
+    if (st != MUSE_OK) return st;
+    st = muse_constraint_create(g, r->gvocab, r->tok, triggers, seed, &s->cons, err);
+    if (st == MUSE_OK) muse_spec_constrain(s->gen, s->cons);
+    return st;
+}
+
 static void model_destroy(void *self) {
     struct model_adapter *r = self;
     if (!r) return;
@@ -335,6 +366,8 @@ static void model_destroy(void *self) {
     muse_drafter_free(r->drafter);
     muse_model_free(r->model);
     free(r->template_text);
+    muse_grammar_vocab_free(r->gvocab);
+    pthread_mutex_destroy(&r->gvocab_mu);
     pthread_mutex_destroy(&r->chat_mu);
     free(r);
 }
@@ -357,6 +390,8 @@ static const struct muse_srv_adapter_ops model_ops = {
     .slot_eval_media = model_slot_eval_media,
     .media_stats = model_media_stats,
     .slot_spec_counts = model_slot_spec_counts,
+    .grammar_compile = model_grammar_compile,
+    .slot_constrain = model_slot_constrain,
 };
 
 /* Text of token id (for the template's bos_token/eos_token), "" when absent. */
@@ -375,6 +410,7 @@ muse_status muse_srv_model_adapter_create(const char *model_path, const struct m
     struct model_adapter *r = calloc(1, sizeof *r);
     if (!r) return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
     pthread_mutex_init(&r->chat_mu, NULL);
+    pthread_mutex_init(&r->gvocab_mu, NULL);
     r->cp = params->cparams ? *params->cparams : muse_context_default_params();
     if (params->n_batch > 0) r->cp.n_batch = (uint32_t)params->n_batch;
     r->spec = params->draft_path ? params->spec : muse_spec_default_params();

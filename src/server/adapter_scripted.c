@@ -328,6 +328,13 @@ static void fake_destroy(void *self) {
     free(f);
 }
 
+/* Grammars are checked (the server's 400s are testable without a model) but never enforced: the
+ * scripted output is fixed, so slot_constrain is NULL and the server refuses to run them. */
+static muse_status fake_grammar_compile(void *self, enum muse_grammar_syntax syntax, const char *text, size_t len,
+                                        struct muse_grammar **out, struct muse_error *err) {
+    return muse_grammar_compile(syntax, text, len, NULL, out, err);
+}
+
 static const struct muse_srv_adapter_ops fake_ops = {
     .destroy = fake_destroy,
     .info = fake_info,
@@ -341,6 +348,7 @@ static const struct muse_srv_adapter_ops fake_ops = {
     .slot_eval = fake_slot_eval,
     .slot_begin = fake_slot_begin,
     .slot_sample = fake_slot_sample,
+    .grammar_compile = fake_grammar_compile,
 };
 
 static int get_int(const cJSON *o, const char *k, int def) {

@@ -60,6 +60,96 @@ struct muse_srv_job *muse_srv_completion_job(struct srv_req *r, const cJSON *req
     return job;
 }
 
+/*
+ * Constrained decoding fields, as llama-server reads them: `grammar` (GBNF text) or `json_schema`
+ * (a schema object), and OpenAI's `response_format` {"type": "text" | "json_object" (optional
+ * "schema") | "json_schema", "json_schema": {"name", "schema", "strict"}}, which wins over
+ * `json_schema`. An empty schema means any JSON object. Bad grammars and schemas are the
+ * client's: false with the position or keyword in msg.
+ */
+static bool parse_grammar(struct muse_server *srv, const cJSON *req, struct muse_srv_job *job, char *msg, size_t cap,
+                          const char **param) {
+    static const char any_object[] = "{\"type\": \"object\"}";
+    const cJSON *grammar = cJSON_GetObjectItemCaseSensitive(req, "grammar");
+    const cJSON *schema = cJSON_GetObjectItemCaseSensitive(req, "json_schema");
+    const cJSON *rf = cJSON_GetObjectItemCaseSensitive(req, "response_format");
+    const char *where = "json_schema";
+    bool any = false; /* any JSON object */
+    if (grammar && !cJSON_IsNull(grammar) && !cJSON_IsString(grammar)) {
+        snprintf(msg, cap, "'grammar' must be a string of GBNF");
+        *param = "grammar";
+        return false;
+    }
+    if (grammar && (cJSON_IsNull(grammar) || !grammar->valuestring[0])) grammar = NULL;
+    if (schema && cJSON_IsNull(schema)) schema = NULL;
+    if (rf && !cJSON_IsNull(rf)) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(rf, "type");
+        const char *t = cJSON_IsString(type) ? type->valuestring : NULL;
+        *param = "response_format";
+        if (!cJSON_IsObject(rf) || (type && !t)) {
+            snprintf(msg, cap, "'response_format' must be an object with a string 'type'");
+            return false;
+        }
+        if (t && !strcmp(t, "json_object")) {
+            const cJSON *sc = cJSON_GetObjectItemCaseSensitive(rf, "schema");
+            if (sc) schema = sc, where = "response_format.schema";
+            else if (!schema) any = true;
+        } else if (t && !strcmp(t, "json_schema")) {
+            const cJSON *js = cJSON_GetObjectItemCaseSensitive(rf, "json_schema");
+            const cJSON *sc = cJSON_GetObjectItemCaseSensitive(js, "schema");
+            if (!cJSON_IsObject(js)) {
+                snprintf(msg, cap, "response_format json_schema needs 'json_schema': {\"name\": ..., \"schema\": {...}}");
+                return false;
+            }
+            if (sc) schema = sc, where = "response_format.json_schema.schema";
+            else schema = NULL, any = true;
+        } else if (t && strcmp(t, "text")) {
+            snprintf(msg, cap, "response_format type must be \"text\", \"json_object\" or \"json_schema\", not '%.40s'", t);
+            return false;
+        }
+    }
+    if (grammar && (schema || any)) {
+        snprintf(msg, cap, "use either 'grammar' or a JSON schema (json_schema, response_format), not both");
+        *param = "grammar";
+        return false;
+    }
+    if (!grammar && !schema && !any) {
+        *param = NULL;
+        return true;
+    }
+    *param = grammar ? "grammar" : schema ? where : "response_format";
+    if (!srv->ad.ops->grammar_compile) {
+        snprintf(msg, cap, "this server cannot constrain its output");
+        return false;
+    }
+    struct muse_error err = {0};
+    muse_status st;
+    if (grammar) {
+        st = srv->ad.ops->grammar_compile(srv->ad.self, MUSE_GRAMMAR_GBNF, grammar->valuestring,
+                                          strlen(grammar->valuestring), &job->grammar, &err);
+    } else {
+        if (schema && !cJSON_IsObject(schema) && !cJSON_IsBool(schema)) {
+            snprintf(msg, cap, "'%s' must be a JSON Schema (an object)", where);
+            return false;
+        }
+        /* an empty schema means any object (llama-server) */
+        char *text = !schema || (cJSON_IsObject(schema) && !schema->child) ? strdup(any_object)
+                                                                             : cJSON_PrintUnformatted(schema);
+        if (!text) {
+            snprintf(msg, cap, "out of memory");
+            return false;
+        }
+        st = srv->ad.ops->grammar_compile(srv->ad.self, MUSE_GRAMMAR_JSON_SCHEMA, text, strlen(text), &job->grammar, &err);
+        free(text);
+    }
+    if (st != MUSE_OK) {
+        snprintf(msg, cap, "%s", err.msg);
+        return false;
+    }
+    *param = NULL;
+    return true;
+}
+
 bool muse_srv_parse_common(struct muse_server *srv, const cJSON *req, struct muse_srv_job *job, bool openai, char *msg,
                            size_t cap, const char **param) {
     struct muse_sampler_params *sp = &job->sp; /* starts as muse_sampler_default_params (muse_srv_job_new) */
@@ -137,7 +227,7 @@ bool muse_srv_parse_common(struct muse_server *srv, const cJSON *req, struct mus
         *param = "stream";
         return false;
     }
-    return true;
+    return parse_grammar(srv, req, job, msg, cap, param);
 }
 
 bool muse_srv_tokenize_prompt(struct srv_req *r, const char *text, bool add_special, struct muse_srv_job *job) {
@@ -173,6 +263,10 @@ char *muse_srv_utf8_clean(const char *s, size_t n) {
         size_t k = c < 0x80 ? 1 : (c >= 0xc2 && c <= 0xdf) ? 2 : (c >= 0xe0 && c <= 0xef) ? 3 : (c >= 0xf0 && c <= 0xf4) ? 4 : 0;
         bool ok = k > 0 && i + k <= n;
         for (size_t j = 1; ok && j < k; j++) ok = (p[i + j] & 0xc0) == 0x80;
+        /* no overlong forms, surrogates or code points above U+10FFFF */
+        if (ok && k > 2)
+            ok = c == 0xe0 ? p[i + 1] >= 0xa0 : c == 0xed ? p[i + 1] <= 0x9f : c == 0xf0 ? p[i + 1] >= 0x90
+                 : c == 0xf4 ? p[i + 1] <= 0x8f : true;
         if (ok) {
             memcpy(out + o, s + i, k);
             o += k;

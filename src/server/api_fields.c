@@ -26,13 +26,7 @@ bool muse_srv_check_unsupported(const cJSON *req, bool chat, char *msg, size_t c
     v = cJSON_GetObjectItemCaseSensitive(req, "logit_bias");
     if (present(v) && !(cJSON_IsObject(v) && !v->child))
         FAIL("logit_bias", "'logit_bias' is not supported by muse's sampler");
-    v = cJSON_GetObjectItemCaseSensitive(req, "response_format");
-    if (present(v)) {
-        const cJSON *t = cJSON_GetObjectItemCaseSensitive(v, "type");
-        if (!cJSON_IsObject(v) || !cJSON_IsString(t) || strcmp(t->valuestring, "text"))
-            FAIL("response_format", "'response_format' other than {\"type\": \"text\"} is not supported: muse has no "
-                                    "constrained (JSON) decoding");
-    }
+    /* response_format is constrained decoding (api_common.c parse_grammar, docs/grammar.md) */
     static const char *const never[] = {"audio", "prediction", "functions", "function_call", "suffix_tokens"};
     for (size_t i = 0; i < sizeof never / sizeof never[0]; i++)
         if (present(cJSON_GetObjectItemCaseSensitive(req, never[i])))

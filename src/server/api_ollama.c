@@ -155,9 +155,15 @@ static cJSON *openai_fields(const cJSON *req, char *msg, size_t cap, const char 
         cJSON_Delete(o);
         return NULL;
     }
+    /* format: "json" (any JSON object) or a JSON Schema: constrained decoding (docs/grammar.md) */
     const cJSON *format = cJSON_GetObjectItemCaseSensitive(req, "format");
-    if (format && !cJSON_IsNull(format) && !(cJSON_IsString(format) && !format->valuestring[0])) {
-        snprintf(msg, cap, "'format' (JSON output) is not supported: muse has no constrained decoding");
+    if (cJSON_IsString(format) && !strcmp(format->valuestring, "json")) {
+        cJSON *rf = cJSON_AddObjectToObject(o, "response_format");
+        if (rf) cJSON_AddStringToObject(rf, "type", "json_object");
+    } else if (cJSON_IsObject(format)) {
+        cJSON_AddItemToObject(o, "json_schema", cJSON_Duplicate(format, true));
+    } else if (format && !cJSON_IsNull(format) && !(cJSON_IsString(format) && !format->valuestring[0])) {
+        snprintf(msg, cap, "'format' must be \"json\" or a JSON Schema object");
         *param = "format";
         cJSON_Delete(o);
         return NULL;
@@ -362,6 +368,7 @@ static enum MHD_Result render_and_run(struct srv_req *r, struct muse_srv_job *jo
         return MHD_YES;
     }
     job->parse_channels = true;
+    job->grammar_lazy = true; /* format: the answer is constrained, the reasoning is free */
     if (tools) job->tools = cJSON_Duplicate(tools, true);
     return muse_srv_run_job(r, job, o);
 }

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gen/tool_grammar.h"
 #include "text/chat.h"
 #include "server/data_uri.h"
 #include "server/server_int.h"
@@ -377,6 +378,34 @@ out:
     return ok;
 }
 
+/*
+ * tool_choice "required" or a named function: the answer is constrained to a tool call in the
+ * ATEM form with arguments under the function's parameter schema (gen/tool_grammar.h), armed
+ * from the first generated token. The scripted test adapter cannot constrain: there the choice
+ * stays advisory. False after replying 400 (a schema the grammar cannot enforce) or 500.
+ */
+static bool force_tool_call(struct srv_req *r, const cJSON *choice, const cJSON *tools, struct muse_srv_job *job,
+                            enum MHD_Result *ret) {
+    struct muse_server *srv = r->srv;
+    const char *name = NULL;
+    if (cJSON_IsString(choice) && !strcmp(choice->valuestring, "required")) {
+    } else if (cJSON_IsObject(choice)) {
+        name = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(choice, "function"), "name")->valuestring;
+    } else {
+        return true;
+    }
+    if (!srv->ad.ops->slot_constrain || !srv->ad.ops->grammar_compile) return true;
+    char *gbnf = NULL;
+    struct muse_error err = {0};
+    muse_status st = muse_tool_call_grammar(tools, name, &gbnf, &err);
+    if (st == MUSE_OK) st = srv->ad.ops->grammar_compile(srv->ad.self, MUSE_GRAMMAR_GBNF, gbnf, strlen(gbnf), &job->grammar, &err);
+    free(gbnf);
+    if (st == MUSE_OK) return true;
+    *ret = st == MUSE_ERR_NOMEM ? muse_srv_reply_error(r, 500, "server_error", NULL, "%s", err.msg)
+                                : muse_srv_reply_error(r, 400, "invalid_request_error", "tools", "tool_choice: %s", err.msg);
+    return false;
+}
+
 enum MHD_Result muse_srv_api_chat(struct srv_req *r) {
     struct muse_server *srv = r->srv;
     cJSON *req = muse_srv_parse_body(r);
@@ -420,7 +449,22 @@ enum MHD_Result muse_srv_api_chat(struct srv_req *r) {
     kwargs = template_kwargs(req);
     struct muse_srv_chat_input in = {messages, use_tools, strength, kwargs};
     if (!muse_srv_chat_prompt(r, &in, job)) goto out;
+    bool tool_forced = false;
+    if (use_tools) {
+        const cJSON *choice = cJSON_GetObjectItemCaseSensitive(req, "tool_choice");
+        if (job->grammar && (cJSON_IsObject(choice) || (cJSON_IsString(choice) && !strcmp(choice->valuestring, "required")))) {
+            ret = muse_srv_reply_error(r, 400, "invalid_request_error", "tool_choice",
+                                       "a forced tool call and response_format / grammar exclude each other");
+            goto out;
+        }
+        if (!job->grammar) {
+            if (!force_tool_call(r, choice, use_tools, job, &ret)) goto out;
+            tool_forced = job->grammar != NULL;
+        }
+    }
     job->parse_channels = true;
+    /* response_format: the answer is constrained, reasoning is free; a forced tool call: all of it */
+    job->grammar_lazy = !tool_forced;
     job->no_tool_calls = no_tools;
     if (use_tools) job->tools = cJSON_Duplicate(use_tools, true);
     cJSON_Delete(kwargs);

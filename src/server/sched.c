@@ -72,6 +72,7 @@ void muse_srv_job_release(struct muse_srv_job *job) {
     for (int i = 0; i < job->n_stops; i++) free(job->stops[i]);
     free(job->stops);
     cJSON_Delete(job->tools);
+    muse_grammar_free(job->grammar);
     muse_srv_buf_free(&job->content);
     muse_srv_buf_free(&job->reasoning);
     for (int i = 0; i < job->n_calls; i++) {
@@ -87,6 +88,31 @@ void muse_srv_job_release(struct muse_srv_job *job) {
 }
 
 void muse_srv_job_cancel(struct muse_srv_job *job) { atomic_store(&job->cancel, true); }
+
+/*
+ * Arm the job's grammar on the slot. Chat (grammar_lazy): armed at the Muse-Glimmer answer header
+ * (`to=user<|message|>`, or a headerless `<|start|>assistant<|message|>`), so reasoning stays free;
+ * the seed is the end of the prompt (the generation prompt may already hold the header).
+ */
+static muse_status constrain(const struct muse_srv_adapter *ad, void *slot, const struct muse_srv_job *job,
+                             struct muse_error *err) {
+    static const char *const triggers[] = {"to=user<|message|>", "<|start|>assistant<|message|>", NULL};
+    if (!ad->ops->slot_constrain)
+        return muse_error_set(err, MUSE_ERR_UNSUPPORTED, "this server cannot constrain its output (no model)");
+    char seed[256];
+    size_t n = 0;
+    int first = job->n_prompt > 8 ? job->n_prompt - 8 : 0;
+    for (int i = first; i < job->n_prompt; i++) {
+        char piece[64];
+        int np = ad->ops->token_piece(ad->self, job->prompt[i], piece, sizeof piece);
+        if (np < 0 || np > (int)sizeof piece) np = 0;
+        if (n + (size_t)np >= sizeof seed) break;
+        memcpy(seed + n, piece, (size_t)np);
+        n += (size_t)np;
+    }
+    seed[n] = 0;
+    return ad->ops->slot_constrain(slot, job->grammar, job->grammar_lazy ? triggers : NULL, seed, err);
+}
 
 /*
  * End a job once (later calls only wake readers again): record why and when, set done and wake
@@ -170,6 +196,15 @@ static int utf8_len(unsigned char c) {
     return 0;
 }
 
+/* The second byte of a 3- or 4-byte sequence led by c (Unicode's well-formed ranges). */
+static bool second_ok(unsigned char c, unsigned char b) {
+    if (c == 0xe0) return b >= 0xa0;
+    if (c == 0xed) return b <= 0x9f;
+    if (c == 0xf0) return b >= 0x90;
+    if (c == 0xf4) return b <= 0x8f;
+    return true;
+}
+
 /* Move complete UTF-8 from g->utf8 to g->raw (invalid bytes become U+FFFD); flush = take all. */
 static void utf8_drain(struct gen *g, bool flush) {
     const unsigned char *p = (const unsigned char *)g->utf8.p;
@@ -184,6 +219,8 @@ static void utf8_drain(struct gen *g, bool flush) {
             ok = false;
         }
         for (int j = 1; ok && j < k; j++) ok = (p[i + (size_t)j] & 0xc0) == 0x80;
+        /* no overlong forms, surrogates or code points above U+10FFFF (clients' decoders refuse them) */
+        if (ok && k > 2) ok = second_ok(p[i], p[i + 1]);
         if (ok) {
             muse_srv_buf_append(&g->raw, (const char *)p + i, (size_t)k);
             i += (size_t)k;
@@ -383,6 +420,10 @@ static enum muse_srv_finish run_job(struct slot *sl, struct muse_srv_job *job, c
         fin = MUSE_SRV_FINISH_ERROR;
         goto done;
     }
+    if (job->grammar && constrain(ad, sl->es, job, &err) != MUSE_OK) {
+        fin = MUSE_SRV_FINISH_ERROR;
+        goto done;
+    }
     for (;;) {
         if (atomic_load(&job->cancel)) { fin = MUSE_SRV_FINISH_CANCELLED; break; }
         if (job->n_predict >= 0 && job->n_out >= job->n_predict) { fin = MUSE_SRV_FINISH_LENGTH; break; }
@@ -426,6 +467,7 @@ done:
         ad->ops->slot_spec_counts(sl->es, &drafted, &accepted, &steps);
         muse_srv_metrics_spec(s->metrics, drafted, accepted, steps);
     }
+    if (job->grammar && ad->ops->slot_constrain) ad->ops->slot_constrain(sl->es, NULL, NULL, NULL, &err);
     muse_output_parser_free(g.parser);
     muse_srv_buf_free(&g.utf8);
     muse_srv_buf_free(&g.raw);

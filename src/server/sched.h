@@ -77,6 +77,8 @@ struct muse_srv_job {
     bool parse_channels; /* Muse-Glimmer channel parser (chat) vs raw text */
     bool no_tool_calls;  /* tool_choice "none": a tool-call message is content */
     struct cJSON *tools; /* types tool-call arguments; may be NULL */
+    struct muse_grammar *grammar; /* constrained decoding (owned); NULL = free text */
+    bool grammar_lazy;   /* chat: the grammar arms at the answer header (reasoning stays free) */
     uint64_t id;         /* unique per server: tool-call ids derive from it */
     void *media;         /* a prompt with images: the adapter's handle (prompt then holds its ids), or NULL */
     void (*media_free)(void *self, void *media); /* how the job frees media (with media_self) */

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "core/error.h"
+#include "gen/constrain.h"
 #include "model/model.h"
 #include "speculative/drafter.h"
 
@@ -43,6 +44,7 @@ struct muse_spec {
     int32_t n_copies;
     uint64_t n_saves;
     bool drafting;
+    struct muse_constraint *cons; /* a grammar on this request (muse_spec_constrain): no drafting */
     bool last_gated_out;             /* the last draft's first row did not pass the gate */
     int32_t *batch;                  /* [block_size + 1] a verify batch: the anchor, then the drafts */
     int32_t *drafts;                 /* batch + 1 */
@@ -302,6 +304,7 @@ muse_status muse_spec_eval_rows(struct muse_spec *sp, muse_spec_rows_fn eval, vo
 
 void muse_spec_begin(struct muse_spec *sp, struct muse_sampler *smp) {
     sp->smp = smp;
+    sp->cons = NULL;
     sp->qn = sp->qi = sp->q_cached = 0; /* cur (the prompt's logits) stays */
     muse_spec_governor_reset(&sp->gov);
 }
@@ -314,7 +317,13 @@ muse_status muse_spec_sample(struct muse_spec *sp, int32_t *tok, const float **r
         return MUSE_OK;
     }
     if (!sp->cur || !sp->smp) return muse_error_set(err, MUSE_ERR_INTERNAL, "speculative loop: nothing to sample from");
-    *tok = muse_sampler_sample(sp->smp, sp->cur);
+    if (sp->cons) { /* grammar-constrained (gen/constrain.h): reads the logits, never changes them */
+        muse_status st = muse_constraint_sample(sp->cons, sp->smp, sp->cur, tok, err);
+        if (st == MUSE_OK) st = muse_constraint_accept(sp->cons, *tok, err);
+        if (st != MUSE_OK) return st;
+    } else {
+        *tok = muse_sampler_sample(sp->smp, sp->cur);
+    }
     muse_sampler_accept(sp->smp, *tok);
     if (row) *row = sp->cur;
     sp->q[0] = *tok;
@@ -446,7 +455,7 @@ muse_status muse_spec_advance(struct muse_spec *sp, int32_t tok, int64_t n_more,
     int64_t kmax = sp->n_max;
     if (kmax > n_more - 1) kmax = n_more - 1;
     if (kmax > sp->n_ctx - P - 1) kmax = sp->n_ctx - P - 1;
-    const bool could = sp->dc && sp->drafting && sp->smp && kmax >= 1;
+    const bool could = sp->dc && sp->drafting && !sp->cons && sp->smp && kmax >= 1;
     const bool spec = could && muse_spec_governor_allows(&sp->gov);
     if (could && !spec) sp->stats.n_steps_parked++;
     const int32_t arm = muse_spec_floor_bandit_arm(&sp->bandit);
@@ -466,6 +475,7 @@ muse_status muse_spec_advance(struct muse_spec *sp, int32_t tok, int64_t n_more,
 }
 
 void muse_spec_set_drafting(struct muse_spec *sp, bool on) { sp->drafting = on; }
+void muse_spec_constrain(struct muse_spec *sp, struct muse_constraint *c) { sp->cons = c; }
 bool muse_spec_has_drafter(const struct muse_spec *sp) { return sp->dc != NULL; }
 struct muse_spec_stats muse_spec_stats(const struct muse_spec *sp) { return sp->stats; }
 void muse_spec_stats_reset(struct muse_spec *sp) { memset(&sp->stats, 0, sizeof sp->stats); }

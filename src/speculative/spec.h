@@ -167,6 +167,15 @@ int32_t muse_spec_n_past(const struct muse_spec *sp);
 /* Drafting on or off (on by default; a turn with image rows turns it off). The ring stays in step. */
 void muse_spec_set_drafting(struct muse_spec *sp, bool on);
 
+/*
+ * Constrain this request's sampling by a grammar (gen/constrain.h; borrowed until the next
+ * muse_spec_begin or muse_spec_constrain, NULL drops it; call after muse_spec_begin, which drops
+ * it). muse_spec_sample then samples through it and accepts into it; while it is set no step
+ * drafts (a verify step samples the target's rows without the grammar).
+ */
+struct muse_constraint;
+void muse_spec_constrain(struct muse_spec *sp, struct muse_constraint *c);
+
 /* Whether a drafter is attached. */
 bool muse_spec_has_drafter(const struct muse_spec *sp);
 struct muse_spec_stats muse_spec_stats(const struct muse_spec *sp);

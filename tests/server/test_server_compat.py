@@ -64,7 +64,7 @@ def openai_logprobs(cl):
 
 def refused_fields(srv):
     cases = [("/v1/chat/completions", {"n": 2}, "n"), ("/v1/chat/completions", {"logit_bias": {"5": 10}}, "logit_bias"),
-             ("/v1/chat/completions", {"response_format": {"type": "json_object"}}, "response_format"),
+             ("/v1/chat/completions", {"response_format": {"type": "xml"}}, "response_format"),
              ("/v1/chat/completions", {"top_logprobs": 2}, "top_logprobs"),
              ("/v1/chat/completions", {"logprobs": True, "top_logprobs": 21}, "top_logprobs"),
              ("/v1/chat/completions", {"functions": [{"name": "f"}]}, "functions"),
@@ -157,7 +157,9 @@ def ollama_api(srv):
     lines = [json.loads(x) for x in body.strip().split("\n")] if isinstance(body, str) else []
     check(st == 200 and h.get("content-type", "").startswith("application/x-ndjson") and len(lines) >= 2 and
           lines[-1]["done"] is True and all(not x["done"] for x in lines[:-1]), f"NDJSON stream: {h} {body!r:.300}")
-    for kw, what in (({"format": "json"}, "format"), ({"options": {"mirostat": 2}}, "mirostat"),
+    st, _, js = srv.request("POST", "/api/chat", {"model": "x", "messages": USER, "format": "yaml", "stream": False})
+    check(st == 400 and "format" in js.get("error", ""), f"ollama format 'yaml': 400 naming format ({st} {js})")
+    for kw, what in (({"options": {"mirostat": 2}}, "mirostat"),
                      ({"options": {"temperature": -1}}, "temperature")):
         try:
             cl.chat(model="muse-test", messages=USER, stream=False, **kw)

@@ -356,6 +356,11 @@ static muse_status plain_step(struct muse_spec *sp, int32_t anchor, struct muse_
     }
     muse_status st = eval_capture(sp, &anchor, 1, sp->vlog, 0, err);
     if (st) return st;
+    if (sp->cons) { /* a grammar: muse_spec_sample samples from these logits through it */
+        sp->qn = sp->qi = sp->q_cached = 0;
+        sp->cur = sp->vlog;
+        return MUSE_OK;
+    }
     sp->q[0] = sample_row(sp, 0);
     sp->q_row[0] = 0;
     sp->qn = 1;

@@ -115,6 +115,14 @@ def main():
     a = muse_run(model, "-p", "Data:", "-j", json.dumps(SCHEMAS[0]))[1]
     b = muse_run(model, "-p", "Data:", "-j", json.dumps(SCHEMAS[0]))[1]
     check(a == b and a.startswith("{"), f"greedy is deterministic: {a!r}")
+    # with a drafter: the loop samples through the grammar and drafts nothing, so the output is the
+    # plain one (greedy and sampled)
+    drafter = str(REPO / "models" / "glimmer-tiny-dflash.gguf")
+    if model.endswith("glimmer-tiny-f16.gguf") and os.path.exists(drafter):
+        for extra in ([], ["--temp", "1", "-s", "2"]):
+            plain = muse_run(model, "-p", "Data:", "-j", json.dumps(SCHEMAS[0]), *extra)
+            spec = muse_run(model, "-p", "Data:", "-j", json.dumps(SCHEMAS[0]), "--draft-model", drafter, *extra)
+            check(spec[0] == 0 and spec[1] == plain[1], f"--draft-model with a grammar {extra}: {spec[1]!r} vs {plain[1]!r}")
 
     # llama.cpp's sample grammars (not in this repository): each compiles and constrains a short
     # greedy run, where a llama.cpp checkout is at hand ($LLAMA_GRAMMARS, or the local oracle's)

@@ -139,6 +139,21 @@ void muse_matmul_tile_prep(enum muse_type type, int64_t ne0, const void *q, void
     }
 }
 
+void muse_matmul_tile_quantize(const struct muse_kernels *k, enum muse_type type, int64_t ne0, const float *x,
+                               int64_t x_stride, int n_act, void *q, size_t q_stride, void *xp, size_t xps, int ith,
+                               int nth) {
+    const enum muse_type act_type = muse_type_traits[type].vec_dot_type;
+    for (int r = ith; r < n_act; r += nth) {
+        void *qr = (char *)q + (size_t)r * q_stride;
+        if (muse_x86_act_from_float(act_type) != muse_type_traits[act_type].from_float)
+            (k && k->quantize_x86[act_type] ? k->quantize_x86[act_type] : muse_x86_act_from_float(act_type))(
+                x + (int64_t)r * x_stride, qr, ne0);
+        else
+            muse_kernels_quantize_row(k, act_type, x + (int64_t)r * x_stride, qr, ne0);
+        muse_matmul_tile_prep(type, ne0, qr, (char *)xp + (size_t)r * xps);
+    }
+}
+
 bool muse_matmul_tile(const struct muse_kernels *k, const struct muse_matmul_weight *w, const void *xp, size_t xps,
                       int n_act, float *out, int64_t out_stride, void *scratch, size_t scratch_bytes) {
     MUSE_ASSERT(muse_matmul_tile_supported(k, w->type, w->ne0, n_act));

@@ -92,6 +92,15 @@ size_t muse_matmul_tile_scratch(const struct muse_kernels *k, enum muse_type typ
 void muse_matmul_tile_prep(enum muse_type type, int64_t ne0, const void *q, void *xp);
 
 /*
+ * Thread slice (ith of nth) of: quantize activation rows r = 0..n_act-1 (x + r * x_stride floats)
+ * like muse_matmul_quantize but always in the reference layout into q (q_stride bytes apart),
+ * and from there into the tile layout at xp (xps bytes apart).
+ */
+void muse_matmul_tile_quantize(const struct muse_kernels *k, enum muse_type type, int64_t ne0, const float *x,
+                               int64_t x_stride, int n_act, void *q, size_t q_stride, void *xp, size_t xps, int ith,
+                               int nth);
+
+/*
  * out[r * out_stride + i] = dot(W row i, A row r) for i < w->n_rows, r < n_act by k's tile GEMM
  * (docs/cpu-backend.md, "The tile GEMM": within muse_tile_bound of the dot in force), with A rows
  * in the tile layout at xp (xps bytes apart). scratch: 32-byte aligned, scratch_bytes >=

@@ -24,7 +24,7 @@ static const struct muse_kernels kernels_scalar = {
 #define TILE_NONE(T, t, ...)
 
 /* Activation rows from which the tile GEMM replaces the gemm kernels (docs/perf.md). */
-#define TILE_MIN_ACT 4
+#define TILE_MIN_ACT 32
 
 /* The x86 tables: the AVX2 one, and the AVX-512 one with the VNNI builds of the same matrix
  * kernels (quantizers and attention helpers are the AVX2 ones). EXACT: the tables without the

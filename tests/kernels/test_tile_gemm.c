@@ -39,8 +39,8 @@ struct tile_type {
 
 #define TT_FN(T, t, ...) static void tt_##t(const uint8_t *blk, struct tile_row *r) { td_##t(blk, r); }
 MUSE_TILE_TYPES(TT_FN)
-#define TT_ENTRY(T, t, FBE, G, O, CMAX, MINS) \
-    {MUSE_TYPE_##T, {FBE, G, O, CMAX, MINS, (int)sizeof(struct muse_block_##t)}, tt_##t},
+#define TT_ENTRY(T, t, FBE, G, O, CMAX, MINS, S1) \
+    {MUSE_TYPE_##T, {FBE, G, O, CMAX, MINS, S1, (int)sizeof(struct muse_block_##t)}, tt_##t},
 static const struct tile_type tile_types[] = {MUSE_TILE_TYPES(TT_ENTRY)};
 #define N_TILE_TYPES (int)(sizeof tile_types / sizeof tile_types[0])
 
@@ -61,7 +61,7 @@ static void test_decode(const struct tile_type *tt) {
             tt->dec(w + fb * tt->cfg.bpb, &r);
             for (int e = 0; e < tt->cfg.fbe; e++) {
                 const int c = r.v[e] + tt->cfg.o;
-                range += c < 0 || c > tt->cfg.cmax;
+                range += c < 0 || c > tt->cfg.cmax || (tt->cfg.s1 && r.s[e / tt->cfg.g] != 1);
                 const double a = (double)r.d * r.s[e / tt->cfg.g] * r.v[e];
                 const double b = tt->cfg.mins ? (double)r.m * r.mn[e / 16] : 0.0;
                 const double want = ref[fb * tt->cfg.fbe + e];

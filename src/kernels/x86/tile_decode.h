@@ -39,10 +39,11 @@ struct tile_row {
  *          kernels subtract o * s_g * A_g exactly)
  *   cmax   the largest code c (bounds the int16 accumulation of the AVX2 kernel)
  *   mins   1 when the type has the m * d_a * M term
+ *   s1     1 when every group scale is 1 (the 32-element types, TQ1_0/TQ2_0: none is stored)
  *   bpb    bytes per weight block
  */
 struct tile_cfg {
-    int fbe, g, o, cmax, mins, bpb;
+    int fbe, g, o, cmax, mins, s1, bpb;
 };
 
 typedef void (*tile_decode_fn)(const uint8_t *blk, struct tile_row *r);

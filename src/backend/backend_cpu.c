@@ -36,6 +36,8 @@
 #include "backend/backend.h"
 
 #define ATTN_QB 16    /* query heads per attention work item */
+#define FLASH_ROWS 32 /* query rows (tokens x heads of one KV head) per flash attention work item */
+#define FLASH_MIN 4   /* queries per call from which flash attention runs (decode stays exact) */
 #define SPLIT_ROWS 8  /* matmul output rows are split between threads in units of this many */
 #define CHUNKS_PER_THREAD 8 /* matmul chunks per thread and step (claimed dynamically) ... */
 #define MAX_CHUNK_UNITS 16  /* ... of at most this many units (128 rows: ~150-220 KB of a 2048-wide
@@ -45,6 +47,7 @@
 struct attn_scratch {
     unsigned n_steps; /* matmul steps this thread has run (the same on every thread) */
     void *tile;      /* [tile_bytes] the tile GEMM's packed weight panel (32-byte aligned) */
+    void *flash;     /* the flash attention's scratch (kernels.h muse_attn_flash_scratch) */
     float *scores;   /* [ATTN_QB][max_cells] */
     float *gscratch; /* [ATTN_QB * 9 * max_head_dim] attn_group_f16's queries and V.p lanes */
     float *fscratch; /* [10 * max_head_dim] muse_attn_head_ref's scratch */
@@ -78,6 +81,7 @@ static void cpu_free(void *state) {
             free(s->ts[i].gscratch);
             free(s->ts[i].qc);
             free(s->ts[i].tile);
+            free(s->ts[i].flash);
         }
         free(s->ts);
     }
@@ -120,6 +124,9 @@ static muse_status cpu_init(const struct muse_backend_plan *plan, void **state, 
         t->gscratch = malloc(sizeof(float) * ATTN_QB * 9 * hd);
         if (!t->scores || !t->fscratch || !t->qc || !t->gscratch) goto fail;
         if (s->tile_bytes && !(t->tile = aligned_alloc(64, s->tile_bytes))) goto fail;
+        if (s->k->attn_flash_f16 && plan->max_head_dim % 8 == 0 && plan->max_head_dim > 0 &&
+            !(t->flash = aligned_alloc(64, (s->k->attn_flash_scratch(plan->max_head_dim, FLASH_ROWS) + 63) & ~(size_t)63)))
+            goto fail;
     }
     *state = s;
     return MUSE_OK;
@@ -373,9 +380,49 @@ static void attn_item(const struct muse_kernels *k, size_t s_stride, struct attn
  * single query heads are cut into contiguous ranges instead, so that every thread has work and
  * few threads read the same KV head; a range still runs its heads of one KV head together.
  */
+/*
+ * Flash attention (kernels.h muse_attn_flash_fn) for batches of queries over an F16 cache: work
+ * items (block of tokens, KV head, block of up to ATTN_QB of its query heads) of at most
+ * FLASH_ROWS query rows, dealt round-robin; every item reads its KV head's visible K/V rows once
+ * for all its rows. Each output row is computed by one item whatever the thread count.
+ */
+static void attention_flash(struct cpu_state *s, const struct muse_attn_args *a, int ith, int nth) {
+    const int32_t group = a->n_head / a->n_head_kv, hd = a->head_dim;
+    const int32_t n_qb = (group + ATTN_QB - 1) / ATTN_QB;
+    const int32_t nq_max = group < ATTN_QB ? group : ATTN_QB;
+    const int32_t tb = FLASH_ROWS / nq_max > 0 ? FLASH_ROWS / nq_max : 1; /* tokens per item */
+    const int32_t n_tb = (a->n_tokens + tb - 1) / tb;
+    const int64_t n_items = (int64_t)n_tb * a->n_head_kv * n_qb;
+    const size_t head_bytes = muse_type_row_size(a->kv->type, hd);
+    for (int64_t it = ith; it < n_items; it += nth) {
+        const int32_t qb = (int32_t)(it % n_qb), kvh = (int32_t)((it / n_qb) % a->n_head_kv);
+        const int32_t t0 = (int32_t)(it / ((int64_t)n_qb * a->n_head_kv)) * tb;
+        const int32_t nt = a->n_tokens - t0 < tb ? a->n_tokens - t0 : tb;
+        const int32_t h0 = kvh * group + qb * ATTN_QB;
+        const int32_t nq = group - qb * ATTN_QB < ATTN_QB ? group - qb * ATTN_QB : ATTN_QB;
+        const size_t stride = (size_t)a->n_head * hd;
+        const struct muse_attn_flash f = {
+            .hd = hd, .n_tok = nt, .nq = nq,
+            .q = a->q + (size_t)t0 * stride + (size_t)h0 * hd, .q_tstride = stride,
+            .out = a->out + (size_t)t0 * stride + (size_t)h0 * hd, .o_tstride = stride,
+            .pos = a->pos + t0, .n_swa = a->n_swa,
+            .k = (const uint8_t *)a->kv->k + (size_t)kvh * head_bytes, .v = (const uint8_t *)a->kv->v + (size_t)kvh * head_bytes,
+            .k_stride = a->kv->k_row_size, .v_stride = a->kv->v_row_size, .n_cells = a->kv->n_cells,
+            .scale = a->scale,
+        };
+        s->k->attn_flash_f16(&f, s->ts[ith].flash);
+        for (int32_t t = t0; t < t0 + nt; t++)
+            for (int32_t h = h0; h < h0 + nq; h++) muse_attn_gate_head(a, t, h);
+    }
+}
+
 static void cpu_attention(void *state, const struct muse_attn_args *a, int ith, int nth) {
     struct cpu_state *s = state;
     MUSE_ASSERT(a->head_dim <= s->plan.max_head_dim && a->n_head % a->n_head_kv == 0);
+    if (s->ts[ith].flash && a->kv->type == MUSE_TYPE_F16 && a->head_dim % 8 == 0 && a->n_tokens >= FLASH_MIN) {
+        attention_flash(s, a, ith, nth);
+        return;
+    }
     const int32_t group = a->n_head / a->n_head_kv;
     const size_t s_stride = s->plan.max_cells ? (size_t)s->plan.max_cells : 1; /* scores of one head */
     const int32_t n_qb = (group + ATTN_QB - 1) / ATTN_QB;

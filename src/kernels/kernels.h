@@ -105,6 +105,32 @@ typedef bool (*muse_tile_gemm_fn)(int64_t n, const void *w, size_t w_stride, int
                                   size_t scratch_bytes);
 typedef size_t (*muse_tile_bytes_fn)(int64_t n);
 
+/*
+ * Flash-style attention over an F16 KV cache (kernels/x86/attn_flash_avx2.c; not bit-identical
+ * to muse_attn_head_ref, within the bound of docs/cpu-backend.md "Flash attention"): the rows of
+ * n_tok consecutive query tokens times nq query heads that read one KV head. Row (t, h):
+ *     out[t * o_tstride + h * hd + d] = sum_j p_j V_j[d],  p = softmax(scale * qf . K_j)
+ * over the keys at positions lo_t .. pos[t] (lo_t = pos[t] - n_swa + 1 clamped at 0, or 0 when
+ * n_swa = 0), qf = the query q[t * q_tstride + h * hd ..] rounded to F16. The key/value of
+ * position p are the hd F16 values at (char *)k + (p % n_cells) * k_stride (v likewise).
+ * scratch: muse_attn_flash_scratch(hd, n_tok * nq) bytes, 32-byte aligned.
+ */
+struct muse_attn_flash {
+    int32_t hd, n_tok, nq;
+    const float *q;
+    size_t q_tstride;
+    float *out;
+    size_t o_tstride;
+    const int32_t *pos;
+    int32_t n_swa;
+    const void *k, *v;
+    size_t k_stride, v_stride;
+    uint32_t n_cells;
+    float scale;
+};
+typedef void (*muse_attn_flash_fn)(const struct muse_attn_flash *f, void *scratch);
+typedef size_t (*muse_attn_flash_scratch_fn)(int32_t hd, int32_t max_rows);
+
 /* Activation layouts a level's kernels may ask for (muse_kernels.act_layout). */
 enum muse_act_layout {
     MUSE_ACT_REF = 0,          /* the reference bytes of the vec_dot_type */
@@ -151,6 +177,9 @@ struct muse_kernels {
     /* True in the tables that reproduce the reference bit for bit (MUSE_CPU=exact, and the scalar
      * level): no tile GEMM, no flash attention. */
     bool exact_mode;
+    /* Flash attention over an F16 cache for batches of queries (NULL: none; empty in exact mode). */
+    muse_attn_flash_fn attn_flash_f16;
+    muse_attn_flash_scratch_fn attn_flash_scratch;
     muse_attn_kq_fn attn_kq_f16;
     muse_attn_pv_fn attn_pv_f16;
     muse_attn_kq_multi_fn attn_kq_f16_multi;

@@ -83,6 +83,10 @@ MUSE_X86_GEMM_TYPES(MUSE_DECLARE_X86_GEMM)
     X(IQ3_XXS, iq3_xxs, 256, 32, 62, 124, 0, 0) X(IQ3_S, iq3_s, 256, 32, 15, 30, 0, 0)
 MUSE_TILE_TYPES(MUSE_DECLARE_TILE)
 
+struct muse_attn_flash;
+void muse_attn_flash_f16_avx2(const struct muse_attn_flash *f, void *scratch);
+size_t muse_attn_flash_scratch_avx2(int32_t hd, int32_t max_rows);
+
 void muse_attn_kq_f16_avx2(int32_t hd, int32_t n_keys, const void *k, size_t k_stride, const float *qf,
                            float *scores);
 void muse_attn_pv_f16_avx2(int32_t hd, int32_t n_keys, const void *v, size_t v_stride, const float *p, int32_t lane0,

@@ -48,6 +48,8 @@ if [ -x build-emu512/muse ]; then
     run "emu512/tests/kernels/test_tile_gemm" 600 bash -c 'out=$(build-emu512/tests/kernels/test_tile_gemm); st=$?
         echo "$out"; [ $st -eq 0 ] && grep -q "^avx512: [0-9]* tile GEMM cases" <<<"$out"'
     MUSE_CPU=avx512 run "emu512/tests/model/test_forward" 600 build-emu512/tests/model/test_forward
+    MUSE_CPU=avx512 run "emu512/tests/model/test_tile_forward" 600 bash -c 'out=$(build-emu512/tests/model/test_tile_forward); st=$?
+        echo "$out"; [ $st -eq 0 ] && grep -q "^level avx512" <<<"$out"'
     MUSE="$PWD/build-emu512/muse" MUSE_CPU=avx512 run "emu512/tests/model/test_backend_cpu.sh" 900 bash tests/model/test_backend_cpu.sh
 fi
 for t in $(find tests -name 'test_*.sh' | sort); do

@@ -18,9 +18,9 @@ static const struct muse_kernels kernels_scalar = {
 #define ORDER_ENTRY(T, t) [MUSE_TYPE_##T] = MUSE_ORDER_X86,
 
 #define TILE_ENTRY_AVX2(T, t, ...) [MUSE_TYPE_##T] = muse_tile_gemm_##t##_avx2,
-#define TILE_ENTRY_AVX512(T, t, ...) [MUSE_TYPE_##T] = muse_tile_gemm_##t##_avx2,
+#define TILE_ENTRY_AVX512(T, t, ...) [MUSE_TYPE_##T] = muse_tile_gemm_##t##_avx512,
 #define TILE_BYTES_AVX2(T, t, ...) [MUSE_TYPE_##T] = muse_tile_panel_bytes_##t##_avx2,
-#define TILE_BYTES_AVX512(T, t, ...) [MUSE_TYPE_##T] = muse_tile_panel_bytes_##t##_avx2,
+#define TILE_BYTES_AVX512(T, t, ...) [MUSE_TYPE_##T] = muse_tile_panel_bytes_##t##_avx512,
 #define TILE_NONE(T, t, ...)
 
 /* Activation rows from which the tile GEMM replaces the gemm kernels (docs/perf.md). */

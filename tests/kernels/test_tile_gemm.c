@@ -153,6 +153,19 @@ static void check_case(const struct muse_kernels *k, const struct tile_type *tt,
                    "%s %s: wrote outside the output row %d", lv, tn, r);
     }
     TEST_CONDF(is_ff(out + (int64_t)n_act * os, sizeof(float) * 16), "%s %s: wrote past the output", lv, tn);
+    /* every level applies the float factors in the same order (one FMA per float block and term):
+     * the same bits as the AVX2 build */
+    const struct muse_kernels *k2 = muse_kernels_for(MUSE_CPU_LEVEL_AVX2);
+    if (ok && k2 && k2 != k) {
+        const size_t sb2 = muse_matmul_tile_scratch(k2, tt->type, ne0);
+        void *s2 = aligned_alloc(64, (sb2 + 63) & ~(size_t)63);
+        float *o2 = malloc(sizeof(float) * (size_t)n_act * os);
+        memcpy(o2, out, sizeof(float) * (size_t)n_act * os);
+        k2->tile_gemm[tt->type](ne0, w, ws, n_rows, xp + pad, xps, n_act, o2, os, s2, sb2);
+        TEST_CONDF(!memcmp(o2, out, sizeof(float) * (size_t)n_act * os), "%s %s: not the AVX2 build's bits", lv, tn);
+        free(s2);
+        free(o2);
+    }
     free(w);
     free(q);
     free(xp);

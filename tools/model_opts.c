@@ -54,6 +54,10 @@ int model_opts_parse(struct model_opts *o, int argc, char **argv, int *i) {
         o->cparams.swa_full = 1;
         return 1;
     }
+    if (!strcmp(a, "--no-repack")) {
+        o->cparams.no_repack = 1;
+        return 1;
+    }
     return 0;
 }
 
@@ -66,8 +70,11 @@ void model_opts_usage(FILE *f) {
             "  --kv f16|f32|q8_0    KV cache type (default f16, as llama.cpp)\n"
             "  --backend NAME       forward backend: cpu (threads + SIMD kernels, default) or ref (the plain-C reference)\n"
             "  --swa-full           sliding-window layers keep the whole context (no ring)\n"
+            "  --no-repack          batched matmuls read the mapped weights (exact kernels) instead of\n"
+            "                       packing weight panels for the tile GEMM (cpu backend)\n"
             "environment: MUSE_LAYER_TRACE=1 prints a residual checksum per layer for the first\n"
-            "  MUSE_LAYER_TRACE_POS (default 4) positions on stderr\n");
+            "  MUSE_LAYER_TRACE_POS (default 4) positions on stderr; MUSE_CPU=scalar|avx2|avx512 forces\n"
+            "  a SIMD level, MUSE_CPU=exact (or avx2,exact ...) the kernels bit-identical to --backend ref\n");
 }
 
 static void trace_print(void *user, int32_t pos, int32_t il, double sum, double sumsq, const float first[4]) {

@@ -106,7 +106,7 @@ static muse_status cpu_init(const struct muse_backend_plan *plan, void **state, 
     s->ts = calloc((size_t)s->plan.n_threads, sizeof *s->ts);
     if (!s->xq || !s->ts) goto fail;
     /* the tile GEMM: activation rows in its layout, and per thread the largest packed panel */
-    for (int t = 0; t < MUSE_TYPE_COUNT; t++) {
+    for (int t = 0; t < MUSE_TYPE_COUNT && !plan->no_repack; t++) {
         const size_t b = muse_matmul_tile_scratch(s->k, (enum muse_type)t, plan->max_ne0);
         if (b > s->tile_bytes) s->tile_bytes = (b + 63) & ~(size_t)63;
     }

@@ -76,6 +76,11 @@ while read -r name gguf prompt kv; do
     n=$((n + 1))
     echo -n "fast: "
     if ! python3 "$SHARED/tools/compare_golden.py" "$CASES" "$name" "$tmp/$name.fast1.json"; then fail=$((fail + 1)); fi
+    # --no-repack: the batched matmuls on the exact kernels (flash attention stays)
+    n=$((n + 1))
+    "$MUSE" "${args[@]}" --backend cpu -t 2 --no-repack > "$tmp/$name.norepack.json"
+    echo -n "no-repack: "
+    if ! python3 "$SHARED/tools/compare_golden.py" "$CASES" "$name" "$tmp/$name.norepack.json"; then fail=$((fail + 1)); fi
 done < "$tmp/list"
 
 # Synthetic models with the weight types the goldens lack (each through its AVX2 kernel where one

@@ -14,6 +14,8 @@
 #   tests/**/test_*.c    -> build/tests/<dir>/test_*   (each a program; exit status = verdict)
 #   bench/*.c            -> build/bench/*
 #   tests/fuzz/fuzz_*.c  -> build-fuzz/fuzz_*
+#   src/**.c (-fPIC)     -> build/libmuse.so (objects in build/pic/)
+# `make install PREFIX=...` / `make uninstall`: see the install target.
 
 CC      ?= cc
 # Quiet by default ("CC file"); `make V=1` shows the full commands.
@@ -21,14 +23,17 @@ Q       := $(if $(V),,@)
 BUILD   ?= build
 OPT     ?= -O2 -g
 SAN     ?=
-PKGS    := libpcre2-8 libcjson libmicrohttpd
+# LIB_PKGS: what libmuse needs (the .so and muse.pc); libedit is the CLI's (muse chat's line editor)
+LIB_PKGS := libpcre2-8 libcjson libmicrohttpd stb libwebp
+PKGS    := $(LIB_PKGS) libedit
 
 WARN    := -Wall -Wextra -Werror -Wpointer-arith -Wno-unused-parameter
 # -ffp-contract=off: the reference dequantizers and the forward must not fuse a*b+c (bit-exactness
 # with ggml, see gguf-and-quants.md). SIMD kernels use explicit FMA intrinsics where they want them.
 CFLAGS  := -std=c11 $(WARN) $(OPT) $(SAN) -ffp-contract=off -D_GNU_SOURCE -fno-strict-aliasing \
-           -Iinclude -Isrc -Itests $(shell pkg-config --cflags $(PKGS) 2>/dev/null) -MMD -MP
-LDLIBS  := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lpcre2-8 -lcjson -lmicrohttpd) -lpthread -lm
+           -Iinclude -Isrc -Itests -I$(BUILD)/gen $(shell pkg-config --cflags $(PKGS) 2>/dev/null) -MMD -MP
+LDLIBS  := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lpcre2-8 -lcjson -lmicrohttpd -lstb -lwebp -ledit) -lpthread -lm
+LIB_LDLIBS := $(shell pkg-config --libs $(LIB_PKGS) 2>/dev/null || echo -lpcre2-8 -lcjson -lmicrohttpd -lstb -lwebp) -lpthread -lm
 
 ISA_AVX2   := -mavx2 -mfma -mf16c -mbmi2
 ISA_AVX512 := -mavx2 -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mfma -mf16c -mbmi2
@@ -44,9 +49,26 @@ TOOL_OBJ  := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN  := $(TEST_SRC:%.c=$(BUILD)/%)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 LIB       := $(BUILD)/libmuse.a
+# The shared library: the same sources as position-independent objects in their own directory.
+SOLIB     := $(BUILD)/libmuse.so
+SONAME    := libmuse.so.0
+PIC_OBJ   := $(LIB_SRC:%.c=$(BUILD)/pic/%.o)
+VERSION   := $(shell sed -n 's/^\#define MUSE_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\).*/\2/p' include/muse.h | paste -sd.)
+COMMIT_H  := $(BUILD)/gen/muse_commit.h
 
-.PHONY: all asan fuzz emu512 test clean format
-all: $(BUILD)/muse $(TEST_BIN) $(BENCH_BIN)
+.PHONY: all asan fuzz emu512 test clean format install uninstall print-commit FORCE
+# (the sanitizer variants skip the shared library and the man page)
+all: $(BUILD)/muse $(TEST_BIN) $(BENCH_BIN) $(if $(SAN),,$(SOLIB) $(BUILD)/muse.1)
+
+# The commit muse is built from (scripts/commit.sh), embedded by src/core/version.c; the header is
+# rewritten only when the commit changes, so an unchanged tree rebuilds nothing.
+$(COMMIT_H): FORCE
+	@mkdir -p $(@D)
+	@line="#define MUSE_BUILD_COMMIT \"$$(sh scripts/commit.sh)\""; \
+	  [ -f $@ ] && [ "$$(cat $@)" = "$$line" ] || echo "$$line" > $@
+$(BUILD)/obj/src/core/version.o $(BUILD)/pic/src/core/version.o: $(COMMIT_H)
+print-commit:
+	@sh scripts/commit.sh
 
 # ISA_SAN: the sanitizer flags of the SIMD kernel files (the fuzz build leaves them out: the
 # fuzzers do not reach the kernels, and clang's ASan + coverage build of them took minutes each;
@@ -72,6 +94,53 @@ $(BUILD)/obj/%.o: %.c
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(@D)
 	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/pic/%_avx2.o: %_avx2.c
+	@mkdir -p $(@D)
+	@echo "CC -fPIC $<"
+	$(Q)$(CC) $(ISA_CFLAGS) $(ISA_AVX2) -fPIC -c $< -o $@
+
+$(BUILD)/pic/%_avx512.o: %_avx512.c
+	@mkdir -p $(@D)
+	@echo "CC -fPIC $<"
+	$(Q)$(CC) $(ISA_CFLAGS) $(ISA_AVX512) -fPIC -c $< -o $@
+
+$(BUILD)/pic/%.o: %.c
+	@mkdir -p $(@D)
+	@echo "CC -fPIC $<"
+	$(Q)$(CC) $(CFLAGS) -fPIC -c $< -o $@
+
+$(SOLIB): $(PIC_OBJ)
+	@echo "LD $@"
+	$(Q)$(CC) -shared -Wl,-soname,$(SONAME) -o $@ $^ $(LIB_LDLIBS)
+
+# The man page, from the --help texts (scripts/gen_man.sh).
+$(BUILD)/muse.1: $(BUILD)/muse scripts/gen_man.sh
+	$(Q)sh scripts/gen_man.sh $(BUILD)/muse > $@
+
+# make install PREFIX=/usr/local (DESTDIR for staging): the CLI, libmuse.a, libmuse.so (with its
+# soname link), muse.h, muse.pc (pkg-config) and the man page; `make uninstall` removes them.
+PREFIX  ?= /usr/local
+DESTDIR ?=
+LIBDIR  ?= $(PREFIX)/lib
+INCDIR  ?= $(PREFIX)/include
+MANDIR  ?= $(PREFIX)/share/man
+install: $(BUILD)/muse $(LIB) $(SOLIB) $(BUILD)/muse.1
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR) $(DESTDIR)$(MANDIR)/man1
+	install -m 755 $(BUILD)/muse $(DESTDIR)$(PREFIX)/bin/muse
+	install -m 644 $(LIB) $(DESTDIR)$(LIBDIR)/libmuse.a
+	install -m 755 $(SOLIB) $(DESTDIR)$(LIBDIR)/libmuse.so.$(VERSION)
+	ln -sf libmuse.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libmuse.so
+	install -m 644 include/muse.h $(DESTDIR)$(INCDIR)/muse.h
+	install -m 644 $(BUILD)/muse.1 $(DESTDIR)$(MANDIR)/man1/muse.1
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCDIR@|$(INCDIR)|; s|@VERSION@|$(VERSION)|' \
+	    -e 's|@REQUIRES@|$(LIB_PKGS)|' scripts/muse.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/muse.pc
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/muse $(DESTDIR)$(LIBDIR)/libmuse.a $(DESTDIR)$(LIBDIR)/libmuse.so \
+	    $(DESTDIR)$(LIBDIR)/$(SONAME) $(DESTDIR)$(LIBDIR)/libmuse.so.$(VERSION) $(DESTDIR)$(INCDIR)/muse.h \
+	    $(DESTDIR)$(LIBDIR)/pkgconfig/muse.pc $(DESTDIR)$(MANDIR)/man1/muse.1
 
 $(BUILD)/muse: $(TOOL_OBJ) $(LIB)
 	@echo "LD $@"

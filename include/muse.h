@@ -44,6 +44,18 @@ const char *muse_status_str(muse_status status);
 /* "MAJOR.MINOR.PATCH"; a constant string. */
 const char *muse_version(void);
 
+/* The git commit libmuse was built from (12 hex digits, "-dirty" appended when the tree had
+ * uncommitted changes; from a `git archive` tarball, the archived commit; "unknown" when neither
+ * is known). A constant string. */
+const char *muse_build_commit(void);
+
+/*
+ * Progress of a long operation: `done` of `total` units (bytes while a model loads). Called from
+ * the thread doing the work; return 0 to go on, nonzero to cancel (the operation then fails with
+ * MUSE_ERR_CANCELLED).
+ */
+typedef int (*muse_progress_fn)(void *user, uint64_t done, uint64_t total);
+
 /*
  * An error record: a status plus a one-line message. Functions that take a
  * `struct muse_error *err` fill it on failure (err may be NULL when the caller
@@ -65,19 +77,29 @@ struct muse_model;
 struct muse_context;
 
 struct muse_model_params {
-    int32_t reserved;             /* no options yet; keep the struct for ABI stability */
+    int use_mmap;                 /* 1 (default): map the file (pages shared with the page cache);
+                                     0: read it into private memory (llama.cpp's --no-mmap) */
+    int populate;                 /* 1 (default): bring every page in while loading, as llama.cpp's
+                                     MAP_POPULATE does, so the first token does not wait for the disk;
+                                     0: pages fault in when first used */
+    int use_mlock;                /* 1: lock the weights in RAM (mlock; needs `ulimit -l` room or
+                                     CAP_IPC_LOCK: failing is an error). Default 0 */
+    muse_progress_fn progress;    /* NULL, or progress in bytes while the file is read or populated
+                                     (every 32 MiB); nonzero from it cancels the load */
+    void *progress_user;
 };
 
-/* Defaults for muse_model_load. */
+/* Defaults for muse_model_load: mmap, populate, no mlock, no progress. */
 struct muse_model_params muse_model_default_params(void);
 
 /*
- * mmap and load a Muse-Glimmer text GGUF. On success *out owns a new model (free with
- * muse_model_free). Errors: MUSE_ERR_IO (open/mmap), MUSE_ERR_FORMAT (malformed file or
+ * mmap (or read) and load a Muse-Glimmer text GGUF. On success *out owns a new model (free with
+ * muse_model_free). Errors: MUSE_ERR_IO (open/mmap/read/mlock), MUSE_ERR_FORMAT (malformed file or
  * metadata), MUSE_ERR_UNSUPPORTED (another architecture: a vision projector or a DFlash
  * drafter is named as such), MUSE_ERR_MISSING (a required key or tensor, named),
  * MUSE_ERR_SHAPE (a tensor with the wrong shape or type: names the tensor, the expected and the
- * found shape), MUSE_ERR_NOMEM. err may be NULL.
+ * found shape), MUSE_ERR_NOMEM, MUSE_ERR_CANCELLED (the progress callback asked). Every message
+ * names the file once. err may be NULL.
  */
 muse_status muse_model_load(const char *path, struct muse_model_params params, struct muse_model **out,
                             struct muse_error *err);
@@ -129,7 +151,8 @@ typedef void (*muse_layer_capture_fn)(void *user, int32_t il, const int32_t *pos
                                       const float *x);
 
 struct muse_context_params {
-    uint32_t n_ctx;               /* positions; 0 = min(4096, the model's context_length) */
+    uint32_t n_ctx;               /* positions; 0 = muse_context_auto_n_ctx(model, params, 1): the
+                                     model's context_length, capped by the memory available */
     uint32_t n_batch;             /* most tokens per forward (prompt chunk); default 512 */
     uint32_t n_threads;           /* 0 = the backend's choice; the ref backend uses 1 */
     enum muse_kv_type kv_type;    /* default MUSE_KV_TYPE_F16 */
@@ -146,6 +169,22 @@ struct muse_context_params {
 
 /* Defaults for muse_context_create. */
 struct muse_context_params muse_context_default_params(void);
+
+/*
+ * Bytes of KV cache one more position costs a context made with params (the full-attention
+ * layers' key and value rows, every layer's with swa_full; sliding-window rings have a fixed
+ * size), plus the small per-position scratch.
+ */
+uint64_t muse_context_bytes_per_pos(const struct muse_model *model, struct muse_context_params params);
+
+/*
+ * The context size n_ctx = 0 stands for: the model's context_length (training context), capped
+ * so that n_seq such contexts fit in the memory available now (MemAvailable of /proc/meminfo, or
+ * the bytes in the environment variable MUSE_MEM_AVAILABLE) after the model file and a margin
+ * (1/8 of it, at least 256 MiB), rounded down to a multiple of 256; never below
+ * min(4096, context_length). n_seq < 1 counts as 1 (a server passes its slot count).
+ */
+uint32_t muse_context_auto_n_ctx(const struct muse_model *model, struct muse_context_params params, int32_t n_seq);
 
 /*
  * Create a context (KV cache, run state, backend scratch: all allocated here, nothing later).
@@ -397,6 +436,257 @@ int32_t muse_draft_gate_p_min(const struct muse_draft_block *block, float p_min)
 /* TensorSharp's cumulative gate: the number of leading drafts kept while the running product of
  * conf stays >= floor (floor <= 0 keeps all). */
 int32_t muse_draft_gate_cumulative(const struct muse_draft_block *block, float floor);
+
+/* ---- quantization (`muse quantize`; docs/quantize.md) --------------------------------------
+ * What llama-quantize does without an importance matrix: read an F32/F16/BF16 GGUF of a
+ * muse-glimmer model (or a dflash drafter) and write the same file with its matrices
+ * quantized, tensor for tensor and byte for byte what llama-quantize writes for the same input
+ * and options (llama.cpp 0c1e570): its TYPE names and per-tensor rules (output / token_embd /
+ * attn_v / ffn_down upgrades by layer, fallbacks when a row is not a multiple of the block
+ * size, 1-D tensors and norms kept), its --tensor-type overrides, its tensor order and metadata.
+ * IQ types are refused (use llama-quantize; muse reads them).
+ */
+
+/* One tensor of the plan, as the progress callback sees it (valid during the call only). */
+struct muse_quantize_tensor {
+    int32_t index, n_tensors;     /* 0-based position in llama-quantize's order, and the count */
+    const char *name;
+    const char *type_in;          /* ggml type names ("f16", "q4_K", ...) */
+    const char *type_out;         /* == type_in when the tensor is copied unchanged */
+    int32_t n_dims;
+    int64_t ne[4];
+    uint64_t bytes_in, bytes_out;
+    int32_t fallback;             /* 1: ne[0] did not fit the chosen type, type_out is its fallback */
+    int32_t manual;               /* 1: type_out came from tensor_types / output / token-embedding type */
+};
+typedef void (*muse_quantize_progress_fn)(const struct muse_quantize_tensor *tensor, void *user);
+
+struct muse_quantize_params {
+    const char *type;                   /* llama-quantize's TYPE: "Q4_K_M", "q8_0", "Q4_K" (= Q4_K_M),
+                                           or the llama_ftype number ("15"); required */
+    int32_t n_threads;                  /* <= 0: the physical cores; the output never depends on it */
+    const char *const *tensor_types;    /* NULL-terminated "PATTERN=TYPE" strings (--tensor-type): the
+                                           first pattern (a regex, lower-cased, searched in the name)
+                                           that matches a quantizable tensor sets its ggml type; NULL = none */
+    const char *output_tensor_type;     /* ggml type of output.weight (--output-tensor-type); NULL = rules */
+    const char *token_embedding_type;   /* ggml type of token_embd.weight (--token-embedding-type); NULL = rules */
+    int32_t pure;                       /* 1: no mixture rules, every matrix gets TYPE's type (--pure) */
+    int32_t leave_output_tensor;        /* 1: output.weight is copied unchanged (--leave-output-tensor) */
+    int32_t allow_requantize;           /* 1: quantized sources are dequantized first (--allow-requantize) */
+    int32_t dry_run;                    /* 1: plan and report only; out_path is not written (may be NULL) */
+    muse_quantize_progress_fn progress; /* called once per tensor after it is written (or planned); may be NULL */
+    void *progress_user;
+};
+
+/* Totals of a run (or of the plan, for a dry run). */
+struct muse_quantize_stats {
+    int32_t n_tensors, n_converted, n_fallback;
+    int64_t n_elements;
+    uint64_t bytes_in, bytes_out;       /* tensor data, without the padding */
+    int32_t ftype;                      /* the general.file_type written */
+};
+
+/* Defaults: type NULL (must be set), all threads, no overrides, nothing else. */
+struct muse_quantize_params muse_quantize_default_params(void);
+
+/*
+ * Quantize in_path into out_path (created or truncated; removed again on failure). stats may be
+ * NULL. Errors (one line): MUSE_ERR_INVALID_ARG (unknown TYPE or ggml type, a malformed or
+ * unmatched PATTERN=TYPE, in_path == out_path, a type that does not fit a tensor's rows),
+ * MUSE_ERR_UNSUPPORTED (an IQ or imatrix-only TYPE, an architecture other than muse-glimmer /
+ * dflash, a quantized source tensor without allow_requantize, a source type that cannot be
+ * converted), MUSE_ERR_IO / MUSE_ERR_FORMAT (reading or writing the files), MUSE_ERR_MISSING
+ * (<arch>.block_count), MUSE_ERR_NOMEM. Thread-safe for distinct files; runs its own thread pool.
+ */
+muse_status muse_quantize(const char *in_path, const char *out_path, const struct muse_quantize_params *params,
+                          struct muse_quantize_stats *stats, struct muse_error *err);
+
+/* ---- images and the vision projector (mmproj) ------------------------------------------------
+ * The image path of Muse-Glimmer (docs/vision.md, ../shared/spec/vision.md), as llama.cpp's mtmd
+ * computes it: decode (stb_image semantics) -> grid search -> Pillow-exact Lanczos-3 resize ->
+ * normalise -> the ViT tower of the mmproj file -> pixel shuffle -> adapter. The result is
+ * n_tokens rows of n_embd_out floats (the text model's n_embd), to be evaluated with
+ * muse_eval_embd between the tokens <|image_start|> and <|image_end|>.
+ *
+ *   struct muse_image img;            muse_image_load(path, 0, &img, &err);
+ *   struct muse_vision_input in;      muse_vision_preprocess(vision, &img, 0, &in, &err);
+ *   float *rows = malloc(in.geom.n_tokens * n_embd_out * sizeof(float));
+ *   muse_vision_encode(vision, &in, rows, &err);
+ *   muse_vision_input_free(&in); muse_image_free(&img);
+ *
+ * Thread-safety: the image functions are pure (any thread). A muse_vision is read-only after
+ * loading except for its encoder (thread pool and scratch): muse_vision_encode must not run
+ * concurrently on the same object; every other muse_vision_* query may.
+ */
+
+/* A decoded image: 8-bit RGB, interleaved, row-major, top row first. Passive data; rgb is owned by
+ * the struct (malloc'd by the library, released by muse_image_free). */
+struct muse_image {
+    int32_t width;
+    int32_t height;
+    int32_t channels_in_file;     /* what the file holds: 1 grey, 2 grey+alpha, 3 RGB, 4 RGBA */
+    uint8_t *rgb;                 /* [height][width][3] */
+};
+
+/* The default decompression-bomb limit of muse_image_decode: 2^26 pixels (8192 x 8192, 192 MiB as
+ * RGB). Images with more pixels are refused from their header, before any pixel is allocated. */
+#define MUSE_IMAGE_MAX_PIXELS_DEFAULT ((int64_t)1 << 26)
+
+/*
+ * Decode an image file held in memory: PNG (8/16-bit; 16-bit reduced as stb_image does), JPEG
+ * (baseline and progressive), GIF (the first frame), BMP, with stb_image's semantics and
+ * req_comp = 3 (what llama.cpp's mtmd calls): alpha is dropped, not composited; grey is
+ * replicated; no EXIF orientation. WebP (static, through libwebp) too, alpha dropped likewise.
+ * max_pixels: refuse images with more than this many pixels (0 = MUSE_IMAGE_MAX_PIXELS_DEFAULT);
+ * the size is read from the header first and nothing is decoded past the limit; the decoder's own
+ * allocations are capped to what an image of that size needs (a zlib bomb fails instead of
+ * growing). On success *out owns a new pixel buffer (free with muse_image_free); on error *out is
+ * zeroed. Errors: MUSE_ERR_FORMAT (empty, truncated or corrupt data, zero size),
+ * MUSE_ERR_UNSUPPORTED (not one of the formats above, animated WebP, more pixels than max_pixels),
+ * MUSE_ERR_INVALID_ARG, MUSE_ERR_NOMEM. Thread-safe.
+ */
+muse_status muse_image_decode(const void *data, size_t size, int64_t max_pixels, struct muse_image *out,
+                              struct muse_error *err);
+
+/* Read a file and muse_image_decode it. Adds MUSE_ERR_IO (the message names the file). */
+muse_status muse_image_load(const char *path, int64_t max_pixels, struct muse_image *out, struct muse_error *err);
+
+/* Release an image's pixels and zero the struct (NULL or a zeroed struct are fine). */
+void muse_image_free(struct muse_image *img);
+
+/*
+ * Resize to width x height with Pillow's Image.resize(..., LANCZOS) arithmetic, bit for bit (Q22
+ * fixed-point Lanczos-3, horizontal pass first, a pass whose size is unchanged is skipped; the same
+ * size is a copy). *out owns a new buffer. Errors: MUSE_ERR_INVALID_ARG (sizes < 1),
+ * MUSE_ERR_NOMEM. Thread-safe.
+ */
+muse_status muse_image_resize(const struct muse_image *src, int32_t width, int32_t height, struct muse_image *out,
+                              struct muse_error *err);
+
+/* Write an image as an 8-bit RGB PNG (stb_image_write). Errors: MUSE_ERR_IO, MUSE_ERR_INVALID_ARG. */
+muse_status muse_image_save_png(const struct muse_image *img, const char *path, struct muse_error *err);
+
+/*
+ * llama.cpp's muse_glimmer_grid_size (spec 4.2): the merged-token grid cols x rows for an
+ * img_w x img_h image, cells of `cell` pixels (patch_size * n_merge = 28) and at most max_tokens
+ * tokens (the grid never grows to fill the cap; when no floor/ceil candidate fits, rounding may
+ * exceed it). The resized image is (cols * cell) x (rows * cell). Pure; inputs must be >= 1.
+ */
+void muse_image_grid(int32_t img_w, int32_t img_h, int32_t cell, int32_t max_tokens, int32_t *cols, int32_t *rows);
+
+struct muse_vision;
+
+/* Stage hook (tests, debugging): called by muse_vision_encode with each intermediate result,
+ * data = [n_rows][n_cols] f32, valid only during the call. Stages: "after_posemb" (raster order),
+ * "after_pre_ln" (window order), "layer<i>_out_window_order" (the residual after block i),
+ * "after_post_ln_window_order", "after_inv_perm" (raster), "pixel_shuffle", "adapter0", "adapter1"
+ * (after their GELU), "projected". Called from the thread that runs muse_vision_encode. */
+typedef void (*muse_vision_stage_fn)(void *user, const char *stage, const float *data, int64_t n_rows,
+                                     int64_t n_cols);
+
+/* Progress hook: called after each tower layer (layer = 1 .. n_layer) from the encoding thread;
+ * returning 0 cancels the encode (MUSE_ERR_CANCELLED). */
+typedef int (*muse_vision_progress_fn)(void *user, int32_t layer, int32_t n_layer);
+
+struct muse_vision_params {
+    const char *backend;          /* "cpu" (threads + SIMD, default) or "ref" (the plain-C oracle, 1 thread) */
+    uint32_t n_threads;           /* 0 = physical cores (ref: 1) */
+    muse_vision_stage_fn stage;   /* NULL = none */
+    void *stage_user;
+    muse_vision_progress_fn progress; /* NULL = none */
+    void *progress_user;
+};
+
+/* Defaults for muse_vision_load. */
+struct muse_vision_params muse_vision_default_params(void);
+
+/*
+ * mmap and load a Muse-Glimmer vision projector (an mmproj GGUF: general.architecture = 'clip',
+ * clip.projector_type = 'muse-glimmer'), and create its encoder (backend, thread pool). Weights stay
+ * in the mapping in their stored types (quantized matrices are multiplied as they are); only the
+ * small patch kernel and position table are converted to F32 when stored as F16/BF16.
+ * On success *out owns a new object (muse_vision_free). Errors, one line each: MUSE_ERR_IO,
+ * MUSE_ERR_FORMAT (malformed file or key), MUSE_ERR_UNSUPPORTED (a text model or another projector
+ * type is named as such; an unknown tensor; spatial_merge_size != 2), MUSE_ERR_MISSING (a required
+ * key or tensor, named), MUSE_ERR_SHAPE (a tensor's shape, type or block alignment: expected and
+ * found), MUSE_ERR_INVALID_ARG (unknown backend), MUSE_ERR_NOMEM.
+ */
+muse_status muse_vision_load(const char *path, struct muse_vision_params params, struct muse_vision **out,
+                             struct muse_error *err);
+
+/* Free (NULL is fine). */
+void muse_vision_free(struct muse_vision *vision);
+
+/* The projector's hyperparameters, as used (passive data). */
+struct muse_vision_info {
+    int32_t n_layer, n_embd, n_ff, n_head, head_dim;
+    int32_t n_global_layers;      /* layers attending over the whole image; the others attend per window */
+    int32_t patch_size;           /* pixels per patch side */
+    int32_t n_merge;              /* pixel-shuffle factor (2) */
+    int32_t window_side;          /* patches per window side = the position table's side */
+    int32_t n_embd_merged;        /* n_embd * n_merge^2: the adapter's input width */
+    int32_t n_mm0, n_mm1;         /* the adapter's hidden widths */
+    int32_t n_embd_out;           /* width of the output rows: the text model's n_embd */
+    int32_t image_size;           /* clip.vision.image_size (nominal; preprocessing ignores it) */
+    int32_t default_max_tokens;   /* 4096 */
+    float eps;
+    float image_mean[3], image_std[3];
+    int32_t n_threads;            /* the encoder's threads */
+    const char *backend;          /* "cpu" or "ref" */
+};
+void muse_vision_get_info(const struct muse_vision *vision, struct muse_vision_info *out);
+
+/* The width of muse_vision_encode's rows (mm.2's rows; equals the text model's n_embd). */
+int32_t muse_vision_n_embd_out(const struct muse_vision *vision);
+
+/* What preprocessing does with an image of src_w x src_h pixels. */
+struct muse_image_geometry {
+    int32_t src_w, src_h;
+    int32_t target_w, target_h;   /* the resized image */
+    int32_t grid_tok_cols, grid_tok_rows; /* merged tokens per row / column */
+    int32_t n_tokens;             /* grid_tok_cols * grid_tok_rows: the rows muse_vision_encode writes */
+    int32_t patches_w, patches_h; /* target / patch_size */
+    int32_t n_windows;            /* attention windows of the windowed layers */
+    int32_t resampled;            /* nonzero when the size changes (else the resize is a copy) */
+};
+
+/*
+ * The geometry for an image of src_w x src_h with at most max_tokens merged tokens (0 = 4096,
+ * llama.cpp's default; --image-max-tokens). Errors: MUSE_ERR_INVALID_ARG (sizes < 1, max_tokens <
+ * 0, a grid too large for int32). Thread-safe.
+ */
+muse_status muse_vision_geometry(const struct muse_vision *vision, int32_t src_w, int32_t src_h, int32_t max_tokens,
+                                 struct muse_image_geometry *out, struct muse_error *err);
+
+/* The token count of muse_vision_geometry, or -1 on bad arguments. */
+int32_t muse_vision_n_tokens(const struct muse_vision *vision, int32_t src_w, int32_t src_h, int32_t max_tokens);
+
+/* A preprocessed image: passive data owned by the struct (muse_vision_input_free). */
+struct muse_vision_input {
+    struct muse_image_geometry geom;
+    struct muse_image resized;    /* the resized RGB, target_w x target_h */
+    float *pixels;                /* [3][target_h][target_w], planar, (u/255 - mean) / std in f32 */
+};
+
+/*
+ * Grid search, Lanczos resize and normalisation of img for this projector (max_tokens as in
+ * muse_vision_geometry). On success *out owns its buffers; on error it is zeroed. Errors as
+ * muse_vision_geometry, plus MUSE_ERR_NOMEM. Thread-safe.
+ */
+muse_status muse_vision_preprocess(const struct muse_vision *vision, const struct muse_image *img, int32_t max_tokens,
+                                   struct muse_vision_input *out, struct muse_error *err);
+
+void muse_vision_input_free(struct muse_vision_input *in);
+
+/*
+ * Run the tower and the adapter on a preprocessed image: out = [in->geom.n_tokens][n_embd_out]
+ * f32 rows in raster order of merged tokens (caller-allocated). Allocates the activations for this
+ * image (about (4 * n_patches * n_embd + a few chunk buffers) floats) and frees them before
+ * returning. Not reentrant per object. Errors: MUSE_ERR_INVALID_ARG (an input whose geometry does
+ * not fit this projector), MUSE_ERR_NOMEM, MUSE_ERR_CANCELLED (the progress hook said stop).
+ */
+muse_status muse_vision_encode(struct muse_vision *vision, const struct muse_vision_input *in, float *out,
+                               struct muse_error *err);
 
 #ifdef __cplusplus
 }

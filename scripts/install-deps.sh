@@ -2,7 +2,7 @@
 # Install what muse needs to build and test on Debian 12 (idempotent, non-interactive).
 # Skips apt-get entirely when everything is already installed.
 set -euo pipefail
-PKGS="build-essential clang pkg-config libpcre2-dev libcjson-dev libmicrohttpd-dev curl python3 python3-venv python3-pip"
+PKGS="build-essential clang pkg-config libpcre2-dev libcjson-dev libmicrohttpd-dev libedit-dev libstb-dev libwebp-dev curl python3 python3-venv python3-pip"
 [ "${1:-}" = "--test" ] && PKGS="$PKGS libclang-rt-14-dev libsimde-dev chromium chromium-driver"
 missing=""
 for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done

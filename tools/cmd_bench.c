@@ -1,14 +1,16 @@
 /*
  * cmd_bench.c - `muse bench`: llama-bench-style throughput of a model.
  *
- *   pp<P>  prompt processing: P tokens in one muse_eval call (chunked by --batch), tokens/s
+ *   pp<P>  prompt processing: P tokens in one muse_eval call (chunked by --batch-size), tokens/s
  *   tg<N>  text generation: N single-token muse_eval calls, tokens/s
  * optionally after a context of -d DEPTH tokens ("pp512 @ d4096"); each test is repeated -r
- * times after one warm-up run, and reported as mean +- standard deviation. --json prints a list
- * of records with llama-bench's field names (test, n_prompt, n_gen, n_depth, n_threads, avg_ts,
- * stddev_ts, samples_ts, avg_ns, ...) so llama-bench tooling reads it. --roofline adds the read
- * bandwidth measured in the same run and the decode roofline (bandwidth / bytes of weights read
- * per token).
+ * times after one warm-up run, and reported as mean +- standard deviation. As llama-bench, -p,
+ * -n, -d, -t and -b take comma-separated lists and every combination runs (for each thread count,
+ * batch size and depth: the pp tests, then the tg tests). -o md|json|jsonl|csv (--json = -o json)
+ * prints records with llama-bench's field names (build_commit, test, n_prompt, n_gen, n_depth,
+ * n_threads, n_batch, avg_ts, stddev_ts, samples_ts, avg_ns, ...) so llama-bench tooling reads
+ * them. --roofline adds the read bandwidth measured in the same run and the decode roofline
+ * (bandwidth / bytes of weights read per token).
  */
 #include <cJSON.h>
 #include <math.h>
@@ -31,22 +33,59 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: muse bench -m MODEL [-p 512] [-n 128] [-d DEPTH] [-t THREADS] [-r REPS] [--json] [--roofline]\n"
+            "usage: muse bench -m MODEL [-p 512] [-n 128] [-d DEPTH] [-t THREADS] [-b BATCH] [-r REPS] [-o md|json|jsonl|csv]\n"
             "Measures prompt processing (ppP) and text generation (tgN) in tokens per second.\n"
-            "  -p, --n-prompt P     prompt tokens of the pp test (default 512; 0 = no pp test)\n"
-            "  -n, --n-gen N        generated tokens of the tg test (default 128; 0 = no tg test)\n"
-            "  -d, --n-depth D      tokens already in the context before each test (default 0)\n"
-            "  -r, --repetitions R  timed repeats per test, after one warm-up (default 5)\n"
-            "  --json               llama-bench JSON records instead of the markdown table\n"
-            "  --roofline           also measure read bandwidth and the decode roofline\n"
-            "  --cpu-time           time with process CPU time / threads instead of the wall clock (a\n"
-            "                       shared, oversubscribed machine: leaves out waiting for a core)\n");
+            "-p, -n, -d, -t and -b take comma-separated lists (llama-bench's): every combination runs.\n"
+            "  -p, --n-prompt P,...     prompt tokens of the pp tests (default 512; 0 = no pp test)\n"
+            "  -n, --n-gen N,...        generated tokens of the tg tests (default 128; 0 = no tg test)\n"
+            "  -d, --n-depth D,...      tokens already in the context before each test (default 0)\n"
+            "  -t, --threads T,...      thread counts, 1..256 (default: physical cores)\n"
+            "  -b, --batch-size B,...   prompt chunk sizes (default 512)\n"
+            "  -r, --repetitions R      timed repeats per test, after one warm-up (default 5)\n"
+            "  -o, --output FORMAT      md (table, default), json (one array), jsonl (a record per line), csv\n"
+            "  --json                   = -o json\n"
+            "  --roofline               also measure read bandwidth and the decode roofline\n"
+            "  --cpu-time               time with process CPU time / threads instead of the wall clock (a\n"
+            "                           shared, oversubscribed machine: leaves out waiting for a core)\n");
     model_opts_usage(f);
+}
+
+/* A comma-separated list of integers in [lo, hi] (at most MAX_LIST values). */
+#define MAX_LIST 32
+struct int_list {
+    int n;
+    int64_t v[MAX_LIST];
+};
+
+static bool parse_list(const char *opt, const char *val, int64_t lo, int64_t hi, struct int_list *out) {
+    out->n = 0;
+    const char *p = val;
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char item[32];
+        if (len == 0 || len >= sizeof item || out->n == MAX_LIST) {
+            cli_err("bad value for %s: '%s' (expected comma-separated integers in %lld..%lld, at most %d)", opt, val,
+                    (long long)lo, (long long)hi, MAX_LIST);
+            return false;
+        }
+        memcpy(item, p, len);
+        item[len] = '\0';
+        if (!cli_parse_int(opt, item, lo, hi, &out->v[out->n++])) return false;
+        if (!comma) return true;
+        p = comma + 1;
+    }
+}
+
+static int64_t list_max(const struct int_list *l) {
+    int64_t m = 0;
+    for (int i = 0; i < l->n; i++) m = l->v[i] > m ? l->v[i] : m;
+    return m;
 }
 
 struct bench_result {
     char test[64];
-    int n_prompt, n_gen, n_depth;
+    int n_prompt, n_gen, n_depth, n_threads, n_batch;
     int reps;
     double samples_ns[MAX_REPS];
     double samples_ts[MAX_REPS];
@@ -133,26 +172,105 @@ static void model_sizes(const char *path, double *size, double *n_params, double
     muse_gguf_free(g);
 }
 
+static const char *const csv_fields[] = {
+    "build_commit", "cpu_info", "backends", "model_filename", "model_type", "model_size", "model_n_params", "n_batch",
+    "n_threads", "type_k", "type_v", "test", "n_prompt", "n_gen", "n_depth", "timing", "avg_ns", "stddev_ns", "avg_ts",
+    "stddev_ts"};
+
+/* One record with llama-bench's field names. */
+static cJSON *record(const struct bench_result *r, const char *path, const char *desc, const char *backend,
+                     const char *level, double size, double n_params, enum muse_kv_type kv, bool cpu_time, bool roofline,
+                     double bw, double decode_bytes) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "build_commit", muse_build_commit());
+    cJSON_AddStringToObject(o, "build_version", muse_version());
+    cJSON_AddStringToObject(o, "cpu_info", level);
+    cJSON_AddStringToObject(o, "backends", backend);
+    cJSON_AddStringToObject(o, "model_filename", path);
+    cJSON_AddStringToObject(o, "model_type", desc);
+    cJSON_AddNumberToObject(o, "model_size", size);
+    cJSON_AddNumberToObject(o, "model_n_params", n_params);
+    cJSON_AddNumberToObject(o, "n_batch", r->n_batch);
+    cJSON_AddNumberToObject(o, "n_threads", r->n_threads);
+    cJSON_AddStringToObject(o, "type_k", muse_kv_type_name(kv));
+    cJSON_AddStringToObject(o, "type_v", muse_kv_type_name(kv));
+    cJSON_AddStringToObject(o, "test", r->test);
+    cJSON_AddNumberToObject(o, "n_prompt", r->n_prompt);
+    cJSON_AddNumberToObject(o, "n_gen", r->n_gen);
+    cJSON_AddNumberToObject(o, "n_depth", r->n_depth);
+    cJSON_AddStringToObject(o, "timing", cpu_time ? "cpu_time_per_thread" : "wall");
+    cJSON_AddNumberToObject(o, "avg_ns", round(r->avg_ns));
+    cJSON_AddNumberToObject(o, "stddev_ns", round(r->stddev_ns));
+    cJSON_AddNumberToObject(o, "avg_ts", r->avg_ts);
+    cJSON_AddNumberToObject(o, "stddev_ts", r->stddev_ts);
+    cJSON *sn = cJSON_CreateArray(), *st = cJSON_CreateArray();
+    for (int k = 0; k < r->reps; k++) {
+        cJSON_AddItemToArray(sn, cJSON_CreateNumber(round(r->samples_ns[k])));
+        cJSON_AddItemToArray(st, cJSON_CreateNumber(r->samples_ts[k]));
+    }
+    cJSON_AddItemToObject(o, "samples_ns", sn);
+    cJSON_AddItemToObject(o, "samples_ts", st);
+    if (roofline && r->n_gen > 0) {
+        cJSON_AddNumberToObject(o, "read_bw_gbs", bw * 1e-9);
+        cJSON_AddNumberToObject(o, "decode_bytes", decode_bytes);
+        cJSON_AddNumberToObject(o, "roofline_ts", decode_bytes > 0 ? bw / decode_bytes : 0);
+    }
+    return o;
+}
+
+/* A CSV cell as llama-bench writes them: every value in double quotes, quotes doubled. */
+static void csv_cell(const cJSON *v, bool last) {
+    char *text = cJSON_IsString(v) ? NULL : cJSON_PrintUnformatted(v);
+    const char *s = cJSON_IsString(v) ? v->valuestring : text ? text : "";
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"') putchar('"');
+        putchar(*s);
+    }
+    putchar('"');
+    putchar(last ? '\n' : ',');
+    free(text);
+}
+
+enum out_format { OUT_MD, OUT_JSON, OUT_JSONL, OUT_CSV };
+
 int cmd_bench(int argc, char **argv) {
     struct model_opts o;
     model_opts_init(&o);
-    int64_t n_prompt = 512, n_gen = 128, depth = 0, reps = 5;
-    bool json = false, roofline = false, cpu_time = false;
+    struct int_list prompts = {1, {512}}, gens = {1, {128}}, depths = {1, {0}}, threads = {0}, batches = {0};
+    int64_t reps = 5;
+    enum out_format fmt = OUT_MD;
+    bool roofline = false, cpu_time = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
+        struct int_list *l = NULL;
+        int64_t lo = 0, hi = 1 << 20;
+        if (!strcmp(a, "-p") || !strcmp(a, "--n-prompt")) l = &prompts;
+        else if (!strcmp(a, "-n") || !strcmp(a, "--n-gen")) l = &gens;
+        else if (!strcmp(a, "-d") || !strcmp(a, "--n-depth")) l = &depths, hi = 1 << 22;
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) l = &threads, lo = 1, hi = MUSE_THREADPOOL_MAX;
+        else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size") || !strcmp(a, "--batch")) l = &batches, lo = 1, hi = 1 << 16;
+        if (l) {
+            if (!(v = cli_next(argc, argv, &i)) || !parse_list(a, v, lo, hi, l)) return 2;
+            continue;
+        }
         int r = model_opts_parse(&o, argc, argv, &i);
         if (r < 0) return 2;
         if (r > 0) continue;
-        if (!strcmp(a, "-p") || !strcmp(a, "--n-prompt")) {
-            if (!(v = cli_next(argc, argv, &i)) || !cli_parse_int(a, v, 0, 1 << 20, &n_prompt)) return 2;
-        } else if (!strcmp(a, "-n") || !strcmp(a, "--n-gen")) {
-            if (!(v = cli_next(argc, argv, &i)) || !cli_parse_int(a, v, 0, 1 << 20, &n_gen)) return 2;
-        } else if (!strcmp(a, "-d") || !strcmp(a, "--n-depth")) {
-            if (!(v = cli_next(argc, argv, &i)) || !cli_parse_int(a, v, 0, 1 << 22, &depth)) return 2;
-        } else if (!strcmp(a, "-r") || !strcmp(a, "--repetitions")) {
+        if (!strcmp(a, "-r") || !strcmp(a, "--repetitions")) {
             if (!(v = cli_next(argc, argv, &i)) || !cli_parse_int(a, v, 1, MAX_REPS, &reps)) return 2;
+        } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+            if (!(v = cli_next(argc, argv, &i))) return 2;
+            if (!strcmp(v, "md")) fmt = OUT_MD;
+            else if (!strcmp(v, "json")) fmt = OUT_JSON;
+            else if (!strcmp(v, "jsonl")) fmt = OUT_JSONL;
+            else if (!strcmp(v, "csv")) fmt = OUT_CSV;
+            else {
+                cli_err("bad value for %s: '%s' (expected md, json, jsonl or csv)", a, v);
+                return 2;
+            }
         } else if (!strcmp(a, "--json")) {
-            json = true;
+            fmt = OUT_JSON;
         } else if (!strcmp(a, "--roofline")) {
             roofline = true;
         } else if (!strcmp(a, "--cpu-time")) {
@@ -161,72 +279,97 @@ int cmd_bench(int argc, char **argv) {
             usage(stdout);
             return 0;
         } else {
-            fprintf(stderr, "muse bench: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
+            return cli_unknown(a);
         }
     }
-    if (!o.model_path) {
-        fprintf(stderr, "muse bench: -m MODEL is required\n");
-        usage(stderr);
-        return 2;
-    }
-    if (n_prompt == 0 && n_gen == 0) {
-        fprintf(stderr, "muse bench: nothing to measure (-p 0 and -n 0)\n");
-        return 2;
-    }
-    const int64_t need = depth + (n_prompt > n_gen ? n_prompt : n_gen);
+    if (!o.model_path) return cli_usage_err("-m MODEL is required");
+    if (list_max(&prompts) == 0 && list_max(&gens) == 0) return cli_usage_err("nothing to measure (-p 0 and -n 0)");
+    const int64_t test_max = list_max(&prompts) > list_max(&gens) ? list_max(&prompts) : list_max(&gens);
+    const int64_t need = list_max(&depths) + test_max;
     if (o.cparams.n_ctx == 0) o.cparams.n_ctx = (uint32_t)need;
     if (o.cparams.n_ctx < need) {
-        fprintf(stderr, "muse bench: --ctx-size %u is smaller than depth + test (%lld)\n", o.cparams.n_ctx,
-                (long long)need);
+        cli_err("--ctx-size %u is smaller than depth + test (%lld)", o.cparams.n_ctx, (long long)need);
         return 2;
     }
+    if (threads.n == 0) threads = (struct int_list){1, {o.cparams.n_threads}}; /* 0: the backend's choice */
+    if (batches.n == 0) batches = (struct int_list){1, {o.cparams.n_batch ? o.cparams.n_batch : 512}};
+    const bool show_batch = batches.n > 1 || batches.v[0] != 512;
+
     struct muse_model *model = NULL;
     struct muse_context *ctx = NULL;
-    if (!model_opts_open(&o, "bench", &model, &ctx)) return 1;
-
-    const int32_t n_vocab = muse_model_n_vocab(model);
-    int32_t *tokens = malloc(sizeof(int32_t) * (size_t)need);
-    float *logits = malloc(sizeof(float) * (size_t)n_vocab);
-    struct bench_result *res = calloc(2, sizeof *res);
+    int32_t *tokens = NULL;
+    float *logits = NULL;
+    struct bench_result *res = NULL;
     int n_res = 0, rc = 1;
+    cJSON *arr = NULL;
+    /* the model is loaded once; a context per (threads, batch) */
+    struct model_opts first = o;
+    first.cparams.n_threads = (uint32_t)threads.v[0];
+    first.cparams.n_batch = (uint32_t)batches.v[0];
+    if (!model_opts_open(&first, "bench", &model, &ctx)) return 1;
+    const enum muse_kv_type kv = o.cparams.kv_type; /* model_opts_open refused a -ctk/-ctv pair that differs */
+    const int32_t n_vocab = muse_model_n_vocab(model);
+    const int max_res = threads.n * batches.n * depths.n * (prompts.n + gens.n);
+    tokens = malloc(sizeof(int32_t) * (size_t)need);
+    logits = malloc(sizeof(float) * (size_t)n_vocab);
+    res = calloc((size_t)max_res, sizeof *res);
     if (!tokens || !logits || !res) {
-        fprintf(stderr, "muse bench: out of memory\n");
+        cli_err("out of memory");
         goto done;
     }
     uint32_t seed = 42;
     for (int64_t i = 0; i < need; i++) tokens[i] = (int32_t)(rng_next(&seed) % (uint32_t)n_vocab);
 
-    const int n_threads = o.cparams.n_threads ? (int)o.cparams.n_threads : muse_cpu_features()->n_physical;
-    for (int which = 0; which < 2; which++) {
-        const int p = which == 0 ? (int)n_prompt : 0, g = which == 0 ? 0 : (int)n_gen;
-        if (p == 0 && g == 0) continue;
-        struct bench_result *r = &res[n_res++];
-        if (p) snprintf(r->test, sizeof r->test, "pp%d", p);
-        else snprintf(r->test, sizeof r->test, "tg%d", g);
-        if (depth) snprintf(r->test + strlen(r->test), sizeof r->test - strlen(r->test), " @ d%lld", (long long)depth);
-        r->n_prompt = p;
-        r->n_gen = g;
-        r->n_depth = (int)depth;
-        r->reps = (int)reps;
-        if (run_once(ctx, tokens, (int)depth, p, p ? 0 : 1, logits, 0) < 0) goto done;  /* warm-up */
-        for (int k = 0; k < reps; k++) {
-            double ns = run_once(ctx, tokens, (int)depth, p, g, logits, cpu_time ? n_threads : 0);
-            if (ns < 0) goto done;
-            r->samples_ns[k] = ns;
-            r->samples_ts[k] = (p ? p : g) / (ns * 1e-9);
+    for (int ti = 0; ti < threads.n; ti++)
+        for (int bi = 0; bi < batches.n; bi++) {
+            if (ti || bi) { /* another thread count or batch size: a new context */
+                struct muse_error err;
+                struct muse_context_params cp = o.cparams;
+                cp.kv_type = kv;
+                cp.n_threads = (uint32_t)threads.v[ti];
+                cp.n_batch = (uint32_t)batches.v[bi];
+                muse_context_free(ctx);
+                ctx = NULL;
+                if (muse_context_create(model, cp, &ctx, &err)) {
+                    cli_err("%s", err.msg);
+                    goto done;
+                }
+            }
+            const int n_threads = (int)muse_context_n_threads(ctx);
+            for (int di = 0; di < depths.n; di++)
+                for (int k = 0; k < prompts.n + gens.n; k++) {
+                    const int p = k < prompts.n ? (int)prompts.v[k] : 0, g = k < prompts.n ? 0 : (int)gens.v[k - prompts.n];
+                    const int depth = (int)depths.v[di];
+                    if (p == 0 && g == 0) continue;
+                    struct bench_result *r = &res[n_res++];
+                    if (p) snprintf(r->test, sizeof r->test, "pp%d", p);
+                    else snprintf(r->test, sizeof r->test, "tg%d", g);
+                    if (depth) snprintf(r->test + strlen(r->test), sizeof r->test - strlen(r->test), " @ d%d", depth);
+                    r->n_prompt = p;
+                    r->n_gen = g;
+                    r->n_depth = depth;
+                    r->n_threads = n_threads;
+                    r->n_batch = (int)muse_context_n_batch(ctx);
+                    r->reps = (int)reps;
+                    if (run_once(ctx, tokens, depth, p, p ? 0 : 1, logits, 0) < 0) goto done; /* warm-up */
+                    for (int j = 0; j < reps; j++) {
+                        double ns = run_once(ctx, tokens, depth, p, g, logits, cpu_time ? n_threads : 0);
+                        if (ns < 0) goto done;
+                        r->samples_ns[j] = ns;
+                        r->samples_ts[j] = (p ? p : g) / (ns * 1e-9);
+                    }
+                    stats(r);
+                }
         }
-        stats(r);
-    }
 
     double size, n_params, decode_bytes, bw = 0;
     model_sizes(o.model_path, &size, &n_params, &decode_bytes);
+    const int bw_threads = (int)muse_context_n_threads(ctx);
     if (roofline) {
         struct muse_threadpool *pool = NULL;
         size_t bytes = (size_t)1 << 30;
         void *buf = malloc(bytes);
-        if (buf && muse_threadpool_create(n_threads, &pool, NULL) == MUSE_OK) {
+        if (buf && muse_threadpool_create(bw_threads, &pool, NULL) == MUSE_OK) {
             memset(buf, 1, bytes);
             bw = muse_membw_read(pool, buf, bytes, 5);
         }
@@ -243,63 +386,48 @@ int cmd_bench(int argc, char **argv) {
                   muse_kernels_active()->exact_mode && muse_kernels_active()->level ? ", exact" : "",
                   o.cparams.no_repack ? ", no-repack" : "");
 
-    if (json) {
-        cJSON *arr = cJSON_CreateArray();
-        for (int i = 0; i < n_res; i++) {
-            const struct bench_result *r = &res[i];
-            cJSON *o2 = cJSON_CreateObject();
-            cJSON_AddStringToObject(o2, "build_commit", muse_version());
-            cJSON_AddStringToObject(o2, "cpu_info", level);
-            cJSON_AddStringToObject(o2, "backends", backend);
-            cJSON_AddStringToObject(o2, "model_filename", o.model_path);
-            cJSON_AddStringToObject(o2, "model_type", desc);
-            cJSON_AddNumberToObject(o2, "model_size", size);
-            cJSON_AddNumberToObject(o2, "model_n_params", n_params);
-            cJSON_AddNumberToObject(o2, "n_batch", o.cparams.n_batch ? o.cparams.n_batch : 512);
-            cJSON_AddNumberToObject(o2, "n_threads", n_threads);
-            cJSON_AddStringToObject(o2, "type_k", muse_kv_type_name(o.cparams.kv_type));
-            cJSON_AddStringToObject(o2, "type_v", muse_kv_type_name(o.cparams.kv_type));
-            cJSON_AddStringToObject(o2, "test", r->test);
-            cJSON_AddNumberToObject(o2, "n_prompt", r->n_prompt);
-            cJSON_AddNumberToObject(o2, "n_gen", r->n_gen);
-            cJSON_AddNumberToObject(o2, "n_depth", r->n_depth);
-            cJSON_AddStringToObject(o2, "timing", cpu_time ? "cpu_time_per_thread" : "wall");
-            cJSON_AddNumberToObject(o2, "avg_ns", round(r->avg_ns));
-            cJSON_AddNumberToObject(o2, "stddev_ns", round(r->stddev_ns));
-            cJSON_AddNumberToObject(o2, "avg_ts", r->avg_ts);
-            cJSON_AddNumberToObject(o2, "stddev_ts", r->stddev_ts);
-            cJSON *sn = cJSON_CreateArray(), *st = cJSON_CreateArray();
-            for (int k = 0; k < r->reps; k++) {
-                cJSON_AddItemToArray(sn, cJSON_CreateNumber(round(r->samples_ns[k])));
-                cJSON_AddItemToArray(st, cJSON_CreateNumber(r->samples_ts[k]));
-            }
-            cJSON_AddItemToObject(o2, "samples_ns", sn);
-            cJSON_AddItemToObject(o2, "samples_ts", st);
-            if (roofline && r->n_gen > 0) {
-                cJSON_AddNumberToObject(o2, "read_bw_gbs", bw * 1e-9);
-                cJSON_AddNumberToObject(o2, "decode_bytes", decode_bytes);
-                cJSON_AddNumberToObject(o2, "roofline_ts", decode_bytes > 0 ? bw / decode_bytes : 0);
-            }
-            cJSON_AddItemToArray(arr, o2);
-        }
+    if (fmt != OUT_MD) {
+        arr = cJSON_CreateArray();
+        for (int i = 0; i < n_res; i++)
+            cJSON_AddItemToArray(arr, record(&res[i], o.model_path, desc, backend, level, size, n_params, kv, cpu_time,
+                                             roofline, bw, decode_bytes));
+    }
+    if (fmt == OUT_JSON) {
         char *text = cJSON_Print(arr);
         if (text) puts(text);
         free(text);
-        cJSON_Delete(arr);
+    } else if (fmt == OUT_JSONL) {
+        for (int i = 0; i < n_res; i++) {
+            char *text = cJSON_PrintUnformatted(cJSON_GetArrayItem(arr, i));
+            if (text) puts(text);
+            free(text);
+        }
+    } else if (fmt == OUT_CSV) {
+        const size_t nf = sizeof csv_fields / sizeof csv_fields[0];
+        for (size_t f = 0; f < nf; f++) printf("%s%c", csv_fields[f], f + 1 < nf ? ',' : '\n');
+        for (int i = 0; i < n_res; i++) {
+            const cJSON *rec = cJSON_GetArrayItem(arr, i);
+            for (size_t f = 0; f < nf; f++) csv_cell(cJSON_GetObjectItemCaseSensitive(rec, csv_fields[f]), f + 1 == nf);
+        }
     } else {
-        printf("| model | size | params | backend | threads | test | t/s |\n");
-        printf("| --- | ---: | ---: | --- | ---: | ---: | ---: |\n");
-        for (int i = 0; i < n_res; i++)
-            printf("| %s | %.2f MiB | %.2f M | %s (%s) | %d | %s | %.2f ± %.2f |\n", desc, size / 1048576.0,
-                   n_params * 1e-6, backend, level, n_threads, res[i].test, res[i].avg_ts, res[i].stddev_ts);
-        if (cpu_time) printf("\n(timed with process CPU time / %d threads, not the wall clock)\n", n_threads);
+        printf("| model | size | params | backend | threads |%s test | t/s |\n", show_batch ? " n_batch |" : "");
+        printf("| --- | ---: | ---: | --- | ---: |%s ---: | ---: |\n", show_batch ? " ---: |" : "");
+        for (int i = 0; i < n_res; i++) {
+            char nb[32] = "";
+            if (show_batch) snprintf(nb, sizeof nb, " %d |", res[i].n_batch);
+            printf("| %s | %.2f MiB | %.2f M | %s (%s) | %d |%s %s | %.2f ± %.2f |\n", desc, size / 1048576.0,
+                   n_params * 1e-6, backend, level, res[i].n_threads, nb, res[i].test, res[i].avg_ts, res[i].stddev_ts);
+        }
+        printf("\nbuild: %s (commit %s)\n", muse_version(), muse_build_commit());
+        if (cpu_time) printf("\n(timed with process CPU time / threads, not the wall clock)\n");
         if (roofline)
             printf("\nread bandwidth %.2f GB/s (%d threads); weights read per decode token %.2f MiB; "
                    "decode roofline %.2f t/s\n",
-                   bw * 1e-9, n_threads, decode_bytes / 1048576.0, decode_bytes > 0 ? bw / decode_bytes : 0);
+                   bw * 1e-9, bw_threads, decode_bytes / 1048576.0, decode_bytes > 0 ? bw / decode_bytes : 0);
     }
     rc = 0;
 done:
+    cJSON_Delete(arr);
     free(tokens);
     free(logits);
     free(res);

@@ -8,7 +8,17 @@
  * rings where each prompt ends serves the next turn's rewind when the rings cannot). The answer
  * streams through the output parser: reasoning dimmed (or hidden with --hide-reasoning), content
  * plain, tool calls as one line each. See docs/chat.md.
+ *
+ * Interactive use: the line editor of line_edit.h (libedit, history in ~/.muse_history); a line
+ * ending in a backslash continues on the next, and a """ line opens a block that a line ending in
+ * """ closes. Ctrl-C stops an answer (what was generated is kept as the assistant's turn) or a
+ * prompt being processed (the message is dropped) and returns to the prompt; Ctrl-C at an empty
+ * prompt quits with status 130, as llama-cli does (/exit and Ctrl-D quit with 0). A conversation
+ * that outgrows the context drops its oldest exchanges (the system prompt stays) and continues
+ * (--no-context-shift: the turn fails instead).
  */
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,36 +33,96 @@
 #include "gen/session.h"
 #include "text/tokenizer.h"
 #include "gguf/gguf.h"
+#include "line_edit.h"
 #include "model_opts.h"
 #include "muse.h"
+#include "progress.h"
 #include "sampling_opts.h"
-
-static void usage(FILE *f, const char *cmd) {
-    fprintf(f,
-            "usage: muse chat -m MODEL [options]            interactive chat (type /help inside)\n"
-            "       muse chat -m MODEL -p TEXT [options]    one turn, then exit (also: muse run --chat -p TEXT)\n"
-            "       muse chat -m MODEL -p TEXT --dump-prompt   print the rendered prompt and its token ids, no inference\n"
-            "  -p, --prompt TEXT      the user message of a one-shot turn\n"
-            "  --input FILE           the user message from a file (one shot)\n"
-            "  --system TEXT          system prompt (default: the template's own default system turn)\n"
-            "  --reasoning R          reasoning strength low|medium|high|xhigh (alias: --reasoning-effort)\n"
-            "  --hide-reasoning       do not print the reasoning\n"
-            "  --tools FILE.json      tool definitions (OpenAI function list); calls are printed\n"
-            "  --template FILE.jinja  chat template to use instead of the file's tokenizer.chat_template\n"
-            "  -n, --max-tokens N     tokens per answer at most (default 1024)\n");
-    sampling_opts_usage(f, SAMPLING_CHAT);
-    fprintf(f, "  --dump-prompt          print the prompt and token ids instead of generating\n");
-    model_opts_usage(f);
-    (void)cmd;
-}
 
 struct chat_cli {
     struct model_opts mo;
     const char *system, *reasoning, *template_path, *tools_path, *prompt, *input_file;
-    bool hide_reasoning, dump_prompt, oneshot;
+    bool hide_reasoning, dump_prompt, oneshot, help, ignore_eos;
+    bool context_shift;
     int64_t max_tokens;
     struct sampling_opts so;
 };
+
+#define C(dst) ((struct chat_cli *)(dst))
+
+static int set_str(void *d, const char *f, const char *v) {
+    struct chat_cli *o = C(d);
+    if (!strcmp(f, "-p") || !strcmp(f, "--prompt")) o->prompt = v;
+    else if (!strcmp(f, "-f") || !strcmp(f, "--file") || !strcmp(f, "--input")) o->input_file = v;
+    else if (!strcmp(f, "-sys") || !strcmp(f, "--system-prompt") || !strcmp(f, "--system")) o->system = v;
+    else if (!strncmp(f, "--reasoning", 11)) o->reasoning = v;
+    else if (!strcmp(f, "--tools")) o->tools_path = v;
+    else o->template_path = v; /* --template, --chat-template-file */
+    return 0;
+}
+
+static int set_switch(void *d, const char *f, const char *v) {
+    struct chat_cli *o = C(d);
+    (void)v;
+    if (!strcmp(f, "--chat")) o->oneshot = true; /* muse run --chat */
+    else if (!strcmp(f, "--hide-reasoning")) o->hide_reasoning = true;
+    else if (!strcmp(f, "--dump-prompt")) o->dump_prompt = true;
+    else if (!strcmp(f, "--context-shift")) o->context_shift = true;
+    else if (!strcmp(f, "--no-context-shift")) o->context_shift = false;
+    else if (!strcmp(f, "--ignore-eos")) o->ignore_eos = true;
+    else if (!strcmp(f, "--jinja")) (void)0; /* muse always renders the template with its Jinja interpreter */
+    else o->help = true;
+    return 0;
+}
+
+static int set_n(void *d, const char *f, const char *v) {
+    if (!strcmp(v, "-1")) { /* llama.cpp: no limit */
+        C(d)->max_tokens = INT32_MAX;
+        return 0;
+    }
+    return cli_parse_int(f, v, 1, INT32_MAX, &C(d)->max_tokens) ? 0 : -1;
+}
+
+static const struct cli_opt rows[] = {
+    {"-p|--prompt", "TEXT", "the user message of a one-shot turn", set_str},
+    {"-f|--file|--input", "FILE", "the user message from a file (one shot); - = standard input", set_str},
+    {"-sys|--system-prompt|--system", "TEXT", "system prompt (default: the template's own default system turn)", set_str},
+    {"--reasoning|--reasoning-effort|--reasoning-strength", "R", "reasoning strength low|medium|high|xhigh", set_str},
+    {"--hide-reasoning", NULL, "do not print the reasoning", set_switch},
+    {"--tools", "FILE.json", "tool definitions (OpenAI function list); calls are printed", set_str},
+    {"--template|--chat-template-file", "FILE", "chat template (Jinja) instead of the file's tokenizer.chat_template", set_str},
+    {"--jinja", NULL, "accepted for llama.cpp compatibility (templates always go through Jinja)", set_switch},
+    {"-n|--n-predict|--predict|--max-tokens", "N", "tokens per answer at most (default 1024; -1 = no limit)", set_n},
+    {"--ignore-eos", NULL, "do not stop at the end of turn (answers end at -n or Ctrl-C)", set_switch},
+    {"--context-shift", NULL, "when the conversation outgrows the context, drop the oldest exchanges\n"
+                              "(the system prompt stays) and go on (default)", set_switch},
+    {"--no-context-shift", NULL, "instead fail the turn that does not fit", set_switch},
+    {"--dump-prompt", NULL, "print the rendered prompt and its token ids instead of generating", set_switch},
+    {"--chat", NULL, NULL, set_switch}, /* muse run --chat: undocumented here */
+    {"-h|--help", NULL, "this help", set_switch},
+};
+#define N_ROWS (sizeof rows / sizeof rows[0])
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: muse chat -m MODEL [options]            interactive chat (type /help inside)\n"
+            "       muse chat -m MODEL -p TEXT [options]    one turn, then exit (also: muse run --chat -p TEXT)\n"
+            "       muse chat -m MODEL -p TEXT --dump-prompt   print the rendered prompt and its token ids, no inference\n"
+            "Interactive: arrows, history (~/.muse_history; MUSE_HISTORY=FILE, empty = none), a line ending in \\\n"
+            "continues on the next, \"\"\" opens and closes a multi-line block. Ctrl-C stops an answer (kept\n"
+            "as the assistant's turn) and returns to the prompt; Ctrl-C at an empty prompt quits (status 130).\n");
+    cli_opts_usage(f, rows, N_ROWS);
+    sampling_opts_usage(f, SAMPLING_CHAT);
+    model_opts_usage(f);
+}
+
+/* Set by SIGINT while the interactive chat runs (no SA_RESTART: a blocked read returns EINTR). */
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    interrupted = 1;
+}
 
 struct session {
     struct chat_cli *o;
@@ -67,34 +137,14 @@ struct session {
     char *system_owned;
     struct muse_session *kv; /* the context's KV state: its tokens, prefix reuse, checkpoints */
     float *logits;    /* [n_vocab] */
+    int32_t *gen;     /* [n_ctx] the answer's token ids so far (a context shift re-evaluates them) */
     bool color;
     int shown;        /* 0 nothing yet, 1 reasoning, 2 content */
     int turn;
     uint64_t calls;
 };
 
-static char *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 4096, n = 0;
-    char *b = malloc(cap);
-    while (b) {
-        n += fread(b + n, 1, cap - n - 1, f);
-        if (n < cap - 1) break;
-        char *nb = realloc(b, cap * 2);
-        if (!nb) {
-            free(b);
-            b = NULL;
-            break;
-        }
-        b = nb;
-        cap *= 2;
-    }
-    fclose(f);
-    if (b) b[n] = '\0';
-    *len = n;
-    return b;
-}
+static char *read_all(const char *path, size_t *len) { return cli_read_file(path, len); }
 
 /* ---- output ---- */
 
@@ -143,6 +193,77 @@ static bool render_prompt(struct session *s, int32_t **ids, size_t *n_ids, char 
     return muse_tokenizer_encode_alloc(s->tok, *text, len, MUSE_TOKENIZE_PARSE_SPECIAL, ids, n_ids, err) == MUSE_OK;
 }
 
+static const char *msg_role(const cJSON *m) {
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "role");
+    return cJSON_IsString(r) ? r->valuestring : "";
+}
+
+/*
+ * Context shift: drop the oldest exchange - the first non-system message and what follows it up
+ * to the next user message - never the last user message (the one being answered). The system
+ * prompt (--system, /system: the template's system turn) is not a message and always stays.
+ * Returns the number of messages dropped; 0 when nothing can go.
+ */
+static int drop_oldest(struct session *s) {
+    cJSON *msgs = (cJSON *)muse_chat_messages(s->chat);
+    const int n = cJSON_GetArraySize(msgs);
+    int last_user = -1, first = 0;
+    for (int i = n - 1; i >= 0 && last_user < 0; i--)
+        if (!strcmp(msg_role(cJSON_GetArrayItem(msgs, i)), "user")) last_user = i;
+    while (first < n && !strcmp(msg_role(cJSON_GetArrayItem(msgs, first)), "system")) first++;
+    if (last_user <= first) return 0;
+    int end = first + 1;
+    while (end < last_user && strcmp(msg_role(cJSON_GetArrayItem(msgs, end)), "user")) end++;
+    for (int k = first; k < end; k++) cJSON_DeleteItemFromArray(msgs, first);
+    return end - first;
+}
+
+static muse_status eval_session(void *kv, const int32_t *t, int32_t n, float *logits, struct muse_error *err) {
+    return muse_session_eval(kv, t, n, logits, 0, err);
+}
+
+static bool show_progress(const struct session *s) { return model_opts_progress(&s->o->mo); }
+
+/*
+ * The context is full in the middle of an answer: drop the oldest exchanges until the rendered
+ * conversation plus the answer so far (gen[0..n_gen), its last token not yet evaluated) leave
+ * room, then evaluate that sequence after the prefix the cache keeps. Afterwards s->logits are
+ * those after gen[n_gen - 1]. False when nothing more can be dropped (or on an error).
+ */
+static bool shift_mid_answer(struct session *s, int32_t n_gen, int *dropped, struct muse_error *err) {
+    const int32_t n_ctx = (int32_t)muse_context_n_ctx(s->ctx);
+    const int64_t left = s->o->max_tokens - n_gen;
+    const int64_t room = left < n_ctx / 4 ? left : n_ctx / 4;
+    int32_t *ids = NULL, *seq = NULL;
+    size_t n_ids = 0;
+    char *text = NULL;
+    bool ok = false;
+    for (;;) {
+        int k = drop_oldest(s);
+        if (k == 0) goto done;
+        *dropped += k;
+        free(ids);
+        free(text);
+        ids = NULL;
+        text = NULL;
+        if (!render_prompt(s, &ids, &n_ids, &text, err)) goto done;
+        if ((int64_t)n_ids + n_gen + room <= n_ctx) break;
+    }
+    const int32_t n = (int32_t)n_ids + n_gen;
+    if (!(seq = malloc(sizeof(int32_t) * (size_t)n))) goto done;
+    memcpy(seq, ids, sizeof(int32_t) * n_ids);
+    memcpy(seq + n_ids, s->gen, sizeof(int32_t) * (size_t)n_gen);
+    struct muse_session_keep keep = muse_session_reuse(s->kv, seq, n);
+    ok = progress_prefill(eval_session, s->kv, seq + keep.n_kept, n - keep.n_kept,
+                          (int32_t)muse_context_n_batch(s->ctx), s->logits, show_progress(s), &interrupted,
+                          err) == MUSE_OK;
+done:
+    free(seq);
+    free(ids);
+    free(text);
+    return ok;
+}
+
 static bool run_turn(struct session *s) {
     struct muse_error err;
     int32_t *ids = NULL;
@@ -150,27 +271,48 @@ static bool run_turn(struct session *s) {
     char *text = NULL;
     struct muse_output_parser *p = NULL;
     bool ok = false;
+    int dropped = 0;
     s->turn++;
-    if (!render_prompt(s, &ids, &n_ids, &text, &err)) {
-        fprintf(stderr, "muse chat: %s\n", err.msg);
-        goto done;
-    }
     const int32_t n_ctx = (int32_t)muse_context_n_ctx(s->ctx);
-    if ((int64_t)n_ids >= n_ctx) {
-        fprintf(stderr, "muse chat: the conversation needs %zu tokens but the context holds %d (/reset, or a larger --ctx-size)\n",
-                n_ids, n_ctx);
-        goto done;
+    /* with context shift, start a turn with room for an answer (a quarter of the context, or -n) */
+    const int64_t reserve = s->o->context_shift ? (s->o->max_tokens < n_ctx / 4 ? s->o->max_tokens : n_ctx / 4) : 0;
+    for (;;) {
+        free(ids);
+        free(text);
+        ids = NULL;
+        text = NULL;
+        if (!render_prompt(s, &ids, &n_ids, &text, &err)) {
+            cli_err("%s", err.msg);
+            goto done;
+        }
+        const bool fits = (int64_t)n_ids < n_ctx, roomy = (int64_t)n_ids + reserve <= n_ctx;
+        if (roomy || (fits && !s->o->context_shift)) break;
+        const int k = s->o->context_shift ? drop_oldest(s) : 0;
+        if (k == 0) {
+            if (fits) break;
+            cli_err("the conversation needs %zu tokens but the context holds %d (%s/reset, or a larger --ctx-size)", n_ids,
+                    n_ctx, s->o->context_shift ? "" : "--context-shift, ");
+            goto done;
+        }
+        dropped += k;
     }
     /* reuse the cached prefix; always evaluate at least the last prompt token (for its logits) */
     struct muse_session_keep keep = muse_session_reuse(s->kv, ids, (int32_t)n_ids);
     const int common = keep.n_kept;
     int64_t t0 = muse_time_us();
-    if (muse_session_eval(s->kv, ids + common, (int32_t)(n_ids - (size_t)common), s->logits, 0, &err) != MUSE_OK) {
-        fprintf(stderr, "muse chat: %s\n", err.msg);
+    muse_status st = progress_prefill(eval_session, s->kv, ids + common, (int32_t)(n_ids - (size_t)common),
+                                      (int32_t)muse_context_n_batch(s->ctx), s->logits, show_progress(s),
+                                      s->o->oneshot ? NULL : &interrupted, &err);
+    if (st == MUSE_ERR_CANCELLED) {
+        fprintf(stderr, "(interrupted while reading the prompt: the message was dropped)\n");
+        goto done;
+    }
+    if (st != MUSE_OK) {
+        cli_err("%s", err.msg);
         goto done;
     }
     /* the prompt ends here: the next turn may drop what follows (the reasoning), see session.h */
-    if (muse_session_checkpoint(s->kv, &err) != MUSE_OK) fprintf(stderr, "muse chat: %s\n", err.msg);
+    if (muse_session_checkpoint(s->kv, &err) != MUSE_OK) cli_err("%s", err.msg);
     int64_t t1 = muse_time_us();
 
     muse_sampler_reset(s->smp);
@@ -181,24 +323,33 @@ static bool run_turn(struct session *s) {
     if (muse_output_parser_create(&pp, &p, &err) != MUSE_OK) goto done;
     muse_detok_reset(s->detok);
     s->shown = 0;
-    int64_t n_gen = 0;
+    int32_t n_gen = 0;
     const char *stop = "max-tokens";
     while (n_gen < s->o->max_tokens) {
+        if (interrupted) {
+            stop = "interrupted (the answer so far is kept)";
+            break;
+        }
         int32_t t = muse_sampler_sample(s->smp, s->logits);
         muse_sampler_accept(s->smp, t);
-        n_gen++;
+        s->gen[n_gen++] = t;
         feed_token(s, p, t);
-        if (muse_model_token_is_stop(s->model, t)) {
+        if (!s->o->ignore_eos && muse_model_token_is_stop(s->model, t)) {
             stop = "end of turn";
             break;
         }
         if (n_gen >= s->o->max_tokens) break;
         if (muse_session_n_past(s->kv) >= n_ctx) {
-            stop = "context full";
-            break;
+            /* the answer so far must leave room for more: at most half the context */
+            if (!s->o->context_shift || n_gen > n_ctx / 2 || !shift_mid_answer(s, n_gen, &dropped, &err)) {
+                stop = interrupted ? "interrupted (the answer so far is kept)" : "context full";
+                break;
+            }
+            continue; /* the shift evaluated t */
         }
         if (muse_session_eval(s->kv, &t, 1, s->logits, 0, &err) != MUSE_OK) {
-            fprintf(stderr, "\nmuse chat: %s\n", err.msg);
+            fprintf(stderr, "\n");
+            cli_err("%s", err.msg);
             break;
         }
     }
@@ -209,17 +360,20 @@ static bool run_turn(struct session *s) {
     if (s->shown == 1 && s->color) fputs("\033[0m", stdout);
     fputc('\n', stdout);
     fflush(stdout);
-    if (muse_chat_add_parsed(s->chat, p, &err) != MUSE_OK) fprintf(stderr, "muse chat: %s\n", err.msg);
+    if (muse_chat_add_parsed(s->chat, p, &err) != MUSE_OK) cli_err("%s", err.msg);
     int64_t t2 = muse_time_us();
     double tp = (double)(t1 - t0) / 1e6, tg = (double)(t2 - t1) / 1e6;
     /* a sliding-window miss (the rings could not rewind to the common prefix) is shown, not hidden */
-    char miss[96] = "";
+    char miss[96] = "", shift[96] = "";
     if (keep.kind == MUSE_SESSION_KEEP_RESTORED)
         snprintf(miss, sizeof miss, "; sliding-window miss: checkpoint at %d restored", keep.ckpt_pos);
     else if (keep.kind == MUSE_SESSION_KEEP_CLEARED)
         snprintf(miss, sizeof miss, "; sliding-window miss: %d cached tokens re-evaluated", keep.n_asked);
-    fprintf(stderr, "[turn %d: prompt %zu tokens, %d reused from the cache, %zu evaluated in %.3f s; generated %lld tokens in %.3f s (%.2f tok/s); stop: %s%s]\n",
-            s->turn, n_ids, common, n_ids - (size_t)common, tp, (long long)n_gen, tg, tg > 0 ? (double)n_gen / tg : 0.0, stop, miss);
+    if (dropped) snprintf(shift, sizeof shift, "; context shift: dropped the %d oldest messages", dropped);
+    if (s->o->mo.verbosity >= 0)
+        fprintf(stderr, "[turn %d: prompt %zu tokens, %d reused from the cache, %zu evaluated in %.3f s; generated %d tokens in %.3f s (%.2f tok/s); stop: %s%s%s]\n",
+                s->turn, n_ids, common, n_ids - (size_t)common, tp, n_gen, tg, tg > 0 ? (double)n_gen / tg : 0.0, stop,
+                miss, shift);
     ok = true;
 done:
     if (!ok && muse_chat_n_messages(s->chat) > 0) {
@@ -236,54 +390,23 @@ done:
 
 static int parse_args(struct chat_cli *o, int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
         int r = model_opts_parse(&o->mo, argc, argv, &i);
         if (r == 0) r = sampling_opts_parse(&o->so, argc, argv, &i);
+        if (r == 0) r = cli_opts_parse(rows, N_ROWS, o, argc, argv, &i);
         if (r < 0) return 2;
-        if (r > 0) continue;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout, argv[0]);
+        if (r == 0) return cli_unknown(argv[i]);
+        if (o->help) {
+            usage(stdout);
             return 0;
-        } else if (!strcmp(a, "--chat")) {
-            o->oneshot = true; /* muse run --chat */
-        } else if (!strcmp(a, "--hide-reasoning")) {
-            o->hide_reasoning = true;
-        } else if (!strcmp(a, "--dump-prompt")) {
-            o->dump_prompt = true;
-        } else if (!strcmp(a, "-p") || !strcmp(a, "--prompt") || !strcmp(a, "--input") || !strcmp(a, "--system") ||
-                   !strcmp(a, "--reasoning") || !strcmp(a, "--reasoning-effort") || !strcmp(a, "--reasoning-strength") ||
-                   !strcmp(a, "--template") || !strcmp(a, "--tools")) {
-            if (!(v = cli_next(argc, argv, &i))) return 2;
-            if (a[1] == 'p' || !strcmp(a, "--prompt")) o->prompt = v;
-            else if (!strcmp(a, "--input")) o->input_file = v;
-            else if (!strcmp(a, "--system")) o->system = v;
-            else if (!strncmp(a, "--reasoning", 11)) o->reasoning = v;
-            else if (!strcmp(a, "--template")) o->template_path = v;
-            else o->tools_path = v;
-        } else if (!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) {
-            if (!(v = cli_next(argc, argv, &i)) || !cli_parse_int(a, v, 1, INT32_MAX, &o->max_tokens)) return 2;
-        } else {
-            fprintf(stderr, "muse %s: unknown option '%s'\n", argv[0], a);
-            return 2;
         }
     }
-    if (o->reasoning && !muse_chat_reasoning_strength(o->reasoning)) {
-        fprintf(stderr, "muse chat: --reasoning must be low, medium, high or xhigh (the model always reasons; use low)\n");
-        return 2;
-    }
-    if (!o->mo.model_path) {
-        fprintf(stderr, "muse chat: -m MODEL is required\n");
-        return 2;
-    }
+    if (o->reasoning && !muse_chat_reasoning_strength(o->reasoning))
+        return cli_usage_err("--reasoning must be low, medium, high or xhigh (the model always reasons; use low)");
+    if (!o->mo.model_path) return cli_usage_err("-m MODEL is required");
+    if (o->prompt && o->input_file) return cli_usage_err("give -p TEXT or -f FILE, not both");
     if (o->prompt || o->input_file) o->oneshot = true;
-    if (o->oneshot && !o->prompt && !o->input_file) {
-        fprintf(stderr, "muse chat: a one-shot turn needs -p TEXT or --input FILE\n");
-        return 2;
-    }
-    if (o->dump_prompt && !o->oneshot) {
-        fprintf(stderr, "muse chat: --dump-prompt needs -p TEXT or --input FILE\n");
-        return 2;
-    }
+    if (o->oneshot && !o->prompt && !o->input_file) return cli_usage_err("a one-shot turn needs -p TEXT or -f FILE");
+    if (o->dump_prompt && !o->oneshot) return cli_usage_err("--dump-prompt needs -p TEXT or -f FILE");
     return -1; /* go on */
 }
 
@@ -350,7 +473,7 @@ static int dump_prompt(struct session *s, const char *user) {
     size_t n;
     char *text;
     if (muse_chat_add(s->chat, "user", user, &err) != MUSE_OK || !render_prompt(s, &ids, &n, &text, &err)) {
-        fprintf(stderr, "muse chat: %s\n", err.msg);
+        cli_err("%s", err.msg);
         return 1;
     }
     fputs(text, stdout);
@@ -364,7 +487,9 @@ static int dump_prompt(struct session *s, const char *user) {
 
 static void repl_help(void) {
     printf("commands: /reset (forget the conversation), /system TEXT (set the system prompt),\n"
-           "          /tool TEXT (answer the last tool call with TEXT and continue), /exit\n");
+           "          /tool TEXT (answer the last tool call with TEXT and continue), /exit (or Ctrl-D)\n"
+           "input:    end a line with \\ to continue on the next; \"\"\" opens a multi-line block, a line\n"
+           "          ending in \"\"\" closes it. Ctrl-C stops an answer (kept); at an empty prompt it quits.\n");
 }
 
 /* Add a tool result for the most recent tool call; false when there is none. */
@@ -384,75 +509,157 @@ static bool add_tool_result(struct session *s, const char *text) {
     return ok;
 }
 
+/* A growing message (multi-line input). */
+struct msgbuf {
+    char *p;
+    size_t n, cap;
+};
+
+static bool msg_append(struct msgbuf *m, const char *s, size_t n) {
+    if (m->n + n + 1 > m->cap) {
+        size_t cap = (m->n + n + 1) * 2;
+        char *np = realloc(m->p, cap);
+        if (!np) return false;
+        m->p = np;
+        m->cap = cap;
+    }
+    memcpy(m->p + m->n, s, n);
+    m->n += n;
+    m->p[m->n] = '\0';
+    return true;
+}
+
+static bool ends_with_quotes(const char *s, size_t n) { return n >= 3 && !memcmp(s + n - 3, "\"\"\"", 3); }
+
+/* A /command; false for /exit. */
+static bool command(struct session *s, const char *line) {
+    if (!strcmp(line, "/exit") || !strcmp(line, "/quit") || !strcmp(line, "/bye")) return false;
+    if (!strcmp(line, "/reset") || !strcmp(line, "/clear")) {
+        muse_chat_reset(s->chat);
+        muse_session_clear(s->kv);
+        printf("(conversation reset)\n");
+    } else if (!strncmp(line, "/system", 7) && (line[7] == ' ' || line[7] == '\0')) {
+        free(s->system_owned);
+        s->system_owned = line[7] ? strdup(line + 8) : NULL;
+        s->copts.system_prompt = s->system_owned;
+        printf(s->system_owned ? "(system prompt set)\n" : "(system prompt cleared)\n");
+    } else if (!strncmp(line, "/tool ", 6)) {
+        if (add_tool_result(s, line + 6)) run_turn(s);
+        else printf("(no tool call to answer)\n");
+    } else if (!strcmp(line, "/help")) {
+        repl_help();
+    } else {
+        printf("unknown command %s; ", line);
+        repl_help();
+    }
+    return true;
+}
+
+/* The interactive loop; returns the exit status (130 after Ctrl-C at an empty prompt). */
 static int repl(struct session *s) {
-    char *line = NULL;
-    size_t cap = 0;
-    bool tty = isatty(STDIN_FILENO);
+    struct line_edit *le = line_edit_open("muse");
+    if (!le) {
+        cli_err("out of memory");
+        return 1;
+    }
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0; /* no SA_RESTART: Ctrl-C must end a blocked read */
+    sigaction(SIGINT, &sa, &old);
+    struct msgbuf m = {0};
+    enum { NORMAL, CONTINUED, BLOCK } mode = NORMAL;
+    int rc = 0;
     for (;;) {
-        fputs("> ", stdout);
-        fflush(stdout);
-        ssize_t n = getline(&line, &cap, stdin);
-        if (n < 0) {
-            if (tty) fputc('\n', stdout);
+        interrupted = 0;
+        const char *line;
+        bool had_text;
+        enum line_status ls = line_edit_read(le, mode == NORMAL ? "> " : "... ", &line, &had_text);
+        if (ls == LINE_INTERRUPT) {
+            interrupted = 0;
+            if (had_text || mode != NORMAL) { /* discard what was being typed */
+                m.n = 0;
+                mode = NORMAL;
+                continue;
+            }
+            rc = 130;
             break;
         }
-        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = '\0';
-        if (n == 0) continue;
-        if (line[0] == '/') {
-            if (!strcmp(line, "/exit") || !strcmp(line, "/quit")) break;
-            if (!strcmp(line, "/reset")) {
-                muse_chat_reset(s->chat);
-                muse_session_clear(s->kv);
-                printf("(conversation reset)\n");
-            } else if (!strncmp(line, "/system", 7) && (line[7] == ' ' || line[7] == '\0')) {
-                free(s->system_owned);
-                s->system_owned = line[7] ? strdup(line + 8) : NULL;
-                s->copts.system_prompt = s->system_owned;
-                printf(s->system_owned ? "(system prompt set)\n" : "(system prompt cleared)\n");
-            } else if (!strncmp(line, "/tool ", 6)) {
-                if (add_tool_result(s, line + 6)) run_turn(s);
-                else printf("(no tool call to answer)\n");
-            } else if (!strcmp(line, "/help")) {
-                repl_help();
+        if (ls == LINE_EOF) {
+            if (line_edit_is_tty(le)) fputc('\n', stdout);
+            break;
+        }
+        line_edit_add_history(le, line);
+        size_t n = strlen(line);
+        if (mode == BLOCK) { /* inside """ ... """ */
+            if (ends_with_quotes(line, n)) {
+                msg_append(&m, line, n - 3);
+                mode = NORMAL;
             } else {
-                printf("unknown command %s; ", line);
-                repl_help();
+                msg_append(&m, line, n);
+                msg_append(&m, "\n", 1);
+                continue;
             }
+        } else if (m.n == 0 && n >= 3 && !memcmp(line, "\"\"\"", 3)) {
+            if (n >= 6 && ends_with_quotes(line + 3, n - 3)) {
+                msg_append(&m, line + 3, n - 6);
+            } else {
+                if (n > 3) {
+                    msg_append(&m, line + 3, n - 3);
+                    msg_append(&m, "\n", 1);
+                }
+                mode = BLOCK;
+                continue;
+            }
+        } else if (n > 0 && line[n - 1] == '\\') { /* continued on the next line */
+            msg_append(&m, line, n - 1);
+            msg_append(&m, "\n", 1);
+            mode = CONTINUED;
+            continue;
+        } else {
+            msg_append(&m, line, n);
+            mode = NORMAL;
+        }
+        if (!m.p || m.n == 0) continue;
+        const char *msg = m.p;
+        m.n = 0; /* m.p stays valid until the next append */
+        if (msg[0] == '/' && !strchr(msg, '\n')) {
+            if (!command(s, msg)) break;
             continue;
         }
         struct muse_error err;
-        if (muse_chat_add(s->chat, "user", line, &err) != MUSE_OK) {
-            fprintf(stderr, "muse chat: %s\n", err.msg);
+        if (muse_chat_add(s->chat, "user", msg, &err) != MUSE_OK) {
+            cli_err("%s", err.msg);
             continue;
         }
         run_turn(s);
     }
-    free(line);
-    return 0;
+    sigaction(SIGINT, &old, NULL);
+    free(m.p);
+    line_edit_close(le);
+    return rc;
 }
 
 int cmd_chat(int argc, char **argv) {
-    struct chat_cli o = {.max_tokens = 1024};
+    struct chat_cli o = {.max_tokens = 1024, .context_shift = true};
     model_opts_init(&o.mo);
     sampling_opts_init(&o.so, SAMPLING_CHAT);
     int r = parse_args(&o, argc, argv);
-    if (r >= 0) {
-        if (r == 2) usage(stderr, argv[0]);
-        return r;
-    }
+    if (r >= 0) return r;
     struct session s = {.o = &o, .color = isatty(STDOUT_FILENO) && !getenv("NO_COLOR")};
     struct muse_error err;
     int rc = 1;
     char *input = NULL;
     if (!open_text(&s, &err)) {
-        fprintf(stderr, "muse chat: %s\n", err.msg);
+        cli_err("%s", err.msg);
         goto done;
     }
     const char *user = o.prompt;
     if (o.input_file) {
         size_t n;
         if (!(input = read_all(o.input_file, &n))) {
-            fprintf(stderr, "muse chat: cannot read %s\n", o.input_file);
+            cli_err("cannot read %s: %s", strcmp(o.input_file, "-") ? o.input_file : "standard input", strerror(errno));
             goto done;
         }
         user = input;
@@ -464,23 +671,26 @@ int cmd_chat(int argc, char **argv) {
     if (!model_opts_open(&o.mo, "chat", &s.model, &s.ctx)) goto done;
     int32_t n_vocab = muse_model_n_vocab(s.model);
     s.logits = malloc(sizeof(float) * (size_t)n_vocab);
-    if (!s.logits) {
-        fprintf(stderr, "muse chat: out of memory\n");
+    s.gen = malloc(sizeof(int32_t) * muse_context_n_ctx(s.ctx));
+    if (!s.logits || !s.gen) {
+        cli_err("out of memory");
         goto done;
     }
     if (muse_session_create(s.ctx, muse_session_default_params(), &s.kv, &err) != MUSE_OK ||
         muse_sampler_create(o.so.sp, n_vocab, &s.smp, &err) != MUSE_OK) {
-        fprintf(stderr, "muse chat: %s\n", err.msg);
+        cli_err("%s", err.msg);
         goto done;
     }
     if (o.oneshot) {
         if (muse_chat_add(s.chat, "user", user, &err) != MUSE_OK) goto done;
         rc = run_turn(&s) ? 0 : 1;
     } else {
-        char desc[256];
-        muse_model_desc(s.model, desc, sizeof(desc));
-        fprintf(stderr, "muse chat: %s, context %u tokens. /help for commands, /exit to quit.\n", desc,
-                muse_context_n_ctx(s.ctx));
+        if (o.mo.verbosity >= 0) {
+            char desc[256];
+            muse_model_desc(s.model, desc, sizeof(desc));
+            cli_err("%s, context %u tokens%s. /help for commands, /exit or Ctrl-C to quit.", desc,
+                    muse_context_n_ctx(s.ctx), o.context_shift ? " (context shift on)" : "");
+        }
         rc = repl(&s);
     }
 done:
@@ -488,6 +698,7 @@ done:
     free(s.system_owned);
     muse_session_free(s.kv);
     free(s.logits);
+    free(s.gen);
     cJSON_Delete(s.tools);
     muse_sampler_free(s.smp);
     muse_detok_free(s.detok);

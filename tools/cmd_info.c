@@ -20,6 +20,7 @@
 #include "gguf/tensor_type.h"
 #include "info.h"
 #include "speculative/dflash_hparams.h"
+#include "vision/vision.h"
 
 #define ARRAY_HEAD 8           /* array elements shown */
 #define TEXT_STR_MAX 96        /* bytes of a string value shown in text mode */
@@ -39,7 +40,7 @@ struct info {
 };
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: muse info MODEL.gguf [--json]\n\n"
+    fprintf(f, "usage: muse info [-m] MODEL.gguf [--json]\n\n"
                "Show a GGUF file: header, metadata (long arrays summarized), tensors, totals and, for the\n"
                "architectures muse knows (muse-glimmer, clip, dflash), the derived hyperparameters.\n"
                "  --json   one JSON document on stdout (schema: docs/info-json.md)\n");
@@ -177,6 +178,7 @@ static void print_drafter(const struct info *in) {
     printf("  KV ring: pad32(window + block_size + 1) = %u cells per layer by default\n",
            muse_dflash_default_ring(d.n_swa, d.block_size));
 }
+static cJSON *json_u64(uint64_t v);
 
 static void print_mmproj(const struct info *in) {
     static const char *const keys[] = {
@@ -192,16 +194,64 @@ static void print_mmproj(const struct info *in) {
         else print_scalar(&kv->value);
         printf("\n");
     }
-    uint32_t n_embd = 0, n_head = 0, img = 0, patch = 0, merge = 2;
+    struct muse_vision_hparams hp;
+    struct muse_vision_weights w;
     struct muse_error err;
-    muse_gguf_get_u32(in->g, "clip.vision.spatial_merge_size", &merge, &err);
-    if (muse_gguf_get_u32(in->g, "clip.vision.embedding_length", &n_embd, &err) == MUSE_OK &&
-        muse_gguf_get_u32(in->g, "clip.vision.attention.head_count", &n_head, &err) == MUSE_OK && n_head)
-        printf("  head_dim %u\n", n_embd / n_head);
-    if (muse_gguf_get_u32(in->g, "clip.vision.image_size", &img, &err) == MUSE_OK &&
-        muse_gguf_get_u32(in->g, "clip.vision.patch_size", &patch, &err) == MUSE_OK && patch && merge)
-        printf("  nominal image: %u x %u patches, %u tokens after %ux%u merge\n", img / patch, img / patch,
-               (img / patch / merge) * (img / patch / merge), merge, merge);
+    if (muse_vision_hparams_load(in->g, &hp, &err) || muse_vision_weights_bind(in->g, &hp, &w, &err)) {
+        char *m = info_clean_str(err.msg, strlen(err.msg), 400, true);
+        printf("  muse cannot run it: %s\n", m ? m : "?");
+        free(m);
+        return;
+    }
+    uint32_t n_global = 0;
+    for (uint32_t il = 0; il < hp.n_layer; il++) n_global += muse_vision_layer_is_global(&hp, il);
+    const struct muse_type_layout *mt = muse_type_layout_get(w.layers[0].q.type), *at = muse_type_layout_get(w.mm0.type);
+    printf("derived (muse):\n");
+    printf("  %-36s %u (n_embd / n_head)\n", "head_dim", hp.head_dim);
+    printf("  %-36s %u x %u patches (the position table's side)\n", "window", hp.window_side, hp.window_side);
+    printf("  %-36s %u windowed, %u global (every 4th and the last)\n", "layers", hp.n_layer - n_global, n_global);
+    printf("  %-36s %u pixels (patch %u x merge %u)\n", "token cell", hp.patch_size * hp.n_merge, hp.patch_size, hp.n_merge);
+    printf("  %-36s %u -> %u -> %u -> %u (output = the text model's n_embd)\n", "adapter", muse_vision_n_embd_merged(&hp),
+           hp.n_mm0, hp.n_mm1, hp.n_embd_out);
+    printf("  %-36s tower %s, adapter %s\n", "matrix types", mt ? mt->name : "?", at ? at->name : "?");
+    static const int32_t sizes[][2] = {{1024, 1024}, {336, 336}, {1920, 1080}, {3840, 2160}};
+    struct muse_vision_prep p;
+    muse_vision_prep_from_hparams(&hp, &p);
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        struct muse_image_geometry g;
+        if (muse_vision_prep_geometry(&p, sizes[i][0], sizes[i][1], 0, &g, NULL)) continue;
+        char label[48];
+        snprintf(label, sizeof label, "image %dx%d", sizes[i][0], sizes[i][1]);
+        printf("  %-36s %d x %d px, %d x %d = %d tokens, %d patches, %d window%s\n", label, g.target_w, g.target_h,
+               g.grid_tok_cols, g.grid_tok_rows, g.n_tokens, g.patches_w * g.patches_h, g.n_windows,
+               g.n_windows == 1 ? "" : "s");
+    }
+    muse_vision_weights_free(&w);
+}
+
+/* The "vision" object of --json for an mmproj muse can run; NULL otherwise. */
+static cJSON *json_vision(const struct muse_gguf *g) {
+    struct muse_vision_hparams hp;
+    struct muse_vision_weights w;
+    if (muse_vision_hparams_load(g, &hp, NULL) || muse_vision_weights_bind(g, &hp, &w, NULL)) return NULL;
+    muse_vision_weights_free(&w);
+    uint32_t n_global = 0;
+    for (uint32_t il = 0; il < hp.n_layer; il++) n_global += muse_vision_layer_is_global(&hp, il);
+    cJSON *o = cJSON_CreateObject();
+    const struct {
+        const char *k;
+        uint32_t v;
+    } f[] = {{"n_layer", hp.n_layer}, {"n_embd", hp.n_embd}, {"n_ff", hp.n_ff}, {"n_head", hp.n_head},
+             {"head_dim", hp.head_dim}, {"patch_size", hp.patch_size}, {"n_merge", hp.n_merge},
+             {"window_side", hp.window_side}, {"n_global_layers", n_global}, {"n_embd_merged", muse_vision_n_embd_merged(&hp)},
+             {"n_mm0", hp.n_mm0}, {"n_mm1", hp.n_mm1}, {"n_embd_out", hp.n_embd_out}};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) cJSON_AddItemToObject(o, f[i].k, json_u64(f[i].v));
+    struct muse_vision_prep p;
+    struct muse_image_geometry geo;
+    muse_vision_prep_from_hparams(&hp, &p);
+    if (!muse_vision_prep_geometry(&p, 1024, 1024, 0, &geo, NULL))
+        cJSON_AddItemToObject(o, "n_tokens_1024x1024", json_u64((uint64_t)geo.n_tokens));
+    return o;
 }
 
 static void print_text(const struct info *in) {
@@ -412,6 +462,11 @@ static int print_json(const struct info *in) {
         cJSON_AddNullToObject(tot, "bits_per_weight");
 
     if (in->kind == KIND_TEXT || in->kind == KIND_DRAFTER) cJSON_AddItemToObject(root, "hparams", json_hparams(&in->hp));
+    if (in->kind == KIND_MMPROJ) {
+        cJSON *v = json_vision(g);
+        if (v) cJSON_AddItemToObject(root, "vision", v);
+        else cJSON_AddNullToObject(root, "vision");
+    }
     if (in->kind == KIND_DRAFTER) {
         const struct muse_gguf_kv *bs = muse_gguf_find_kv(g, "dflash.block_size");
         const struct muse_gguf_kv *tl = muse_gguf_find_kv(g, "dflash.target_layers");
@@ -497,20 +552,20 @@ int cmd_info(int argc, char **argv) {
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
             return 0;
+        } else if (!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) { /* as run, chat ... take it */
+            const char *v = cli_next(argc, argv, &i);
+            if (!v) return 2;
+            if (path) return cli_usage_err("more than one file given");
+            path = v;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "muse info: unknown option '%s'\n", argv[i]);
-            return 2;
+            return cli_unknown(argv[i]);
         } else if (path) {
-            fprintf(stderr, "muse info: more than one file given\n");
-            return 2;
+            return cli_usage_err("more than one file given");
         } else {
             path = argv[i];
         }
     }
-    if (!path) {
-        usage(stderr);
-        return 2;
-    }
+    if (!path) return cli_usage_err("a GGUF file is required");
 
     struct muse_gguf *g = NULL;
     struct muse_error err = {0};

@@ -88,12 +88,12 @@ int cmd_logits(int argc, char **argv) {
         } else if (!strcmp(a, "--top")) {
             if (!(v = cli_next(argc, argv, &i)) || !cli_parse_int(a, v, 1, 1 << 20, &k)) goto usage_fail;
         } else {
-            fprintf(stderr, "muse logits: unknown option '%s'\n", a);
+            cli_unknown(a);
             goto usage_fail;
         }
     }
     if (!mo.model_path || !prompt) {
-        fprintf(stderr, "muse logits: -m MODEL and --tokens IDS are required\n");
+        cli_usage_err("-m MODEL and --tokens IDS are required");
         goto usage_fail;
     }
 
@@ -183,6 +183,5 @@ done:
     return rc;
 usage_fail:
     free(prompt);
-    usage(stderr);
     return 2;
 }

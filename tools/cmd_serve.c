@@ -4,8 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "cli.h"
+#include "gguf/gguf.h"
 #include "sampling_opts.h"
 #include "server/adapter.h"
 #include "server/server.h"
@@ -27,7 +29,13 @@ static void usage(FILE *f) {
             "                      (or set MUSE_API_KEY)\n");
     sampling_opts_usage(f, SAMPLING_SERVE);
     fprintf(f,
-            "  --max-connections N concurrent HTTP connections (default 256)\n"
+            "  --max-connections N open HTTP connections (default 1024; held by an event loop, not a thread each)\n"
+            "  --max-connections-per-ip N  open connections per client address (IPv6: per /64; default 1/4 of the above)\n"
+            "  --read-timeout S    a request must arrive within S seconds of connecting (default 30; its head within 10)\n"
+            "  --cors ORIGIN       send Access-Control-Allow-Origin to this origin (repeat, or comma-separate; '*' = any);\n"
+            "                      default: no cross-origin access\n"
+            "  --allow-host NAME   accept this Host name too on a loopback bind (repeatable; default: localhost,\n"
+            "                      127.0.0.1, [::1] with the port)\n"
             "  --test-script FILE  TEST ONLY: no model; play scripted outputs from FILE (docs/server.md)\n");
 }
 
@@ -40,6 +48,10 @@ int cmd_serve(int argc, char **argv) {
     struct sampling_opts so;
     sampling_opts_init(&so, SAMPLING_SERVE);
     p.api_key = getenv("MUSE_API_KEY");
+    enum { MAX_LIST = 32 };
+    const char *cors[MAX_LIST], *hosts[MAX_LIST];
+    p.cors_origins = cors;
+    p.allow_hosts = hosts;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val;
         int r = sampling_opts_parse(&so, argc, argv, &i);
@@ -93,13 +105,28 @@ int cmd_serve(int argc, char **argv) {
             NEXT();
             if (!cli_parse_int(a, val, 1, 100000, &v)) return 2;
             p.max_connections = (int)v;
+        } else if (!strcmp(a, "--max-connections-per-ip")) {
+            NEXT();
+            if (!cli_parse_int(a, val, 1, 100000, &v)) return 2;
+            p.max_connections_per_addr = (int)v;
+        } else if (!strcmp(a, "--read-timeout")) {
+            NEXT();
+            if (!cli_parse_int(a, val, 1, 86400, &v)) return 2;
+            p.read_timeout_s = (int)v;
+        } else if (!strcmp(a, "--cors") || !strcmp(a, "--allow-host")) {
+            NEXT(); /* the server splits comma-separated lists */
+            bool c = !strcmp(a, "--cors");
+            if ((c ? p.n_cors : p.n_allow_hosts) == MAX_LIST) {
+                fprintf(stderr, "muse serve: %s given more than %d times\n", a, MAX_LIST);
+                return 2;
+            }
+            if (c) cors[p.n_cors++] = val;
+            else hosts[p.n_allow_hosts++] = val;
         } else if (!strcmp(a, "--api-key")) {
             NEXT();
             p.api_key = val;
         } else {
-            fprintf(stderr, "muse serve: unknown option '%s'\n\n", a);
-            usage(stderr);
-            return 2;
+            return cli_unknown(a);
         }
 #undef NEXT
     }
@@ -108,9 +135,26 @@ int cmd_serve(int argc, char **argv) {
     p.min_p = so.sp.min_p;
     p.top_k = so.sp.top_k;
     if (!model && !test_mode) {
-        fprintf(stderr, "muse serve: --model is required\n\n");
-        usage(stderr);
-        return 2;
+        return cli_usage_err("--model FILE is required");
+    }
+
+    /* a missing or unreadable model fails here, before anything listens (the weights load after
+     * `listening`, so /health can answer "loading" meanwhile) */
+    if (!test_mode) {
+        struct muse_gguf *g = NULL;
+        struct muse_error gerr;
+        if (muse_gguf_open(model, &g, &gerr) != MUSE_OK) {
+            cli_err("%s", gerr.msg);
+            return 1;
+        }
+        muse_gguf_free(g);
+    }
+
+    /* every connection is a descriptor: lift the soft limit to the hard one (the server stays below it) */
+    struct rlimit rl;
+    if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
     }
 
     /* SIGINT/SIGTERM are taken by sigwait below; every thread started from here inherits the mask */

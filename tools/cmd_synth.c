@@ -33,7 +33,9 @@ static void usage(FILE *f) {
             "                     name (blk.0.*); unmatched matrices are F32; norms are always F32\n"
             "  --values RECIPE    conditioned or plain (see docs/synth.md)\n"
             "  -o, --output PATH  output file (required)\n"
-            "  -q, --quiet        no progress bar or summary\n",
+            "  -q, --quiet        no progress bar or summary\n"
+            "\n"
+            "muse synth --mmproj [options] -o OUT.gguf writes a vision projector instead (--mmproj --help).\n",
             MUSE_SYNTH_MIN_VOCAB, MUSE_SYNTH_REAL_VOCAB);
 }
 
@@ -74,6 +76,8 @@ int cmd_synth(int argc, char **argv) {
     bool quiet = false, pattern_u32 = false;
     for (int i = 1; i < argc; i++) /* a DFlash drafter instead of a text model */
         if (!strcmp(argv[i], "--dflash")) return cmd_synth_dflash(argc, argv);
+    for (int i = 1; i < argc; i++) /* vision projectors: cmd_synth_mmproj.c */
+        if (!strcmp(argv[i], "--mmproj")) return cmd_synth_mmproj(argc, argv);
     /* first pass: the preset, so the other options can override it in any order */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
@@ -123,15 +127,11 @@ int cmd_synth(int argc, char **argv) {
         } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
             quiet = true;
         } else {
-            fprintf(stderr, "muse synth: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
+            return cli_unknown(a);
         }
     }
     if (!out) {
-        fprintf(stderr, "muse synth: -o OUT.gguf is required\n");
-        usage(stderr);
-        return 2;
+        return cli_usage_err("-o OUT.gguf is required");
     }
     if ((types && muse_synth_parse_types(types, &cfg, &err)) || (pattern && muse_synth_parse_pattern(pattern, &cfg, &err))) {
         fprintf(stderr, "muse synth: %s\n", err.msg);

@@ -79,15 +79,11 @@ int cmd_synth_dflash(int argc, char **argv) {
         } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
             quiet = true;
         } else {
-            fprintf(stderr, "muse synth --dflash: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
+            return cli_unknown(a);
         }
     }
     if (!target || !out) {
-        fprintf(stderr, "muse synth --dflash: --target TARGET.gguf and -o OUT.gguf are required\n");
-        usage(stderr);
-        return 2;
+        return cli_usage_err("--target TARGET.gguf and -o OUT.gguf are required");
     }
     if (types) { /* the rule parser of `muse synth`, through a scratch config */
         struct muse_synth_config tmp;

@@ -46,8 +46,8 @@ static char *read_file(const char *path, size_t *len) {
     return buf;
 }
 
-static void usage(void) {
-    fprintf(stderr,
+static void usage(FILE *f) {
+    fprintf(f,
             "usage: muse template [--template FILE.jinja | --model FILE.gguf] --conversation CONV.json\n"
             "                     [--bos TEXT] [--eos TEXT] [--var NAME=JSON]... [--now YYYY-MM-DD]\n"
             "Prints the rendered prompt exactly (no newline added); template errors go to stderr, status 1.\n"
@@ -74,21 +74,16 @@ int cmd_template(int argc, char **argv) {
             }
             dst = &vars[n_vars++];
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage();
+            usage(stdout);
             return 0;
         } else {
-            fprintf(stderr, "muse template: unknown option '%s'\n", a);
-            usage();
-            return 2;
+            return cli_unknown(a);
         }
         const char *v = cli_next(argc, argv, &i);
         if (!v) return 2;
         *dst = v;
     }
-    if (!cpath) {
-        usage();
-        return 2;
-    }
+    if (!cpath) return cli_usage_err("--conversation FILE.json is required");
     int rc = 1;
     char *tsrc = NULL, *csrc = NULL, *out = NULL;
     cJSON *conv = NULL, *ctx = NULL;

@@ -145,18 +145,13 @@ int cmd_tokenize(int argc, char **argv) {
         } else if (!strcmp(a, "--detokenize")) {
             detok = true;
         } else {
-            fprintf(stderr, "muse tokenize: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
+            return cli_unknown(a);
         }
     }
     if (!model || (detok ? !ids_arg || text || file : (!text == !file) || ids_arg)) {
-        fprintf(stderr, "muse tokenize: %s\n",
-                !model ? "-m MODEL is required"
-                : detok ? "--detokenize needs --ids (and no --text/--file)"
-                        : "give exactly one of --text or --file (or --detokenize --ids)");
-        usage(stderr);
-        return 2;
+        return cli_usage_err("%s", !model ? "-m MODEL is required"
+                                   : detok ? "--detokenize needs --ids (and no --text/--file)"
+                                           : "give exactly one of --text or --file (or --detokenize --ids)");
     }
 
     int32_t *ids = NULL;

@@ -20,8 +20,11 @@ static const struct subcommand subcommands[] = {
     {"tokenize", cmd_tokenize, "tokenize text or detokenize ids"},
     {"template", cmd_template, "render a chat template for a conversation"},
     {"chat", cmd_chat, "interactive chat"},
+    {"quantize", cmd_quantize, "quantize an F32/F16/BF16 GGUF, byte for byte as llama-quantize"},
+    {"perplexity", cmd_perplexity, "perplexity of a text, KL divergence against a base model (llama-perplexity)"},
     {"bench", cmd_bench, "prefill/decode speed, llama-bench style"},
     {"serve", cmd_serve, "OpenAI-compatible HTTP server"},
+    {"image", cmd_image, "preprocess an image and run the vision projector (the vision parity interface)"},
 };
 
 static void usage(FILE *f) {
@@ -29,7 +32,14 @@ static void usage(FILE *f) {
             muse_version());
     for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)
         fprintf(f, "  %-10s %s\n", subcommands[i].name, subcommands[i].summary);
-    fprintf(f, "\n`muse SUBCOMMAND --help` for its options. See README.md.\n");
+    fprintf(f, "\n`muse SUBCOMMAND --help` (or `muse help SUBCOMMAND`) for its options; `muse --version`.\n"
+               "See README.md and `man muse`.\n");
+}
+
+static const struct subcommand *find(const char *name) {
+    for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)
+        if (!strcmp(name, subcommands[i].name)) return &subcommands[i];
+    return NULL;
 }
 
 int main(int argc, char **argv) {
@@ -37,17 +47,29 @@ int main(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V") || !strcmp(argv[1], "version")) {
+        printf("muse %s (commit %s)\n", muse_version(), muse_build_commit());
+        return 0;
+    }
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        if (argc > 2 && strcmp(argv[1], "help") == 0) { /* muse help run = muse run --help */
+            const struct subcommand *sc = find(argv[2]);
+            if (!sc) {
+                fprintf(stderr, "muse: unknown subcommand '%s' (see 'muse --help')\n", argv[2]);
+                return 2;
+            }
+            char *hargv[] = {argv[2], "--help", NULL};
+            cli_set_prog(sc->name);
+            return sc->fn(2, hargv);
+        }
         usage(stdout);
         return 0;
     }
-    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
-        printf("muse %s\n", muse_version());
-        return 0;
+    const struct subcommand *sc = find(argv[1]);
+    if (!sc) {
+        fprintf(stderr, "muse: unknown subcommand '%s' (see 'muse --help')\n", argv[1]);
+        return 2;
     }
-    for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)
-        if (!strcmp(argv[1], subcommands[i].name)) return subcommands[i].fn(argc - 1, argv + 1);
-    fprintf(stderr, "muse: unknown subcommand '%s'\n\n", argv[1]);
-    usage(stderr);
-    return 2;
+    cli_set_prog(sc->name);
+    return sc->fn(argc - 1, argv + 1);
 }

@@ -1,81 +1,189 @@
-/* model_opts.c - options shared by `muse run` and `muse logits` (model_opts.h). */
+/* model_opts.c - the model/context options of run, chat, logits and bench (model_opts.h). */
 #include "model_opts.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "core/threadpool.h"
+#include "core/timer.h"
+#include "progress.h"
 
-void model_opts_init(struct model_opts *o) {
-    memset(o, 0, sizeof *o);
-    o->cparams = muse_context_default_params();
+#define O(dst) ((struct model_opts *)(dst))
+
+static int set_model(void *d, const char *f, const char *v) {
+    (void)f;
+    O(d)->model_path = v;
+    return 0;
 }
 
-int model_opts_parse(struct model_opts *o, int argc, char **argv, int *i) {
-    const char *a = argv[*i];
-    const char *v;
+static int set_ctx(void *d, const char *f, const char *v) {
     int64_t n;
-    if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-        if (!(v = cli_next(argc, argv, i))) return -1;
-        o->model_path = v;
-        return 1;
-    }
-    if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
-        if (!(v = cli_next(argc, argv, i)) || !cli_parse_int(a, v, 1, 1 << 24, &n)) return -1;
-        o->cparams.n_ctx = (uint32_t)n;
-        return 1;
-    }
-    if (!strcmp(a, "-b") || !strcmp(a, "--batch")) {
-        if (!(v = cli_next(argc, argv, i)) || !cli_parse_int(a, v, 1, 1 << 16, &n)) return -1;
-        o->cparams.n_batch = (uint32_t)n;
-        return 1;
-    }
-    if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-        if (!(v = cli_next(argc, argv, i)) || !cli_parse_int(a, v, 1, 1024, &n)) return -1;
-        o->cparams.n_threads = (uint32_t)n;
-        return 1;
-    }
-    if (!strcmp(a, "--kv")) {
-        if (!(v = cli_next(argc, argv, i))) return -1;
-        int k = muse_kv_type_from_name(v);
-        if (k >= 0) {
-            o->cparams.kv_type = (enum muse_kv_type)k;
-            return 1;
-        }
-        fprintf(stderr, "muse: bad value for --kv: '%s' (expected f16, f32 or q8_0)\n", v);
+    if (!cli_parse_int(f, v, 0, 1 << 24, &n)) return -1; /* 0 = the default (llama.cpp: the model's) */
+    O(d)->cparams.n_ctx = (uint32_t)n;
+    return 0;
+}
+
+static int set_batch(void *d, const char *f, const char *v) {
+    int64_t n;
+    if (!cli_parse_int(f, v, 1, 1 << 16, &n)) return -1;
+    O(d)->cparams.n_batch = (uint32_t)n;
+    return 0;
+}
+
+static int set_threads(void *d, const char *f, const char *v) {
+    int64_t n;
+    if (!cli_parse_int(f, v, 1, MUSE_THREADPOOL_MAX, &n)) return -1;
+    O(d)->cparams.n_threads = (uint32_t)n;
+    return 0;
+}
+
+static int kv_type(const char *f, const char *v) {
+    int k = muse_kv_type_from_name(v);
+    if (k < 0) cli_err("bad value for %s: '%s' (expected f16, f32 or q8_0)", f, v);
+    return k;
+}
+
+static int set_kv(void *d, const char *f, const char *v) {
+    int k = kv_type(f, v);
+    if (k < 0) return -1;
+    O(d)->kv_k = O(d)->kv_v = k;
+    O(d)->cparams.kv_type = (enum muse_kv_type)k;
+    return 0;
+}
+
+static int set_kv_k(void *d, const char *f, const char *v) {
+    int k = kv_type(f, v);
+    if (k < 0) return -1;
+    O(d)->kv_k = k;
+    O(d)->cparams.kv_type = (enum muse_kv_type)k; /* model_opts_open refuses a -ctv that differs */
+    return 0;
+}
+
+static int set_kv_v(void *d, const char *f, const char *v) {
+    int k = kv_type(f, v);
+    if (k < 0) return -1;
+    O(d)->kv_v = k;
+    O(d)->cparams.kv_type = (enum muse_kv_type)k;
+    return 0;
+}
+
+static int set_backend(void *d, const char *f, const char *v) {
+    (void)f;
+    O(d)->cparams.backend = v;
+    return 0;
+}
+
+static int set_swa_full(void *d, const char *f, const char *v) {
+    (void)f, (void)v;
+    O(d)->cparams.swa_full = 1;
+    return 0;
+}
+
+static int set_ngl(void *d, const char *f, const char *v) {
+    int64_t n; /* llama.cpp also takes "auto" and "all" */
+    if (strcmp(v, "auto") && strcmp(v, "all") && !cli_parse_int(f, v, -1, 1 << 20, &n)) return -1;
+    O(d)->ngl_given = true;
+    return 0;
+}
+
+static int set_fa(void *d, const char *f, const char *v) {
+    (void)d, (void)f, (void)v; /* muse's attention is one fused kernel already; nothing to switch */
+    return 0;
+}
+
+static int set_no_mmap(void *d, const char *f, const char *v) {
+    (void)f, (void)v;
+    O(d)->mparams.use_mmap = 0;
+    return 0;
+}
+
+static int set_mlock(void *d, const char *f, const char *v) {
+    (void)f, (void)v;
+    O(d)->mparams.use_mlock = 1;
+    return 0;
+}
+
+static int set_load_mode(void *d, const char *f, const char *v) {
+    struct muse_model_params *mp = &O(d)->mparams;
+    if (!strcmp(v, "auto") || !strcmp(v, "mmap")) mp->use_mmap = 1, mp->use_mlock = 0;
+    else if (!strcmp(v, "none")) mp->use_mmap = 0, mp->use_mlock = 0;
+    else if (!strcmp(v, "mlock")) mp->use_mmap = 0, mp->use_mlock = 1;
+    else if (!strcmp(v, "mmap+mlock")) mp->use_mmap = 1, mp->use_mlock = 1;
+    else {
+        cli_err("bad value for %s: '%s' (expected auto, none, mmap, mlock or mmap+mlock)", f, v);
         return -1;
-    }
-    if (!strcmp(a, "--backend")) {
-        if (!(v = cli_next(argc, argv, i))) return -1;
-        o->cparams.backend = v;
-        return 1;
-    }
-    if (!strcmp(a, "--swa-full")) {
-        o->cparams.swa_full = 1;
-        return 1;
-    }
-    if (!strcmp(a, "--no-repack")) {
-        o->cparams.no_repack = 1;
-        return 1;
     }
     return 0;
 }
 
-void model_opts_usage(FILE *f) {
-    fprintf(f,
-            "  -m, --model FILE     Muse-Glimmer text GGUF (required)\n"
-            "  -c, --ctx-size N     context positions (default: min(4096, the model's context_length))\n"
-            "  -b, --batch N        prompt chunk size, tokens per forward (default 512)\n"
-            "  -t, --threads N      threads for the backend (default: physical cores; the ref backend uses 1)\n"
-            "  --kv f16|f32|q8_0    KV cache type (default f16, as llama.cpp)\n"
-            "  --backend NAME       forward backend: cpu (threads + SIMD kernels, default) or ref (the plain-C reference)\n"
-            "  --swa-full           sliding-window layers keep the whole context (no ring)\n"
-            "  --no-repack          batched matmuls read the mapped weights (exact kernels) instead of\n"
-            "                       packing weight panels for the tile GEMM (cpu backend)\n"
-            "environment: MUSE_LAYER_TRACE=1 prints a residual checksum per layer for the first\n"
-            "  MUSE_LAYER_TRACE_POS (default 4) positions on stderr; MUSE_CPU=scalar|avx2|avx512 forces\n"
-            "  a SIMD level, MUSE_CPU=exact (or avx2,exact ...) the kernels bit-identical to --backend ref\n");
+static int set_verbose(void *d, const char *f, const char *v) {
+    (void)f, (void)v;
+    O(d)->verbosity = 1;
+    return 0;
 }
+
+static int set_no_repack(void *d, const char *f, const char *v) {
+    (void)f, (void)v;
+    O(d)->cparams.no_repack = 1;
+    return 0;
+}
+
+static int set_quiet(void *d, const char *f, const char *v) {
+    (void)f, (void)v;
+    O(d)->verbosity = -1;
+    return 0;
+}
+
+static const struct cli_opt rows[] = {
+    {"-m|--model", "FILE", "Muse-Glimmer text GGUF (required)", set_model},
+    {"-c|--ctx-size", "N", "context positions (default, or 0: the model's context_length, capped so\n"
+                           "the KV cache fits in the memory available; see README)", set_ctx},
+    {"-b|--batch-size|--batch", "N", "prompt chunk size, tokens per forward (default 512)", set_batch},
+    {"-t|--threads", "N", "threads for the backend, 1..256 (default: physical cores; the ref backend uses 1)",
+     set_threads},
+    {"--kv", "f16|f32|q8_0", "KV cache type of keys and values (default f16, as llama.cpp)", set_kv},
+    {"-ctk|--cache-type-k", "TYPE", "llama.cpp's spelling of --kv for the keys; muse keeps keys and values\n"
+                                    "in one type, so -ctk and -ctv must agree", set_kv_k},
+    {"-ctv|--cache-type-v", "TYPE", "the same for the values", set_kv_v},
+    {"--backend", "NAME", "forward backend: cpu (threads + SIMD kernels, default) or ref (the plain-C reference)",
+     set_backend},
+    {"--swa-full", NULL, "sliding-window layers keep the whole context (no ring)", set_swa_full},
+    {"--no-repack", NULL, "batched matmuls read the mapped weights (exact kernels) instead of packing\n"
+                          "weight panels for the tile GEMM (cpu backend; saves the packed copies)", set_no_repack},
+    {"--no-mmap", NULL, "read the model into memory instead of mapping it", set_no_mmap},
+    {"--mlock", NULL, "lock the model in RAM (needs `ulimit -l` room; failing is an error)", set_mlock},
+    {"-lm|--load-mode", "MODE", "llama.cpp's loading modes: auto|mmap (default), none (= --no-mmap),\n"
+                                "mlock (read + lock), mmap+mlock", set_load_mode},
+    {"-ngl|--gpu-layers|--n-gpu-layers", "N", "accepted for llama.cpp compatibility: muse runs on the CPU (one note)",
+     set_ngl},
+    {"-fa|--flash-attn", "[on|off|auto]",
+     "accepted for llama.cpp compatibility (muse's attention is always fused)", set_fa},
+    {"-v|--verbose|--log-verbose", NULL, "also print the model, the context size and the load time", set_verbose},
+    {"--log-disable", NULL, "quiet: no progress lines and no speed summary on stderr (errors still print)",
+     set_quiet},
+};
+
+void model_opts_init(struct model_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->cparams = muse_context_default_params();
+    o->mparams = muse_model_default_params();
+    o->kv_k = o->kv_v = -1;
+}
+
+int model_opts_parse(struct model_opts *o, int argc, char **argv, int *i) {
+    return cli_opts_parse(rows, sizeof rows / sizeof rows[0], o, argc, argv, i);
+}
+
+void model_opts_usage(FILE *f) {
+    fprintf(f, "model and context:\n");
+    cli_opts_usage(f, rows, sizeof rows / sizeof rows[0]);
+    fprintf(f, "environment: MUSE_LAYER_TRACE=1 prints a residual checksum per layer for the first\n"
+               "  MUSE_LAYER_TRACE_POS (default 4) positions on stderr; MUSE_CPU=scalar|avx2|avx512 forces\n"
+               "  a SIMD level, MUSE_CPU=exact (or avx2,exact ...) the kernels bit-identical to --backend ref\n");
+}
+
+bool model_opts_progress(const struct model_opts *o) { return o->verbosity >= 0 && cli_stderr_tty(); }
 
 static void trace_print(void *user, int32_t pos, int32_t il, double sum, double sumsq, const float first[4]) {
     (void)user;
@@ -84,18 +192,39 @@ static void trace_print(void *user, int32_t pos, int32_t il, double sum, double 
 }
 
 bool model_opts_open(const struct model_opts *o, const char *cmd, struct muse_model **model, struct muse_context **ctx) {
+    (void)cmd; /* the message prefix is cli_prog */
     struct muse_error err;
+    struct muse_context_params cp = o->cparams;
     *model = NULL;
     *ctx = NULL;
     if (!o->model_path) {
-        fprintf(stderr, "muse %s: -m MODEL is required\n", cmd);
+        cli_usage_err("-m MODEL is required");
         return false;
     }
-    if (muse_model_load(o->model_path, muse_model_default_params(), model, &err)) {
-        fprintf(stderr, "muse %s: %s\n", cmd, err.msg);
+    if (o->kv_k >= 0 || o->kv_v >= 0) {
+        const int k = o->kv_k >= 0 ? o->kv_k : MUSE_KV_TYPE_F16, v = o->kv_v >= 0 ? o->kv_v : MUSE_KV_TYPE_F16;
+        if (k != v) {
+            cli_err("muse keeps keys and values in one type: -ctk %s and -ctv %s differ (give both, or --kv TYPE)",
+                    muse_kv_type_name((enum muse_kv_type)k), muse_kv_type_name((enum muse_kv_type)v));
+            return false;
+        }
+        cp.kv_type = (enum muse_kv_type)k;
+    }
+    if (o->ngl_given && o->verbosity >= 0) cli_err("note: -ngl is ignored: muse runs on the CPU");
+    struct load_progress lp = {.file = o->model_path};
+    struct muse_model_params mp = o->mparams;
+    progress_begin(&lp.p, model_opts_progress(o));
+    if (lp.p.on) {
+        mp.progress = progress_load_cb;
+        mp.progress_user = &lp;
+    }
+    muse_status st = muse_model_load(o->model_path, mp, model, &err);
+    progress_end(&lp.p);
+    if (st) {
+        cli_err("%s", err.msg);
         return false;
     }
-    struct muse_context_params cp = o->cparams;
+    const double load_s = progress_seconds(&lp.p);
     const char *tr = getenv("MUSE_LAYER_TRACE");
     if (tr && *tr && strcmp(tr, "0")) {
         const char *np = getenv("MUSE_LAYER_TRACE_POS");
@@ -103,10 +232,19 @@ bool model_opts_open(const struct model_opts *o, const char *cmd, struct muse_mo
         cp.trace_n_pos = np && atoi(np) > 0 ? atoi(np) : 4;
     }
     if (muse_context_create(*model, cp, ctx, &err)) {
-        fprintf(stderr, "muse %s: %s\n", cmd, err.msg);
+        cli_err("%s: %s", o->model_path, err.msg);
         muse_model_free(*model);
         *model = NULL;
         return false;
+    }
+    if (o->verbosity > 0) {
+        char desc[256];
+        muse_model_desc(*model, desc, sizeof desc);
+        cli_err("%s: %s", o->model_path, desc);
+        cli_err("loaded in %.2f s (%s%s); context %u positions (trained %d), batch %u, %u threads, KV %s, backend %s",
+                load_s, o->mparams.use_mmap ? "mmap" : "read", o->mparams.use_mlock ? " + mlock" : "",
+                muse_context_n_ctx(*ctx), muse_model_n_ctx_train(*model), muse_context_n_batch(*ctx),
+                muse_context_n_threads(*ctx), muse_kv_type_name(cp.kv_type), muse_context_backend(*ctx));
     }
     return true;
 }

@@ -1,8 +1,11 @@
 /* run_text.c - prompt tokenization and streaming detokenization for `muse run` (run_text.h). */
 #include "run_text.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "cli.h"
 
 #include "core/error.h"
 #include "text/tokenizer.h"
@@ -46,36 +49,6 @@ void run_text_close(struct run_text *rt) {
     free(rt);
 }
 
-static muse_status read_file(const char *file, char **text, size_t *len, struct muse_error *err) {
-    FILE *f = fopen(file, "rb");
-    if (!f) return muse_error_set(err, MUSE_ERR_IO, "cannot open %s", file);
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (n < cap) break;
-        char *nb = realloc(buf, cap * 2);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    bool bad = ferror(f);
-    fclose(f);
-    if (!buf) return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory reading %s", file);
-    if (bad) {
-        free(buf);
-        return muse_error_set(err, MUSE_ERR_IO, "cannot read %s", file);
-    }
-    *text = buf;
-    *len = n;
-    return MUSE_OK;
-}
-
 muse_status run_text_encode_prompt(struct run_text *rt, const char *text, const char *file, int32_t **ids, int *n_ids,
                                    struct muse_error *err) {
     char *owned = NULL;
@@ -83,7 +56,9 @@ muse_status run_text_encode_prompt(struct run_text *rt, const char *text, const 
     muse_status st;
     if (!rt) return muse_error_set(err, MUSE_ERR_UNSUPPORTED, "text prompts need the model's tokenizer");
     if (!text) {
-        if ((st = read_file(file, &owned, &len, err))) return st;
+        if (!(owned = cli_read_file(file, &len)))
+            return muse_error_set(err, MUSE_ERR_IO, "cannot read %s: %s", strcmp(file, "-") ? file : "standard input",
+                                  strerror(errno));
         text = owned;
     }
     /* a raw completion prompt: BOS as the file asks, special-token texts parsed like llama.cpp's CLI */

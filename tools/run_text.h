@@ -15,7 +15,8 @@ struct run_text;
 muse_status run_text_open(const char *path, struct run_text **out, struct muse_error *err);
 void run_text_close(struct run_text *rt);
 
-/* Tokenize `text` (or the contents of `file` when text is NULL), adding BOS as the file asks. */
+/* Tokenize `text` (or the contents of `file` when text is NULL; "-" = standard input), adding BOS
+ * as the model file asks. */
 muse_status run_text_encode_prompt(struct run_text *rt, const char *text, const char *file, int32_t **ids, int *n_ids,
                                    struct muse_error *err);
 

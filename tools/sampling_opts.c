@@ -10,13 +10,14 @@
 #include "cli.h"
 
 /* What a flag sets: one member of struct muse_sampler_params, and the values it takes. */
-enum field_kind { FIELD_FLOAT, FIELD_INT32, FIELD_UINT64 };
+enum field_kind { FIELD_FLOAT, FIELD_INT32, FIELD_SEED };
 
 struct field {
     enum field_kind kind;
-    size_t offset;             /* of the member in struct muse_sampler_params */
-    int64_t lo, hi;            /* integers: the range every command accepts (numbers: any) */
-    double serve_lo, serve_hi; /* in serve: the domain of the request field it stands in for (+-INFINITY: none) */
+    size_t offset;  /* of the member in struct muse_sampler_params */
+    double lo, hi;  /* the values every command accepts (inclusive; lo_open: lo excluded) */
+    bool lo_open;
+    const char *arg, *help; /* placeholder and help; the default is the command's (usage) */
 };
 
 enum field_id {
@@ -28,42 +29,47 @@ enum field_id {
     F_REPEAT_LAST_N,
     F_PRESENCE,
     F_FREQUENCY,
-    F_SEED
+    F_SEED,
+    F_COUNT
 };
 
 #define AT(member) offsetof(struct muse_sampler_params, member)
-static const struct field fields[] = {
-    [F_TEMPERATURE] = {FIELD_FLOAT, AT(temperature), 0, 0, 0, INFINITY},
-    [F_TOP_K] = {FIELD_INT32, AT(top_k), 0, INT32_MAX, 0, 1 << 30},
-    [F_TOP_P] = {FIELD_FLOAT, AT(top_p), 0, 0, 0, 1},
-    [F_MIN_P] = {FIELD_FLOAT, AT(min_p), 0, 0, 0, 1},
-    [F_REPEAT_PENALTY] = {FIELD_FLOAT, AT(repeat_penalty), 0, 0, -INFINITY, INFINITY},
-    [F_REPEAT_LAST_N] = {FIELD_INT32, AT(repeat_last_n), 0, 1 << 20, -INFINITY, INFINITY},
-    [F_PRESENCE] = {FIELD_FLOAT, AT(presence_penalty), 0, 0, -INFINITY, INFINITY},
-    [F_FREQUENCY] = {FIELD_FLOAT, AT(frequency_penalty), 0, 0, -INFINITY, INFINITY},
-    [F_SEED] = {FIELD_UINT64, AT(seed), 0, INT64_MAX, -INFINITY, INFINITY},
+static const struct field fields[F_COUNT] = {
+    [F_TEMPERATURE] = {FIELD_FLOAT, AT(temperature), 0, 100, false, "T", "temperature, 0..100; 0 = greedy"},
+    [F_TOP_K] = {FIELD_INT32, AT(top_k), 0, 1 << 30, false, "K", "keep the K most likely tokens; 0 = off"},
+    [F_TOP_P] = {FIELD_FLOAT, AT(top_p), 0, 1, false, "P", "nucleus: smallest set with probability >= P, 0..1; 1 = off"},
+    [F_MIN_P] = {FIELD_FLOAT, AT(min_p), 0, 1, false, "P", "drop tokens below P x the top probability, 0..1; 0 = off"},
+    [F_REPEAT_PENALTY] = {FIELD_FLOAT, AT(repeat_penalty), 0, 100, true, "R", "penalize repeated tokens, > 0 and <= 100; 1 = off"},
+    [F_REPEAT_LAST_N] = {FIELD_INT32, AT(repeat_last_n), 0, 1 << 20, false, "N", "tokens of history the penalties look at (default 64)"},
+    [F_PRESENCE] = {FIELD_FLOAT, AT(presence_penalty), -2, 2, false, "P", "presence penalty, -2..2; 0 = off"},
+    [F_FREQUENCY] = {FIELD_FLOAT, AT(frequency_penalty), -2, 2, false, "P", "frequency penalty, -2..2; 0 = off"},
+    [F_SEED] = {FIELD_SEED, AT(seed), -1, (double)INT64_MAX, false, "N", "RNG seed; -1 = random (default; printed at the end)"},
 };
 #undef AT
 
-/* The spellings, and the commands that accept each (an alias is one more row). */
+/* The spellings, and the commands that accept each (an alias is one more row). serve takes only
+ * what its request defaults carry (the server's options are its own). */
 #define ALL (SAMPLING_RUN | SAMPLING_CHAT | SAMPLING_SERVE)
+#define GEN (SAMPLING_RUN | SAMPLING_CHAT)
 static const struct spelling {
     const char *flag;
     enum field_id field;
     unsigned commands;
 } spellings[] = {
+    {"--temp", F_TEMPERATURE, ALL},
     {"--temperature", F_TEMPERATURE, ALL},
-    {"--temp", F_TEMPERATURE, SAMPLING_SERVE},
     {"--top-k", F_TOP_K, ALL},
     {"--top-p", F_TOP_P, ALL},
     {"--min-p", F_MIN_P, ALL},
-    {"--repeat-penalty", F_REPEAT_PENALTY, SAMPLING_RUN},
-    {"--repeat-last-n", F_REPEAT_LAST_N, SAMPLING_RUN},
-    {"--presence-penalty", F_PRESENCE, SAMPLING_RUN},
-    {"--frequency-penalty", F_FREQUENCY, SAMPLING_RUN},
-    {"--seed", F_SEED, SAMPLING_RUN | SAMPLING_CHAT},
+    {"--repeat-penalty", F_REPEAT_PENALTY, GEN},
+    {"--repeat-last-n", F_REPEAT_LAST_N, GEN},
+    {"--presence-penalty", F_PRESENCE, GEN},
+    {"--frequency-penalty", F_FREQUENCY, GEN},
+    {"-s", F_SEED, GEN},
+    {"--seed", F_SEED, GEN},
 };
 #undef ALL
+#undef GEN
 
 void sampling_opts_init(struct sampling_opts *o, enum sampling_cmd cmd) {
     memset(o, 0, sizeof *o);
@@ -84,58 +90,47 @@ int sampling_opts_parse(struct sampling_opts *o, int argc, char **argv, int *i) 
         if ((spellings[k].commands & o->cmd) && !strcmp(a, spellings[k].flag)) s = &spellings[k];
     if (!s) return 0;
     const struct field *f = &fields[s->field];
-    const bool serve = o->cmd == SAMPLING_SERVE;
     char *dst = (char *)&o->sp + f->offset;
     if (!(v = cli_next(argc, argv, i))) return -1;
     if (f->kind == FIELD_FLOAT) {
         double d;
         if (!cli_parse_float(a, v, &d)) return -1;
-        if (serve && (d < f->serve_lo || d > f->serve_hi)) { /* NaN passes, as the sampler takes it */
-            if (isinf(f->serve_hi))
-                fprintf(stderr, "muse: bad value for %s: '%s' (expected a number >= %g)\n", a, v, f->serve_lo);
-            else
-                fprintf(stderr, "muse: bad value for %s: '%s' (expected a number in %g..%g)\n", a, v, f->serve_lo,
-                        f->serve_hi);
+        if (d < f->lo || d > f->hi || (f->lo_open && d == f->lo)) {
+            cli_err("bad value for %s: '%s' (expected a number %s %g and <= %g)", a, v, f->lo_open ? ">" : ">=", f->lo, f->hi);
             return -1;
         }
         *(float *)dst = (float)d;
         return 1;
     }
-    int64_t lo = f->lo, hi = f->hi, n;
-    if (serve && isfinite(f->serve_hi)) {
-        lo = (int64_t)f->serve_lo;
-        hi = (int64_t)f->serve_hi;
-    }
-    if (!cli_parse_int(a, v, lo, hi, &n)) return -1;
-    if (f->kind == FIELD_INT32)
-        *(int32_t *)dst = (int32_t)n;
-    else
-        *(uint64_t *)dst = (uint64_t)n;
+    int64_t n;
+    if (!cli_parse_int(a, v, (int64_t)f->lo, f->kind == FIELD_SEED ? INT64_MAX : (int64_t)f->hi, &n)) return -1;
+    if (f->kind == FIELD_INT32) *(int32_t *)dst = (int32_t)n;
+    else if (n >= 0) *(uint64_t *)dst = (uint64_t)n; /* -1 keeps the random seed (llama.cpp's default) */
     return 1;
 }
 
 void sampling_opts_usage(FILE *f, enum sampling_cmd cmd) {
     switch (cmd) {
     case SAMPLING_RUN:
-        fprintf(f, "sampling (llama.cpp order: penalties, top-k, top-p, min-p, temperature):\n"
-                   "  --temperature T        0 = greedy (default); the model card recommends 1.0\n"
-                   "  --top-k K              0 = off (default); recommended 64\n"
-                   "  --top-p P              1 = off (default); recommended 0.95\n"
-                   "  --min-p P              0 = off (default)\n"
-                   "  --repeat-penalty R     1 = off (default)\n"
-                   "  --repeat-last-n N      history the penalties look at (default 64)\n"
-                   "  --presence-penalty P   0 = off (default)\n"
-                   "  --frequency-penalty P  0 = off (default)\n"
-                   "  --seed N               RNG seed (default: random, printed at the end)\n");
+        fprintf(f, "sampling (llama.cpp order: penalties, top-k, top-p, min-p, temperature); defaults: greedy\n"
+                   "(temperature 0, everything off); the model card recommends --temp 1.0 --top-k 64 --top-p 0.95:\n");
         break;
     case SAMPLING_CHAT:
-        fprintf(f, "  --temperature T, --top-k K, --top-p P, --min-p P, --seed N\n"
-                   "                         sampling (default: the model card's 1.0 / 64 / 0.95; --temperature 0 = "
-                   "greedy)\n");
+        fprintf(f, "sampling (llama.cpp order); defaults: the model card's --temp 1.0 --top-k 64 --top-p 0.95,\n"
+                   "min-p 0, no penalties:\n");
         break;
     case SAMPLING_SERVE:
-        fprintf(f, "  --temperature T, --top-p P, --top-k K, --min-p P\n"
-                   "                      sampling defaults for requests that omit them (default 1.0, 0.95, 64, 0)\n");
+        fprintf(f, "sampling defaults for requests that omit them (the model card's 1.0 / 64 / 0.95, min-p 0):\n");
         break;
+    }
+    for (int id = 0; id < F_COUNT; id++) {
+        char names[96] = "";
+        size_t w = 0;
+        for (size_t k = 0; k < sizeof spellings / sizeof spellings[0]; k++)
+            if (spellings[k].field == (enum field_id)id && (spellings[k].commands & cmd))
+                w += (size_t)snprintf(names + w, sizeof names - w, "%s%s", w ? "|" : "", spellings[k].flag);
+        if (!w) continue;
+        struct cli_opt row = {names, fields[id].arg, fields[id].help, NULL};
+        cli_opts_usage(f, &row, 1);
     }
 }

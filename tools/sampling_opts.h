@@ -1,6 +1,6 @@
 /*
  * sampling_opts.h - the sampling flags shared by `muse run`, `muse chat` and `muse serve`
- * (--temperature, --top-k, --top-p, --min-p, the penalties, --seed): one table of spellings,
+ * (--temp/--temperature, --top-k, --top-p, --min-p, the penalties, -s/--seed): one table of spellings,
  * one parser, each command's defaults and usage lines. The pattern of model_opts.h.
  *
  * Which spellings a command accepts is a column of the table in sampling_opts.c, so an alias
@@ -35,12 +35,11 @@ void sampling_opts_init(struct sampling_opts *o, enum sampling_cmd cmd);
 
 /*
  * If argv[*i] is a sampling flag o->cmd accepts, consume it and its value and return 1; return 0
- * when it is not one; -1 after printing "muse: bad value for FLAG ..." (or a missing value) on
- * stderr. Values are checked as each command always did: integers against a range (top-k
- * 0..INT32_MAX, repeat-last-n 0..2^20, seed 0..INT64_MAX), numbers only for being numbers (the
- * sampler gives every value a meaning: temperature <= 0 greedy, top-p >= 1 off ...), except
- * in serve, whose values stand in for request fields and must lie in their domain
- * (temperature >= 0, top-p and min-p in 0..1, top-k 0..2^30).
+ * when it is not one; -1 after printing "muse CMD: bad value for FLAG: 'V' (expected ...)" (or a
+ * missing value) on stderr. Every command checks the same domains, named in the message:
+ * temperature 0..100, top-k 0..2^30, top-p and min-p 0..1, repeat penalty > 0 and <= 100,
+ * repeat-last-n 0..2^20, presence and frequency penalties -2..2 (OpenAI's), seed -1..2^63-1
+ * (-1 = random, llama.cpp's default); NaN and infinities are refused.
  */
 int sampling_opts_parse(struct sampling_opts *o, int argc, char **argv, int *i);
 

@@ -16,10 +16,6 @@ const char *muse_status_str(muse_status status) {
     return status_names[i];
 }
 
-const char *muse_version(void) {
-    return "0.1.0";
-}
-
 muse_status muse_error_set(struct muse_error *err, muse_status status, const char *fmt, ...) {
     if (err) {
         va_list ap;

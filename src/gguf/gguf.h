@@ -107,8 +107,26 @@ struct muse_gguf {
 muse_status muse_gguf_parse(const void *data, size_t size, const char *name,
                             struct muse_gguf **out, struct muse_error *err);
 
-/* mmap `path` read-only and parse it. The mapping lives until muse_gguf_free. */
+/* mmap `path` read-only and parse it. The mapping lives until muse_gguf_free. Pages fault in
+ * as they are read (only the metadata, for a caller that never touches tensor data). */
 muse_status muse_gguf_open(const char *path, struct muse_gguf **out, struct muse_error *err);
+
+/* How muse_gguf_open_ex brings the bytes in (zeroed = muse_gguf_open's lazy mmap). */
+struct muse_gguf_load_params {
+    bool read;                 /* read the file into private anonymous memory instead of mapping it */
+    bool populate;             /* mmap: fault every page in now (MADV_POPULATE_READ, else a read per page),
+                                  as llama.cpp's MAP_POPULATE does; reading loads everything anyway */
+    bool mlock;                /* lock the bytes in RAM (mlock); failing is an error (MUSE_ERR_IO, `ulimit -l`) */
+    muse_progress_fn progress; /* NULL, or called every 32 MiB read or populated (done, total bytes);
+                                  nonzero from it cancels: MUSE_ERR_CANCELLED */
+    void *progress_user;
+};
+
+/* muse_gguf_open with a loading mode (params may be NULL: lazy mmap). Errors as muse_gguf_open,
+ * plus MUSE_ERR_NOMEM (read mode), MUSE_ERR_IO (a failed read or mlock), MUSE_ERR_CANCELLED. The
+ * memory lives until muse_gguf_free. */
+muse_status muse_gguf_open_ex(const char *path, const struct muse_gguf_load_params *params, struct muse_gguf **out,
+                              struct muse_error *err);
 
 void muse_gguf_free(struct muse_gguf *gguf);
 

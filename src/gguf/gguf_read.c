@@ -434,6 +434,26 @@ static muse_status check_data(struct rd *r, struct muse_gguf *g) {
             goto done;
         }
     }
+    /* llama.cpp's rule (gguf_init_from_file): in info order, each tensor's data starts where the
+     * previous one's ends, padded to the alignment - the packed sequence ggml writes. A gap (say
+     * after a zero-sized tensor), a reordering or padding beyond the alignment is refused, as
+     * llama.cpp refuses it, so a file muse accepts is one llama.cpp accepts. */
+    uint64_t expect = 0;
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const struct muse_gguf_tensor *t = &g->tensors[i];
+        if (t->offset != expect) {
+            char shown[96];
+            printable(shown, sizeof(shown), t->name, strlen(t->name));
+            snprintf(r->ctx, sizeof(r->ctx), "tensor '%s' (info at byte %llu)", shown, (unsigned long long)t->info_offset);
+            st = rd_fail(r, MUSE_ERR_FORMAT,
+                         "offset %llu, expected %llu: tensor data must follow the previous tensor's, padded to the "
+                         "alignment %u (ggml's layout; llama.cpp refuses this file too)",
+                         (unsigned long long)t->offset, (unsigned long long)expect, g->alignment);
+            goto done;
+        }
+        /* cannot overflow: the data lies inside the file (checked above) and alignment <= 2^31 */
+        expect += (t->nbytes + g->alignment - 1) / g->alignment * g->alignment;
+    }
 done:
     free(spans);
     return st;
@@ -498,12 +518,63 @@ fail:
     return st;
 }
 
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22 /* Linux 5.14; older kernels answer EINVAL and pages are touched instead */
+#endif
+#define LOAD_CHUNK ((size_t)32 << 20) /* bytes between progress calls */
+
+/* Fault every page of map[0..size) in, chunk by chunk, reporting progress. */
+static muse_status populate(uint8_t *map, size_t size, const struct muse_gguf_load_params *lp, const char *shown,
+                            struct muse_error *err) {
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    bool advise = true;
+    for (size_t done = 0; done < size;) {
+        size_t n = size - done < LOAD_CHUNK ? size - done : LOAD_CHUNK;
+        if (!advise || madvise(map + done, n, MADV_POPULATE_READ) != 0) {
+            advise = false; /* touch one byte per page */
+            volatile uint8_t sink = 0;
+            for (size_t o = 0; o < n; o += page) sink ^= map[done + o];
+            (void)sink;
+        }
+        done += n;
+        if (lp->progress && lp->progress(lp->progress_user, done, size))
+            return muse_error_set(err, MUSE_ERR_CANCELLED, "%s: loading cancelled", shown);
+    }
+    return MUSE_OK;
+}
+
+/* Read the whole file into anonymous memory (read-only afterwards). */
+static muse_status read_all(int fd, uint8_t *map, size_t size, const struct muse_gguf_load_params *lp,
+                            const char *shown, struct muse_error *err) {
+    char ebuf[128];
+    for (size_t done = 0; done < size;) {
+        size_t want = size - done < LOAD_CHUNK ? size - done : LOAD_CHUNK;
+        ssize_t got = read(fd, map + done, want);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0)
+            return muse_error_set(err, MUSE_ERR_IO, "%s: cannot read: %s", shown, strerror_r(errno, ebuf, sizeof(ebuf)));
+        if (got == 0) return muse_error_set(err, MUSE_ERR_IO, "%s: the file shrank while it was read", shown);
+        done += (size_t)got;
+        if (lp->progress && lp->progress(lp->progress_user, done, size))
+            return muse_error_set(err, MUSE_ERR_CANCELLED, "%s: loading cancelled", shown);
+    }
+    mprotect(map, size, PROT_READ); /* only a guard: failure leaves the bytes writable */
+    return MUSE_OK;
+}
+
 muse_status muse_gguf_open(const char *path, struct muse_gguf **out, struct muse_error *err) {
+    return muse_gguf_open_ex(path, NULL, out, err);
+}
+
+muse_status muse_gguf_open_ex(const char *path, const struct muse_gguf_load_params *lp, struct muse_gguf **out,
+                              struct muse_error *err) {
+    static const struct muse_gguf_load_params lazy = {0};
     char shown[128], ebuf[128];
     struct stat sb;
     void *map = NULL;
     muse_status st;
     *out = NULL;
+    if (!lp) lp = &lazy;
     printable(shown, sizeof(shown), path, strlen(path));
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return muse_error_set(err, MUSE_ERR_IO, "%s: cannot open: %s", shown, strerror_r(errno, ebuf, sizeof(ebuf)));
@@ -521,16 +592,23 @@ muse_status muse_gguf_open(const char *path, struct muse_gguf **out, struct muse
         close(fd);
         return muse_gguf_parse("", 0, path, out, err);   /* reports the short header */
     }
-    map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (lp->read) map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    else map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (map == MAP_FAILED) {
-        st = muse_error_set(err, MUSE_ERR_IO, "%s: cannot mmap %llu bytes: %s", shown, (unsigned long long)size,
-                            strerror_r(errno, ebuf, sizeof(ebuf)));
+        st = muse_error_set(err, lp->read ? MUSE_ERR_NOMEM : MUSE_ERR_IO, "%s: cannot %s %llu bytes: %s", shown,
+                            lp->read ? "allocate" : "mmap", (unsigned long long)size, strerror_r(errno, ebuf, sizeof(ebuf)));
         close(fd);
         return st;
     }
+    if (lp->read) st = read_all(fd, map, size, lp, shown, err);
+    else st = lp->populate ? populate(map, size, lp, shown, err) : MUSE_OK;
     close(fd);
-    if ((st = muse_gguf_parse(map, size, path, out, err))) {
-        munmap(map, size);
+    if (st == MUSE_OK && lp->mlock && mlock(map, size) != 0)
+        st = muse_error_set(err, MUSE_ERR_IO, "%s: cannot lock %llu bytes in memory: %s (the limit is `ulimit -l`)", shown,
+                            (unsigned long long)size, strerror_r(errno, ebuf, sizeof(ebuf)));
+    if (st == MUSE_OK) st = muse_gguf_parse(map, size, path, out, err);
+    if (st) {
+        munmap(map, size); /* also unlocks */
         return st;
     }
     struct muse_gguf_priv *priv = (*out)->priv;

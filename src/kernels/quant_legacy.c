@@ -133,16 +133,33 @@ static inline int8_t q8_code(float r) {
     return (r >= -128.0f && r <= 127.0f) ? (int8_t)r : 0;
 }
 
+/*
+ * q8_code(roundf(v)) without the libm calls (baseline x86-64 has no rounding instruction, so
+ * roundf is a call): truncate, then step away from zero when the dropped fraction is >= 1/2.
+ * v - trunc(v) is exact for |v| < 2^23, so this is roundf exactly; larger or non-finite v, whose
+ * roundf lies outside [-128, 127], give 0 as q8_code does.
+ */
+static inline int8_t q8_round_code(float v) {
+    if (!(v > -129.0f && v < 128.0f)) return 0;
+    int q = (int)v;
+    const float frac = v - (float)q;
+    q += (frac >= 0.5f) - (frac <= -0.5f);   /* branch-free: the sign of random data is unpredictable */
+    return (q >= -128 && q <= 127) ? (int8_t)q : 0;
+}
+
 /* Q8_0 and Q8_1: d = amax/127 in f32, id from the UNROUNDED d, q = roundf (half away from 0). */
 void muse_from_float_q8_0(const float *x, void *vy, int64_t n) {
     struct muse_block_q8_0 *y = vy;
     for (int64_t i = 0; i < n / 32; i++, x += 32) {
         float amax = 0.0f;
-        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+        for (int j = 0; j < 32; j++) {
+            const float a = fabsf(x[j]);
+            amax = a > amax ? a : amax;   /* = fmaxf(amax, a): a NaN never wins */
+        }
         const float d = amax / 127.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         y[i].d = muse_fp32_to_fp16(d);
-        for (int j = 0; j < 32; j++) y[i].qs[j] = q8_code(roundf(x[j] * id));
+        for (int j = 0; j < 32; j++) y[i].qs[j] = q8_round_code(x[j] * id);
     }
 }
 

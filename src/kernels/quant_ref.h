@@ -64,7 +64,7 @@ void muse_vec_dot_mxfp4_q8_0_ref(int64_t n, float *s, const void *x, const void 
 void muse_vec_dot_nvfp4_q8_0_ref(int64_t n, float *s, const void *x, const void *y);
 void muse_vec_dot_q1_0_q8_0_ref(int64_t n, float *s, const void *x, const void *y);
 
-/* ---- K-quants (quant_k.c) ---- */
+/* ---- K-quants (quant_k.c; weight quantizers in quant_k_quantize.c) ---- */
 void muse_to_float_q2_K(const void *x, float *y, int64_t n);
 void muse_to_float_q3_K(const void *x, float *y, int64_t n);
 void muse_to_float_q4_K(const void *x, float *y, int64_t n);
@@ -72,6 +72,12 @@ void muse_to_float_q5_K(const void *x, float *y, int64_t n);
 void muse_to_float_q6_K(const void *x, float *y, int64_t n);
 void muse_to_float_q8_K(const void *x, float *y, int64_t n);
 void muse_from_float_q8_K(const float *x, void *y, int64_t n);
+/* weight quantizers: ggml's quantize_row_<t>_ref (quant_k_quantize.c) */
+void muse_from_float_q2_K(const float *x, void *y, int64_t n);
+void muse_from_float_q3_K(const float *x, void *y, int64_t n);
+void muse_from_float_q4_K(const float *x, void *y, int64_t n);
+void muse_from_float_q5_K(const float *x, void *y, int64_t n);
+void muse_from_float_q6_K(const float *x, void *y, int64_t n);
 void muse_vec_dot_q2_K_q8_K_ref(int64_t n, float *s, const void *x, const void *y);
 void muse_vec_dot_q3_K_q8_K_ref(int64_t n, float *s, const void *x, const void *y);
 void muse_vec_dot_q4_K_q8_K_ref(int64_t n, float *s, const void *x, const void *y);

@@ -97,11 +97,11 @@ const struct muse_type_traits muse_type_traits[MUSE_TYPE_COUNT] = {
     T(MUSE_TYPE_NVFP4, muse_to_float_nvfp4, muse_from_float_nvfp4, MUSE_TYPE_Q8_0, muse_vec_dot_nvfp4_q8_0_ref),
     T(MUSE_TYPE_Q1_0, muse_to_float_q1_0, muse_from_float_q1_0, MUSE_TYPE_Q8_0, muse_vec_dot_q1_0_q8_0_ref),
 
-    T(MUSE_TYPE_Q2_K, muse_to_float_q2_K, NULL, MUSE_TYPE_Q8_K, muse_vec_dot_q2_K_q8_K_ref),
-    T(MUSE_TYPE_Q3_K, muse_to_float_q3_K, NULL, MUSE_TYPE_Q8_K, muse_vec_dot_q3_K_q8_K_ref),
-    T(MUSE_TYPE_Q4_K, muse_to_float_q4_K, NULL, MUSE_TYPE_Q8_K, muse_vec_dot_q4_K_q8_K_ref),
-    T(MUSE_TYPE_Q5_K, muse_to_float_q5_K, NULL, MUSE_TYPE_Q8_K, muse_vec_dot_q5_K_q8_K_ref),
-    T(MUSE_TYPE_Q6_K, muse_to_float_q6_K, NULL, MUSE_TYPE_Q8_K, muse_vec_dot_q6_K_q8_K_ref),
+    T(MUSE_TYPE_Q2_K, muse_to_float_q2_K, muse_from_float_q2_K, MUSE_TYPE_Q8_K, muse_vec_dot_q2_K_q8_K_ref),
+    T(MUSE_TYPE_Q3_K, muse_to_float_q3_K, muse_from_float_q3_K, MUSE_TYPE_Q8_K, muse_vec_dot_q3_K_q8_K_ref),
+    T(MUSE_TYPE_Q4_K, muse_to_float_q4_K, muse_from_float_q4_K, MUSE_TYPE_Q8_K, muse_vec_dot_q4_K_q8_K_ref),
+    T(MUSE_TYPE_Q5_K, muse_to_float_q5_K, muse_from_float_q5_K, MUSE_TYPE_Q8_K, muse_vec_dot_q5_K_q8_K_ref),
+    T(MUSE_TYPE_Q6_K, muse_to_float_q6_K, muse_from_float_q6_K, MUSE_TYPE_Q8_K, muse_vec_dot_q6_K_q8_K_ref),
     T(MUSE_TYPE_Q8_K, muse_to_float_q8_K, muse_from_float_q8_K, MUSE_TYPE_Q8_K, NULL),
 
     T(MUSE_TYPE_IQ2_XXS, muse_to_float_iq2_xxs, NULL, MUSE_TYPE_Q8_K, muse_vec_dot_iq2_xxs_q8_K_ref),

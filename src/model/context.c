@@ -6,29 +6,37 @@
 
 #include "core/cpu.h"
 #include "core/error.h"
+#include "gguf/tensor_type.h"
 #include "model/model.h"
 
 // ---- model ------------------------------------------------------------------------------------
 
 struct muse_model_params muse_model_default_params(void) {
     struct muse_model_params p = {0};
+    p.use_mmap = 1;
+    p.populate = 1;
     return p;
 }
 
 muse_status muse_model_load(const char *path, struct muse_model_params params, struct muse_model **out,
                             struct muse_error *err) {
-    (void)params;
     muse_status st;
     *out = NULL;
     struct muse_model *m = calloc(1, sizeof *m);
     if (!m) return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
-    if ((st = muse_gguf_open(path, &m->gguf, err))) goto fail;
+    const struct muse_gguf_load_params lp = {
+        .read = !params.use_mmap, .populate = params.populate != 0, .mlock = params.use_mlock != 0,
+        .progress = params.progress, .progress_user = params.progress_user,
+    };
+    /* the GGUF layer's messages already start with the file name */
+    if ((st = muse_gguf_open_ex(path, &lp, &m->gguf, err))) goto fail_named;
     if ((st = muse_hparams_load(&m->hp, m->gguf, err))) goto fail;
     if ((st = muse_weights_bind(&m->w, &m->hp, m->gguf, err))) goto fail;
     *out = m;
     return MUSE_OK;
 fail:
     muse_error_prefix(err, "%s: ", path);
+fail_named:
     muse_model_free(m);
     return st;
 }
@@ -88,6 +96,49 @@ struct muse_context_params muse_context_default_params(void) {
     return p;
 }
 
+uint64_t muse_context_bytes_per_pos(const struct muse_model *model, struct muse_context_params params) {
+    const struct muse_hparams *hp = &model->hp;
+    const enum muse_type type = (unsigned)params.kv_type < MUSE_KV_TYPE_COUNT ? kv_type_ids[params.kv_type] : MUSE_TYPE_F16;
+    uint64_t bytes = 0;
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        if (hp->is_swa[il] && !params.swa_full) continue; /* a ring of n_swa + n_batch cells: no per-position cost */
+        bytes += muse_type_row_size(type, muse_hparams_n_embd_k_gqa(hp, il)) +
+                 muse_type_row_size(type, muse_hparams_n_embd_v_gqa(hp, il));
+    }
+    /* the session's token mirror, the attention score rows of each thread, slack */
+    return bytes + 64;
+}
+
+/* Bytes of memory available now: MUSE_MEM_AVAILABLE (tests), else /proc/meminfo's MemAvailable; 0 = unknown. */
+static uint64_t mem_available(void) {
+    const char *env = getenv("MUSE_MEM_AVAILABLE");
+    if (env && *env) return strtoull(env, NULL, 10);
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[128];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    fclose(f);
+    return (uint64_t)kb * 1024;
+}
+
+uint32_t muse_context_auto_n_ctx(const struct muse_model *model, struct muse_context_params params, int32_t n_seq) {
+    const uint32_t train = model->hp.n_ctx_train;
+    const uint32_t floor = train < 4096 ? train : 4096;
+    if (n_seq < 1) n_seq = 1;
+    uint64_t avail = mem_available();
+    if (avail == 0) return floor; /* unknown: the old default */
+    uint64_t margin = avail / 8 > ((uint64_t)256 << 20) ? avail / 8 : (uint64_t)256 << 20;
+    uint64_t used = model->gguf->size + margin;
+    if (avail <= used) return floor;
+    uint64_t per_pos = muse_context_bytes_per_pos(model, params) * (uint64_t)n_seq;
+    uint64_t n = (avail - used) / per_pos;
+    if (n >= train) return train;
+    n &= ~(uint64_t)255;
+    return n > floor ? (uint32_t)n : floor;
+}
+
 void muse_context_free(struct muse_context *ctx) {
     if (!ctx) return;
     if (ctx->ops && ctx->backend_state) ctx->ops->free(ctx->backend_state);
@@ -107,7 +158,7 @@ muse_status muse_context_create(struct muse_model *model, struct muse_context_pa
     if (!ops) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "unknown backend '%s'", bname);
     if ((unsigned)params.kv_type >= MUSE_KV_TYPE_COUNT)
         return muse_error_set(err, MUSE_ERR_INVALID_ARG, "bad KV cache type %d", (int)params.kv_type);
-    if (params.n_ctx == 0) params.n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
+    if (params.n_ctx == 0) params.n_ctx = muse_context_auto_n_ctx(model, params, 1);
     if (params.n_ctx > hp->n_ctx_train)
         return muse_error_set(err, MUSE_ERR_INVALID_ARG, "context size %u exceeds the model's context_length %u",
                               params.n_ctx, hp->n_ctx_train);
@@ -173,9 +224,10 @@ uint32_t muse_context_n_threads(const struct muse_context *ctx) { return ctx->pa
 int32_t muse_context_n_past(const struct muse_context *ctx) { return ctx->kv->n_past; }
 const char *muse_context_backend(const struct muse_context *ctx) { return ctx->ops->name; }
 
-/* Shared body of muse_eval / muse_eval_embd: exactly one of tokens / embd is non-NULL. */
+/* Shared body of muse_eval / muse_eval_embd / muse_eval_rows: exactly one of tokens / embd is
+ * non-NULL; rows first_row..n_tokens-1 get logits (first_row = n_tokens or logits NULL: none). */
 static muse_status eval(struct muse_context *ctx, const int32_t *tokens, const float *embd, int32_t n_tokens,
-                        float *logits, int logits_all, struct muse_error *err) {
+                        float *logits, int32_t first_row, struct muse_error *err) {
     const struct muse_model *m = ctx->model;
     const int32_t n_vocab = (int32_t)m->w.n_vocab;
     const int64_t n_embd = m->hp.n_embd;
@@ -192,7 +244,6 @@ static muse_status eval(struct muse_context *ctx, const int32_t *tokens, const f
     const int32_t n_batch = (int32_t)ctx->params.n_batch;
     for (int32_t done = 0; done < n_tokens;) {
         const int32_t n = n_tokens - done < n_batch ? n_tokens - done : n_batch;
-        const bool last_chunk = done + n == n_tokens;
         for (int32_t i = 0; i < n; i++) ctx->pos[i] = kv->n_past + i;
         struct muse_forward_args a = {
             .tokens = tokens ? tokens + done : NULL, .embd = embd ? embd + (size_t)done * n_embd : NULL,
@@ -200,15 +251,13 @@ static muse_status eval(struct muse_context *ctx, const int32_t *tokens, const f
             .trace = ctx->params.trace, .trace_user = ctx->params.trace_user, .trace_n_pos = ctx->params.trace_n_pos,
             .capture = ctx->params.capture, .capture_user = ctx->params.capture_user,
         };
-        if (logits && logits_all) {
-            a.first_logit_row = 0;
-            a.logits = logits + (size_t)done * n_vocab;
-        } else if (logits && last_chunk) {
-            a.first_logit_row = n - 1;
-            a.logits = logits;
+        if (logits && first_row < done + n) {
+            a.first_logit_row = first_row > done ? first_row - done : 0;
+            a.logits = logits + (size_t)(done + a.first_logit_row - first_row) * n_vocab;
         }
         muse_forward(&m->hp, &m->w, ctx->ops, ctx->backend_state, ctx->rs, kv, &a);
         kv->n_past += n;
+        if (kv->n_past > kv->n_high) kv->n_high = kv->n_past;
         done += n;
     }
     return MUSE_OK;
@@ -217,13 +266,21 @@ static muse_status eval(struct muse_context *ctx, const int32_t *tokens, const f
 muse_status muse_eval(struct muse_context *ctx, const int32_t *tokens, int32_t n_tokens, float *logits, int logits_all,
                       struct muse_error *err) {
     if (!tokens) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "no tokens");
-    return eval(ctx, tokens, NULL, n_tokens, logits, logits_all, err);
+    return eval(ctx, tokens, NULL, n_tokens, logits, logits_all ? 0 : n_tokens - 1, err);
+}
+
+muse_status muse_eval_rows(struct muse_context *ctx, const int32_t *tokens, int32_t n_tokens, int32_t first_row,
+                           float *logits, struct muse_error *err) {
+    if (!tokens) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "no tokens");
+    if (first_row < 0 || first_row > n_tokens)
+        return muse_error_set(err, MUSE_ERR_INVALID_ARG, "first logits row %d outside 0..%d", first_row, n_tokens);
+    return eval(ctx, tokens, NULL, n_tokens, logits, first_row, err);
 }
 
 muse_status muse_eval_embd(struct muse_context *ctx, const float *embd, int32_t n_tokens, float *logits, int logits_all,
                            struct muse_error *err) {
     if (!embd) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "no embeddings");
-    return eval(ctx, NULL, embd, n_tokens, logits, logits_all, err);
+    return eval(ctx, NULL, embd, n_tokens, logits, logits_all ? 0 : n_tokens - 1, err);
 }
 
 void muse_kv_clear(struct muse_context *ctx) { muse_kv_cache_clear(ctx->kv); }

@@ -124,11 +124,12 @@ static muse_status check_arch(struct muse_hparams *hp, const struct muse_gguf *g
     if (!strcmp(arch, "clip"))
         return muse_error_set(err, MUSE_ERR_UNSUPPORTED,
                               "this is a vision projector (mmproj) file (general.architecture = 'clip'), "
-                              "not a text model: pass the Muse-Glimmer text GGUF as the model and this file as --mmproj");
+                              "not a text model: use the Muse-Glimmer text GGUF as the model; this file goes to --mmproj "
+                              "(e.g. muse image --mmproj FILE --image IMAGE)");
     if (!strcmp(arch, "dflash"))
         return muse_error_set(err, MUSE_ERR_UNSUPPORTED,
                               "this is a DFlash speculative drafter (general.architecture = 'dflash'), "
-                              "not a text model: pass the Muse-Glimmer text GGUF as the model and this file as --draft-model");
+                              "not a text model: pass the Muse-Glimmer text GGUF as the model (`muse draft --draft-model` takes this file)");
     return muse_error_set(err, MUSE_ERR_UNSUPPORTED,
                           "unsupported architecture '%s' (general.architecture): muse runs '%s' models only", arch,
                           MUSE_ARCH_MUSE_GLIMMER);

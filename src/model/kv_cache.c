@@ -105,7 +105,15 @@ static void lower_n_past(struct muse_kv_cache *kv, int32_t n_past) {
 
 void muse_kv_cache_clear(struct muse_kv_cache *kv) {
     lower_n_past(kv, 0);
-    memset(kv->buf, 0, kv->size);
+    /* position p lives in cell p (full layers) or p % n_cells (rings): cells below min(n_high,
+     * n_cells) are all that was ever written; the rest is still calloc's zeros */
+    for (uint32_t il = 0; il < kv->n_layer; il++) {
+        struct muse_kv_layer *l = &kv->layers[il];
+        size_t cells = (uint32_t)kv->n_high < l->n_cells ? (size_t)kv->n_high : l->n_cells;
+        memset(l->k, 0, cells * l->k_row_size);
+        memset(l->v, 0, cells * l->v_row_size);
+    }
+    kv->n_high = 0;
 }
 
 /* A sliding-window layer whose ring can wrap (fewer cells than positions): what a checkpoint copies. */

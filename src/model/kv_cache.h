@@ -22,6 +22,8 @@ struct muse_kv_cache {
     uint32_t n_batch;             /* most tokens per forward call the ring is sized for */
     enum muse_type type;          /* F16, F32 or Q8_0 */
     int32_t n_past;               /* positions 0..n_past-1 have been stored */
+    int32_t n_high;               /* most positions stored since creation or the last clear: the
+                                     rows beyond are still zero, so a clear zeroes only these */
     struct muse_kv_layer *layers; /* [n_layer] */
     uint32_t *n_swa;              /* [n_layer] window of each layer, 0 for full layers */
     void *buf;                    /* the storage every layer points into */
@@ -41,7 +43,8 @@ muse_status muse_kv_cache_create(const struct muse_hparams *hp, uint32_t n_ctx, 
 /* Free the cache (NULL is fine); its checkpoints stay to be freed by their owners, detached. */
 void muse_kv_cache_free(struct muse_kv_cache *kv);
 
-/* Forget every position (n_past = 0) and zero the storage. Every checkpoint of kv goes stale. */
+/* Forget every position (n_past = 0) and zero the storage written so far (the rows of positions
+ * below n_high; a large cache that was never filled costs nothing). Every checkpoint goes stale. */
 void muse_kv_cache_clear(struct muse_kv_cache *kv);
 
 /*

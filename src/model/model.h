@@ -37,6 +37,15 @@ struct muse_context {
  */
 muse_status muse_context_reserve(struct muse_context *ctx, const struct muse_backend_plan *need, struct muse_error *err);
 
+/*
+ * muse_eval with logits for the rows first_row..n_tokens-1 only: logits = [n_tokens - first_row]
+ * [n_vocab] (NULL or first_row = n_tokens: none). The head runs only for those rows, as llama.cpp
+ * computes only the outputs a batch asks for (perplexity scores the second half of a chunk).
+ * Errors: those of muse_eval, MUSE_ERR_INVALID_ARG when first_row is outside 0..n_tokens.
+ */
+muse_status muse_eval_rows(struct muse_context *ctx, const int32_t *tokens, int32_t n_tokens, int32_t first_row,
+                           float *logits, struct muse_error *err);
+
 /* Hyperparameters / weights of a loaded model. */
 const struct muse_hparams *muse_model_hparams(const struct muse_model *model);
 const struct muse_weights *muse_model_weights(const struct muse_model *model);

@@ -253,9 +253,14 @@ static cJSON *tool_call_json(const struct muse_srv_tool_call *c, int index, bool
     return o;
 }
 
-static cJSON *probs_json(struct muse_server *srv, const struct muse_srv_job *job, int from, int to) {
-    cJSON *arr = cJSON_CreateArray();
-    for (int i = from; i < to; i++) {
+/*
+ * The completion_probabilities entries of tokens [from, to) as JSON text appended to out: one
+ * token's objects at a time, so memory stays about the size of the text (a cJSON tree of the whole
+ * list costs ~400 bytes per entry). False when out of memory.
+ */
+static bool probs_text(struct muse_server *srv, const struct muse_srv_job *job, int from, int to, struct muse_srv_buf *out) {
+    bool ok = muse_srv_buf_puts(out, "[");
+    for (int i = from; ok && i < to; i++) {
         const struct muse_srv_prob *pr = job->probs + (size_t)i * (size_t)job->n_probs;
         int32_t tok = job->out_toks[i];
         cJSON *e = cJSON_CreateObject();
@@ -275,9 +280,41 @@ static cJSON *probs_json(struct muse_server *srv, const struct muse_srv_job *job
             if (pr[k].prob > 0) cJSON_AddNumberToObject(t, "logprob", log(pr[k].prob));
             cJSON_AddItemToArray(top, t);
         }
-        cJSON_AddItemToArray(arr, e);
+        char *text = cJSON_PrintUnformatted(e);
+        cJSON_Delete(e);
+        ok = text && (i == from || muse_srv_buf_puts(out, ",")) && muse_srv_buf_puts(out, text);
+        free(text);
     }
-    return arr;
+    return ok && muse_srv_buf_puts(out, "]");
+}
+
+/*
+ * root printed as JSON text (malloc'd; root is freed), with "completion_probabilities" of tokens
+ * [from, to) spliced in as the last member when the job has n_probs. NULL when out of memory.
+ */
+static char *print_with_probs(struct muse_server *srv, const struct muse_srv_job *job, cJSON *root, int from, int to) {
+    char *text = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    if (!text || job->n_probs <= 0) return text;
+    struct muse_srv_buf b = {0};
+    size_t n = strlen(text); /* text ends with the object's '}' */
+    bool ok = n >= 2 && muse_srv_buf_append(&b, text, n - 1) &&
+              muse_srv_buf_puts(&b, n > 2 ? ",\"completion_probabilities\":" : "\"completion_probabilities\":") &&
+              probs_text(srv, job, from, to, &b) && muse_srv_buf_puts(&b, "}");
+    free(text);
+    if (!ok) {
+        muse_srv_buf_free(&b);
+        return NULL;
+    }
+    return b.p;
+}
+
+/* Reply with JSON text (malloc'd, ownership moves; NULL = out of memory). */
+static enum MHD_Result reply_text(struct srv_req *r, unsigned status, char *text) {
+    if (!text) return muse_srv_reply_error(r, 500, "server_error", NULL, "out of memory");
+    struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+    if (!resp) free(text);
+    return muse_srv_reply_response(r, status, resp, "application/json; charset=utf-8");
 }
 
 static cJSON *openai_base(struct muse_server *srv, const struct srv_gen_opts *o, const char *object) {
@@ -307,8 +344,7 @@ static cJSON *final_json(struct muse_server *srv, const struct muse_srv_job *job
         cJSON_AddNumberToObject(root, "tokens_cached", job->n_cached);
         cJSON_AddBoolToObject(root, "truncated", false);
         if (o->return_tokens) cJSON_AddItemToObject(root, "tokens", cJSON_CreateIntArray(job->out_toks, job->n_out));
-        if (job->n_probs > 0) cJSON_AddItemToObject(root, "completion_probabilities", probs_json(srv, job, 0, job->n_out));
-        cJSON_AddItemToObject(root, "timings", timings_json(job));
+        cJSON_AddItemToObject(root, "timings", timings_json(job)); /* completion_probabilities: print_with_probs */
         return root;
     }
     bool chat = o->api == SRV_API_CHAT;
@@ -339,11 +375,16 @@ static cJSON *final_json(struct muse_server *srv, const struct muse_srv_job *job
 
 /* ---- streaming ---- */
 
+/*
+ * A streaming reply: MHD's content reader. It runs on the connection's event loop and never
+ * blocks: with nothing new it parks the connection (suspended until the scheduler's news hook
+ * wakes it). Holds a reference on the request (for parking) and on the job.
+ */
 struct srv_stream {
     struct muse_server *srv;
+    struct srv_req *r;
     struct muse_srv_job *job;
     struct srv_gen_opts o;
-    int fd;
     size_t sent_content, sent_reasoning;
     int sent_calls, sent_toks;
     bool sent_role, finished;
@@ -351,14 +392,18 @@ struct srv_stream {
     size_t out_pos;
 };
 
-static void sse(struct srv_stream *st, cJSON *obj) {
-    char *text = cJSON_PrintUnformatted(obj);
-    cJSON_Delete(obj);
+static void sse_text(struct srv_stream *st, char *text) {
     if (!text) return;
     muse_srv_buf_puts(&st->out, "data: ");
     muse_srv_buf_puts(&st->out, text);
     muse_srv_buf_puts(&st->out, "\n\n");
     free(text);
+}
+
+static void sse(struct srv_stream *st, cJSON *obj) {
+    char *text = cJSON_PrintUnformatted(obj);
+    cJSON_Delete(obj);
+    sse_text(st, text);
 }
 
 /* A chat/completions chunk with one choice; returns the root and the delta (chat) or the choice. */
@@ -391,11 +436,9 @@ static void stream_collect(struct srv_stream *st) {
             cJSON_AddNumberToObject(root, "id_slot", job->slot);
             if (st->o.return_tokens)
                 cJSON_AddItemToObject(root, "tokens", cJSON_CreateIntArray(job->out_toks + st->sent_toks, job->n_out - st->sent_toks));
-            if (job->n_probs > 0)
-                cJSON_AddItemToObject(root, "completion_probabilities", probs_json(srv, job, st->sent_toks, job->n_out));
+            sse_text(st, print_with_probs(srv, job, root, st->sent_toks, job->n_out));
             st->sent_toks = job->n_out;
             st->sent_content = job->content.len;
-            sse(st, root);
         }
         if (job->done) {
             if (job->finish == MUSE_SRV_FINISH_ERROR || job->finish == MUSE_SRV_FINISH_CANCELLED) goto error;
@@ -435,10 +478,18 @@ static void stream_collect(struct srv_stream *st) {
         sse(st, root);
     }
     if (!job->done) return;
-    if (job->finish == MUSE_SRV_FINISH_ERROR || job->finish == MUSE_SRV_FINISH_CANCELLED) goto error;
+    if (job->finish == MUSE_SRV_FINISH_ERROR) goto error;
+    /*
+     * The last chunk carries finish_reason. A generation cut short by shutdown (the only
+     * cancellation a client still sees) ends the same way, with finish_reason "error", so that
+     * OpenAI clients end the stream normally instead of failing on its last event.
+     */
     cJSON *root = chunk(st, &slot);
     if (!chat) cJSON_AddStringToObject(slot, "text", "");
-    set_finish(root, chat ? chat_finish(job) : job->finish == MUSE_SRV_FINISH_LENGTH ? "length" : "stop");
+    set_finish(root, job->finish == MUSE_SRV_FINISH_CANCELLED ? "error"
+                     : chat                                    ? chat_finish(job)
+                     : job->finish == MUSE_SRV_FINISH_LENGTH   ? "length"
+                                                               : "stop");
     cJSON_AddItemToObject(root, "usage", usage_json(job));
     cJSON_AddItemToObject(root, "timings", timings_json(job));
     sse(st, root);
@@ -469,13 +520,6 @@ static bool job_has_news(const struct srv_stream *st) {
            (st->o.api == SRV_API_CHAT && !st->sent_role);
 }
 
-static void deadline_in(struct timespec *ts, long ms) {
-    clock_gettime(CLOCK_REALTIME, ts);
-    ts->tv_nsec += ms * 1000000L;
-    ts->tv_sec += ts->tv_nsec / 1000000000L;
-    ts->tv_nsec %= 1000000000L;
-}
-
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
     struct srv_stream *st = cls;
@@ -491,89 +535,85 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         st->out.len = st->out_pos = 0;
         struct muse_srv_job *job = st->job;
         pthread_mutex_lock(&job->mu);
-        while (!job_has_news(st)) {
-            struct timespec ts;
-            deadline_in(&ts, 50);
-            pthread_cond_timedwait(&job->cv, &job->mu, &ts);
-            if (!job_has_news(st) && muse_srv_client_gone(st->fd)) {
-                pthread_mutex_unlock(&job->mu);
-                muse_srv_job_cancel(job); /* the worker stops at its next token and frees the slot */
-                return MHD_CONTENT_READER_END_WITH_ERROR;
-            }
-        }
-        stream_collect(st);
+        bool news = job_has_news(st);
+        if (news) stream_collect(st);
         pthread_mutex_unlock(&job->mu);
+        if (news) continue;
+        switch (muse_srv_park(st->r)) {
+        case SRV_PARK_SUSPENDED: return 0; /* called again once woken */
+        case SRV_PARK_RETRY: continue;
+        case SRV_PARK_REFUSED:
+            muse_srv_sched_abandon(st->srv->sched, job); /* the client is gone: free the slot */
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
     }
 }
 
 static void stream_free(void *cls) {
     struct srv_stream *st = cls;
-    muse_srv_job_cancel(st->job); /* no-op when finished; stops generation when the client went away */
+    bool done;
+    pthread_mutex_lock(&st->job->mu);
+    done = st->job->done;
+    pthread_mutex_unlock(&st->job->mu);
+    if (!done) muse_srv_sched_abandon(st->srv->sched, st->job); /* the connection ended before the job */
     muse_srv_job_release(st->job);
+    muse_srv_req_release(st->r);
     muse_srv_buf_free(&st->out);
     free(st);
 }
 
 enum MHD_Result muse_srv_run_job(struct srv_req *r, struct muse_srv_job *job, const struct srv_gen_opts *o) {
     struct muse_server *srv = r->srv;
+    if (!muse_srv_req_attach_job(r, job, o->stream)) { /* the client is already gone */
+        muse_srv_job_release(job);
+        return MHD_YES;
+    }
     enum muse_srv_submit sub = muse_srv_sched_submit(srv->sched, job);
     if (sub != MUSE_SRV_SUBMIT_OK) {
-        muse_srv_job_release(job);
+        muse_srv_job_release(job); /* r keeps its reference; the job never ran, nothing waits on it */
         if (sub == MUSE_SRV_SUBMIT_FULL)
             return muse_srv_reply_error(r, 503, "unavailable_error", NULL,
                                         "server busy: all %d slots are busy and the queue (%d) is full; retry later",
                                         srv->p.n_slots, srv->p.queue);
         return muse_srv_reply_error(r, 503, "unavailable_error", NULL, "the server is shutting down");
     }
-    if (o->stream) {
-        struct srv_stream *st = calloc(1, sizeof *st);
-        if (!st) {
-            muse_srv_job_cancel(job);
-            muse_srv_job_release(job);
-            return MHD_NO;
-        }
-        st->srv = srv;
-        st->job = job;
-        st->o = *o;
-        st->fd = r->fd;
-        struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, st, stream_free);
-        if (!resp) {
-            stream_free(st);
-            return MHD_NO;
-        }
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream; charset=utf-8");
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-        MHD_add_response_header(resp, "X-Accel-Buffering", "no");
-        MHD_add_response_header(resp, "Access-Control-Allow-Origin", "*");
-        enum MHD_Result ret = MHD_queue_response(r->conn, 200, resp);
-        MHD_destroy_response(resp);
-        r->answered = true;
-        muse_srv_metrics_request(&srv->metrics, 200);
-        return ret;
+    if (!o->stream) {
+        r->o = *o; /* the event loop formats the reply once the job is done (muse_srv_reply_job) */
+        muse_srv_job_release(job);
+        return MHD_YES;
     }
-    /* non-streaming: wait here (this connection has its own thread), watching for a disconnect */
-    bool gone = false;
-    pthread_mutex_lock(&job->mu);
-    while (!job->done) {
-        struct timespec ts;
-        deadline_in(&ts, 50);
-        pthread_cond_timedwait(&job->cv, &job->mu, &ts);
-        if (!job->done && !gone && muse_srv_client_gone(r->fd)) {
-            gone = true;
-            muse_srv_job_cancel(job);
-        }
+    struct srv_stream *st = calloc(1, sizeof *st);
+    if (!st) {
+        muse_srv_job_release(job);
+        return MHD_NO; /* r's reference on the job: abandoned when r goes */
     }
+    st->srv = srv;
+    st->r = r;
+    muse_srv_req_ref(r);
+    st->job = job; /* the caller's reference moves here */
+    st->o = *o;
+    struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, st, stream_free);
+    if (!resp) {
+        stream_free(st);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+    return muse_srv_reply_response(r, 200, resp, "text/event-stream; charset=utf-8");
+}
+
+enum MHD_Result muse_srv_reply_job(struct srv_req *r) {
+    struct muse_server *srv = r->srv;
+    struct muse_srv_job *job = r->job;
     enum MHD_Result ret;
-    if (gone) {
-        ret = MHD_NO;
-    } else if (job->finish == MUSE_SRV_FINISH_ERROR) {
+    pthread_mutex_lock(&job->mu);
+    if (job->finish == MUSE_SRV_FINISH_ERROR) {
         ret = muse_srv_reply_error(r, 500, "server_error", NULL, "generation failed: %s", job->err);
     } else if (job->finish == MUSE_SRV_FINISH_CANCELLED) {
         ret = muse_srv_reply_error(r, 503, "unavailable_error", NULL, "generation cancelled (server shutting down)");
     } else {
-        ret = muse_srv_reply_json(r, 200, final_json(srv, job, o));
+        ret = reply_text(r, 200, print_with_probs(srv, job, final_json(srv, job, &r->o), 0, job->n_out));
     }
     pthread_mutex_unlock(&job->mu);
-    muse_srv_job_release(job);
     return ret;
 }

@@ -34,6 +34,12 @@ void muse_srv_metrics_job(struct muse_srv_metrics *m, int n_prompt, int n_cached
     pthread_mutex_unlock(&m->mu);
 }
 
+void muse_srv_metrics_cancelled(struct muse_srv_metrics *m) {
+    pthread_mutex_lock(&m->mu);
+    m->requests_cancelled_total++;
+    pthread_mutex_unlock(&m->mu);
+}
+
 void muse_srv_metrics_keep(struct muse_srv_metrics *m, const struct muse_session_keep *keep) {
     pthread_mutex_lock(&m->mu);
     if (keep->kind == MUSE_SESSION_KEEP_RESTORED) m->swa_restores_total++;
@@ -55,7 +61,7 @@ void muse_srv_metrics_render(struct muse_srv_metrics *m, int slots_total, int sl
            (double)c.requests_errors_total);
     metric(out, "muse_requests_rejected_total", "counter", "Requests rejected with 503 because the queue was full.",
            (double)c.requests_rejected_total);
-    metric(out, "muse_requests_cancelled_total", "counter", "Generations cancelled (client disconnected, shutdown).",
+    metric(out, "muse_requests_cancelled_total", "counter", "Requests cancelled: the client disconnected (running or queued) or shutdown.",
            (double)c.requests_cancelled_total);
     metric(out, "muse_generations_total", "counter", "Generation jobs finished.", (double)c.generations_total);
     metric(out, "muse_prompt_tokens_total", "counter", "Prompt tokens of finished jobs.", (double)c.prompt_tokens_total);

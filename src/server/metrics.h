@@ -31,6 +31,8 @@ void muse_srv_metrics_request(struct muse_srv_metrics *m, unsigned status);
 /* Count one finished generation job. */
 void muse_srv_metrics_job(struct muse_srv_metrics *m, int n_prompt, int n_cached, int n_gen, double prefill_s,
                           double decode_s, int cancelled);
+/* Count a request cancelled before its job reached a slot (its client gave up in the queue). */
+void muse_srv_metrics_cancelled(struct muse_srv_metrics *m);
 /* Count how a slot's prompt cache was rolled back for a job (only sliding-window misses count). */
 void muse_srv_metrics_keep(struct muse_srv_metrics *m, const struct muse_session_keep *keep);
 /* Append the Prometheus exposition (with the gauges given) to out. */

@@ -92,6 +92,10 @@ void muse_srv_job_cancel(struct muse_srv_job *job) { atomic_store(&job->cancel, 
  * every reader. The timestamps a job never reached (it was cancelled in the queue, or failed
  * before its prefill ended) are set to the end, so durations are never negative.
  */
+static void job_notify(struct muse_srv_job *job, bool done) {
+    if (job->notify) job->notify(job->notify_ud, job, done);
+}
+
 static void job_finish(struct muse_srv_job *job, enum muse_srv_finish f, const char *err) {
     pthread_mutex_lock(&job->mu);
     if (!job->done) {
@@ -104,6 +108,7 @@ static void job_finish(struct muse_srv_job *job, enum muse_srv_finish f, const c
     }
     pthread_cond_broadcast(&job->cv);
     pthread_mutex_unlock(&job->mu);
+    job_notify(job, true);
 }
 
 /*
@@ -285,12 +290,14 @@ static muse_status slot_eval(struct slot *sl, const int32_t *toks, int n, struct
 }
 
 /*
- * Run one job on its slot, from the worker thread, with no lock held on entry. Ends the job exactly
- * once (job_finish) on every path: cancelled, an error, or the loop's finish reason. The slot's
- * mirror (sl->cache) tracks the adapter slot's cache throughout, so the next job's prefix match is
- * right even after an error. Metrics are counted at the end for every job that reached a slot.
+ * Run one job on its slot, from the worker thread, with no lock held on entry. Returns how it ended
+ * (cancelled, an error with its message in errbuf, or the loop's finish reason) without finishing
+ * it: the worker marks the slot idle first, then calls job_finish, so a client that sends its next
+ * request as soon as it has the answer finds this slot (and its cache) free. The slot's mirror
+ * (sl->cache) tracks the adapter slot's cache throughout, so the next job's prefix match is right
+ * even after an error.
  */
-static void run_job(struct slot *sl, struct muse_srv_job *job) {
+static enum muse_srv_finish run_job(struct slot *sl, struct muse_srv_job *job, char *errbuf, size_t cap) {
     struct muse_srv_sched *s = sl->s;
     const struct muse_srv_adapter *ad = s->ad;
     struct muse_error err = {0};
@@ -304,11 +311,12 @@ static void run_job(struct slot *sl, struct muse_srv_job *job) {
     job->t_start_us = muse_time_us();
     pthread_mutex_unlock(&job->mu);
     if (atomic_load(&job->cancel)) {
-        job_finish(job, MUSE_SRV_FINISH_CANCELLED, NULL);
+        fin = MUSE_SRV_FINISH_CANCELLED;
         goto done;
     }
     if (job->n_prompt < 1 || job->n_prompt >= s->info.n_ctx) {
-        job_finish(job, MUSE_SRV_FINISH_ERROR, "prompt does not fit the context");
+        fin = MUSE_SRV_FINISH_ERROR;
+        snprintf(err.msg, sizeof err.msg, "prompt does not fit the context");
         goto done;
     }
 
@@ -323,12 +331,12 @@ static void run_job(struct slot *sl, struct muse_srv_job *job) {
     pthread_mutex_unlock(&job->mu);
     for (int i = sl->n_cache; i < job->n_prompt; i += PREFILL_CHUNK) {
         if (atomic_load(&job->cancel)) {
-            job_finish(job, MUSE_SRV_FINISH_CANCELLED, NULL);
+            fin = MUSE_SRV_FINISH_CANCELLED;
             goto done;
         }
         int k = job->n_prompt - i < PREFILL_CHUNK ? job->n_prompt - i : PREFILL_CHUNK;
         if (slot_eval(sl, job->prompt + i, k, &err) != MUSE_OK) {
-            job_finish(job, MUSE_SRV_FINISH_ERROR, err.msg);
+            fin = MUSE_SRV_FINISH_ERROR;
             goto done;
         }
     }
@@ -349,12 +357,13 @@ static void run_job(struct slot *sl, struct muse_srv_job *job) {
     }
     if (job->n_probs > 0) probs = calloc((size_t)job->n_probs, sizeof *probs);
     if ((job->parse_channels && !g.parser) || (job->n_probs > 0 && !probs)) {
-        job_finish(job, MUSE_SRV_FINISH_ERROR, "out of memory");
+        fin = MUSE_SRV_FINISH_ERROR;
+        snprintf(err.msg, sizeof err.msg, "out of memory");
         goto done;
     }
     /* the prompt is in the cache: a sampler for this request, and the adapter's checkpoint */
     if (ad->ops->slot_begin(sl->es, &job->sp, &err) != MUSE_OK) {
-        job_finish(job, MUSE_SRV_FINISH_ERROR, err.msg);
+        fin = MUSE_SRV_FINISH_ERROR;
         goto done;
     }
     for (;;) {
@@ -379,6 +388,7 @@ static void run_job(struct slot *sl, struct muse_srv_job *job) {
         }
         pthread_cond_broadcast(&job->cv);
         pthread_mutex_unlock(&job->mu);
+        job_notify(job, false);
         if (!ok) { snprintf(err.msg, sizeof err.msg, "out of memory"); fin = MUSE_SRV_FINISH_ERROR; break; }
         if (eog) { fin = MUSE_SRV_FINISH_EOG; break; }
         if (g.stopped_by_word) { fin = MUSE_SRV_FINISH_WORD; break; }
@@ -392,29 +402,36 @@ static void run_job(struct slot *sl, struct muse_srv_job *job) {
         text_advance(&g, true);
     }
     pthread_mutex_unlock(&job->mu);
-    job_finish(job, fin, fin == MUSE_SRV_FINISH_ERROR ? err.msg : NULL);
 done:
-    if (s->metrics) {
-        pthread_mutex_lock(&job->mu);
-        double pre = (double)(job->t_prefill_end_us - job->t_start_us) / 1e6;
-        double dec = (double)(job->t_end_us - job->t_prefill_end_us) / 1e6;
-        int n_gen = job->n_out, n_cached = job->n_cached;
-        bool cancelled = job->finish == MUSE_SRV_FINISH_CANCELLED;
-        pthread_mutex_unlock(&job->mu);
-        muse_srv_metrics_job(s->metrics, job->n_prompt, n_cached, n_gen, pre, dec, cancelled);
-    }
+    if (fin == MUSE_SRV_FINISH_ERROR) snprintf(errbuf, cap, "%s", err.msg);
     muse_output_parser_free(g.parser);
     muse_srv_buf_free(&g.utf8);
     muse_srv_buf_free(&g.raw);
     free(probs);
+    return fin;
 }
+
+/* Count a finished job that reached a slot in the metrics. */
+static void count_job(struct muse_srv_sched *s, struct muse_srv_job *job) {
+    if (!s->metrics) return;
+    pthread_mutex_lock(&job->mu);
+    double pre = (double)(job->t_prefill_end_us - job->t_start_us) / 1e6;
+    double dec = (double)(job->t_end_us - job->t_prefill_end_us) / 1e6;
+    int n_gen = job->n_out, n_cached = job->n_cached;
+    bool cancelled = job->finish == MUSE_SRV_FINISH_CANCELLED;
+    pthread_mutex_unlock(&job->mu);
+    muse_srv_metrics_job(s->metrics, job->n_prompt, n_cached, n_gen, pre, dec, cancelled);
+}
+
+
 
 /* ---- slots and queue ---- */
 
 /*
  * A slot's thread: sleep on sl->cv until submit (or a finishing worker, through the queue) hands it
- * a job or the scheduler stops; run the job without the lock; drop the scheduler's reference; mark
- * the slot idle, or take the queue's head straight away. A job already assigned when stopping
+ * a job or the scheduler stops; run the job without the lock; mark the slot idle, or take the
+ * queue's head straight away; then finish the job (readers see it done), count it and drop the
+ * scheduler's reference. A job already assigned when stopping
  * starts is still run (it sees its cancel flag and ends as cancelled), so every job submitted with
  * OK is finished by some worker - or, when no worker ever started, by muse_srv_sched_stop.
  */
@@ -427,8 +444,9 @@ static void *worker(void *arg) {
         struct muse_srv_job *job = sl->job;
         if (!job) break;
         pthread_mutex_unlock(&s->mu);
-        run_job(sl, job);
-        muse_srv_job_release(job);
+        char err[sizeof ((struct muse_error *)0)->msg] = "";
+        enum muse_srv_finish fin = run_job(sl, job, err, sizeof err);
+        /* the slot is idle (or has the queue's head) before the job is reported done */
         pthread_mutex_lock(&s->mu);
         sl->last_used = ++s->tick;
         sl->job = NULL;
@@ -437,6 +455,11 @@ static void *worker(void *arg) {
             s->q_head = (s->q_head + 1) % s->q_cap;
             s->q_len--;
         }
+        pthread_mutex_unlock(&s->mu);
+        job_finish(job, fin, fin == MUSE_SRV_FINISH_ERROR ? err : NULL);
+        count_job(s, job);
+        muse_srv_job_release(job);
+        pthread_mutex_lock(&s->mu);
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
@@ -537,6 +560,30 @@ enum muse_srv_submit muse_srv_sched_submit(struct muse_srv_sched *s, struct muse
     }
     pthread_mutex_unlock(&s->mu);
     return MUSE_SRV_SUBMIT_OK;
+}
+
+/* Drop queue entry i (under s->mu), keeping the others in FIFO order. */
+static void queue_remove(struct muse_srv_sched *s, int i) {
+    for (int k = i; k + 1 < s->q_len; k++)
+        s->queue[(s->q_head + k) % s->q_cap] = s->queue[(s->q_head + k + 1) % s->q_cap];
+    s->q_len--;
+}
+
+void muse_srv_sched_abandon(struct muse_srv_sched *s, struct muse_srv_job *job) {
+    muse_srv_job_cancel(job); /* a running job stops at its next token */
+    bool queued = false;
+    pthread_mutex_lock(&s->mu);
+    for (int i = 0; i < s->q_len; i++)
+        if (s->queue[(s->q_head + i) % s->q_cap] == job) {
+            queue_remove(s, i);
+            queued = true;
+            break;
+        }
+    pthread_mutex_unlock(&s->mu);
+    if (!queued) return;
+    job_finish(job, MUSE_SRV_FINISH_CANCELLED, NULL);
+    if (s->metrics) muse_srv_metrics_cancelled(s->metrics);
+    muse_srv_job_release(job); /* the scheduler's reference */
 }
 
 void muse_srv_sched_stats(struct muse_srv_sched *s, int *n_slots, int *n_busy, int *n_queued) {

@@ -3,8 +3,10 @@
  *
  * Threads. N slots, each one worker thread that owns one adapter slot (its own KV cache: a
  * session in the model adapter) and a mirror of the token ids in it. HTTP threads submit jobs
- * and read their output; only the slot's worker ever calls the adapter's slot functions, so an
- * adapter slot is never used from two threads. Workers of different slots run concurrently.
+ * (http.c's work pool) and read their output (its event loops, woken through job->notify); a
+ * client that gives up has its job abandoned (muse_srv_sched_abandon). Only the slot's worker
+ * ever calls the adapter's slot functions, so an adapter slot is never used from two threads.
+ * Workers of different slots run concurrently.
  *
  * Placement. A job submitted while some slot is idle goes to the idle slot whose cache shares the
  * longest token prefix with the job's prompt - when that prefix is at least half the prompt -
@@ -76,6 +78,11 @@ struct muse_srv_job {
     bool no_tool_calls;  /* tool_choice "none": a tool-call message is content */
     struct cJSON *tools; /* types tool-call arguments; may be NULL */
     uint64_t id;         /* unique per server: tool-call ids derive from it */
+    /* news hook: called by whoever changed the outputs, after broadcasting cv and with no lock held:
+     * the worker after each token (done false), job_finish (done true); may be NULL. notify_ud
+     * must outlive the scheduler. */
+    void (*notify)(void *ud, struct muse_srv_job *job, bool done);
+    void *notify_ud;
 
     /*
      * outputs, guarded by mu: the worker appends and broadcasts cv after each token and once when
@@ -137,6 +144,12 @@ struct muse_srv_sched *muse_srv_sched_create(const struct muse_srv_adapter *ad, 
  * reference.
  */
 enum muse_srv_submit muse_srv_sched_submit(struct muse_srv_sched *s, struct muse_srv_job *job);
+/*
+ * The client of job gave up: a job still waiting in the queue leaves it at once (finished as
+ * CANCELLED, its place free for the next client, counted in requests_cancelled_total); a running
+ * one is cancelled (the worker stops at its next token). Any thread; no lock held by the caller.
+ */
+void muse_srv_sched_abandon(struct muse_srv_sched *s, struct muse_srv_job *job);
 /* Gauges for /metrics: slots, slots running a job, jobs waiting (a consistent snapshot). */
 void muse_srv_sched_stats(struct muse_srv_sched *s, int *n_slots, int *n_busy, int *n_queued);
 /*

@@ -21,12 +21,24 @@ struct muse_server_params {
     int queue;              /* requests that may wait for a slot; beyond: 503 + Retry-After */
     size_t max_body;        /* request bodies above this many bytes: 413 */
     const char *api_key;    /* NULL = no auth; else `Authorization: Bearer KEY` on all but /health and / */
-    int max_connections;    /* concurrent HTTP connections (each has its own thread) */
+    int max_connections;    /* open connections in all (held by an event loop, not a thread each); clamped
+                               to the descriptors the process may open */
     float temperature, top_p, min_p; /* sampling defaults when a request omits them */
     int top_k;
+    /* hardening (docs/server.md, "Connections and limits") */
+    int max_connections_per_addr; /* open connections per client address (IPv6: per /64); 0 = max_connections / 4 */
+    int read_timeout_s;     /* a request (head and body) must arrive within this many seconds of accept; the head
+                               within min(10, this); never restarted by trickling bytes */
+    const char *const *cors_origins; /* [n_cors] origins given Access-Control-Allow-Origin ("*" = any); none by default */
+    int n_cors;
+    const char *const *allow_hosts;  /* [n_allow_hosts] extra Host names accepted on a loopback bind */
+    int n_allow_hosts;
+    int http_threads;       /* libmicrohttpd event-loop threads (2) */
+    int work_threads;       /* threads that parse and prepare POST requests off the event loops (2) */
 };
 
-/* The defaults: 127.0.0.1:8080, 1 slot, queue 64, 4 MiB bodies, published sampling (T 1, p .95, k 64). */
+/* The defaults: 127.0.0.1:8080, 1 slot, queue 64, 4 MiB bodies, 1024 connections (256 per address),
+ * 30 s read deadline, no CORS, published sampling (T 1, p .95, k 64). */
 struct muse_server_params muse_server_default_params(void);
 
 struct muse_server;

@@ -3,20 +3,28 @@
 
 #include <cJSON.h>
 #include <microhttpd.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 
 #include "server/buf.h"
+#include "server/gate.h"
 #include "server/metrics.h"
 #include "server/sched.h"
 #include "server/server.h"
+
+struct srv_req;
 
 struct muse_server {
     struct muse_server_params p;
     char *api_key;
     char *host;
+    char **cors;          /* [p.n_cors] owned copies */
+    char **allow_hosts;   /* [p.n_allow_hosts] owned copies */
+    bool check_host;      /* bound to a loopback address: Host must name it (DNS rebinding) */
     int port;
     struct MHD_Daemon *daemon;
+    struct muse_srv_gate *gate;
     atomic_bool ready;    /* adapter attached and slots running */
     atomic_bool stopping; /* shutdown started */
     struct muse_srv_adapter ad;
@@ -24,28 +32,26 @@ struct muse_server {
     struct muse_srv_sched *sched;
     struct muse_srv_metrics metrics;
     atomic_uint_fast64_t next_id;
-    atomic_int active;    /* requests not yet completed (shutdown lets them finish) */
+    atomic_int active;    /* requests not yet freed (shutdown lets them finish) */
+    atomic_size_t body_bytes; /* request bodies buffered now (the budget: body_budget) */
+    size_t body_budget;
     uint64_t id_base;     /* start time, so ids differ across restarts */
     long long created;    /* unix time at start */
+
+    /* requests waiting for something (work, a job, a stream's next piece): park_mu guards the
+     * list and every srv_req field marked "park" (lock order: a job's mu is never held with it) */
+    pthread_mutex_t park_mu;
+    struct srv_req *parked;
+    bool no_suspend;      /* shutdown: nothing is suspended any more */
+
+    /* the work pool: POST requests are parsed and prepared here, off the event loops */
+    pthread_mutex_t work_mu;
+    pthread_cond_t work_cv;
+    struct srv_req *work_head, *work_tail;
+    bool work_stop;
+    pthread_t *work_th;
+    int n_work_th;
 };
-
-/* One HTTP request (MHD's per-request context). */
-struct srv_req {
-    struct muse_server *srv;
-    struct MHD_Connection *conn;
-    int fd;                  /* the connection's socket, for disconnect checks */
-    struct muse_srv_buf body;
-    bool too_large;
-    bool answered;
-};
-
-/* Reply helpers: each queues a response and counts it in the metrics. */
-enum MHD_Result muse_srv_reply_json(struct srv_req *r, unsigned status, cJSON *obj); /* takes obj */
-enum MHD_Result muse_srv_reply_error(struct srv_req *r, unsigned status, const char *type, const char *param,
-                                     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-
-/* True when the peer has closed or reset the connection. */
-bool muse_srv_client_gone(int fd);
 
 /* The fields a generating endpoint formats; filled from a job under its mutex. */
 enum srv_api { SRV_API_CHAT, SRV_API_COMPLETIONS, SRV_API_NATIVE };
@@ -58,8 +64,89 @@ struct srv_gen_opts {
     char id[64];
 };
 
-/* Submit job and answer the request (SSE stream or one JSON document). Takes the caller's job ref. */
+enum srv_req_state { SRV_REQ_NEW, SRV_REQ_WORK, SRV_REQ_WAIT, SRV_REQ_READY };
+
+/*
+ * One HTTP request (MHD's per-request context). Reference counted: MHD's request (dropped when it
+ * completes), the work queue while it holds it, a streaming response while it exists. Fields the
+ * event-loop thread and a worker share are marked "park" (srv->park_mu); a worker fills resp, job
+ * and fail before it sets work_done (under park_mu), and the event loop reads them only after.
+ */
+struct srv_req {
+    struct muse_server *srv;
+    struct MHD_Connection *conn;
+    struct muse_srv_conn *gc; /* the gate's record of the connection (may be NULL) */
+    int fd;                  /* the connection's socket, for disconnect checks */
+    atomic_int refs;
+    char method[16];
+    char *url;               /* owned copy */
+    char origin[256];        /* the Origin header ("" when absent) */
+    struct muse_srv_buf body;
+    size_t body_reserved;    /* bytes of srv->body_budget held */
+    bool too_large, over_budget;
+    bool read_done;          /* the request has been read completely */
+    bool answered;           /* a response was queued on the connection */
+    bool fail;               /* close the connection without an answer (out of memory) */
+    const char *allow;       /* the Allow header of a 405 */
+    enum MHD_Result (*work_fn)(struct srv_req *); /* the endpoint to run on the work pool */
+    enum srv_req_state state;
+    struct MHD_Response *resp; /* the prepared reply, queued by the event loop */
+    unsigned status;
+    struct muse_srv_job *job;  /* park: a submitted generation (a reference) */
+    struct srv_gen_opts o;     /* how to format a non-streaming generation's reply */
+    struct srv_req *park_prev, *park_next, *work_next;
+    bool parked, suspended, wake_pending, gone, closed, work_done; /* park */
+    bool stream;             /* park: the attached job streams (woken on every token) */
+};
+
+/*
+ * Reply helpers: each prepares the request's response (the event loop queues it) and counts it in
+ * the metrics. Callable from the event loop or a worker, once per request. MHD_NO only when even
+ * that failed (out of memory): the connection is then closed without an answer.
+ */
+enum MHD_Result muse_srv_reply_json(struct srv_req *r, unsigned status, cJSON *obj); /* takes obj */
+/* Reply with resp (ownership moves; the common headers are added). ctype may be NULL. */
+enum MHD_Result muse_srv_reply_response(struct srv_req *r, unsigned status, struct MHD_Response *resp,
+                                        const char *ctype);
+enum MHD_Result muse_srv_reply_error(struct srv_req *r, unsigned status, const char *type, const char *param,
+                                     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* Take / drop a reference on r (the last one frees it). Any thread. */
+void muse_srv_req_ref(struct srv_req *r);
+void muse_srv_req_release(struct srv_req *r);
+
+/*
+ * Parking, for the event loop's thread of r's connection (its access handler or its response's
+ * content reader) when r waits for something another thread produces: PARK_SUSPENDED = the
+ * connection is suspended (return and wait to be called again); PARK_RETRY = something changed
+ * since the last look (look again); PARK_REFUSED = the client is gone or the server stops (end
+ * the response). What r waits for wakes it: the work pool when it has prepared r, the scheduler's
+ * news hook for an attached job, the disconnect watcher.
+ */
+enum srv_park { SRV_PARK_SUSPENDED, SRV_PARK_RETRY, SRV_PARK_REFUSED };
+enum srv_park muse_srv_park(struct srv_req *r);
+/* Is the client of r gone (seen by the disconnect watcher)? */
+bool muse_srv_req_gone(struct srv_req *r);
+/*
+ * Attach a job to r before submitting it, so the scheduler's news wakes r (and a disconnect cancels
+ * it). Takes a reference on job. False when the connection is already closed (nothing attached).
+ */
+bool muse_srv_req_attach_job(struct srv_req *r, struct muse_srv_job *job, bool stream);
+/*
+ * The scheduler's news hook (sched.h job->notify): wakes the request the job is attached to, on
+ * every token for a stream, else only when the job is done (a wake per token for a request that
+ * only wants the end took ~30% of the slots' decode speed on 2 cores).
+ */
+void muse_srv_job_news(void *srv, struct muse_srv_job *job, bool done);
+
+/*
+ * Submit job (the caller's reference moves) and answer the request: a stream's response is prepared
+ * at once (its content reader parks between pieces); a non-streaming request waits (state WAIT)
+ * until muse_srv_reply_job can format the finished job. Runs on the work pool.
+ */
 enum MHD_Result muse_srv_run_job(struct srv_req *r, struct muse_srv_job *job, const struct srv_gen_opts *o);
+/* The reply of r's finished non-streaming job (event loop; r->job done). */
+enum MHD_Result muse_srv_reply_job(struct srv_req *r);
 
 /*
  * Parse the sampling/stop/limit fields shared by every generating endpoint into job. On a bad

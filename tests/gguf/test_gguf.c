@@ -569,7 +569,8 @@ static void test_hostile_spec(void) {
     expect_fail_u32("alignment as INT32", s, n, OFF_ALIGN_TYPE, MUSE_GGUF_TYPE_INT32, F, "UINT32");
     expect_fail_u32("alignment as FLOAT32", s, n, OFF_ALIGN_TYPE, MUSE_GGUF_TYPE_FLOAT32, F, "UINT32");
     expect_fail_u32("alignment 64 misaligns b", s, n, OFF_ALIGN_VALUE, 64, F, "tensor 'b'");
-    expect_fail_u32("alignment 16 is fine", s, n, OFF_ALIGN_VALUE, 16, MUSE_OK, NULL);
+    /* alignment 16 leaves b's offset 32 past where ggml's packed layout puts it: llama.cpp refuses it */
+    expect_fail_u32("alignment 16: b no longer packed", s, n, OFF_ALIGN_VALUE, 16, F, "offset 32, expected 16");
 
     /* tensor types */
     static const uint32_t removed[] = {4, 5, 31, 32, 33, 36, 37, 38};
@@ -611,6 +612,15 @@ static void test_hostile_spec(void) {
     expect_fail_u64("offset 2^64-32 wraps", s, n, OFF_B_OFFSET, UINT64_MAX - 31, F, "past the end");
     expect_fail_u64("offset 2^63", s, n, OFF_B_OFFSET, 1ull << 63, F, "tensor 'b'");
     expect_fail_u64("b overlaps a", s, n, OFF_B_OFFSET, 0, F, "overlaps");
+    /* llama.cpp's packed layout: a zero-sized tensor takes no room, so a tensor after it at the
+     * next aligned offset leaves a gap and is refused (gguf.cpp: "tensor 'b' has offset 32, expected 0") */
+    expect_fail_u64("zero-sized a followed by a gap", s, n, OFF_A_NE0, 0, F, "offset 32, expected 0");
+    {
+        uint8_t buf[SPEC_SIZE];
+        memcpy(buf, s, n);
+        put_u64(buf + OFF_A_NE0, 0);
+        expect_fail_u64("zero-sized a, b packed at 0", buf, n, OFF_B_OFFSET, 0, MUSE_OK, NULL);
+    }
 }
 
 /* Duplicates, names: hostile variants of a writer-made file found by searching its bytes. */

@@ -440,6 +440,41 @@ def test_hostile(tmp):
     expect_error(out, "an empty file", "24-byte")
 
 
+def tiny_gguf(tensors):
+    """A GGUF v3 with general.architecture = 'x' and F32 tensors given as (name, ne, offset): the
+    data section holds zeros up to the furthest tensor end (padded to 32)."""
+    def gstr(t):
+        b = t.encode()
+        return struct.pack("<Q", len(b)) + b
+    out = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), 1)
+    out += gstr("general.architecture") + struct.pack("<I", 8) + gstr("x")
+    end = 0
+    for name, ne, off in tensors:
+        out += gstr(name) + struct.pack("<I", len(ne)) + b"".join(struct.pack("<Q", d) for d in ne)
+        out += struct.pack("<IQ", 0, off)
+        n = 1
+        for d in ne:
+            n *= d
+        end = max(end, off + 4 * n)
+    out += b"\0" * (-len(out) % 32)
+    return out + b"\0" * ((end + 31) // 32 * 32)
+
+
+def test_packed_layout(tmp):
+    """llama.cpp's gguf_init_from_file refuses a file whose tensor offsets are not the packed
+    sequence ggml writes ("tensor 'b' has offset 32, expected 0"): muse info refuses it too."""
+    out = os.path.join(tmp, "packed.gguf")
+    open(out, "wb").write(tiny_gguf([("a", [0], 0), ("b", [8], 32)]))
+    expect_error(out, "zero-sized tensor followed by a gap", "offset 32, expected 0")
+    open(out, "wb").write(tiny_gguf([("a", [8], 0), ("b", [8], 64)]))
+    expect_error(out, "a gap of one alignment between tensors", "offset 64, expected 32")
+    open(out, "wb").write(tiny_gguf([("a", [8], 32), ("b", [8], 0)]))
+    expect_error(out, "tensors out of order", "offset 32, expected 0")
+    open(out, "wb").write(tiny_gguf([("a", [0], 0), ("b", [8], 0)]))
+    rc, _, err, _ = run([out])
+    check(rc == 1 and b"unknown architecture" in err, "packed layout with a zero-sized tensor parses: %r" % err[:200])
+
+
 def main():
     if not os.path.exists(MUSE):
         print("no CLI at %s" % MUSE, file=sys.stderr)
@@ -448,6 +483,7 @@ def main():
         test_golden()
         test_period_form(tmp)
         test_hostile(tmp)
+        test_packed_layout(tmp)
     print("%s: %d passed, %d failed" % (os.path.basename(__file__), checks - len(failures), len(failures)))
     return 1 if failures else 0
 

@@ -4,7 +4,9 @@
  * ggml-quants.c and ggml-cpu/quants.c): for every quantized weight type, vec_dot_ref on the
  * stored rows must return exactly ggml_vec_dot_*_generic's f32 bits, the activation
  * quantizers Q8_0, Q8_1, Q8_K must reproduce quantize_row_*_ref's bytes, and the x86 variants
- * muse_from_float_q8_{0,1}_x86 the bytes of ggml's AVX2 quantize_row_q8_{0,1}. Run from the
+ * muse_from_float_q8_{0,1}_x86 the bytes of ggml's AVX2 quantize_row_q8_{0,1}, and every weight
+ * quantizer (Q4_0..Q5_1, Q2_K..Q6_K, TQ1_0, TQ2_0, Q1_0, MXFP4, NVFP4) the bytes of ggml's
+ * quantize_row_<t>_ref on two stored inputs (random, and sub-blocks of edge patterns). Run from the
  * repository root (scripts/run-tests.sh does).
  */
 #include <cJSON.h>
@@ -93,7 +95,31 @@ int main(void) {
                    variant);
         n_quants++;
     }
-    TEST_CONDF(n_dots == 48 && n_quants == 10, "%d dot cases, %d quant cases", n_dots, n_quants);
+    /* weight quantizers: every case against the same stored inputs */
+    static float win[2][4096];
+    int n_inputs = 0, n_weight = 0;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(root, "weight_inputs")) {
+        if (n_inputs >= 2) break;
+        TEST_CONDF(unhex(c, (uint8_t *)win[n_inputs], sizeof win[n_inputs]) == n * 4, "weight input %d size", n_inputs);
+        n_inputs++;
+    }
+    cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(root, "weight_quants")) {
+        const int t = muse_type_from_name(cJSON_GetObjectItemCaseSensitive(c, "type")->valuestring);
+        const int inp = (int)cJSON_GetObjectItemCaseSensitive(c, "input")->valuedouble;
+        TEST_CONDF(t >= 0 && muse_type_traits[t].from_float && inp >= 0 && inp < n_inputs, "weight case: bad type/input");
+        if (t < 0 || !muse_type_traits[t].from_float || inp < 0 || inp >= n_inputs) continue;
+        const long nq = unhex(cJSON_GetObjectItemCaseSensitive(c, "q"), q, sizeof q);
+        TEST_CONDF(nq == (long)muse_type_row_size((enum muse_type)t, n), "weight case size");
+        memset(y, 0xcc, (size_t)nq);
+        muse_type_traits[t].from_float(win[inp], y, n);
+        long first = -1;
+        for (long k = 0; k < nq && first < 0; k++) if (y[k] != q[k]) first = k;
+        TEST_CONDF(first < 0, "%s weight quantizer differs from ggml's quantize_row_*_ref on input %d at byte %ld",
+                   muse_type_layout_get((uint32_t)t)->name, inp, first);
+        n_weight++;
+    }
+    TEST_CONDF(n_dots == 48 && n_quants == 10 && n_weight == 28, "%d dot cases, %d quant cases, %d weight cases",
+               n_dots, n_quants, n_weight);
     cJSON_Delete(root);
     free(text);
     return TEST_REPORT();

@@ -2,7 +2,8 @@
  * test_quantize.c - the reference quantizers (gguf-and-quants.md 2.3, 2.11): the verified tie
  * cases of Q8_0 and Q8_K, Q8_0's use of the unrounded d, Q8_1's s field, Q8_K bsums and the
  * zero block, fp16/bf16 rounding of activations, and quantize -> dequantize error bounds of
- * every writer quantizer (with exact round trips where the spec makes them exact).
+ * every writer quantizer (with exact round trips where the spec makes them exact), and the
+ * K-quant weight quantizers' round-trip error (ggml's test-quantize-fns thresholds).
  */
 #include <math.h>
 #include <stdint.h>
@@ -250,6 +251,56 @@ static void test_writer_bounds(void) {
     }
 }
 
+/*
+ * K-quant weight quantizers (ggml's quantize_row_<t>_ref; bytes checked against ggml in
+ * test_ggml_ref): dequantize(quantize(x)) on ggml's test-quantize-fns data 0.1 + 2 cos(i + off)
+ * within its thresholds (its metric: sqrt(sum err^2) / n), on random normal-ish rows within a
+ * relative RMS error per type, and all-zero input to all-zero bytes that decode to 0.
+ */
+static void test_kquant_round_trips(void) {
+    enum { N = 32 * 128 };
+    static float x[N], back[N];
+    static uint8_t q[N * 2];
+    const struct { enum muse_type t; float ggml_max, rel_rms; } cases[] = {
+        {MUSE_TYPE_Q2_K, 0.0075f, 0.30f}, {MUSE_TYPE_Q3_K, 0.0040f, 0.16f}, {MUSE_TYPE_Q4_K, 0.002f, 0.08f},
+        {MUSE_TYPE_Q5_K, 0.002f, 0.04f}, {MUSE_TYPE_Q6_K, 0.002f, 0.023f},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const enum muse_type t = cases[c].t;
+        const char *name = muse_type_layout_get(t)->name;
+        for (int i = 0; i < N; i++) x[i] = 0.1f + 2.0f * cosf((float)i);
+        muse_type_traits[t].from_float(x, q, N);
+        muse_type_traits[t].to_float(q, back, N);
+        double sum = 0;
+        for (int i = 0; i < N; i++) sum += (double)(back[i] - x[i]) * (back[i] - x[i]);
+        const float ggml_err = sqrtf((float)sum) / N;
+        TEST_CONDF(ggml_err < cases[c].ggml_max, "%s: test-quantize-fns error %g >= %g", name, ggml_err, cases[c].ggml_max);
+
+        uint64_t rng = 777 + c;
+        for (int rep = 0; rep < 3; rep++) {
+            muse_quant_random_row(MUSE_TYPE_F32, x, N, &rng, rep == 0 ? 1e-3f : rep == 1 ? 1.0f : 50.0f);
+            muse_type_traits[t].from_float(x, q, N);
+            muse_type_traits[t].to_float(q, back, N);
+            double se = 0, sx = 0;
+            for (int i = 0; i < N; i++) {
+                se += (double)(back[i] - x[i]) * (back[i] - x[i]);
+                sx += (double)x[i] * x[i];
+            }
+            const double rel = sqrt(se / sx);
+            TEST_CONDF(rel < cases[c].rel_rms, "%s rep %d: relative RMS error %g >= %g", name, rep, rel, cases[c].rel_rms);
+        }
+        memset(x, 0, sizeof x);
+        memset(q, 0xcc, sizeof q);
+        muse_type_traits[t].from_float(x, q, N);
+        muse_type_traits[t].to_float(q, back, N);
+        const size_t rs = muse_type_row_size(t, N);
+        int nonzero = 0;
+        for (size_t i = 0; i < rs; i++) nonzero += q[i] != 0;
+        for (int i = 0; i < N; i++) nonzero += back[i] != 0.0f;
+        TEST_CONDF(nonzero == 0, "%s: all-zero input gives %d non-zero bytes/values", name, nonzero);
+    }
+}
+
 /* Values that sit exactly on the grid come back bit-exact. */
 static void test_exact_round_trips(void) {
     /* ternary: {-0.5, 0, 0.5}, d = 0.5 exactly */
@@ -361,6 +412,7 @@ int main(void) {
     test_fp16_bf16();
     test_writer_bounds();
     test_exact_round_trips();
+    test_kquant_round_trips();
     test_q8_non_finite();
     return TEST_REPORT();
 }

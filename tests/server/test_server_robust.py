@@ -142,10 +142,13 @@ def loading_and_bind():
 
 
 def stream_request(srv, content, **extra):
+    """(socket, response) of a streaming chat request (the server closes every connection after its
+    reply, so http.client hands the socket to the response: keep it to disconnect by hand)."""
     c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
     c.request("POST", CHAT, json.dumps(dict({"messages": [{"role": "user", "content": content}], "stream": True},
                                             **extra)), headers={"Content-Type": "application/json"})
-    return c, c.getresponse()
+    sock = c.sock
+    return sock, c.getresponse()
 
 
 def queue_and_cancel():
@@ -161,7 +164,7 @@ def queue_and_cancel():
         check(m["muse_queue_depth"] == 1 and m["muse_slots_busy"] == 1, f"queue gauges {m['muse_queue_depth']}")
         # the first client goes away mid-stream: its generation stops and the queued one starts at once
         t0 = time.time()
-        c1.sock.shutdown(socket.SHUT_RDWR)
+        c1.shutdown(socket.SHUT_RDWR)
         c1.close()
         ev2 = sse_events(r2)
         first = next(ev2)
@@ -173,7 +176,7 @@ def queue_and_cancel():
         check(m["muse_requests_cancelled_total"] >= 1, f"cancel counted: {m['muse_requests_cancelled_total']}")
         gen = m["muse_tokens_predicted_total"]
         # the second client disconnects too: the slot is free again within a moment
-        c2.sock.shutdown(socket.SHUT_RDWR)
+        c2.shutdown(socket.SHUT_RDWR)
         c2.close()
         time.sleep(0.5)
         m = srv.metrics()
@@ -184,8 +187,8 @@ def queue_and_cancel():
         # non-streaming client that disconnects while waiting is cancelled as well
         s = socket.create_connection(("127.0.0.1", srv.port))
         body = json.dumps({"messages": [{"role": "user", "content": "slow three"}]}).encode()
-        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                  b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n%s" % (srv.port, len(body), body))
         time.sleep(0.3)
         s.close()
         time.sleep(0.5)

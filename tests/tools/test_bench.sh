@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `muse bench`: the llama-bench JSON records (field names, counts, positive rates, samples per
-# repeat, depth), the markdown table, and the usage errors.
+# repeat, depth), the markdown table, comma lists (-p -n -t -b), -o jsonl|csv, and the usage errors.
 set -euo pipefail
 MUSE="${MUSE:-build/muse}"
 SHARED="${MUSE_SHARED:-../shared}"
@@ -44,5 +44,29 @@ if "$MUSE" bench -p 8 > /dev/null 2>&1; then echo "missing -m accepted"; fail=1;
 if "$MUSE" bench -m "$MODEL" -p 0 -n 0 > /dev/null 2>&1; then echo "-p 0 -n 0 accepted"; fail=1; fi
 if "$MUSE" bench -m "$MODEL" -r 0 > /dev/null 2>&1; then echo "-r 0 accepted"; fail=1; fi
 if "$MUSE" bench -m "$MODEL" -c 8 -p 16 > /dev/null 2>&1; then echo "context smaller than the test accepted"; fail=1; fi
+# llama-bench's comma lists: every (threads, batch, depth) runs the pp tests then the tg tests
+"$MUSE" bench -m "$MODEL" -p 8,16 -n 2,4 -t 1,2 -r 1 -o jsonl > "$tmp/l.jsonl"
+python3 - "$tmp/l.jsonl" <<'PY' || fail=1
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+got = [(r["n_threads"], r["test"]) for r in recs]
+want = [(t, x) for t in (1, 2) for x in ("pp8", "pp16", "tg2", "tg4")]
+assert got == want, got
+print("lists ok")
+PY
+"$MUSE" bench -m "$MODEL" -p 8 -n 2 -b 4,8 -r 1 -o csv > "$tmp/b.csv"
+python3 - "$tmp/b.csv" <<'PY' || fail=1
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert [(r["n_batch"], r["test"]) for r in rows] == [("4", "pp8"), ("4", "tg2"), ("8", "pp8"), ("8", "tg2")], rows
+assert all(float(r["avg_ts"]) > 0 and r["build_commit"] for r in rows), rows
+print("csv ok")
+PY
+"$MUSE" bench -m "$MODEL" -p 8 -n 0 -r 1 -o md -b 4,8 > "$tmp/b2.md"
+grep -q '^| model | size | params | backend | threads | n_batch | test | t/s |' "$tmp/b2.md" || { echo "no n_batch column"; fail=1; }
+if "$MUSE" bench -m "$MODEL" -o xml > /dev/null 2>&1; then echo "-o xml accepted"; fail=1; fi
+if "$MUSE" bench -m "$MODEL" -p 8,,16 > /dev/null 2>&1; then echo "empty list item accepted"; fail=1; fi
+if "$MUSE" bench -m "$MODEL" -t 1,999 > /dev/null 2>&1; then echo "-t 999 accepted"; fail=1; fi
+
 [ "$fail" -eq 0 ] && echo "test_bench: ok"
 exit "$fail"

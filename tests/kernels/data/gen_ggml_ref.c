@@ -9,12 +9,13 @@
  *   gcc -O2 -std=gnu11 -ffp-contract=off -mavx2 -mfma -mf16c $I -c $G/src/ggml-cpu/arch/x86/quants.c \
  *       -o x86_quants.o
  *   gcc -O1 -std=gnu11 -ffp-contract=off -Isrc -o gen tests/kernels/data/gen_ggml_ref.c \
- *       ggml-quants.o quants.o x86_quants.o build/libmuse.a -lm
+ *       ggml-quants.o quants.o x86_quants.o build/libmuse.a -lm -lpthread
  *   ./gen > tests/kernels/data/ggml_ref.json
  *
  * Inputs are made with muse_quant_random_row (valid random blocks) and stored in the file, so
  * the test does not depend on the generator staying the same.
  */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +46,21 @@ void quantize_row_q8_0_ref(const float *, void *, int64_t);
 void quantize_row_q8_1_ref(const float *, void *, int64_t);
 void quantize_row_q8_K_ref(const float *, void *, int64_t);
 void quantize_row_q8_0(const float *, void *, int64_t);   /* the AVX2 versions (x86 arch file) */
+/* the weight quantizers llama-quantize runs without an importance matrix (ggml-quants.c) */
+void quantize_row_q4_0_ref(const float *, void *, int64_t);
+void quantize_row_q4_1_ref(const float *, void *, int64_t);
+void quantize_row_q5_0_ref(const float *, void *, int64_t);
+void quantize_row_q5_1_ref(const float *, void *, int64_t);
+void quantize_row_q2_K_ref(const float *, void *, int64_t);
+void quantize_row_q3_K_ref(const float *, void *, int64_t);
+void quantize_row_q4_K_ref(const float *, void *, int64_t);
+void quantize_row_q5_K_ref(const float *, void *, int64_t);
+void quantize_row_q6_K_ref(const float *, void *, int64_t);
+void quantize_row_tq1_0_ref(const float *, void *, int64_t);
+void quantize_row_tq2_0_ref(const float *, void *, int64_t);
+void quantize_row_q1_0_ref(const float *, void *, int64_t);
+void quantize_row_mxfp4_ref(const float *, void *, int64_t);
+void quantize_row_nvfp4_ref(const float *, void *, int64_t);
 void quantize_row_q8_1(const float *, void *, int64_t);
 
 static void hex(const void *p, size_t n) {
@@ -116,6 +132,52 @@ int main(void) {
             printf(", \"q\": ");
             hex(y, muse_type_row_size(qs[k].t, n));
             printf("}%s\n", k == nq - 1 && rep == 1 ? "" : ",");
+        }
+    }
+    /* Weight quantizers: two shared inputs of n floats. Input 0: random, scale 1, every 5th value
+     * a multiple of 1/16. Input 1: eight 32-element sub-blocks of special patterns (zero,
+     * constant, one outlier among tiny values, all positive, all negative, fp16-exact values,
+     * 1e-6 noise, a ramp) followed by random values of scale 1e-3. */
+    static float in[2][512];
+    muse_quant_random_row(MUSE_TYPE_F32, in[0], n, &rng, 1.0f);
+    for (int j = 0; j < n; j += 5) in[0][j] = (float)(int)(in[0][j] * 16) / 16;
+    muse_quant_random_row(MUSE_TYPE_F32, in[1], n, &rng, 1e-3f);
+    for (int j = 0; j < 256; j++) {
+        const float r = in[1][j] * 1000.0f;
+        switch (j / 32) {
+        case 0: in[1][j] = 0.0f; break;
+        case 1: in[1][j] = 0.375f; break;
+        case 2: in[1][j] = j == 77 ? -3.0f : r * 1e-4f; break;
+        case 3: in[1][j] = fabsf(r) + 0.01f; break;
+        case 4: in[1][j] = -fabsf(r) - 0.25f; break;
+        case 5: in[1][j] = muse_fp16_to_fp32(muse_fp32_to_fp16(r)); break;
+        case 6: in[1][j] = r * 1e-6f; break;
+        default: in[1][j] = (float)(j - 240) * 0.125f; break;
+        }
+    }
+    printf(" ],\n \"weight_inputs\": [\n");
+    for (int k = 0; k < 2; k++) {
+        printf("  ");
+        hex(in[k], sizeof in[k]);
+        printf("%s\n", k ? "" : ",");
+    }
+    printf(" ],\n \"weight_quants\": [\n");
+    const struct { enum muse_type t; q_fn f; } ws[] = {
+        {MUSE_TYPE_Q4_0, quantize_row_q4_0_ref}, {MUSE_TYPE_Q4_1, quantize_row_q4_1_ref},
+        {MUSE_TYPE_Q5_0, quantize_row_q5_0_ref}, {MUSE_TYPE_Q5_1, quantize_row_q5_1_ref},
+        {MUSE_TYPE_Q2_K, quantize_row_q2_K_ref}, {MUSE_TYPE_Q3_K, quantize_row_q3_K_ref},
+        {MUSE_TYPE_Q4_K, quantize_row_q4_K_ref}, {MUSE_TYPE_Q5_K, quantize_row_q5_K_ref},
+        {MUSE_TYPE_Q6_K, quantize_row_q6_K_ref}, {MUSE_TYPE_TQ1_0, quantize_row_tq1_0_ref},
+        {MUSE_TYPE_TQ2_0, quantize_row_tq2_0_ref}, {MUSE_TYPE_Q1_0, quantize_row_q1_0_ref},
+        {MUSE_TYPE_MXFP4, quantize_row_mxfp4_ref}, {MUSE_TYPE_NVFP4, quantize_row_nvfp4_ref},
+    };
+    const int nw = (int)(sizeof ws / sizeof ws[0]);
+    for (int k = 0; k < nw; k++) {
+        for (int inp = 0; inp < 2; inp++) {
+            ws[k].f(in[inp], y, n);
+            printf("  {\"type\": \"%s\", \"input\": %d, \"q\": ", muse_type_layout_get(ws[k].t)->name, inp);
+            hex(y, muse_type_row_size(ws[k].t, n));
+            printf("}%s\n", k == nw - 1 && inp == 1 ? "" : ",");
         }
     }
     printf(" ]\n}\n");

@@ -1,0 +1,250 @@
+/*
+ * vision.h - the inside of the Muse-Glimmer vision path (../shared/spec/vision.md): the mmproj's
+ * hyperparameters and tensor table, the weight views, the preprocessing helpers and the tower's
+ * geometry (window permutation, pixel-shuffle gather). The public API is in include/muse.h
+ * (muse_vision_*, muse_image_*); this header is for the files of src/vision, the CLI's `info`,
+ * the synthetic writer and the tests.
+ *
+ * Files: vision_hparams.c (clip.* keys), vision_tensors.c (the tensor table and its binder),
+ * vision_load.c (muse_vision_load and the facts), image_decode.c (stb_image / libwebp),
+ * image_resize.c (Pillow's Lanczos-3), vision_preprocess.c (grid, geometry, normalisation,
+ * permutations), vision_encode.c (the tower forward), vision_attn.c + vision_attn_avx2.c (window
+ * attention kernels).
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "gguf/gguf.h"
+#include "muse.h"
+
+#define MUSE_VISION_PROJECTOR "muse-glimmer"
+#define MUSE_VISION_MAX_LAYERS 1024
+#define MUSE_VISION_DEFAULT_MAX_TOKENS 4096 /* llama.cpp's set_limit_image_tokens(1, 4096) */
+#define MUSE_VISION_SPARSE_FACTOR 4         /* every 4th layer (and the last) is global */
+#define MUSE_VISION_ROPE_THETA 10000.0f     /* hard-coded in llama.cpp, not in the file */
+
+/* ---- hyperparameters (vision_hparams.c) -------------------------------------------------------- */
+
+struct muse_vision_hparams {
+    uint32_t n_layer;          /* clip.vision.block_count */
+    uint32_t n_embd;           /* clip.vision.embedding_length */
+    uint32_t n_ff;             /* clip.vision.feed_forward_length */
+    uint32_t n_head;           /* clip.vision.attention.head_count */
+    uint32_t head_dim;         /* n_embd / n_head (a multiple of 4: two RoPE halves of pairs) */
+    uint32_t patch_size;       /* clip.vision.patch_size */
+    uint32_t n_merge;          /* clip.vision.spatial_merge_size (default 2; only 2 is supported) */
+    uint32_t image_size;       /* clip.vision.image_size: nominal, unused by preprocessing */
+    uint32_t projection_dim;   /* clip.vision.projection_dim: informative (the graph uses mm.2's rows) */
+    float eps;                 /* clip.vision.attention.layer_norm_epsilon */
+    float rope_theta;          /* 10000 */
+    float image_mean[3];
+    float image_std[3];
+    /* from the tensors (vision_tensors.c) */
+    uint32_t n_pos;            /* rows of v.position_embd.weight */
+    uint32_t window_side;      /* sqrt(n_pos): the position table's side and the window side, in patches */
+    uint32_t n_mm0, n_mm1;     /* widths of the adapter's hidden layers (mm.0 / mm.1 rows) */
+    uint32_t n_embd_out;       /* mm.2 rows: the text model's n_embd */
+};
+
+/* Whether layer il attends globally (llama.cpp: il == n_layer - 1 || (il + 1) % 4 == 0). */
+bool muse_vision_layer_is_global(const struct muse_vision_hparams *hp, uint32_t il);
+
+/* n_embd * n_merge^2: the width of a pixel-shuffled (merged) token, the adapter's input. */
+uint32_t muse_vision_n_embd_merged(const struct muse_vision_hparams *hp);
+
+/*
+ * Read the clip.* keys of a parsed mmproj into hp (the tensor-derived fields stay 0). Errors, one
+ * line each: MUSE_ERR_UNSUPPORTED (not a clip file: a Muse-Glimmer text model or a drafter is
+ * named as such; another projector type; spatial_merge_size != 2; a head_dim that is not a
+ * multiple of 4), MUSE_ERR_MISSING (a required key, named), MUSE_ERR_FORMAT (a key of the wrong
+ * type or out of range).
+ */
+muse_status muse_vision_hparams_load(const struct muse_gguf *g, struct muse_vision_hparams *hp, struct muse_error *err);
+
+/* ---- weights and the tensor table (vision_tensors.c) ------------------------------------------- */
+
+struct muse_vision_layer {
+    struct muse_weight ln1_w, ln1_b;      /* [n_embd] F32 */
+    struct muse_weight q, k, v, o;        /* [n_embd] -> [n_embd], any matmul type */
+    struct muse_weight q_b, k_b, v_b, o_b;/* [n_embd] F32 */
+    struct muse_weight ln2_w, ln2_b;      /* [n_embd] F32 */
+    struct muse_weight up, up_b;          /* [n_embd] -> [n_ff], bias [n_ff] */
+    struct muse_weight down, down_b;      /* [n_ff] -> [n_embd], bias [n_embd] */
+};
+
+struct muse_vision_weights {
+    struct muse_weight patch;             /* conv kernel as a matrix: [3*p*p] -> [n_embd], F32 (converted at load) */
+    struct muse_weight patch_b;           /* [n_embd] F32, optional (absent in Muse-Glimmer files) */
+    struct muse_weight pos;               /* [n_embd][n_pos] F32 (converted at load): row y*side + x */
+    struct muse_weight pre_ln_w, pre_ln_b, post_ln_w, post_ln_b; /* [n_embd] F32 */
+    struct muse_weight mm0, mm1, mm2;     /* adapter: merged -> n_mm0 -> n_mm1 -> n_embd_out, no biases */
+    struct muse_vision_layer *layers;     /* [n_layer] */
+    float *owned;                         /* F32 copies of the patch kernel / position table when the file's are F16/BF16 */
+};
+
+/* Symbolic dimensions of the tensor table: the first five follow from the keys, the rest are bound
+ * by the first tensor that has them and must agree everywhere else. */
+enum muse_vision_dim {
+    MUSE_VISION_DIM_ONE = 0,
+    MUSE_VISION_DIM_EMBD,     /* n_embd */
+    MUSE_VISION_DIM_FF,       /* n_ff */
+    MUSE_VISION_DIM_PATCH,    /* patch_size */
+    MUSE_VISION_DIM_RGB,      /* 3 */
+    MUSE_VISION_DIM_MERGED,   /* n_embd * n_merge^2 */
+    MUSE_VISION_DIM_POS,      /* position-table rows (bound) */
+    MUSE_VISION_DIM_MM0,      /* mm.0 rows (bound) */
+    MUSE_VISION_DIM_MM1,      /* mm.1 rows (bound) */
+    MUSE_VISION_DIM_OUT,      /* mm.2 rows = the text model's n_embd (bound) */
+    MUSE_VISION_DIM_COUNT
+};
+
+/* What a tensor may be stored as. */
+enum muse_vision_tensor_kind {
+    MUSE_VISION_TENSOR_VECTOR = 0, /* 1-D, F32 (norm weights, biases) */
+    MUSE_VISION_TENSOR_MATRIX,     /* 2-D weight of a matmul: any type the backends multiply, rows a whole number of blocks */
+    MUSE_VISION_TENSOR_TABLE,      /* F32, F16 or BF16; converted to F32 at load (patch kernel, position table) */
+    MUSE_VISION_TENSOR_KIND_COUNT
+};
+
+/* One row of the table: a tensor name (a printf pattern with one %u for the layer when
+ * per_layer), its shape in symbolic dims (ne order), and where its view goes. */
+struct muse_vision_tensor_desc {
+    const char *name;
+    bool per_layer;
+    bool required;
+    uint8_t kind;                     /* enum muse_vision_tensor_kind */
+    uint8_t n_dims;
+    uint8_t ne[4];                    /* enum muse_vision_dim */
+    uint16_t offset;                  /* offsetof(struct muse_vision_layer or muse_vision_weights, field) */
+};
+
+extern const struct muse_vision_tensor_desc muse_vision_tensor_table[];
+extern const size_t muse_vision_n_tensor_descs;
+
+/* Human name of a symbolic dim ("n_embd", "n_ff", ...). */
+const char *muse_vision_dim_name(enum muse_vision_dim d);
+
+/*
+ * Bind every tensor of the table to w (views into g, which must outlive w), checking presence,
+ * shape, type and block alignment, and fill hp's tensor-derived fields (n_pos, window_side,
+ * n_mm0, n_mm1, n_embd_out). A tensor in the file that the table does not know is an error too
+ * (muse would otherwise silently ignore a part of the model). Errors (one line, naming the
+ * tensor): MUSE_ERR_MISSING, MUSE_ERR_SHAPE (shape, type or block alignment: expected vs found),
+ * MUSE_ERR_UNSUPPORTED (an unknown tensor), MUSE_ERR_NOMEM. On error w holds nothing to free.
+ */
+muse_status muse_vision_weights_bind(const struct muse_gguf *g, struct muse_vision_hparams *hp,
+                                     struct muse_vision_weights *w, struct muse_error *err);
+void muse_vision_weights_free(struct muse_vision_weights *w);
+
+/* ---- images (image_decode.c, image_resize.c) --------------------------------------------------- */
+
+/* The formats muse decodes, for messages. */
+#define MUSE_IMAGE_FORMATS "PNG, JPEG, GIF (first frame), BMP, WebP"
+
+/* Pillow's Lanczos-3 coefficients for one axis (spec 4.5): out pixel i reads in[bounds[2i] ..
+ * bounds[2i] + bounds[2i+1]) with the Q22 weights k[i * ksize ..]. */
+struct muse_lanczos_axis {
+    int32_t ksize;
+    int32_t *bounds;   /* [out][2]: first input index, count */
+    int32_t *k;        /* [out][ksize] */
+};
+muse_status muse_lanczos_axis_init(int32_t in_size, int32_t out_size, struct muse_lanczos_axis *ax,
+                                   struct muse_error *err);
+void muse_lanczos_axis_free(struct muse_lanczos_axis *ax);
+
+/* ---- preprocessing and geometry (vision_preprocess.c) ------------------------------------------ */
+
+/* The preprocessing constants of an mmproj (a subset of the hyperparameters). */
+struct muse_vision_prep {
+    int32_t patch_size;
+    int32_t n_merge;
+    int32_t window_side;
+    float mean[3], std[3];
+};
+
+void muse_vision_prep_from_hparams(const struct muse_vision_hparams *hp, struct muse_vision_prep *p);
+
+/* muse_vision_geometry's body for explicit constants. max_tokens 0 = the default 4096. */
+muse_status muse_vision_prep_geometry(const struct muse_vision_prep *p, int32_t src_w, int32_t src_h, int32_t max_tokens,
+                                      struct muse_image_geometry *out, struct muse_error *err);
+
+/* muse_vision_preprocess's body for explicit constants. */
+muse_status muse_vision_prep_image(const struct muse_vision_prep *p, const struct muse_image *img, int32_t max_tokens,
+                                   struct muse_vision_input *out, struct muse_error *err);
+
+/*
+ * The window permutation of a grid_w x grid_h patch grid with windows of side `win` (spec 5.3):
+ * sp_perm[i] = the raster index of the i-th patch in window order (windows in raster order,
+ * raster inside a window, edge windows clipped); seg[s] .. seg[s + 1] = the rows of window s
+ * (seg has n_seg + 1 entries, seg[0] = 0). inv_perm may be NULL. Arrays sized by the caller:
+ * sp_perm/inv_perm [grid_w * grid_h], seg [muse_vision_n_windows(...) + 1]. Returns n_seg.
+ */
+int32_t muse_vision_window_perm(int32_t grid_w, int32_t grid_h, int32_t win, int32_t *sp_perm, int32_t *inv_perm,
+                                int32_t *seg);
+int32_t muse_vision_n_windows(int32_t grid_w, int32_t grid_h, int32_t win);
+
+/* The pixel-shuffle gather (spec 5.6): ds[o * f * f + ry * f + rx] = raster index of the patch
+ * (f*oy + ry, f*ox + rx) for merged token o = oy * (grid_w / f) + ox. ds [grid_w * grid_h]. */
+void muse_vision_shuffle_perm(int32_t grid_w, int32_t grid_h, int32_t f, int32_t *ds);
+
+/* ---- the encoder (vision_encode.c) -------------------------------------------------------------- */
+
+/* The loaded object behind the public struct muse_vision. */
+struct muse_vision {
+    struct muse_gguf *gguf;
+    struct muse_vision_hparams hp;
+    struct muse_vision_weights w;
+    struct muse_vision_params params;
+    const struct muse_backend_ops *ops;
+    void *backend_state;
+    int32_t n_threads;
+    int32_t chunk;             /* activation rows per matmul step (the backend's n_batch) */
+    bool simd_attn;            /* the AVX2 attention kernels (cpu backend on an AVX2 machine) */
+};
+
+/* ---- window attention (vision_attn.c, vision_attn_avx2.c) -------------------------------------- */
+
+/* Keys are packed per head in panels of this many keys: [panel][head_dim][16] (the QK kernel reads
+ * one panel as two 8-lane vectors per channel). Panels are aligned to key 0, not to windows. */
+#define MUSE_VISION_KPANEL 16
+/* Query rows the SIMD kernel computes together. */
+#define MUSE_VISION_ATTN_TILE 6
+
+/*
+ * One head of attention inside one window (all layers of the tower are bidirectional; a
+ * windowed layer has one of these per window, a global layer a single window over every patch).
+ * The numerics, identical in both implementations (so that the cpu and ref backends agree bit
+ * for bit):
+ *   s[j]  = (fmaf chain over d = 0..hd-1 of q[d] * k_j[d], from 0) * scale
+ *   e[j]  = muse_x86_expf(s[j] - max_j s[j])                (ggml's vector exp)
+ *   sum   = muse_x86_hsum8(lanes), lane (j - s0) % 8 summing its e[j] in increasing j
+ *   out[d] = (fmaf chain over j = s0.. of e[j] * v_j[d], from 0) * (1.0f / sum)
+ * The output of query i overwrites q[i] (its head's columns); a call reads only the q rows it writes.
+ */
+struct muse_vision_attn {
+    float *q;             /* [n_tok][ld] queries (head at columns head*hd ..), overwritten with the output */
+    const float *v;       /* this head's values [n_tok][v_ld] (key j's channels at v + j * v_ld) */
+    const float *kp;      /* this head's packed keys [n_panels][hd][KPANEL]; key j at panel j / 16, lane j % 16 */
+    int64_t ld, v_ld;
+    int32_t hd;
+    int32_t head;
+    int32_t s0, n;        /* the window: keys and queries s0 .. s0 + n - 1 */
+    float scale;
+};
+
+/* Scratch floats for muse_vision_attn_rows_* over a window of n keys. */
+size_t muse_vision_attn_scratch(int32_t n);
+
+/* Queries i0 .. i1 - 1 (s0 <= i0 < i1 <= s0 + n) of a->head: plain C (the oracle; any hd). */
+void muse_vision_attn_rows_ref(const struct muse_vision_attn *a, int32_t i0, int32_t i1, float *scratch);
+
+/* The same with AVX2 + FMA (hd a multiple of 8; callers check the CPU). Same bits. */
+void muse_vision_attn_rows_avx2(const struct muse_vision_attn *a, int32_t i0, int32_t i1, float *scratch);
+
+/* ggml's vector exp on 8 lanes (the AVX2 code of the kernel, exposed for its test): y[l] =
+ * muse_x86_expf(x[l]) bit for bit. */
+void muse_vision_expf8_avx2(const float *x, float *y);

@@ -68,6 +68,7 @@ def main():
     ap.add_argument("-t", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--muse-args", default="", help="extra arguments for muse bench")
+    ap.add_argument("--llama-args", default="", help="extra arguments for llama-bench (e.g. '-fa 1')")
     ap.add_argument("--json", help="write all samples to this file")
     ap.add_argument("--cpu-time", action="store_true", help="rates from process CPU time (see above)")
     a = ap.parse_args()
@@ -85,12 +86,12 @@ def main():
                     got["muse"].setdefault(name, []).append(cpu_rate(
                         lambda r: [a.muse, "bench"] + common + ["-r", str(r)] + a.muse_args.split(), tokens, a.t))
                     got["llama.cpp"].setdefault(name, []).append(cpu_rate(
-                        lambda r: [a.llama_bench] + common + ["-r", str(r)], tokens, a.t))
+                        lambda r: [a.llama_bench] + common + ["-r", str(r)] + a.llama_args.split(), tokens, a.t))
                 continue
             m = run_json([a.muse, "bench", "-m", model, "-p", str(a.p), "-n", str(a.n), "-d", str(a.d),
                           "-t", str(a.t), "-r", "1", "--json"] + a.muse_args.split())
             l = run_json([a.llama_bench, "-m", model, "-p", str(a.p), "-n", str(a.n), "-d", str(a.d),
-                          "-t", str(a.t), "-r", "1", "-o", "json"])
+                          "-t", str(a.t), "-r", "1", "-o", "json"] + a.llama_args.split())
             for name, ts in llama_records(m).items():
                 got["muse"].setdefault(name, []).append(ts)
             for name, ts in llama_records(l).items():

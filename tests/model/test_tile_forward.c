@@ -228,8 +228,8 @@ static const char *const mixes[] = {
     "ffn_down=mxfp4,*=q8_0",
     "attn_q=q4_k,attn_k=q5_k,attn_v=q6_k,attn_output=q2_k,attn_gate=q3_k,ffn_gate=iq4_xs,ffn_up=tq2_0,"
     "ffn_down=tq1_0,output=q6_k,*=q4_k",
-    "attn_q=iq2_xxs,attn_k=iq2_xs,attn_v=iq2_s,attn_output=iq3_xxs,attn_gate=iq3_s,ffn_gate=iq2_xxs,"
-    "ffn_up=iq3_s,ffn_down=iq2_s,output=q6_k,*=q4_k",
+    "attn_q=iq2_xxs,attn_k=iq2_xs,attn_v=iq2_s,attn_output=iq3_xxs,attn_gate=iq3_s,ffn_gate=iq1_s,"
+    "ffn_up=iq3_s,ffn_down=iq1_m,output=q6_k,*=q4_k",
 };
 
 static void run_case(const char *types, int32_t head_dim, uint32_t threads) {

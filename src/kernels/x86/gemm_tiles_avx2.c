@@ -315,6 +315,8 @@ TDX_PLAIN(iq2_xs)
 TDX_PLAIN(iq2_s)
 TDX_PLAIN(iq3_xxs)
 TDX_PLAIN(iq3_s)
+TDX_PLAIN(iq1_s)
+TDX_PLAIN(iq1_m)
 
 MUSE_AVX2_INLINE void tdx_set32(struct tile_row *r, __m256i v, float d) {
     _mm256_store_si256((__m256i *)r->v, v);

@@ -68,8 +68,8 @@ MUSE_X86_GEMM_TYPES(MUSE_DECLARE_X86_GEMM)
 /*
  * The types the tile GEMM handles, with their packing (struct tile_cfg in tile_decode.h):
  * X(TYPE, name, fbe, g, o, cmax, mins, s1). cmax is the largest code v + o; s1 = 1 when every
- * group scale is 1 (none stored). The reference's constant factors (IQ2: 0.125, IQ3_XXS: 0.25)
- * are folded into d (powers of two: exact).
+ * group scale is 1 (none stored). The reference's constant factors (IQ2: 0.125, IQ3_XXS: 0.25,
+ * IQ1_S/IQ1_M: 0.125 with the delta folded into v = 8 g + delta) are folded into d (powers of two: exact).
  */
 #define MUSE_TILE_TYPES(X)                                                                           \
     X(Q8_0, q8_0, 32, 32, 128, 255, 0, 1) X(Q4_0, q4_0, 32, 32, 8, 15, 0, 1)                          \
@@ -80,7 +80,8 @@ MUSE_X86_GEMM_TYPES(MUSE_DECLARE_X86_GEMM)
     X(IQ4_XS, iq4_xs, 256, 32, 128, 255, 0, 0) X(TQ2_0, tq2_0, 256, 32, 1, 3, 0, 1)                   \
     X(TQ1_0, tq1_0, 256, 32, 1, 2, 0, 1) X(IQ2_XXS, iq2_xxs, 256, 32, 43, 86, 0, 0)                   \
     X(IQ2_XS, iq2_xs, 256, 16, 43, 86, 0, 0) X(IQ2_S, iq2_s, 256, 16, 43, 86, 0, 0)                   \
-    X(IQ3_XXS, iq3_xxs, 256, 32, 62, 124, 0, 0) X(IQ3_S, iq3_s, 256, 32, 15, 30, 0, 0)
+    X(IQ3_XXS, iq3_xxs, 256, 32, 62, 124, 0, 0) X(IQ3_S, iq3_s, 256, 32, 15, 30, 0, 0)                \
+    X(IQ1_S, iq1_s, 256, 32, 9, 18, 0, 0) X(IQ1_M, iq1_m, 256, 16, 9, 18, 0, 0)
 MUSE_TILE_TYPES(MUSE_DECLARE_TILE)
 
 struct muse_attn_flash;

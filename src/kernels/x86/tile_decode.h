@@ -312,3 +312,41 @@ static inline void td_iq3_s(const uint8_t *blk, struct tile_row *r) {
     r->d = muse_h2f(b->d);
     r->m = 0.0f;
 }
+
+/* IQ1_S / IQ1_M: the reference sums d d_a (sumi + 0.125 sumi1) with sumi over grid values g in
+ * {-1, 0, 1} and sumi1 over the group's (IQ1_S) or the 8 elements' (IQ1_M) delta +-1 times the
+ * activation: 8 sumi + sumi1 is one exact integer sum of v = 8 g + delta (|v| <= 9) with the
+ * same group scales, and d / 8 (exact) its float factor. */
+static inline void td_iq1_grid(uint64_t grid, int delta, int8_t *v) {
+    for (int j = 0; j < 8; j++) v[j] = (int8_t)(8 * (int8_t)((grid >> (8 * j)) & 0xff) + delta);
+}
+
+static inline void td_iq1_s(const uint8_t *blk, struct tile_row *r) {
+    const struct muse_block_iq1_s *b = (const void *)blk;
+    for (int g = 0; g < 8; g++) {
+        const uint16_t h = b->qh[g];
+        for (int l = 0; l < 4; l++)
+            td_iq1_grid(muse_iq1s_grid[b->qs[4 * g + l] | ((h >> (3 * l)) & 7) << 8], h & 0x8000 ? -1 : 1,
+                        r->v + 32 * g + 8 * l);
+        r->s[g] = (int16_t)(2 * ((h >> 12) & 7) + 1);
+    }
+    r->d = 0.125f * muse_h2f(b->d);
+    r->m = 0.0f;
+}
+
+static inline void td_iq1_m(const uint8_t *blk, struct tile_row *r) {
+    const struct muse_block_iq1_m *b = (const void *)blk;
+    uint16_t sc[4];
+    for (int k = 0; k < 4; k++) sc[k] = muse_rd_le16(b->scales + 2 * k);
+    const uint16_t d16 = (uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000));
+    for (int g = 0; g < 8; g++) {
+        for (int l = 0; l < 4; l++) {
+            const int nib = (b->qh[2 * g + l / 2] >> (4 * (l % 2))) & 15;
+            td_iq1_grid(muse_iq1s_grid[b->qs[4 * g + l] | (nib & 7) << 8], nib & 8 ? -1 : 1, r->v + 32 * g + 8 * l);
+        }
+        r->s[2 * g] = (int16_t)(2 * ((sc[g / 2] >> (6 * (g % 2))) & 7) + 1);
+        r->s[2 * g + 1] = (int16_t)(2 * ((sc[g / 2] >> (6 * (g % 2) + 3)) & 7) + 1);
+    }
+    r->d = 0.125f * muse_h2f(d16);
+    r->m = 0.0f;
+}

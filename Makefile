@@ -70,6 +70,15 @@ $(BUILD)/obj/src/core/version.o $(BUILD)/pic/src/core/version.o: $(COMMIT_H)
 print-commit:
 	@sh scripts/commit.sh
 
+# The chat page's Markdown renderer: Debian's libjs-marked, embedded at build time (no fetch at run
+# time) by src/server/page_vendor.c through a generated header.
+MARKED_JS ?= /usr/share/javascript/marked/marked.min.js
+$(BUILD)/gen/muse_marked.h: $(wildcard $(MARKED_JS)) src/server/page/embed.py
+	@mkdir -p $(@D)
+	@test -f $(MARKED_JS) || { echo "$(MARKED_JS) is missing: apt-get install libjs-marked (scripts/install-deps.sh)"; exit 1; }
+	$(Q)python3 src/server/page/embed.py --header muse_marked_js $(MARKED_JS) $@
+$(BUILD)/obj/src/server/page_vendor.o $(BUILD)/pic/src/server/page_vendor.o: $(BUILD)/gen/muse_marked.h
+
 # ISA_SAN: the sanitizer flags of the SIMD kernel files (the fuzz build leaves them out: the
 # fuzzers do not reach the kernels, and clang's ASan + coverage build of them took minutes each;
 # the asan build keeps them, and test_kernels_simd runs there).

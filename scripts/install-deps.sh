@@ -2,7 +2,7 @@
 # Install what muse needs to build and test on Debian 12 (idempotent, non-interactive).
 # Skips apt-get entirely when everything is already installed.
 set -euo pipefail
-PKGS="build-essential clang pkg-config libpcre2-dev libcjson-dev libmicrohttpd-dev libedit-dev libstb-dev libwebp-dev curl python3 python3-venv python3-pip"
+PKGS="build-essential clang pkg-config libpcre2-dev libcjson-dev libmicrohttpd-dev libedit-dev libstb-dev libwebp-dev libjs-marked curl python3 python3-venv python3-pip"
 [ "${1:-}" = "--test" ] && PKGS="$PKGS libclang-rt-14-dev libsimde-dev chromium chromium-driver"
 missing=""
 for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
@@ -12,14 +12,14 @@ if [ -n "$missing" ]; then
     $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
     $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing
 fi
-# Python packages for the server tests (tests/server/*.py): the official `openai` client and
-# `selenium` (drives chromium-driver) in a venv under build/, because Debian 12's system pip
-# refuses installs outside a venv. Idempotent: skipped when both already import.
+# Python packages for the server tests (tests/server/*.py): the official `openai` and `ollama`
+# clients and `selenium` (drives chromium-driver) in a venv under build/, because Debian 12's
+# system pip refuses installs outside a venv. Idempotent: skipped when all already import.
 if [ "${1:-}" = "--test" ]; then
     VENV="$(cd "$(dirname "$0")/.." && pwd)/build/venv"
-    if ! "$VENV/bin/python" -c "import openai, selenium" >/dev/null 2>&1; then
-        echo "installing openai + selenium into $VENV"
+    if ! "$VENV/bin/python" -c "import openai, ollama, selenium" >/dev/null 2>&1; then
+        echo "installing openai + ollama + selenium into $VENV"
         python3 -m venv "$VENV"
-        "$VENV/bin/python" -m pip install -q --disable-pip-version-check openai selenium
+        "$VENV/bin/python" -m pip install -q --disable-pip-version-check openai ollama selenium
     fi
 fi

@@ -6,7 +6,12 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+
 #include "cli.h"
+#include "model_opts.h"
 #include "gguf/gguf.h"
 #include "sampling_opts.h"
 #include "server/adapter.h"
@@ -16,19 +21,20 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: muse serve --model FILE.gguf [options]\n"
             "\n"
-            "  --model FILE        the GGUF model to serve\n"
-            "  --host ADDR         numeric address to bind (default 127.0.0.1; 0.0.0.0 = every interface)\n"
+            "  --host ADDR         address or host name to bind (default 127.0.0.1; 0.0.0.0 = every interface;\n"
+            "                      a name such as localhost is resolved, its first address bound)\n"
             "  --port N            TCP port (default 8080; 0 = any free port)\n"
             "  --port-file FILE    write the bound port to FILE once listening\n"
-            "  -np, --parallel N   slots: sequences generated in parallel, each with its own KV cache (default 1)\n"
+            "  -np, --parallel N   slots: sequences generated in parallel, each with its own KV cache (default 1);\n"
+            "                      -c is the context of each (default: the trained context, capped so that every\n"
+            "                      slot's KV cache fits in the memory available)\n"
             "  --queue N           requests that may wait for a slot; beyond that 503 + Retry-After (default 64)\n"
-            "  -c, --ctx-size N    context per slot in tokens (default: min(4096, the model's))\n"
-            "  -b, --batch-size N  most tokens per forward call (default 512)\n"
+            "  -a, --alias NAME    the model id in /v1/models and /api/tags (default: the file's base name)\n"
+            "  --chat-template-file FILE\n"
+            "                      chat template (Jinja) instead of the file's tokenizer.chat_template\n"
             "  --max-body BYTES    largest request body; larger ones get 413 (default 4194304)\n"
             "  --api-key KEY       require `Authorization: Bearer KEY` on everything but /health and /\n"
-            "                      (or set MUSE_API_KEY)\n");
-    sampling_opts_usage(f, SAMPLING_SERVE);
-    fprintf(f,
+            "                      (or set MUSE_API_KEY)\n"
             "  --max-connections N open HTTP connections (default 1024; held by an event loop, not a thread each)\n"
             "  --max-connections-per-ip N  open connections per client address (IPv6: per /64; default 1/4 of the above)\n"
             "  --read-timeout S    a request must arrive within S seconds of connecting (default 30; its head within 10)\n"
@@ -36,25 +42,73 @@ static void usage(FILE *f) {
             "                      default: no cross-origin access\n"
             "  --allow-host NAME   accept this Host name too on a loopback bind (repeatable; default: localhost,\n"
             "                      127.0.0.1, [::1] with the port)\n"
-            "  --test-script FILE  TEST ONLY: no model; play scripted outputs from FILE (docs/server.md)\n");
+            "  --test-script FILE  TEST ONLY: no model; play scripted outputs from FILE (docs/server.md)\n"
+            "\n"
+            "requests are logged on stderr, one line each (method, path, status, prompt/generated tokens, ms);\n"
+            "-v adds the model's description and each request's slot, cache, queue, prefill and decode figures;\n"
+            "--log-disable turns the request lines off.\n");
+    sampling_opts_usage(f, SAMPLING_SERVE);
+    model_opts_usage(f);
+}
+
+/* The request log (server.h log hook): one line on stderr per request. */
+static void log_line(void *ud, const char *line) {
+    (void)ud;
+    fprintf(stderr, "%s\n", line);
+}
+
+/*
+ * --host NAME: a numeric address as it is, else the name's first address (IPv4 first, as
+ * llama-server's `localhost` binds 127.0.0.1). False after an error message.
+ */
+static bool resolve_host(const char *name, char *out, size_t cap) {
+    struct in6_addr a6;
+    struct in_addr a4;
+    if (inet_pton(AF_INET, name, &a4) == 1 || inet_pton(AF_INET6, name, &a6) == 1) {
+        snprintf(out, cap, "%s", name);
+        return true;
+    }
+    struct addrinfo hints = {0}, *res = NULL;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    int rc = getaddrinfo(name, NULL, &hints, &res);
+    if (rc) {
+        cli_err("--host %s: cannot resolve (%s)", name, gai_strerror(rc));
+        return false;
+    }
+    const struct addrinfo *pick = res;
+    for (const struct addrinfo *a = res; a; a = a->ai_next)
+        if (a->ai_family == AF_INET) {
+            pick = a;
+            break;
+        }
+    const void *addr = pick->ai_family == AF_INET ? (const void *)&((struct sockaddr_in *)pick->ai_addr)->sin_addr
+                                                  : (const void *)&((struct sockaddr_in6 *)pick->ai_addr)->sin6_addr;
+    bool ok = inet_ntop(pick->ai_family, addr, out, (socklen_t)cap) != NULL;
+    freeaddrinfo(res);
+    if (!ok) cli_err("--host %s: cannot resolve", name);
+    return ok;
 }
 
 int cmd_serve(int argc, char **argv) {
     struct muse_server_params p = muse_server_default_params();
-    const char *model = NULL, *script = NULL, *port_file = NULL;
+    const char *script = NULL, *port_file = NULL, *alias = NULL, *template_path = NULL, *host_name = NULL;
     bool test_mode = false;
-    int n_ctx = 0, n_batch = 0;
     int64_t v;
     struct sampling_opts so;
     sampling_opts_init(&so, SAMPLING_SERVE);
+    struct model_opts mo;
+    model_opts_init(&mo);
+    mo.cparams.n_ctx = 0; /* the automatic choice (muse_context_auto_n_ctx over the slots) */
     p.api_key = getenv("MUSE_API_KEY");
     enum { MAX_LIST = 32 };
-    const char *cors[MAX_LIST], *hosts[MAX_LIST];
+    const char *cors[MAX_LIST], *hosts[MAX_LIST + 1];
     p.cors_origins = cors;
     p.allow_hosts = hosts;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val;
         int r = sampling_opts_parse(&so, argc, argv, &i);
+        if (r == 0) r = model_opts_parse(&mo, argc, argv, &i);
         if (r < 0) return 2;
         if (r > 0) continue;
 #define NEXT()                                            \
@@ -64,16 +118,20 @@ int cmd_serve(int argc, char **argv) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             return 0;
-        } else if (!strcmp(a, "--model") || !strcmp(a, "-m")) {
-            NEXT();
-            model = val;
         } else if (!strcmp(a, "--test-script")) {
             NEXT();
             script = val;
             test_mode = true;
         } else if (!strcmp(a, "--host")) {
             NEXT();
-            p.host = val;
+            host_name = val;
+        } else if (!strcmp(a, "--alias") || !strcmp(a, "-a")) {
+            NEXT();
+            if (!val[0] || strlen(val) > 200) return cli_usage_err("--alias needs a name of 1..200 bytes");
+            alias = val;
+        } else if (!strcmp(a, "--chat-template-file") || !strcmp(a, "--template")) {
+            NEXT();
+            template_path = val;
         } else if (!strcmp(a, "--port")) {
             NEXT();
             if (!cli_parse_int(a, val, 0, 65535, &v)) return 2;
@@ -89,14 +147,6 @@ int cmd_serve(int argc, char **argv) {
             NEXT();
             if (!cli_parse_int(a, val, 0, 100000, &v)) return 2;
             p.queue = (int)v;
-        } else if (!strcmp(a, "--ctx-size") || !strcmp(a, "-c")) {
-            NEXT();
-            if (!cli_parse_int(a, val, 16, 1 << 24, &v)) return 2;
-            n_ctx = (int)v;
-        } else if (!strcmp(a, "--batch-size") || !strcmp(a, "-b")) {
-            NEXT();
-            if (!cli_parse_int(a, val, 1, 1 << 16, &v)) return 2;
-            n_batch = (int)v;
         } else if (!strcmp(a, "--max-body")) {
             NEXT();
             if (!cli_parse_int(a, val, 1024, (int64_t)1 << 34, &v)) return 2;
@@ -134,8 +184,28 @@ int cmd_serve(int argc, char **argv) {
     p.top_p = so.sp.top_p;
     p.min_p = so.sp.min_p;
     p.top_k = so.sp.top_k;
-    if (!model && !test_mode) {
-        return cli_usage_err("--model FILE is required");
+    const char *model = mo.model_path;
+    if (!model && !test_mode) return cli_usage_err("--model FILE is required");
+    if (mo.kv_k >= 0 && mo.kv_v >= 0 && mo.kv_k != mo.kv_v) {
+        cli_err("muse keeps keys and values in one type: -ctk %s and -ctv %s differ (give both, or --kv TYPE)",
+                muse_kv_type_name((enum muse_kv_type)mo.kv_k), muse_kv_type_name((enum muse_kv_type)mo.kv_v));
+        return 2;
+    }
+    if (mo.cparams.n_ctx && mo.cparams.n_ctx < 16) return cli_usage_err("--ctx-size must be 0 (automatic) or at least 16");
+    char host[INET6_ADDRSTRLEN + 1] = "127.0.0.1";
+    if (host_name && !resolve_host(host_name, host, sizeof host)) return 2;
+    p.host = host;
+    /* the name given is a Host the clients may send (DNS rebinding checks stay on for loopback) */
+    if (host_name && strcmp(host_name, host)) hosts[p.n_allow_hosts++] = host_name;
+    if (mo.verbosity >= 0) {
+        p.log = log_line;
+        p.log_verbose = mo.verbosity > 0;
+    }
+    char *tmpl = NULL;
+    size_t tmpl_len = 0;
+    if (template_path && !(tmpl = cli_read_file(template_path, &tmpl_len))) {
+        cli_err("%s: cannot read the chat template", template_path);
+        return 1;
     }
 
     /* a missing or unreadable model fails here, before anything listens (the weights load after
@@ -145,6 +215,7 @@ int cmd_serve(int argc, char **argv) {
         struct muse_error gerr;
         if (muse_gguf_open(model, &g, &gerr) != MUSE_OK) {
             cli_err("%s", gerr.msg);
+            free(tmpl);
             return 1;
         }
         muse_gguf_free(g);
@@ -169,15 +240,19 @@ int cmd_serve(int argc, char **argv) {
     struct muse_server *srv = NULL;
     if (muse_server_create(&p, &srv, &err) != MUSE_OK) {
         fprintf(stderr, "muse serve: %s\n", err.msg);
+        free(tmpl);
         return 1;
     }
     int port = muse_server_port(srv);
-    fprintf(stderr, "muse serve: listening on http://%s:%d (loading)\n", p.host, port);
+    fprintf(stderr, strchr(p.host, ':') ? "muse serve: listening on http://[%s]:%d (loading)\n"
+                                         : "muse serve: listening on http://%s:%d (loading)\n",
+            p.host, port);
     if (port_file) {
         FILE *f = fopen(port_file, "w");
         if (!f || fprintf(f, "%d\n", port) < 0 || fclose(f)) {
             fprintf(stderr, "muse serve: cannot write %s\n", port_file);
             muse_server_free(srv);
+            free(tmpl);
             return 1;
         }
     }
@@ -187,16 +262,30 @@ int cmd_serve(int argc, char **argv) {
         fprintf(stderr, "muse serve: TEST MODE: scripted adapter, no model (%s)\n", script);
         st = muse_srv_scripted_adapter_create(script, &ad, &err);
     } else {
-        struct muse_srv_model_params rp = {n_ctx, n_batch};
+        if (mo.ngl_given && mo.verbosity >= 0) cli_err("note: -ngl is ignored: muse runs on the CPU");
+        struct muse_srv_model_params rp = {.n_ctx = (int)mo.cparams.n_ctx,
+                                           .n_batch = (int)mo.cparams.n_batch,
+                                           .cparams = &mo.cparams,
+                                           .mparams = &mo.mparams,
+                                           .n_slots = p.n_slots,
+                                           .alias = alias,
+                                           .chat_template = tmpl,
+                                           .chat_template_len = tmpl_len,
+                                           .chat_template_path = template_path};
         st = muse_srv_model_adapter_create(model, &rp, &ad, &err);
     }
     if (st == MUSE_OK) st = muse_server_attach_adapter(srv, ad, &err);
+    free(tmpl);
     if (st != MUSE_OK) {
         fprintf(stderr, "muse serve: %s\n", err.msg);
         muse_server_free(srv);
         return 1;
     }
-    fprintf(stderr, "muse serve: ready: %d slot(s), queue %d%s\n", p.n_slots, p.queue, p.api_key ? ", API key required" : "");
+    struct muse_srv_adapter_info info;
+    ad.ops->info(ad.self, &info);
+    fprintf(stderr, "muse serve: ready: model '%s', %d slot(s) of %d tokens, queue %d%s\n", info.model_name, p.n_slots,
+            info.n_ctx, p.queue, p.api_key ? ", API key required" : "");
+    if (mo.verbosity > 0 && info.desc[0]) fprintf(stderr, "muse serve: %s\n", info.desc);
     int sig = 0;
     sigwait(&sigs, &sig);
     fprintf(stderr, "muse serve: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");

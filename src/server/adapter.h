@@ -28,7 +28,7 @@
 
 struct cJSON;
 
-/* One entry of a top-k probability list (probabilities after the sampling chain's softmax). */
+/* One entry of a top-k probability list (softmax of the model's logits, before the sampling chain). */
 struct muse_srv_prob {
     int32_t token;
     float prob;
@@ -39,6 +39,13 @@ struct muse_srv_adapter_info {
     int n_ctx;            /* context of one slot, in tokens */
     int n_ctx_train;      /* the model's trained context */
     int n_vocab;
+    /* for /props, /api/show and -v (the scripted adapter leaves them empty) */
+    char desc[256];            /* one line: architecture, size, type (muse_model_desc) */
+    char model_path[512];
+    char kv_type[8];           /* "f16" ... */
+    int n_threads, n_batch;
+    int n_embd, n_layer;
+    const char *chat_template; /* the template's source text, "" for the built-in one; lives as long as the adapter */
 };
 
 /* What the chat template needs from a /v1/chat/completions request (borrowed pointers). */
@@ -94,7 +101,8 @@ struct muse_srv_adapter_ops {
     muse_status (*slot_begin)(void *slot, const struct muse_sampler_params *sp, struct muse_error *err);
     /*
      * Sample the next token from the logits of the last evaluated position (after slot_begin).
-     * When n_probs > 0, probs[0..n_probs) receives the top-n_probs list (sorted, descending).
+     * When n_probs > 0, probs[0..n_probs) receives the top-n_probs list (sorted, descending) and
+     * probs[n_probs] the sampled token with its probability (so the buffer holds n_probs + 1).
      */
     muse_status (*slot_sample)(void *slot, int n_probs, struct muse_srv_prob *probs, int32_t *tok,
                                struct muse_error *err);
@@ -118,9 +126,18 @@ muse_status muse_srv_scripted_adapter_create(const char *script_path, struct mus
 
 /* Options of the model adapter. */
 struct muse_srv_model_params {
-    int n_ctx;   /* context per slot; 0 = min(4096, the model's) */
+    int n_ctx;   /* context per slot; 0 = muse_context_auto_n_ctx over n_slots (the model's trained
+                    context capped by the memory available) */
     int n_batch; /* most tokens per forward call; 0 = libmuse's default. Sliding-window rings hold
                     n_swa + n_batch rows, so it also bounds how far a slot can rewind in place */
+    const struct muse_context_params *cparams; /* threads, KV type, backend ... (NULL = defaults);
+                                                  n_ctx and n_batch above win over its own */
+    const struct muse_model_params *mparams;   /* NULL = muse_model_default_params() */
+    int n_slots;                /* slots that share the memory (the automatic n_ctx); < 1 = 1 */
+    const char *alias;          /* the model id; NULL = the file's base name */
+    const char *chat_template;  /* [chat_template_len] Jinja text instead of the file's template; NULL = the file's */
+    size_t chat_template_len;
+    const char *chat_template_path; /* its file name, for messages */
 };
 
 /*

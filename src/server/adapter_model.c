@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/cpu.h"
 #include "core/error.h"
 #include "gen/sampler.h"
 #include "gen/session.h"
@@ -29,7 +30,8 @@ struct model_adapter {
     pthread_mutex_t chat_mu;
     char bos_text[64], eos_text[64];
     struct muse_srv_adapter_info info;
-    int n_batch; /* context n_batch; 0 = libmuse's default */
+    struct muse_context_params cp; /* of every slot (n_ctx resolved) */
+    char *template_text;           /* owned copy of the template source (info.chat_template) */
 };
 
 struct model_slot {
@@ -145,9 +147,7 @@ static void model_slot_free(void *slot) {
 
 static void *model_slot_create(void *self, struct muse_error *err) {
     struct model_adapter *r = self;
-    struct muse_context_params cp = muse_context_default_params();
-    cp.n_ctx = (uint32_t)r->info.n_ctx;
-    if (r->n_batch > 0) cp.n_batch = (uint32_t)r->n_batch;
+    struct muse_context_params cp = r->cp;
     struct model_slot *s = calloc(1, sizeof *s);
     if (!s) goto nomem;
     s->r = r;
@@ -187,8 +187,9 @@ static muse_status model_slot_begin(void *slot, const struct muse_sampler_params
     return muse_sampler_create(*sp, s->r->info.n_vocab, &s->sampler, err);
 }
 
-/* probs[0..n) = the n most likely tokens of softmax(logits), descending (ties: lower id). */
-static void top_probs(const float *logits, int n_vocab, int n, struct muse_srv_prob *probs) {
+/* probs[0..n) = the n most likely tokens of softmax(logits), descending (ties: lower id), and
+ * probs[n] = the token `sampled` with its probability. */
+static void top_probs(const float *logits, int n_vocab, int n, int32_t sampled, struct muse_srv_prob *probs) {
     float mx = logits[0];
     for (int i = 1; i < n_vocab; i++) mx = logits[i] > mx ? logits[i] : mx;
     double sum = 0;
@@ -204,14 +205,21 @@ static void top_probs(const float *logits, int n_vocab, int n, struct muse_srv_p
         probs[j].token = i;
     }
     for (int i = 0; i < k; i++) probs[i].prob = (float)(exp((double)logits[probs[i].token] - mx) / sum);
+    probs[n].token = sampled; /* its own probability, also when it is outside the top n */
+    probs[n].prob = (float)(exp((double)logits[sampled] - mx) / sum);
 }
 
 static muse_status model_slot_sample(void *slot, int n_probs, struct muse_srv_prob *probs, int32_t *tok,
                                      struct muse_error *err) {
     struct model_slot *s = slot;
     if (!s->has_logits || !s->sampler) return muse_error_set(err, MUSE_ERR_INTERNAL, "sample before eval and begin");
-    if (n_probs > 0) top_probs(s->logits, s->r->info.n_vocab, n_probs < s->r->info.n_vocab ? n_probs : s->r->info.n_vocab, probs);
-    *tok = muse_sampler_sample(s->sampler, s->logits);
+    const int n_vocab = s->r->info.n_vocab;
+    *tok = muse_sampler_sample(s->sampler, s->logits); /* reads the logits, never changes them */
+    if (n_probs > 0) {
+        int n = n_probs < n_vocab ? n_probs : n_vocab; /* the server clamps; the sampled one stays at [n_probs] */
+        top_probs(s->logits, n_vocab, n, *tok, probs);
+        if (n < n_probs) probs[n_probs] = probs[n];
+    }
     muse_sampler_accept(s->sampler, *tok); /* penalties look at what this request generated */
     s->has_logits = false;
     return MUSE_OK;
@@ -223,6 +231,7 @@ static void model_destroy(void *self) {
     muse_chat_free(r->chat);
     muse_tokenizer_free(r->tok);
     muse_model_free(r->model);
+    free(r->template_text);
     pthread_mutex_destroy(&r->chat_mu);
     free(r);
 }
@@ -253,22 +262,36 @@ static void token_text(const struct muse_tokenizer *tok, int32_t id, char *buf, 
 
 muse_status muse_srv_model_adapter_create(const char *model_path, const struct muse_srv_model_params *params,
                                           struct muse_srv_adapter *out, struct muse_error *err) {
-    int n_ctx = params ? params->n_ctx : 0;
+    const struct muse_srv_model_params none = {0};
+    if (!params) params = &none;
     struct model_adapter *r = calloc(1, sizeof *r);
     if (!r) return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
     pthread_mutex_init(&r->chat_mu, NULL);
-    r->n_batch = params ? params->n_batch : 0;
-    muse_status st = muse_model_load(model_path, muse_model_default_params(), &r->model, err);
+    r->cp = params->cparams ? *params->cparams : muse_context_default_params();
+    if (params->n_batch > 0) r->cp.n_batch = (uint32_t)params->n_batch;
+    struct muse_model_params mp = params->mparams ? *params->mparams : muse_model_default_params();
+    muse_status st = muse_model_load(model_path, mp, &r->model, err);
     if (st != MUSE_OK) goto fail;
     const struct muse_gguf *g = r->model->gguf;
     if ((st = muse_tokenizer_init_from_gguf(g, &r->tok, err)) != MUSE_OK) goto fail;
     const struct muse_gguf_kv *tmpl = muse_gguf_find_kv(g, "tokenizer.chat_template");
     bool has_tmpl = tmpl && tmpl->value.type == MUSE_GGUF_TYPE_STRING;
-    st = muse_chat_create(has_tmpl ? tmpl->value.v.str.data : NULL, has_tmpl ? (size_t)tmpl->value.v.str.len : 0, &r->chat, err);
+    const char *src = params->chat_template ? params->chat_template : has_tmpl ? tmpl->value.v.str.data : NULL;
+    size_t src_len = params->chat_template ? params->chat_template_len : has_tmpl ? (size_t)tmpl->value.v.str.len : 0;
+    st = muse_chat_create(src, src_len, &r->chat, err);
     if (st != MUSE_OK) {
-        muse_error_prefix(err, "chat template of %s: ", model_path);
+        muse_error_prefix(err, "chat template of %s: ",
+                          params->chat_template ? (params->chat_template_path ? params->chat_template_path : "--chat-template-file")
+                                                : model_path);
         goto fail;
     }
+    if (!(r->template_text = malloc(src_len + 1))) {
+        st = muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    if (src_len) memcpy(r->template_text, src, src_len);
+    r->template_text[src_len] = 0;
+    r->info.chat_template = r->template_text;
     token_text(r->tok, muse_tokenizer_bos(r->tok), r->bos_text, sizeof r->bos_text);
     token_text(r->tok, muse_tokenizer_eos(r->tok), r->eos_text, sizeof r->eos_text);
     r->info.n_vocab = muse_tokenizer_n_vocab(r->tok);
@@ -278,18 +301,35 @@ muse_status muse_srv_model_adapter_create(const char *model_path, const struct m
         goto fail;
     }
     r->info.n_ctx_train = muse_model_n_ctx_train(r->model);
-    r->info.n_ctx = n_ctx > 0 ? n_ctx : (r->info.n_ctx_train < 4096 ? r->info.n_ctx_train : 4096);
+    if (params->n_ctx > 0) {
+        r->info.n_ctx = params->n_ctx;
+    } else {
+        struct muse_context_params auto_cp = r->cp;
+        auto_cp.n_ctx = 0;
+        r->info.n_ctx = (int)muse_context_auto_n_ctx(r->model, auto_cp, params->n_slots > 1 ? params->n_slots : 1);
+    }
     if (r->info.n_ctx > r->info.n_ctx_train) {
         st = muse_error_set(err, MUSE_ERR_INVALID_ARG, "--ctx-size %d is larger than the model's context (%d)",
                             r->info.n_ctx, r->info.n_ctx_train);
         goto fail;
     }
-    char name[200] = "";
-    if (muse_gguf_get_str(g, "general.name", name, sizeof name, NULL) != MUSE_OK || !name[0]) {
+    r->cp.n_ctx = (uint32_t)r->info.n_ctx;
+    if (params->alias) {
+        snprintf(r->info.model_name, sizeof r->info.model_name, "%s", params->alias);
+    } else {
         const char *base = strrchr(model_path, '/');
-        snprintf(name, sizeof name, "%s", base ? base + 1 : model_path);
+        snprintf(r->info.model_name, sizeof r->info.model_name, "%s", base ? base + 1 : model_path);
     }
-    snprintf(r->info.model_name, sizeof r->info.model_name, "%s", name);
+    snprintf(r->info.model_path, sizeof r->info.model_path, "%s", model_path);
+    muse_model_desc(r->model, r->info.desc, sizeof r->info.desc);
+    snprintf(r->info.kv_type, sizeof r->info.kv_type, "%s", muse_kv_type_name(r->cp.kv_type));
+    r->info.n_batch = (int)(r->cp.n_batch ? r->cp.n_batch : muse_context_default_params().n_batch);
+    /* what muse_context_create resolves 0 to (context.c): the ref backend 1, else the physical cores */
+    r->info.n_threads = r->cp.n_threads ? (int)r->cp.n_threads
+                        : r->cp.backend && !strcmp(r->cp.backend, "ref") ? 1
+                                                                          : muse_cpu_features()->n_physical;
+    r->info.n_embd = muse_model_n_embd(r->model);
+    r->info.n_layer = muse_model_n_layer(r->model);
     out->ops = &model_ops;
     out->self = r;
     return MUSE_OK;

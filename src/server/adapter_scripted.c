@@ -311,6 +311,7 @@ static muse_status fake_slot_sample(void *slot, int n_probs, struct muse_srv_pro
         probs[i].token = (*tok + i) % N_VOCAB;
         probs[i].prob = p;
     }
+    if (n_probs > 0) probs[n_probs] = (struct muse_srv_prob){*tok, 0.5f};
     int delay = s->rule->delay_ms >= 0 ? s->rule->delay_ms : s->f->delay_ms;
     sleep_us((long)delay * 1000);
     return MUSE_OK;

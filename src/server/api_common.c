@@ -261,14 +261,12 @@ static cJSON *tool_call_json(const struct muse_srv_tool_call *c, int index, bool
 static bool probs_text(struct muse_server *srv, const struct muse_srv_job *job, int from, int to, struct muse_srv_buf *out) {
     bool ok = muse_srv_buf_puts(out, "[");
     for (int i = from; ok && i < to; i++) {
-        const struct muse_srv_prob *pr = job->probs + (size_t)i * (size_t)job->n_probs;
+        const struct muse_srv_prob *pr = job->probs + (size_t)i * (size_t)(job->n_probs + 1);
         int32_t tok = job->out_toks[i];
         cJSON *e = cJSON_CreateObject();
         cJSON_AddNumberToObject(e, "id", tok);
         cJSON_AddItemToObject(e, "token", muse_srv_piece_json(srv, tok));
-        double p = 0;
-        for (int k = 0; k < job->n_probs; k++)
-            if (pr[k].token == tok) p = pr[k].prob;
+        double p = pr[job->n_probs].prob; /* the sampled token's own, also outside the top n */
         cJSON_AddNumberToObject(e, "prob", p);
         if (p > 0) cJSON_AddNumberToObject(e, "logprob", log(p));
         cJSON *top = cJSON_AddArrayToObject(e, "top_probs");
@@ -309,6 +307,13 @@ static char *print_with_probs(struct muse_server *srv, const struct muse_srv_job
     return b.p;
 }
 
+/* root printed (and freed); NULL when out of memory. */
+static char *print_root(cJSON *root) {
+    char *text = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return text;
+}
+
 /* Reply with JSON text (malloc'd, ownership moves; NULL = out of memory). */
 static enum MHD_Result reply_text(struct srv_req *r, unsigned status, char *text) {
     if (!text) return muse_srv_reply_error(r, 500, "server_error", NULL, "out of memory");
@@ -329,8 +334,11 @@ static cJSON *openai_base(struct muse_server *srv, const struct srv_gen_opts *o,
     return root;
 }
 
-/* The whole answer of a finished job as one JSON document (job->mu held). */
-static cJSON *final_json(struct muse_server *srv, const struct muse_srv_job *job, const struct srv_gen_opts *o) {
+/* The whole answer of a finished job as one JSON document (job->mu held); echo: the prompt text
+ * put before a completion's text (NULL: none). */
+static cJSON *final_json(struct muse_server *srv, const struct muse_srv_job *job, const struct srv_gen_opts *o,
+                         const char *echo) {
+    if (SRV_API_IS_OLLAMA(o->api)) return muse_srv_ollama_final(srv, job, o);
     if (o->api == SRV_API_NATIVE) {
         cJSON *root = cJSON_CreateObject();
         cJSON_AddStringToObject(root, "content", muse_srv_buf_str(&job->content));
@@ -363,11 +371,26 @@ static cJSON *final_json(struct muse_server *srv, const struct muse_srv_job *job
             for (int i = 0; i < job->n_calls; i++) cJSON_AddItemToArray(calls, tool_call_json(&job->calls[i], i, false));
         }
         cJSON_AddStringToObject(c, "finish_reason", chat_finish(job));
+    } else if (echo) {
+        size_t ne = strlen(echo);
+        char *text = malloc(ne + job->content.len + 1);
+        if (text) {
+            memcpy(text, echo, ne);
+            memcpy(text + ne, muse_srv_buf_str(&job->content), job->content.len + 1);
+        }
+        cJSON_AddStringToObject(c, "text", text ? text : "");
+        free(text);
+        cJSON_AddStringToObject(c, "finish_reason", job->finish == MUSE_SRV_FINISH_LENGTH ? "length" : "stop");
     } else {
         cJSON_AddStringToObject(c, "text", muse_srv_buf_str(&job->content));
         cJSON_AddStringToObject(c, "finish_reason", job->finish == MUSE_SRV_FINISH_LENGTH ? "length" : "stop");
     }
-    cJSON_AddNullToObject(c, "logprobs");
+    if (!o->logprobs) cJSON_AddNullToObject(c, "logprobs");
+    else if (chat)
+        cJSON_AddItemToObject(c, "logprobs", muse_srv_chat_logprobs(srv, job, 0, muse_srv_logprobs_end(srv, job), o->top_logprobs));
+    else
+        cJSON_AddItemToObject(c, "logprobs", muse_srv_completion_logprobs(srv, job, 0, muse_srv_logprobs_end(srv, job),
+                                                                         o->top_logprobs, echo ? strlen(echo) : 0));
     cJSON_AddItemToObject(root, "usage", usage_json(job));
     cJSON_AddItemToObject(root, "timings", timings_json(job));
     return root;
@@ -386,8 +409,8 @@ struct srv_stream {
     struct muse_srv_job *job;
     struct srv_gen_opts o;
     size_t sent_content, sent_reasoning;
-    int sent_calls, sent_toks;
-    bool sent_role, finished;
+    int sent_calls, sent_toks, sent_lp; /* sent_lp: tokens whose logprobs were sent */
+    bool sent_role, sent_echo, finished;
     struct muse_srv_buf out;
     size_t out_pos;
 };
@@ -424,10 +447,26 @@ static void set_finish(cJSON *root, const char *reason) {
     cJSON_ReplaceItemInObjectCaseSensitive(c, "finish_reason", cJSON_CreateString(reason));
 }
 
+/* Put the log probabilities of the tokens not yet reported (up to lp_end) on root's choice. */
+static void attach_logprobs(struct srv_stream *st, cJSON *root, int lp_end) {
+    if (!st->o.logprobs || lp_end <= st->sent_lp) return;
+    cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "choices"), 0);
+    cJSON *lp = st->o.api == SRV_API_CHAT ? muse_srv_chat_logprobs(st->srv, st->job, st->sent_lp, lp_end, st->o.top_logprobs)
+                                          : muse_srv_completion_logprobs(st->srv, st->job, st->sent_lp, lp_end, st->o.top_logprobs,
+                                                                         st->r->echo ? strlen(st->r->echo) : 0);
+    cJSON_ReplaceItemInObjectCaseSensitive(c, "logprobs", lp);
+    st->sent_lp = lp_end;
+}
+
 /* Format what is new in the job (job->mu held). */
 static void stream_collect(struct srv_stream *st) {
     struct muse_srv_job *job = st->job;
     struct muse_server *srv = st->srv;
+    if (SRV_API_IS_OLLAMA(st->o.api)) {
+        st->finished = muse_srv_ollama_collect(srv, job, &st->o, &st->sent_content, &st->sent_reasoning, &st->sent_calls,
+                                               &st->out);
+        return;
+    }
     if (st->o.api == SRV_API_NATIVE) {
         if (job->n_out > st->sent_toks || job->content.len > st->sent_content) {
             cJSON *root = cJSON_CreateObject();
@@ -442,7 +481,7 @@ static void stream_collect(struct srv_stream *st) {
         }
         if (job->done) {
             if (job->finish == MUSE_SRV_FINISH_ERROR || job->finish == MUSE_SRV_FINISH_CANCELLED) goto error;
-            cJSON *root = final_json(srv, job, &st->o);
+            cJSON *root = final_json(srv, job, &st->o, NULL);
             cJSON_ReplaceItemInObjectCaseSensitive(root, "content", cJSON_CreateString(""));
             sse(st, root);
             st->finished = true;
@@ -450,7 +489,14 @@ static void stream_collect(struct srv_stream *st) {
         return;
     }
     bool chat = st->o.api == SRV_API_CHAT;
+    int lp_end = st->o.logprobs ? muse_srv_logprobs_end(srv, job) : 0;
     cJSON *slot;
+    if (!chat && st->r->echo && !st->sent_echo) {
+        cJSON *root = chunk(st, &slot);
+        cJSON_AddStringToObject(slot, "text", st->r->echo);
+        sse(st, root);
+        st->sent_echo = true;
+    }
     if (chat && !st->sent_role) {
         cJSON *root = chunk(st, &slot);
         cJSON_AddStringToObject(slot, "role", "assistant");
@@ -462,12 +508,14 @@ static void stream_collect(struct srv_stream *st) {
         cJSON *root = chunk(st, &slot);
         cJSON_AddStringToObject(slot, "reasoning_content", job->reasoning.p + st->sent_reasoning);
         st->sent_reasoning = job->reasoning.len;
+        attach_logprobs(st, root, lp_end);
         sse(st, root);
     }
     if (job->content.len > st->sent_content) {
         cJSON *root = chunk(st, &slot);
         cJSON_AddStringToObject(slot, chat ? "content" : "text", job->content.p + st->sent_content);
         st->sent_content = job->content.len;
+        attach_logprobs(st, root, lp_end);
         sse(st, root);
     }
     while (chat && st->sent_calls < job->n_calls) {
@@ -475,6 +523,13 @@ static void stream_collect(struct srv_stream *st) {
         cJSON *arr = cJSON_AddArrayToObject(slot, "tool_calls");
         cJSON_AddItemToArray(arr, tool_call_json(&job->calls[st->sent_calls], st->sent_calls, true));
         st->sent_calls++;
+        attach_logprobs(st, root, lp_end);
+        sse(st, root);
+    }
+    if (st->o.logprobs && lp_end > st->sent_lp) { /* tokens whose text is held back (or no text): their own chunk */
+        cJSON *root = chunk(st, &slot);
+        if (!chat) cJSON_AddStringToObject(slot, "text", "");
+        attach_logprobs(st, root, lp_end);
         sse(st, root);
     }
     if (!job->done) return;
@@ -517,7 +572,8 @@ static bool job_has_news(const struct srv_stream *st) {
     const struct muse_srv_job *job = st->job;
     return job->done || job->content.len > st->sent_content || job->reasoning.len > st->sent_reasoning ||
            job->n_calls > st->sent_calls || (st->o.api == SRV_API_NATIVE && job->n_out > st->sent_toks) ||
-           (st->o.api == SRV_API_CHAT && !st->sent_role);
+           (st->o.api == SRV_API_CHAT && !st->sent_role) ||
+           (st->o.logprobs && muse_srv_logprobs_end(st->srv, job) > st->sent_lp);
 }
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
@@ -599,7 +655,8 @@ enum MHD_Result muse_srv_run_job(struct srv_req *r, struct muse_srv_job *job, co
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
     MHD_add_response_header(resp, "X-Accel-Buffering", "no");
-    return muse_srv_reply_response(r, 200, resp, "text/event-stream; charset=utf-8");
+    return muse_srv_reply_response(r, 200, resp,
+                                   SRV_API_IS_OLLAMA(o->api) ? "application/x-ndjson" : "text/event-stream; charset=utf-8");
 }
 
 enum MHD_Result muse_srv_reply_job(struct srv_req *r) {
@@ -612,7 +669,8 @@ enum MHD_Result muse_srv_reply_job(struct srv_req *r) {
     } else if (job->finish == MUSE_SRV_FINISH_CANCELLED) {
         ret = muse_srv_reply_error(r, 503, "unavailable_error", NULL, "generation cancelled (server shutting down)");
     } else {
-        ret = reply_text(r, 200, print_with_probs(srv, job, final_json(srv, job, &r->o), 0, job->n_out));
+        cJSON *root = final_json(srv, job, &r->o, r->echo);
+        ret = reply_text(r, 200, r->o.api == SRV_API_NATIVE ? print_with_probs(srv, job, root, 0, job->n_out) : print_root(root));
     }
     pthread_mutex_unlock(&job->mu);
     return ret;

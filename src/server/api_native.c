@@ -49,6 +49,11 @@ enum MHD_Result muse_srv_api_completion(struct srv_req *r) {
             if (job->n_predict < 0 || job->n_predict > cap) job->n_predict = cap;
         }
     }
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "post_sampling_probs"))) {
+        ret = muse_srv_reply_error(r, 400, "invalid_request_error", "post_sampling_probs",
+                                   "'post_sampling_probs' is not supported: n_probs reports softmax(logits) before sampling");
+        goto out;
+    }
     bool add_special = true;
     if (!get_bool(req, "return_tokens", false, &o.return_tokens) || !get_bool(req, "add_special", true, &add_special)) {
         ret = muse_srv_reply_error(r, 400, "invalid_request_error", NULL, "'return_tokens' and 'add_special' must be booleans");

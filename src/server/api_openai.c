@@ -212,7 +212,9 @@ enum MHD_Result muse_srv_api_chat(struct srv_req *r) {
     else if (!valid_tool_choice(cJSON_GetObjectItemCaseSensitive(req, "tool_choice"), tools, &no_tools, msg, sizeof msg))
         param = "tool_choice";
     else if (!reasoning_strength(req, &strength, msg, sizeof msg, &param)) {
+    } else if (!muse_srv_check_unsupported(req, true, msg, sizeof msg, &param)) {
     } else if (!muse_srv_parse_common(srv, req, job, true, msg, sizeof msg, &param)) {
+    } else if (!muse_srv_parse_logprobs(req, true, &o, job, msg, sizeof msg, &param)) {
     }
     const cJSON *so = cJSON_GetObjectItemCaseSensitive(req, "stream_options");
     if (!msg[0] && so && !cJSON_IsNull(so) && !cJSON_IsObject(so)) {
@@ -287,16 +289,51 @@ bool muse_srv_completion_prompt(struct srv_req *r, const cJSON *prompt, bool add
     return true;
 }
 
+/* The prompt as echo shows it: the text as given, or the text of the token ids given (valid UTF-8,
+ * malloc'd); NULL when out of memory. */
+static char *prompt_text(struct muse_server *srv, const struct muse_srv_job *job, const cJSON *prompt) {
+    if (cJSON_IsArray(prompt) && cJSON_GetArraySize(prompt) == 1 && cJSON_IsString(prompt->child)) prompt = prompt->child;
+    if (cJSON_IsString(prompt)) return strdup(prompt->valuestring);
+    struct muse_srv_buf b = {0};
+    char piece[256];
+    for (int i = 0; i < job->n_prompt; i++) {
+        int n = srv->ad.ops->token_piece(srv->ad.self, job->prompt[i], piece, sizeof piece);
+        if (n > (int)sizeof piece) n = (int)sizeof piece;
+        if (n > 0 && !muse_srv_buf_append(&b, piece, (size_t)n)) {
+            muse_srv_buf_free(&b);
+            return NULL;
+        }
+    }
+    char *out = muse_srv_utf8_clean(muse_srv_buf_str(&b), b.len);
+    muse_srv_buf_free(&b);
+    return out;
+}
+
 enum MHD_Result muse_srv_api_completions(struct srv_req *r) {
     cJSON *req = muse_srv_parse_body(r);
     if (!req) return MHD_YES;
     enum MHD_Result ret = MHD_YES;
     struct srv_gen_opts o = {.api = SRV_API_COMPLETIONS};
+    char msg[300] = "";
+    const char *param = NULL;
+    if (!muse_srv_check_unsupported(req, false, msg, sizeof msg, &param)) {
+        ret = muse_srv_reply_error(r, 400, "invalid_request_error", param, "%s", msg);
+        cJSON_Delete(req);
+        return ret;
+    }
     struct muse_srv_job *job = muse_srv_completion_job(r, req, true, &o, &ret);
     if (!job) goto out;
+    if (!muse_srv_parse_logprobs(req, false, &o, job, msg, sizeof msg, &param)) {
+        ret = muse_srv_reply_error(r, 400, "invalid_request_error", param, "%s", msg);
+        goto out;
+    }
     if (!cJSON_GetObjectItemCaseSensitive(req, "max_tokens") && !cJSON_GetObjectItemCaseSensitive(req, "max_completion_tokens"))
         job->n_predict = 16; /* the OpenAI default for completions */
     if (!muse_srv_completion_prompt(r, cJSON_GetObjectItemCaseSensitive(req, "prompt"), true, job)) goto out;
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "echo")) && !(r->echo = prompt_text(r->srv, job, cJSON_GetObjectItemCaseSensitive(req, "prompt")))) {
+        ret = muse_srv_reply_error(r, 500, "server_error", NULL, "out of memory");
+        goto out;
+    }
     const cJSON *so = cJSON_GetObjectItemCaseSensitive(req, "stream_options");
     o.stream = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "stream"));
     o.include_usage = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(so, "include_usage"));
@@ -308,3 +345,40 @@ out:
     return ret;
 }
 
+
+/* POST /apply-template: the chat request's messages (tools, reasoning, kwargs) rendered, not run. */
+enum MHD_Result muse_srv_api_apply_template(struct srv_req *r) {
+    struct muse_server *srv = r->srv;
+    cJSON *req = muse_srv_parse_body(r);
+    if (!req) return MHD_YES;
+    char msg[300] = "", *prompt = NULL;
+    const char *param = NULL, *strength = NULL;
+    const cJSON *messages = cJSON_GetObjectItemCaseSensitive(req, "messages");
+    const cJSON *tools = cJSON_GetObjectItemCaseSensitive(req, "tools");
+    if (!valid_messages(messages, msg, sizeof msg)) param = "messages";
+    else if (!valid_tools(tools, msg, sizeof msg)) param = "tools";
+    else if (!reasoning_strength(req, &strength, msg, sizeof msg, &param)) {
+    }
+    enum MHD_Result ret;
+    if (msg[0]) {
+        ret = muse_srv_reply_error(r, 400, "invalid_request_error", param, "%s", msg);
+        cJSON_Delete(req);
+        return ret;
+    }
+    cJSON *kwargs = template_kwargs(req);
+    struct muse_srv_chat_input in = {messages, cJSON_IsArray(tools) && cJSON_GetArraySize(tools) ? tools : NULL, strength, kwargs};
+    struct muse_error err = {0};
+    if (srv->ad.ops->render_chat(srv->ad.self, &in, &prompt, &err) != MUSE_OK) {
+        ret = muse_srv_reply_error(r, err.status == MUSE_ERR_NOMEM ? 500 : 400,
+                                   err.status == MUSE_ERR_NOMEM ? "server_error" : "invalid_request_error", "messages",
+                                   "chat template: %s", err.msg);
+    } else {
+        cJSON *root = cJSON_CreateObject();
+        cJSON_AddStringToObject(root, "prompt", prompt);
+        ret = muse_srv_reply_json(r, 200, root);
+    }
+    free(prompt);
+    cJSON_Delete(kwargs);
+    cJSON_Delete(req);
+    return ret;
+}

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/timer.h"
 #include "server/server_int.h"
 #include "server/wire.h"
 
@@ -74,6 +75,7 @@ void muse_srv_req_release(struct srv_req *r) {
     if (r->body_reserved) atomic_fetch_sub(&s->body_bytes, r->body_reserved);
     muse_srv_buf_free(&r->body);
     free(r->url);
+    free(r->echo);
     free(r);
     atomic_fetch_sub(&s->active, 1);
 }
@@ -273,7 +275,12 @@ enum MHD_Result muse_srv_reply_error(struct srv_req *r, unsigned status, const c
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    cJSON *root = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(root, "error");
+    cJSON *root = cJSON_CreateObject(), *e;
+    if (r->url && !strncmp(r->url, "/api/", 5)) { /* the Ollama API's shape: {"error": "message"} */
+        cJSON_AddStringToObject(root, "error", msg);
+        return muse_srv_reply_json(r, status, root);
+    }
+    e = cJSON_AddObjectToObject(root, "error");
     cJSON_AddStringToObject(e, "message", msg);
     cJSON_AddStringToObject(e, "type", type);
     if (param) cJSON_AddStringToObject(e, "param", param);
@@ -334,12 +341,9 @@ static enum MHD_Result reply_health(struct srv_req *r) {
     return muse_srv_reply_json(r, 200, root);
 }
 
-static enum MHD_Result reply_models(struct srv_req *r) {
-    struct muse_server *s = r->srv;
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "object", "list");
-    cJSON *data = cJSON_AddArrayToObject(root, "data"), *m = cJSON_CreateObject();
-    cJSON_AddItemToArray(data, m);
+/* The one model as an OpenAI model object. */
+static cJSON *model_json(struct muse_server *s) {
+    cJSON *m = cJSON_CreateObject();
     cJSON_AddStringToObject(m, "id", s->info.model_name);
     cJSON_AddStringToObject(m, "object", "model");
     cJSON_AddNumberToObject(m, "created", (double)s->created);
@@ -349,7 +353,22 @@ static enum MHD_Result reply_models(struct srv_req *r) {
     cJSON_AddNumberToObject(meta, "n_ctx_train", s->info.n_ctx_train);
     cJSON_AddNumberToObject(meta, "n_vocab", s->info.n_vocab);
     cJSON_AddNumberToObject(meta, "n_slots", s->p.n_slots);
+    return m;
+}
+
+static enum MHD_Result reply_models(struct srv_req *r) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "object", "list");
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(root, "data"), model_json(r->srv));
     return muse_srv_reply_json(r, 200, root);
+}
+
+/* GET /v1/models/{id}: the model when the id is its name (--alias), else 404. */
+static enum MHD_Result reply_model(struct srv_req *r, const char *id) {
+    if (strcmp(id, r->srv->info.model_name))
+        return muse_srv_reply_error(r, 404, "not_found_error", "model", "the model '%.200s' does not exist (this server serves '%s')",
+                                    id, r->srv->info.model_name);
+    return muse_srv_reply_json(r, 200, model_json(r->srv));
 }
 
 static enum MHD_Result reply_metrics(struct srv_req *r) {
@@ -440,6 +459,11 @@ static enum MHD_Result not_allowed(struct srv_req *r, const char *allow, const c
     return muse_srv_reply_error(r, 405, "invalid_request_error", NULL, "use %s for %s", use, url);
 }
 
+/* The page's icon: a quaver on the page's accent colour. */
+static const char favicon_svg[] =
+    "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 32 32\"><rect width=\"32\" height=\"32\" rx=\"7\" "
+    "fill=\"#2f5d8a\"/><path d=\"M13 7h10v5h-7v11a4.5 4.5 0 1 1-3-4.24z\" fill=\"#fff\"/></svg>";
+
 /*
  * Decide what to do with a fully read request (event loop): answer it now (GET endpoints, errors)
  * or set r->work_fn, the POST endpoint the work pool runs.
@@ -451,6 +475,15 @@ static enum MHD_Result route(struct srv_req *r) {
     if (!strcmp(url, "/") || !strcmp(url, "/index.html")) {
         if (!get) return not_allowed(r, "GET, HEAD, OPTIONS", "GET", url);
         return reply_buf(r, 200, "text/html; charset=utf-8", muse_srv_page_index, muse_srv_page_index_len, false);
+    }
+    if (!strcmp(url, "/vendor/marked.min.js") || !strcmp(url, "/favicon.svg") || !strcmp(url, "/favicon.ico")) {
+        if (!get) return not_allowed(r, "GET, HEAD, OPTIONS", "GET", url);
+        bool js = url[1] == 'v';
+        struct MHD_Response *resp = MHD_create_response_from_buffer(
+            js ? muse_srv_page_marked_js_len : sizeof favicon_svg - 1, (void *)(js ? (const void *)muse_srv_page_marked_js : favicon_svg),
+            MHD_RESPMEM_PERSISTENT);
+        if (resp) MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "public, max-age=86400");
+        return muse_srv_reply_response(r, 200, resp, js ? "text/javascript; charset=utf-8" : "image/svg+xml");
     }
     if (!strcmp(url, "/health")) {
         if (!get) return not_allowed(r, "GET, HEAD, OPTIONS", "GET", url);
@@ -468,6 +501,14 @@ static enum MHD_Result route(struct srv_req *r) {
         {"/completion", true, muse_srv_api_completion},      {"/tokenize", true, muse_srv_api_tokenize},
         {"/detokenize", true, muse_srv_api_detokenize},      {"/v1/models", false, reply_models},
         {"/models", false, reply_models},                    {"/metrics", false, reply_metrics},
+        {"/props", false, muse_srv_api_props},               {"/slots", false, muse_srv_api_slots},
+        {"/apply-template", true, muse_srv_api_apply_template},
+        {"/v1/embeddings", true, muse_srv_api_embeddings},   {"/embeddings", true, muse_srv_api_embeddings},
+        {"/embedding", true, muse_srv_api_embeddings},
+        {"/api/chat", true, muse_srv_api_ollama_chat},       {"/api/generate", true, muse_srv_api_ollama_generate},
+        {"/api/show", true, muse_srv_api_ollama_show},       {"/api/tags", false, muse_srv_api_ollama_tags},
+        {"/api/version", false, muse_srv_api_ollama_version}, {"/api/ps", false, muse_srv_api_ollama_ps},
+        {"/api/embed", true, muse_srv_api_embeddings},      {"/api/embeddings", true, muse_srv_api_embeddings},
     };
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
         if (strcmp(url, routes[i].path)) continue;
@@ -481,6 +522,11 @@ static enum MHD_Result route(struct srv_req *r) {
         if (!routes[i].post) return routes[i].fn(r);
         r->work_fn = routes[i].fn;
         return MHD_YES;
+    }
+    if (!strncmp(url, "/v1/models/", 11) && url[11]) {
+        if (!get) return not_allowed(r, "GET, HEAD, OPTIONS", "GET", url);
+        if (!atomic_load(&r->srv->ready)) return muse_srv_reply_error(r, 503, "unavailable_error", NULL, "Loading model");
+        return reply_model(r, url + 11);
     }
     return muse_srv_reply_error(r, 404, "not_found_error", NULL, "no such endpoint: %s %s", method, url);
 }
@@ -618,6 +664,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         r->srv = s;
         r->conn = conn;
         r->fd = -1;
+        r->t0_us = muse_time_us();
         r->state = SRV_REQ_NEW;
         *req_cls = r;
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
@@ -674,12 +721,43 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     return advance(r);
 }
 
+/* The request log line of r (server.h: params.log), once the request is over. */
+static void log_request(struct muse_server *s, struct srv_req *r, enum MHD_RequestTerminationCode toe) {
+    if (!s->p.log || !strcmp(r->method, "OPTIONS")) return;
+    char line[700], extra[200] = "";
+    double ms = (double)(muse_time_us() - r->t0_us) / 1000.0;
+    pthread_mutex_lock(&s->park_mu);
+    struct muse_srv_job *job = r->job;
+    if (job) atomic_fetch_add(&job->refs, 1);
+    pthread_mutex_unlock(&s->park_mu);
+    int n_prompt = 0, n_out = 0;
+    if (job) {
+        pthread_mutex_lock(&job->mu);
+        n_prompt = job->n_prompt;
+        n_out = job->n_out;
+        if (s->p.log_verbose && job->started) {
+            double pre = (double)(job->t_prefill_end_us - job->t_start_us) / 1e3;
+            double dec = (double)(job->t_end_us - job->t_prefill_end_us) / 1e3;
+            snprintf(extra, sizeof extra, " (slot %d, %d cached, queued %.1f ms, prefill %.1f ms, decode %.1f tok/s)", job->slot,
+                     job->n_cached, (double)(job->t_start_us - job->t_submit_us) / 1e3, pre,
+                     dec > 0 ? job->n_out / (dec / 1e3) : 0.0);
+        }
+        pthread_mutex_unlock(&job->mu);
+        muse_srv_job_release(job);
+    }
+    const char *how = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection closed early)";
+    snprintf(line, sizeof line, "%s %.300s %u %d/%d tokens %.1f ms%s%s", r->method, r->url ? r->url : "?",
+             r->answered ? r->status : 0, n_prompt, n_out, ms, extra, how);
+    s->p.log(s->p.log_ud, line);
+}
+
 static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls, enum MHD_RequestTerminationCode toe) {
-    (void)conn, (void)toe;
+    (void)conn;
     struct muse_server *s = cls;
     struct srv_req *r = *req_cls;
     if (!r) return;
     *req_cls = NULL;
+    log_request(s, r, toe);
     pthread_mutex_lock(&s->park_mu);
     park_unregister_locked(s, r); /* before MHD closes the socket: the watcher polls it no more */
     r->closed = true;

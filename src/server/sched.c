@@ -262,7 +262,7 @@ static bool record_token(struct muse_srv_job *job, int32_t tok, const struct mus
         if (!t) return false;
         job->out_toks = t;
         if (job->n_probs > 0) {
-            struct muse_srv_prob *p = realloc(job->probs, (size_t)cap * (size_t)job->n_probs * sizeof *p);
+            struct muse_srv_prob *p = realloc(job->probs, (size_t)cap * (size_t)(job->n_probs + 1) * sizeof *p);
             if (!p) return false;
             job->probs = p;
         }
@@ -270,7 +270,7 @@ static bool record_token(struct muse_srv_job *job, int32_t tok, const struct mus
     }
     job->out_toks[job->n_out] = tok;
     if (job->n_probs > 0)
-        memcpy(job->probs + (size_t)job->n_out * (size_t)job->n_probs, probs, (size_t)job->n_probs * sizeof *probs);
+        memcpy(job->probs + (size_t)job->n_out * (size_t)(job->n_probs + 1), probs, (size_t)(job->n_probs + 1) * sizeof *probs);
     job->n_out++;
     return true;
 }
@@ -355,7 +355,7 @@ static enum muse_srv_finish run_job(struct slot *sl, struct muse_srv_job *job, c
                                                .user = job};
         if (muse_output_parser_create(&pp, &g.parser, &err) != MUSE_OK) g.parser = NULL;
     }
-    if (job->n_probs > 0) probs = calloc((size_t)job->n_probs, sizeof *probs);
+    if (job->n_probs > 0) probs = calloc((size_t)job->n_probs + 1, sizeof *probs);
     if ((job->parse_channels && !g.parser) || (job->n_probs > 0 && !probs)) {
         fin = MUSE_SRV_FINISH_ERROR;
         snprintf(err.msg, sizeof err.msg, "out of memory");
@@ -594,6 +594,17 @@ void muse_srv_sched_stats(struct muse_srv_sched *s, int *n_slots, int *n_busy, i
     *n_busy = busy;
     *n_queued = s->q_len;
     pthread_mutex_unlock(&s->mu);
+}
+
+bool muse_srv_sched_slot(struct muse_srv_sched *s, int i, struct muse_srv_slot_state *out) {
+    if (i < 0 || i >= s->n_slots) return false;
+    pthread_mutex_lock(&s->mu);
+    const struct slot *sl = &s->slots[i];
+    out->busy = sl->job != NULL;
+    out->job_id = sl->job ? sl->job->id : 0;
+    out->n_cache = sl->job ? -1 : sl->n_cache; /* the worker writes it while busy */
+    pthread_mutex_unlock(&s->mu);
+    return true;
 }
 
 /*

@@ -97,7 +97,7 @@ struct muse_srv_job {
     struct muse_srv_tool_call *calls; /* [n_calls] */
     int n_calls, cap_calls;
     int32_t *out_toks;                /* [n_out] generated tokens (stop token included) */
-    struct muse_srv_prob *probs;      /* [n_out][n_probs] */
+    struct muse_srv_prob *probs;      /* [n_out][n_probs + 1]: the top n_probs, then the sampled token */
     int *out_text_end;                /* [n_out] content length (bytes) after each token */
     int n_out, cap_out;
     int n_cached;                     /* prompt tokens reused from the slot's cache (set before prefill) */
@@ -152,6 +152,14 @@ enum muse_srv_submit muse_srv_sched_submit(struct muse_srv_sched *s, struct muse
 void muse_srv_sched_abandon(struct muse_srv_sched *s, struct muse_srv_job *job);
 /* Gauges for /metrics: slots, slots running a job, jobs waiting (a consistent snapshot). */
 void muse_srv_sched_stats(struct muse_srv_sched *s, int *n_slots, int *n_busy, int *n_queued);
+/* One slot as /slots shows it. */
+struct muse_srv_slot_state {
+    bool busy;
+    uint64_t job_id;  /* the running job's id (busy) */
+    int n_cache;      /* tokens in its cache when idle; -1 while busy */
+};
+/* Slot i's state (a snapshot under the scheduler's mutex); false when i is not a slot. */
+bool muse_srv_sched_slot(struct muse_srv_sched *s, int i, struct muse_srv_slot_state *out);
 /*
  * Refuse new jobs, cancel every job (running and queued; each ends with FINISH_CANCELLED) and
  * join the workers. Idempotent; submit returns CLOSED afterwards. NULL is a no-op.

@@ -8,6 +8,7 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -35,6 +36,12 @@ struct muse_server_params {
     int n_allow_hosts;
     int http_threads;       /* libmicrohttpd event-loop threads (2) */
     int work_threads;       /* threads that parse and prepare POST requests off the event loops (2) */
+    /* the request log: one line per request once it is over (method, path, status, prompt and
+     * generated tokens, milliseconds; with log_verbose also the cached tokens and the prefill and
+     * decode speeds), called from the event-loop threads (NULL = no log) */
+    void (*log)(void *ud, const char *line);
+    void *log_ud;
+    bool log_verbose;
 };
 
 /* The defaults: 127.0.0.1:8080, 1 slot, queue 64, 4 MiB bodies, 1024 connections (256 per address),

@@ -54,13 +54,17 @@ struct muse_server {
 };
 
 /* The fields a generating endpoint formats; filled from a job under its mutex. */
-enum srv_api { SRV_API_CHAT, SRV_API_COMPLETIONS, SRV_API_NATIVE };
+enum srv_api { SRV_API_CHAT, SRV_API_COMPLETIONS, SRV_API_NATIVE, SRV_API_OLLAMA_CHAT, SRV_API_OLLAMA_GENERATE };
+#define SRV_API_IS_OLLAMA(a) ((a) == SRV_API_OLLAMA_CHAT || (a) == SRV_API_OLLAMA_GENERATE)
 
 struct srv_gen_opts {
     enum srv_api api;
     bool stream;
     bool include_usage;   /* chat/completions stream_options.include_usage */
     bool return_tokens;   /* native */
+    bool logprobs;        /* chat `logprobs: true` / completions `logprobs: N`: choices[].logprobs */
+    int top_logprobs;     /* alternatives per token in them (chat top_logprobs, completions N) */
+    bool hide_thinking;   /* Ollama `think: false`: the reasoning is not returned */
     char id[64];
 };
 
@@ -80,6 +84,7 @@ struct srv_req {
     atomic_int refs;
     char method[16];
     char *url;               /* owned copy */
+    int64_t t0_us;           /* when the request started (the request log) */
     char origin[256];        /* the Origin header ("" when absent) */
     struct muse_srv_buf body;
     size_t body_reserved;    /* bytes of srv->body_budget held */
@@ -97,6 +102,7 @@ struct srv_req {
     struct srv_req *park_prev, *park_next, *work_next;
     bool parked, suspended, wake_pending, gone, closed, work_done; /* park */
     bool stream;             /* park: the attached job streams (woken on every token) */
+    char *echo;              /* completions `echo`: the prompt's text, put before the answer (owned) */
 };
 
 /*
@@ -180,12 +186,49 @@ char *muse_srv_utf8_clean(const char *s, size_t n);
 /* A token piece as a JSON string (invalid UTF-8 replaced by U+FFFD). */
 cJSON *muse_srv_piece_json(struct muse_server *srv, int32_t tok);
 
+/* OpenAI log probabilities (logprobs.c) of generated tokens [from, to), job->mu held. The tokens that
+ * have them: [0, muse_srv_logprobs_end) (all generated ones but a final stop token). */
+int muse_srv_logprobs_end(struct muse_server *srv, const struct muse_srv_job *job);
+/* chat: {"content": [{token, logprob, bytes, top_logprobs: [top entries]}], "refusal": null} */
+cJSON *muse_srv_chat_logprobs(struct muse_server *srv, const struct muse_srv_job *job, int from, int to, int top);
+/* completions: {tokens, token_logprobs, top_logprobs: [{piece: logprob}], text_offset (from text_base)} */
+cJSON *muse_srv_completion_logprobs(struct muse_server *srv, const struct muse_srv_job *job, int from, int to, int top,
+                                    size_t text_base);
+
+/*
+ * Request fields muse does not honour (n > 1, logit_bias, response_format json, best_of, suffix,
+ * audio ...): false with a message naming the field in msg and the field in *param (api_fields.c).
+ * chat: the chat endpoint's list, else the completions'.
+ */
+bool muse_srv_check_unsupported(const cJSON *req, bool chat, char *msg, size_t cap, const char **param);
+/* chat logprobs/top_logprobs or completions logprobs/echo into o (and job->n_probs); false as above. */
+bool muse_srv_parse_logprobs(const cJSON *req, bool chat, struct srv_gen_opts *o, struct muse_srv_job *job, char *msg,
+                             size_t cap, const char **param);
+
 /* Endpoint handlers (api_*.c). r->body holds the complete request body. */
 enum MHD_Result muse_srv_api_chat(struct srv_req *r);
 enum MHD_Result muse_srv_api_completions(struct srv_req *r);
 enum MHD_Result muse_srv_api_completion(struct srv_req *r);
 enum MHD_Result muse_srv_api_tokenize(struct srv_req *r);
 enum MHD_Result muse_srv_api_detokenize(struct srv_req *r);
+enum MHD_Result muse_srv_api_apply_template(struct srv_req *r);
+/* api_llama.c: GET /props, GET /slots (event loop: constant work), /v1/embeddings (501) */
+enum MHD_Result muse_srv_api_props(struct srv_req *r);
+enum MHD_Result muse_srv_api_slots(struct srv_req *r);
+enum MHD_Result muse_srv_api_embeddings(struct srv_req *r);
+/* api_ollama.c: Ollama's /api/chat, /api/generate (POST), /api/show (POST), /api/tags, /api/version,
+ * /api/ps (GET) */
+enum MHD_Result muse_srv_api_ollama_chat(struct srv_req *r);
+enum MHD_Result muse_srv_api_ollama_generate(struct srv_req *r);
+enum MHD_Result muse_srv_api_ollama_show(struct srv_req *r);
+enum MHD_Result muse_srv_api_ollama_tags(struct srv_req *r);
+enum MHD_Result muse_srv_api_ollama_version(struct srv_req *r);
+enum MHD_Result muse_srv_api_ollama_ps(struct srv_req *r);
+/* The Ollama replies of a job (job->mu held): the whole answer, and a stream's NDJSON lines of what
+ * is new past the cursors (advanced); true once the last line (done, or an error) is written. */
+cJSON *muse_srv_ollama_final(struct muse_server *srv, const struct muse_srv_job *job, const struct srv_gen_opts *o);
+bool muse_srv_ollama_collect(struct muse_server *srv, const struct muse_srv_job *job, const struct srv_gen_opts *o,
+                             size_t *sent_content, size_t *sent_reasoning, int *sent_calls, struct muse_srv_buf *out);
 
 /* Parse r->body as a JSON object; replies 400 and returns NULL on malformed input. */
 cJSON *muse_srv_parse_body(struct srv_req *r);
@@ -193,3 +236,6 @@ cJSON *muse_srv_parse_body(struct srv_req *r);
 /* The chat page (page_data.c, generated by src/server/page/embed.py from page/index.html). */
 extern const unsigned char muse_srv_page_index[];
 extern const size_t muse_srv_page_index_len;
+/* marked.min.js of Debian's libjs-marked (page_vendor.c, embedded at build time). */
+extern const unsigned char *const muse_srv_page_marked_js;
+extern const size_t muse_srv_page_marked_js_len;

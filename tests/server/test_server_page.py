@@ -1,9 +1,14 @@
 """test_server_page.py - the chat page at / in headless Chromium (Debian chromium + chromium-driver,
 driven by selenium from build/venv): it shows the model info, streams an answer token by token,
 puts reasoning in a collapsed block, shows a tool call, reports cached tokens on the second turn,
-and its Stop button cancels the generation on the server. TEST-ONLY scripted engine."""
+and its Stop button cancels the generation on the server. Then: Markdown (marked, embedded in the
+binary) with code blocks and their copy buttons and model HTML shown as text, conversations kept
+across a reload (localStorage), the settings panel (system prompt, sampling) in the request, the
+favicon. TEST-ONLY scripted engine."""
+import pathlib
 import shutil
 import time
+import urllib.request
 
 from srvtest import SCRIPT, Server, check, ensure_venv, report
 
@@ -53,7 +58,9 @@ def main():
     if not shutil.which("chromium") or not shutil.which("chromedriver"):
         check(False, "chromium and chromium-driver are required: run `bash scripts/install-deps.sh --test`")
         report("test_server_page.py")
-    script = dict(SCRIPT, token_delay_ms=25)
+    md = (" to=user<|message|>Here:\n\n```python\nprint(1)\n```\n\n**bold** <img src=x onerror=\"window.pwned=1\">"
+          " [bad](javascript:window.pwned=2) [good](https://example.com/)")
+    script = dict(SCRIPT, token_delay_ms=25, rules=[{"match": "markdown please", "output": md}] + SCRIPT["rules"])
     with Server(script, "--parallel", "1") as srv:
         drv = browser()
         try:
@@ -111,6 +118,71 @@ def main():
                           srv.metrics()["muse_requests_cancelled_total"] >= 1, "server-side cancel", timeout=5)
             check(bool(ok), "Stop frees the slot on the server")
             check(not drv.find_element(By.ID, "send").get_attribute("disabled"), "send enabled again")
+
+            # 5. Markdown: a code block with a copy button, bold text, model HTML and script links inert
+            send(drv, "markdown please")
+            code = wait_for(lambda: last_assistant(drv).find_elements(By.CSS_SELECTOR, ".content pre code") and
+                            last_assistant(drv).find_elements(By.CSS_SELECTOR, ".stats") and
+                            last_assistant(drv).find_element(By.CSS_SELECTOR, ".content pre code").text, "code block")
+            check(code == "print(1)", f"code block rendered: {code!r}")
+            a = last_assistant(drv)
+            check(a.find_element(By.CSS_SELECTOR, ".content strong").text == "bold", "bold rendered")
+            check(not a.find_elements(By.CSS_SELECTOR, ".content img") and "<img" in a.find_element(By.CSS_SELECTOR, ".content").text,
+                  "model HTML shown as text, not run")
+            links = {e.text: e.get_attribute("href") for e in a.find_elements(By.CSS_SELECTOR, ".content a")}
+            check(links == {"good": "https://example.com/"}, f"only safe links: {links}")
+            check(drv.execute_script("return window.pwned === undefined"), "nothing of the model's ran")
+            btn = a.find_element(By.CSS_SELECTOR, "pre button.copy")
+            btn.click()
+            lbl = wait_for(lambda: btn.text != "copy" and btn.text, "copy button feedback", timeout=5)
+            check(lbl == "copied", f"copy button copies ({lbl!r})")
+
+            # 6. the conversation survives a reload; the list shows it; a new chat starts empty
+            n_msgs = len(drv.find_elements(By.CSS_SELECTOR, ".msg"))
+            drv.refresh()
+            wait_for(lambda: len(drv.find_elements(By.CSS_SELECTOR, ".msg")) == n_msgs, "messages after reload")
+            check(len(drv.find_elements(By.CSS_SELECTOR, ".msg")) == n_msgs, f"{n_msgs} messages after reload")
+            check(drv.find_element(By.CSS_SELECTOR, ".msg.assistant .content pre code").text == "print(1)" or
+                  any(e.text == "print(1)" for e in drv.find_elements(By.CSS_SELECTOR, "pre code")),
+                  "Markdown rendered again after reload")
+            titles = [e.text for e in drv.find_elements(By.CSS_SELECTOR, "#convs li .title")]
+            check(titles == ["hello page"], f"conversation list {titles}")
+            drv.find_element(By.ID, "clear").click()
+            check(not drv.find_elements(By.CSS_SELECTOR, ".msg"), "new chat is empty")
+
+            # 7. settings: system prompt and sampling go into the request, and are kept
+            drv.execute_script("window._bodies = []; const f = window.fetch; window.fetch = (u, o) => {"
+                               " if (o && o.body) window._bodies.push(JSON.parse(o.body)); return f(u, o); };")
+            drv.find_element(By.CSS_SELECTOR, "#settings summary").click()
+            sysbox = drv.find_element(By.ID, "system")
+            sysbox.send_keys("Answer in French.")
+            temp = drv.find_element(By.ID, "temperature")
+            temp.clear()
+            temp.send_keys("0.3")
+            drv.find_element(By.ID, "top-k").click()  # blur: the change events store the settings
+            send(drv, "bonjour")
+            wait_for(lambda: len(drv.find_elements(By.CSS_SELECTOR, ".msg.assistant .stats")) == 1, "answer with settings")
+            bodies = drv.execute_script("return window._bodies")
+            b = bodies[-1] if bodies else {}
+            check(b.get("messages", [{}])[0] == {"role": "system", "content": "Answer in French."} and
+                  b.get("temperature") == 0.3 and b.get("top_k") == 64 and b.get("top_p") == 0.95,
+                  f"request carries the settings: {b}")
+            titles = [e.text for e in drv.find_elements(By.CSS_SELECTOR, "#convs li .title")]
+            check(titles == ["bonjour", "hello page"], f"two conversations listed: {titles}")
+            drv.find_elements(By.CSS_SELECTOR, "#convs li .title")[1].click()
+            check(len(drv.find_elements(By.CSS_SELECTOR, ".msg")) == n_msgs, "switching back shows the first conversation")
+            drv.refresh()
+            check(drv.find_element(By.ID, "system").get_attribute("value") == "Answer in French." and
+                  drv.find_element(By.ID, "temperature").get_attribute("value") == "0.3", "settings kept across reloads")
+
+            # 8. favicon, and marked served from the binary
+            icon = drv.find_element(By.CSS_SELECTOR, "link[rel=icon]").get_attribute("href")
+            with urllib.request.urlopen(icon, timeout=5) as resp:
+                check(resp.status == 200 and resp.headers["Content-Type"] == "image/svg+xml" and b"<svg" in resp.read(),
+                      "favicon served")
+            with urllib.request.urlopen(srv.base + "/vendor/marked.min.js", timeout=5) as resp:
+                want = pathlib.Path("/usr/share/javascript/marked/marked.min.js").read_bytes()
+                check(resp.read() == want, "marked.min.js served byte for byte from the binary")
         finally:
             drv.quit()
     report("test_server_page.py")

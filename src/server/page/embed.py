@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Regenerate src/server/page_data.c from src/server/page/index.html (the chat page compiled into
 `muse serve`). Run after editing the page:  python3 src/server/page/embed.py
-With --check, exit 1 if page_data.c is out of date (used by tests/server/test_page_embed.sh)."""
+With --check, exit 1 if page_data.c is out of date (used by tests/server/test_page_embed.sh).
+With --header NAME IN OUT (the Makefile, at build time): write OUT, a C header defining
+`static const unsigned char NAME[]` with the bytes of IN (a script of a Debian package the page
+uses, e.g. /usr/share/javascript/marked/marked.min.js) and a terminating NUL."""
 import pathlib
 import sys
 
@@ -23,7 +26,18 @@ def render() -> str:
     )
 
 
+def header(name: str, src_path: str, out_path: str) -> None:
+    data = pathlib.Path(src_path).read_bytes()
+    lines = ["    " + ", ".join(f"0x{b:02x}" for b in data[i:i + 16]) + "," for i in range(0, len(data), 16)]
+    pathlib.Path(out_path).write_text(
+        f"/* GENERATED at build time by src/server/page/embed.py from {src_path}; do not edit. */\n"
+        f"static const unsigned char {name}[] = {{\n" + "\n".join(lines) + "\n    0x00};\n")
+
+
 if __name__ == "__main__":
+    if len(sys.argv) == 5 and sys.argv[1] == "--header":
+        header(*sys.argv[2:])
+        sys.exit(0)
     text = render()
     if "--check" in sys.argv:
         ok = dst.exists() and dst.read_text() == text

@@ -164,6 +164,18 @@ MUSE_AVX2_INLINE __m256i tile_gsum_pair(const int16_t *gs, int jj) {
  * panel's dot products with row r. xp rows: codes at a[r], 16-element sums at gs[r], block
  * scales at da[r] (muse_fast_act layout).
  */
+/* The 32-bit element k (0..3) of each 128-bit half in every lane of its half. A switch, so that
+ * the shuffle's immediate is a constant also where the compiler does not unroll the k loop (-O1:
+ * the asan build). */
+MUSE_AVX2_INLINE __m256i tile_bcast32(__m256i v, int k) {
+    switch (k) {
+    case 0: return _mm256_shuffle_epi32(v, 0x00);
+    case 1: return _mm256_shuffle_epi32(v, 0x55);
+    case 2: return _mm256_shuffle_epi32(v, 0xaa);
+    default: return _mm256_shuffle_epi32(v, 0xff);
+    }
+}
+
 MUSE_AVX2_INLINE void tile_run(const struct tile_cfg c, int64_t n, const uint8_t *pan, const int8_t *const *a,
                                const int16_t *const *gs, const float *const *da, const int NY, __m256 *acc) {
     const struct tile_lay L = tile_layout(c);
@@ -197,7 +209,7 @@ MUSE_AVX2_INLINE void tile_run(const struct tile_cfg c, int64_t n, const uint8_t
                         wv[p] = _mm256_load_si256((const __m256i *)(rec + L.codes + ((j * PL + p) * 8 + t) * 32));
                     MUSE_UNROLL
                     for (int r = 0; r < NY; r++) {
-                        const __m256i b = _mm256_shuffle_epi32(a128[r], 0x55 * k);
+                        const __m256i b = tile_bcast32(a128[r], k);
                         MUSE_UNROLL
                         for (int p = 0; p < PL; p++) {
                             s16[r][p] = _mm256_add_epi16(s16[r][p], _mm256_maddubs_epi16(wv[p], b));

@@ -10,9 +10,17 @@ file (each after its own warm-up), so slow phases of the machine hit both. Print
 table of the median and the best tok/s of each engine over the rounds and muse / llama.cpp (on
 a machine shared with other jobs the best round is the closest to the uncontended rate);
 --json writes every sample as well.
+
+--cpu-time (for a machine shared with other jobs, where a waiting thread's wall time says
+nothing about the engine): each engine's rate from the CPU time its process used, the same way
+for both: every test runs twice per round, with -r 1 and with -r 3 (each with its own load and
+warm-up), and the rate is 2 * tokens * threads / (CPU(-r 3) - CPU(-r 1)); CPU time of all the
+process's threads, so an engine whose idle threads spin (llama.cpp's OpenMP) is charged for it
+at -t > 1. Tests: pp (-p) and tg (-n), each at -d.
 """
 import argparse
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -22,6 +30,21 @@ def run_json(cmd):
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     start = out.find("[")
     return json.loads(out[start:])
+
+
+def cpu_seconds(cmd):
+    """CPU time (user + system) of running cmd to completion."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(cmd, check=True, capture_output=True, text=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def cpu_rate(cmd_of_reps, tokens, threads):
+    """tokens/s by CPU time: two runs differing by two repetitions."""
+    t1 = cpu_seconds(cmd_of_reps(1))
+    t3 = cpu_seconds(cmd_of_reps(3))
+    return 2 * tokens * threads / max(t3 - t1, 1e-9)
 
 
 def llama_records(records):
@@ -45,17 +68,30 @@ def main():
     ap.add_argument("-t", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--muse-args", default="", help="extra arguments for muse bench")
+    ap.add_argument("--llama-args", default="", help="extra arguments for llama-bench (e.g. '-fa 1')")
     ap.add_argument("--json", help="write all samples to this file")
+    ap.add_argument("--cpu-time", action="store_true", help="rates from process CPU time (see above)")
     a = ap.parse_args()
 
     table, dump = [], []
     for model in a.models:
         got = {"muse": {}, "llama.cpp": {}}
         for _ in range(a.rounds):
+            if a.cpu_time:
+                depth = f" @ d{a.d}" if a.d else ""
+                tests = [(f"pp{a.p}{depth}", a.p, 0, a.p)] if a.p else []
+                tests += [(f"tg{a.n}{depth}", 0, a.n, a.n)] if a.n else []
+                for name, p, n, tokens in tests:
+                    common = ["-m", model, "-p", str(p), "-n", str(n), "-d", str(a.d), "-t", str(a.t)]
+                    got["muse"].setdefault(name, []).append(cpu_rate(
+                        lambda r: [a.muse, "bench"] + common + ["-r", str(r)] + a.muse_args.split(), tokens, a.t))
+                    got["llama.cpp"].setdefault(name, []).append(cpu_rate(
+                        lambda r: [a.llama_bench] + common + ["-r", str(r)] + a.llama_args.split(), tokens, a.t))
+                continue
             m = run_json([a.muse, "bench", "-m", model, "-p", str(a.p), "-n", str(a.n), "-d", str(a.d),
                           "-t", str(a.t), "-r", "1", "--json"] + a.muse_args.split())
             l = run_json([a.llama_bench, "-m", model, "-p", str(a.p), "-n", str(a.n), "-d", str(a.d),
-                          "-t", str(a.t), "-r", "1", "-o", "json"])
+                          "-t", str(a.t), "-r", "1", "-o", "json"] + a.llama_args.split())
             for name, ts in llama_records(m).items():
                 got["muse"].setdefault(name, []).append(ts)
             for name, ts in llama_records(l).items():

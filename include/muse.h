@@ -158,6 +158,8 @@ struct muse_context_params {
     enum muse_kv_type kv_type;    /* default MUSE_KV_TYPE_F16 */
     const char *backend;          /* "ref", "cpu", ...; NULL = the default backend */
     int swa_full;                 /* nonzero: sliding-window layers keep the whole context */
+    int no_repack;                /* nonzero: batched matmuls read the mapped weights with the exact
+                                     kernels (no packed weight panels, docs/cpu-backend.md) */
     muse_layer_trace_fn trace;    /* NULL = no trace */
     void *trace_user;
     int32_t trace_n_pos;          /* trace positions 0..trace_n_pos-1 */

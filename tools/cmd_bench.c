@@ -608,7 +608,11 @@ int cmd_bench(int argc, char **argv) {
     muse_model_desc(model, desc, sizeof desc);
     const char *backend = muse_context_backend(ctx);
     /* the SIMD level only matters to the cpu backend */
-    const char *level = strcmp(backend, "cpu") ? "scalar" : muse_cpu_level_name(muse_kernels_active()->level);
+    char level[48];
+    if (strcmp(backend, "cpu")) snprintf(level, sizeof level, "scalar");
+    else snprintf(level, sizeof level, "%s%s%s", muse_cpu_level_name(muse_kernels_active()->level),
+                  muse_kernels_active()->exact_mode && muse_kernels_active()->level ? ", exact" : "",
+                  o.cparams.no_repack ? ", no-repack" : "");
 
     if (fmt != OUT_MD) {
         arr = cJSON_CreateArray();

@@ -123,6 +123,12 @@ static int set_verbose(void *d, const char *f, const char *v) {
     return 0;
 }
 
+static int set_no_repack(void *d, const char *f, const char *v) {
+    (void)f, (void)v;
+    O(d)->cparams.no_repack = 1;
+    return 0;
+}
+
 static int set_quiet(void *d, const char *f, const char *v) {
     (void)f, (void)v;
     O(d)->verbosity = -1;
@@ -143,6 +149,8 @@ static const struct cli_opt rows[] = {
     {"--backend", "NAME", "forward backend: cpu (threads + SIMD kernels, default) or ref (the plain-C reference)",
      set_backend},
     {"--swa-full", NULL, "sliding-window layers keep the whole context (no ring)", set_swa_full},
+    {"--no-repack", NULL, "batched matmuls read the mapped weights (exact kernels) instead of packing\n"
+                          "weight panels for the tile GEMM (cpu backend; saves the packed copies)", set_no_repack},
     {"--no-mmap", NULL, "read the model into memory instead of mapping it", set_no_mmap},
     {"--mlock", NULL, "lock the model in RAM (needs `ulimit -l` room; failing is an error)", set_mlock},
     {"-lm|--load-mode", "MODE", "llama.cpp's loading modes: auto|mmap (default), none (= --no-mmap),\n"
@@ -171,7 +179,8 @@ void model_opts_usage(FILE *f) {
     fprintf(f, "model and context:\n");
     cli_opts_usage(f, rows, sizeof rows / sizeof rows[0]);
     fprintf(f, "environment: MUSE_LAYER_TRACE=1 prints a residual checksum per layer for the first\n"
-               "  MUSE_LAYER_TRACE_POS (default 4) positions on stderr\n");
+               "  MUSE_LAYER_TRACE_POS (default 4) positions on stderr; MUSE_CPU=scalar|avx2|avx512 forces\n"
+               "  a SIMD level, MUSE_CPU=exact (or avx2,exact ...) the kernels bit-identical to --backend ref\n");
 }
 
 bool model_opts_progress(const struct model_opts *o) { return o->verbosity >= 0 && cli_stderr_tty(); }

@@ -68,6 +68,7 @@ struct muse_backend_plan {
     uint32_t max_cells;   /* most KV cells of any layer */
     int32_t max_head_dim;
     int32_t n_threads;    /* >= 1; the ref backend ignores it */
+    bool no_repack;       /* the cpu backend: no tile GEMM (packed weight panels) */
 };
 
 /*

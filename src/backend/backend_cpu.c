@@ -36,6 +36,8 @@
 #include "backend/backend.h"
 
 #define ATTN_QB 16    /* query heads per attention work item */
+#define FLASH_ROWS 32 /* query rows (tokens x heads of one KV head) per flash attention work item */
+#define FLASH_MIN 4   /* queries per call from which flash attention runs (decode stays exact) */
 #define SPLIT_ROWS 8  /* matmul output rows are split between threads in units of this many */
 #define CHUNKS_PER_THREAD 8 /* matmul chunks per thread and step (claimed dynamically) ... */
 #define MAX_CHUNK_UNITS 16  /* ... of at most this many units (128 rows: ~150-220 KB of a 2048-wide
@@ -44,6 +46,8 @@
 /* Per-thread scratch and state. */
 struct attn_scratch {
     unsigned n_steps; /* matmul steps this thread has run (the same on every thread) */
+    void *tile;      /* [tile_bytes] the tile GEMM's packed weight panel (32-byte aligned) */
+    void *flash;     /* the flash attention's scratch (kernels.h muse_attn_flash_scratch) */
     float *scores;   /* [ATTN_QB][max_cells] */
     float *gscratch; /* [ATTN_QB * 9 * max_head_dim] attn_group_f16's queries and V.p lanes */
     float *fscratch; /* [10 * max_head_dim] muse_attn_head_ref's scratch */
@@ -56,6 +60,9 @@ struct cpu_state {
     struct muse_threadpool *pool;
     uint8_t *xq;               /* [n_batch][xq_stride] activation rows in vec_dot_type */
     size_t xq_stride;
+    uint8_t *xp;               /* [n_batch][xp_stride] the same rows in the tile layout (tile GEMM) */
+    size_t xp_stride;
+    size_t tile_bytes;         /* per-thread tile scratch (0: the kernels have no tile GEMM) */
     struct attn_scratch *ts;   /* [n_threads] */
     /* next unclaimed chunk of the matmul step in flight; steps alternate between the two */
     struct {
@@ -73,10 +80,13 @@ static void cpu_free(void *state) {
             free(s->ts[i].fscratch);
             free(s->ts[i].gscratch);
             free(s->ts[i].qc);
+            free(s->ts[i].tile);
+            free(s->ts[i].flash);
         }
         free(s->ts);
     }
     free(s->xq);
+    free(s->xp);
     free(s);
 }
 
@@ -95,6 +105,16 @@ static muse_status cpu_init(const struct muse_backend_plan *plan, void **state, 
     s->xq = malloc((size_t)plan->n_batch * s->xq_stride);
     s->ts = calloc((size_t)s->plan.n_threads, sizeof *s->ts);
     if (!s->xq || !s->ts) goto fail;
+    /* the tile GEMM: activation rows in its layout, and per thread the largest packed panel */
+    for (int t = 0; t < MUSE_TYPE_COUNT && !plan->no_repack; t++) {
+        const size_t b = muse_matmul_tile_scratch(s->k, (enum muse_type)t, plan->max_ne0);
+        if (b > s->tile_bytes) s->tile_bytes = (b + 63) & ~(size_t)63;
+    }
+    if (s->tile_bytes) {
+        s->xp_stride = muse_matmul_tile_act_bytes(plan->max_ne0);
+        s->xp = aligned_alloc(64, (size_t)plan->n_batch * s->xp_stride);
+        if (!s->xp) goto fail;
+    }
     const size_t cells = plan->max_cells ? plan->max_cells : 1, hd = (size_t)plan->max_head_dim;
     for (int i = 0; i < s->plan.n_threads; i++) {
         struct attn_scratch *t = &s->ts[i];
@@ -103,6 +123,10 @@ static muse_status cpu_init(const struct muse_backend_plan *plan, void **state, 
         t->qc = malloc(hd * 4 + 64);
         t->gscratch = malloc(sizeof(float) * ATTN_QB * 9 * hd);
         if (!t->scores || !t->fscratch || !t->qc || !t->gscratch) goto fail;
+        if (s->tile_bytes && !(t->tile = aligned_alloc(64, s->tile_bytes))) goto fail;
+        if (s->k->attn_flash_f16 && plan->max_head_dim % 8 == 0 && plan->max_head_dim > 0 &&
+            !(t->flash = aligned_alloc(64, (s->k->attn_flash_scratch(plan->max_head_dim, FLASH_ROWS) + 63) & ~(size_t)63)))
+            goto fail;
     }
     *state = s;
     return MUSE_OK;
@@ -126,10 +150,19 @@ static void cpu_barrier(void *state) {
 
 // ---- matmul ----------------------------------------------------------------------------------
 
-/* Whether weights of types a and b read the same converted activation rows. */
-static bool same_act(const struct muse_kernels *k, enum muse_type a, enum muse_type b) {
-    return muse_type_traits[a].vec_dot_type == muse_type_traits[b].vec_dot_type &&
-           muse_matmul_act_layout(k, a) == muse_matmul_act_layout(k, b);
+/* Whether the tile GEMM runs for weight w and n_rows activation rows. */
+static bool use_tile(const struct cpu_state *s, const struct muse_weight *w, int32_t n_rows) {
+    return s->tile_bytes && muse_matmul_tile_supported(s->k, w->type, w->ne0, n_rows) &&
+           muse_matmul_tile_scratch(s->k, w->type, w->ne0) <= s->tile_bytes;
+}
+
+/* Whether weights a and b read the same converted activation rows (with n_rows rows). */
+static bool same_act(const struct cpu_state *s, const struct muse_weight *a, const struct muse_weight *b,
+                     int32_t n_rows) {
+    const bool ta = use_tile(s, a, n_rows);
+    if (ta != use_tile(s, b, n_rows)) return false;
+    return muse_type_traits[a->type].vec_dot_type == muse_type_traits[b->type].vec_dot_type &&
+           (ta || muse_matmul_act_layout(s->k, a->type) == muse_matmul_act_layout(s->k, b->type));
 }
 
 /*
@@ -139,7 +172,7 @@ static bool same_act(const struct muse_kernels *k, enum muse_type a, enum muse_t
  * weight, followed by the job's epilogue on the columns it wrote.
  */
 static void run_units(struct cpu_state *s, const struct muse_matmul_job *jobs, int j0, int j1, int32_t n_rows,
-                      int64_t u0, int64_t u1) {
+                      int64_t u0, int64_t u1, bool tile, int ith) {
     int64_t base = 0; /* first unit of job j */
     for (int j = j0; j < j1 && base < u1; j++) {
         const struct muse_weight *w = &jobs[j].w;
@@ -150,7 +183,11 @@ static void run_units(struct cpu_state *s, const struct muse_matmul_job *jobs, i
         const int64_t i0 = a * SPLIT_ROWS, i1 = b * SPLIT_ROWS < w->ne1 ? b * SPLIT_ROWS : w->ne1;
         const struct muse_matmul_weight mw = {w->type, w->ne0, i1 - i0, (const uint8_t *)w->data + (size_t)i0 * w->row_size,
                                               w->row_size};
-        muse_matmul(s->k, &mw, s->xq, s->xq_stride, n_rows, jobs[j].y + i0, w->ne1, 0, 1);
+        /* the tile GEMM declines no supported shape; the reference (reading xq's reference
+         * layout) would run if it did */
+        if (!tile || !muse_matmul_tile(s->k, &mw, s->xp, s->xp_stride, n_rows, jobs[j].y + i0, w->ne1, s->ts[ith].tile,
+                                       s->tile_bytes))
+            muse_matmul(tile ? NULL : s->k, &mw, s->xq, s->xq_stride, n_rows, jobs[j].y + i0, w->ne1, 0, 1);
         muse_matmul_job_epilogue(&jobs[j], n_rows, i0, i1);
     }
 }
@@ -164,11 +201,11 @@ static void run_units(struct cpu_state *s, const struct muse_matmul_job *jobs, i
  * used that counter, before the barrier this step has just passed.
  */
 static void run_jobs(struct cpu_state *s, const struct muse_matmul_job *jobs, int j0, int j1, int32_t n_rows, int ith,
-                     int nth) {
+                     int nth, bool tile) {
     int64_t units = 0;
     for (int j = j0; j < j1; j++) units += (jobs[j].w.ne1 + SPLIT_ROWS - 1) / SPLIT_ROWS;
     if (nth == 1) {
-        run_units(s, jobs, j0, j1, n_rows, 0, units);
+        run_units(s, jobs, j0, j1, n_rows, 0, units, tile, ith);
         return;
     }
     const unsigned step = s->ts[ith].n_steps++;
@@ -178,7 +215,7 @@ static void run_jobs(struct cpu_state *s, const struct muse_matmul_job *jobs, in
     per = per < 1 ? 1 : per > MAX_CHUNK_UNITS ? MAX_CHUNK_UNITS : per;
     const int64_t n_chunks = (units + per - 1) / per;
     for (int64_t c; (c = __atomic_fetch_add(next, 1, __ATOMIC_RELAXED)) < n_chunks;)
-        run_units(s, jobs, j0, j1, n_rows, c * per, (c + 1) * per < units ? (c + 1) * per : units);
+        run_units(s, jobs, j0, j1, n_rows, c * per, (c + 1) * per < units ? (c + 1) * per : units, tile, ith);
 }
 
 /* Jobs that read the same converted rows share one conversion and one barrier; a job in another
@@ -189,12 +226,17 @@ static void cpu_matmul(void *state, const struct muse_matmul_job *jobs, int n_jo
     const int64_t ne0 = jobs[0].w.ne0;
     MUSE_ASSERT(n_rows <= s->plan.n_batch && ne0 <= s->plan.max_ne0);
     for (int j0 = 0, j1; j0 < n_jobs; j0 = j1) {
-        for (j1 = j0 + 1; j1 < n_jobs && same_act(s->k, jobs[j0].w.type, jobs[j1].w.type); j1++) {}
+        for (j1 = j0 + 1; j1 < n_jobs && same_act(s, &jobs[j0].w, &jobs[j1].w, n_rows); j1++) {}
         for (int j = j0; j < j1; j++) MUSE_ASSERT(jobs[j].w.ne0 == ne0 && muse_matmul_supported(jobs[j].w.type, ne0));
+        const bool tile = use_tile(s, &jobs[j0].w, n_rows);
         if (j0 > 0) muse_threadpool_barrier(s->pool);
-        muse_matmul_quantize(s->k, jobs[j0].w.type, ne0, x, ne0, n_rows, s->xq, s->xq_stride, ith, nth);
+        if (tile) /* the reference layout in xq, and the tile layout from it in xp */
+            muse_matmul_tile_quantize(s->k, jobs[j0].w.type, ne0, x, ne0, n_rows, s->xq, s->xq_stride, s->xp,
+                                      s->xp_stride, ith, nth);
+        else
+            muse_matmul_quantize(s->k, jobs[j0].w.type, ne0, x, ne0, n_rows, s->xq, s->xq_stride, ith, nth);
         muse_threadpool_barrier(s->pool);
-        run_jobs(s, jobs, j0, j1, n_rows, ith, nth);
+        run_jobs(s, jobs, j0, j1, n_rows, ith, nth, tile);
     }
 }
 
@@ -338,9 +380,49 @@ static void attn_item(const struct muse_kernels *k, size_t s_stride, struct attn
  * single query heads are cut into contiguous ranges instead, so that every thread has work and
  * few threads read the same KV head; a range still runs its heads of one KV head together.
  */
+/*
+ * Flash attention (kernels.h muse_attn_flash_fn) for batches of queries over an F16 cache: work
+ * items (block of tokens, KV head, block of up to ATTN_QB of its query heads) of at most
+ * FLASH_ROWS query rows, dealt round-robin; every item reads its KV head's visible K/V rows once
+ * for all its rows. Each output row is computed by one item whatever the thread count.
+ */
+static void attention_flash(struct cpu_state *s, const struct muse_attn_args *a, int ith, int nth) {
+    const int32_t group = a->n_head / a->n_head_kv, hd = a->head_dim;
+    const int32_t n_qb = (group + ATTN_QB - 1) / ATTN_QB;
+    const int32_t nq_max = group < ATTN_QB ? group : ATTN_QB;
+    const int32_t tb = FLASH_ROWS / nq_max > 0 ? FLASH_ROWS / nq_max : 1; /* tokens per item */
+    const int32_t n_tb = (a->n_tokens + tb - 1) / tb;
+    const int64_t n_items = (int64_t)n_tb * a->n_head_kv * n_qb;
+    const size_t head_bytes = muse_type_row_size(a->kv->type, hd);
+    for (int64_t it = ith; it < n_items; it += nth) {
+        const int32_t qb = (int32_t)(it % n_qb), kvh = (int32_t)((it / n_qb) % a->n_head_kv);
+        const int32_t t0 = (int32_t)(it / ((int64_t)n_qb * a->n_head_kv)) * tb;
+        const int32_t nt = a->n_tokens - t0 < tb ? a->n_tokens - t0 : tb;
+        const int32_t h0 = kvh * group + qb * ATTN_QB;
+        const int32_t nq = group - qb * ATTN_QB < ATTN_QB ? group - qb * ATTN_QB : ATTN_QB;
+        const size_t stride = (size_t)a->n_head * hd;
+        const struct muse_attn_flash f = {
+            .hd = hd, .n_tok = nt, .nq = nq,
+            .q = a->q + (size_t)t0 * stride + (size_t)h0 * hd, .q_tstride = stride,
+            .out = a->out + (size_t)t0 * stride + (size_t)h0 * hd, .o_tstride = stride,
+            .pos = a->pos + t0, .n_swa = a->n_swa,
+            .k = (const uint8_t *)a->kv->k + (size_t)kvh * head_bytes, .v = (const uint8_t *)a->kv->v + (size_t)kvh * head_bytes,
+            .k_stride = a->kv->k_row_size, .v_stride = a->kv->v_row_size, .n_cells = a->kv->n_cells,
+            .scale = a->scale,
+        };
+        s->k->attn_flash_f16(&f, s->ts[ith].flash);
+        for (int32_t t = t0; t < t0 + nt; t++)
+            for (int32_t h = h0; h < h0 + nq; h++) muse_attn_gate_head(a, t, h);
+    }
+}
+
 static void cpu_attention(void *state, const struct muse_attn_args *a, int ith, int nth) {
     struct cpu_state *s = state;
     MUSE_ASSERT(a->head_dim <= s->plan.max_head_dim && a->n_head % a->n_head_kv == 0);
+    if (s->ts[ith].flash && a->kv->type == MUSE_TYPE_F16 && a->head_dim % 8 == 0 && a->n_tokens >= FLASH_MIN) {
+        attention_flash(s, a, ith, nth);
+        return;
+    }
     const int32_t group = a->n_head / a->n_head_kv;
     const size_t s_stride = s->plan.max_cells ? (size_t)s->plan.max_cells : 1; /* scores of one head */
     const int32_t n_qb = (group + ATTN_QB - 1) / ATTN_QB;

@@ -98,15 +98,32 @@ enum muse_cpu_level muse_cpu_level_max(void) {
     return MUSE_CPU_LEVEL_SCALAR;
 }
 
+/* Whether the comma-separated list `env` holds the word w. */
+static bool env_has(const char *env, const char *w) {
+    const size_t n = strlen(w);
+    for (const char *p = env; p && *p;) {
+        const char *e = strchr(p, ',');
+        const size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && strncmp(p, w, n) == 0) return true;
+        p = e ? e + 1 : NULL;
+    }
+    return false;
+}
+
 enum muse_cpu_level muse_cpu_level_active(void) {
     enum muse_cpu_level max = muse_cpu_level_max();
     const char *env = getenv("MUSE_CPU");
     if (env) {
         for (int l = 0; l < MUSE_CPU_LEVEL_COUNT; l++)
-            if (strcmp(env, muse_cpu_level_name((enum muse_cpu_level)l)) == 0)
+            if (env_has(env, muse_cpu_level_name((enum muse_cpu_level)l)))
                 return (enum muse_cpu_level)l < max ? (enum muse_cpu_level)l : max;
     }
     return max;
+}
+
+bool muse_cpu_exact_active(void) {
+    const char *env = getenv("MUSE_CPU");
+    return env && env_has(env, "exact");
 }
 
 const char *muse_cpu_level_name(enum muse_cpu_level level) {

@@ -31,9 +31,17 @@ enum muse_cpu_level muse_cpu_level_max(void);
 
 /*
  * The level to use: the environment variable MUSE_CPU=scalar|avx2|avx512 forces a level
- * (clamped to what the machine supports), otherwise the highest supported one.
+ * (clamped to what the machine supports; a comma-separated list may add "exact"), otherwise
+ * the highest supported one.
  */
 enum muse_cpu_level muse_cpu_level_active(void);
+
+/*
+ * Whether the exact mode is asked for: MUSE_CPU holds the word "exact" (MUSE_CPU=exact,
+ * MUSE_CPU=avx2,exact). The kernels are then only those bit-identical to the reference backend
+ * (no tile GEMM, no flash attention), for A/B diagnosis of a divergence.
+ */
+bool muse_cpu_exact_active(void);
 
 /* "scalar", "avx2", "avx512". */
 const char *muse_cpu_level_name(enum muse_cpu_level level);

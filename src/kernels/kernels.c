@@ -8,6 +8,7 @@
 
 static const struct muse_kernels kernels_scalar = {
     .level = MUSE_CPU_LEVEL_SCALAR,
+    .exact_mode = true,
     /* no entries: the scalar level is the reference path */
 };
 
@@ -16,11 +17,27 @@ static const struct muse_kernels kernels_scalar = {
 #define EXACT_ENTRY(T, t) [MUSE_TYPE_##T] = true,
 #define ORDER_ENTRY(T, t) [MUSE_TYPE_##T] = MUSE_ORDER_X86,
 
+#define TILE_ENTRY_AVX2(T, t, ...) [MUSE_TYPE_##T] = muse_tile_gemm_##t##_avx2,
+#define TILE_ENTRY_AVX512(T, t, ...) [MUSE_TYPE_##T] = muse_tile_gemm_##t##_avx512,
+#define TILE_BYTES_AVX2(T, t, ...) [MUSE_TYPE_##T] = muse_tile_panel_bytes_##t##_avx2,
+#define TILE_BYTES_AVX512(T, t, ...) [MUSE_TYPE_##T] = muse_tile_panel_bytes_##t##_avx512,
+#define TILE_NONE(T, t, ...)
+
+/* Activation rows from which the tile GEMM replaces the gemm kernels (docs/perf.md). */
+#define TILE_MIN_ACT 32
+
 /* The x86 tables: the AVX2 one, and the AVX-512 one with the VNNI builds of the same matrix
- * kernels (quantizers and attention helpers are the AVX2 ones). */
-#define X86_KERNELS(LEVEL, GEMM_ENTRY, ACT_PERM8)                                      \
+ * kernels (quantizers and attention helpers are the AVX2 ones). EXACT: the tables without the
+ * reassociating kernels (tile GEMM), bit-identical to the reference (MUSE_CPU=exact). */
+#define X86_KERNELS(LEVEL, GEMM_ENTRY, ACT_PERM8, TILE_ENTRY, TILE_BYTES, EXACT)        \
     {                                                                                  \
         .level = LEVEL,                                                                \
+        .exact_mode = EXACT,                                                           \
+        .tile_gemm = {MUSE_TILE_TYPES(TILE_ENTRY)},                                    \
+        .tile_bytes = {MUSE_TILE_TYPES(TILE_BYTES)},                                   \
+        .tile_min_act = TILE_MIN_ACT,                                                  \
+        .attn_flash_f16 = EXACT ? NULL : muse_attn_flash_f16_avx2,                     \
+        .attn_flash_scratch = EXACT ? NULL : muse_attn_flash_scratch_avx2,             \
         .quantize = {                                                                  \
             [MUSE_TYPE_Q8_0] = muse_quantize_q8_0_avx2,                                \
             [MUSE_TYPE_Q8_K] = muse_quantize_q8_K_avx2,                                \
@@ -51,10 +68,16 @@ static const struct muse_kernels kernels_scalar = {
         .attn_pv_q8_0 = muse_attn_pv_q8_0_avx2,                                        \
     }
 
-static const struct muse_kernels kernels_avx2 =
-    X86_KERNELS(MUSE_CPU_LEVEL_AVX2, GEMM_ENTRY_AVX2, muse_act_q8K_perm8_avx2);
-static const struct muse_kernels kernels_avx512 =
-    X86_KERNELS(MUSE_CPU_LEVEL_AVX512, GEMM_ENTRY_AVX512, muse_act_q8K_perm8_avx512);
+static const struct muse_kernels kernels_avx2 = X86_KERNELS(MUSE_CPU_LEVEL_AVX2, GEMM_ENTRY_AVX2, muse_act_q8K_perm8_avx2,
+                                                           TILE_ENTRY_AVX2, TILE_BYTES_AVX2, false);
+static const struct muse_kernels kernels_avx512 = X86_KERNELS(MUSE_CPU_LEVEL_AVX512, GEMM_ENTRY_AVX512,
+                                                             muse_act_q8K_perm8_avx512, TILE_ENTRY_AVX512,
+                                                             TILE_BYTES_AVX512, false);
+static const struct muse_kernels kernels_avx2_exact = X86_KERNELS(MUSE_CPU_LEVEL_AVX2, GEMM_ENTRY_AVX2,
+                                                                 muse_act_q8K_perm8_avx2, TILE_NONE, TILE_NONE, true);
+static const struct muse_kernels kernels_avx512_exact = X86_KERNELS(MUSE_CPU_LEVEL_AVX512, GEMM_ENTRY_AVX512,
+                                                                   muse_act_q8K_perm8_avx512, TILE_NONE, TILE_NONE,
+                                                                   true);
 
 const struct muse_kernels *muse_kernels_for(enum muse_cpu_level level) {
     if (level > muse_cpu_level_max()) return NULL;
@@ -66,7 +89,20 @@ const struct muse_kernels *muse_kernels_for(enum muse_cpu_level level) {
     }
 }
 
-const struct muse_kernels *muse_kernels_active(void) { return muse_kernels_for(muse_cpu_level_active()); }
+const struct muse_kernels *muse_kernels_exact_for(enum muse_cpu_level level) {
+    if (level > muse_cpu_level_max()) return NULL;
+    switch (level) {
+    case MUSE_CPU_LEVEL_SCALAR: return &kernels_scalar;
+    case MUSE_CPU_LEVEL_AVX2: return &kernels_avx2_exact;
+    case MUSE_CPU_LEVEL_AVX512: return &kernels_avx512_exact;
+    default: return NULL;
+    }
+}
+
+const struct muse_kernels *muse_kernels_active(void) {
+    return muse_cpu_exact_active() ? muse_kernels_exact_for(muse_cpu_level_active())
+                                   : muse_kernels_for(muse_cpu_level_active());
+}
 
 void muse_kernels_quantize_row(const struct muse_kernels *k, enum muse_type act_type, const float *x, void *y,
                                int64_t n) {

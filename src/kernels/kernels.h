@@ -88,6 +88,49 @@ typedef void (*muse_attn_probs_fn)(int32_t n, float inv, float *p);
 typedef void (*muse_attn_kq_q_fn)(int32_t hd, int32_t n_keys, const void *k, size_t k_stride, const void *qq,
                                   float *scores);
 
+/*
+ * The tile GEMM (kernels/x86/gemm_tiles_<isa>.c, docs/cpu-backend.md "The tile GEMM"): the
+ * batched matmul of a weight type in a reassociated float order. NOT bit-identical to the dot
+ * product in force: each output differs from it by at most 2 * gamma(n/16 + 8) * T, T the sum of
+ * the absolute values of the integer-times-scale terms (muse_tile_bound in matmul.h), since only
+ * the float factors are applied in another order (the integer sums are the reference's, exact).
+ * For every weight row i < n_rows and activation row r < n_act:
+ *     out[r * out_stride + i] = dot(W row i, A row r)
+ * with A row r in the tile activation layout (muse_matmul_tile_prep) at (char *)xp + r * xps.
+ * scratch: a 32-byte aligned buffer of at least tile_bytes[type](n) bytes (the packed weights).
+ * Returns false, having written nothing, when it does not handle the shape.
+ */
+typedef bool (*muse_tile_gemm_fn)(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *xp,
+                                  size_t xps, int n_act, float *out, int64_t out_stride, void *scratch,
+                                  size_t scratch_bytes);
+typedef size_t (*muse_tile_bytes_fn)(int64_t n);
+
+/*
+ * Flash-style attention over an F16 KV cache (kernels/x86/attn_flash_avx2.c; not bit-identical
+ * to muse_attn_head_ref, within the bound of docs/cpu-backend.md "Flash attention"): the rows of
+ * n_tok consecutive query tokens times nq query heads that read one KV head. Row (t, h):
+ *     out[t * o_tstride + h * hd + d] = sum_j p_j V_j[d],  p = softmax(scale * qf . K_j)
+ * over the keys at positions lo_t .. pos[t] (lo_t = pos[t] - n_swa + 1 clamped at 0, or 0 when
+ * n_swa = 0), qf = the query q[t * q_tstride + h * hd ..] rounded to F16. The key/value of
+ * position p are the hd F16 values at (char *)k + (p % n_cells) * k_stride (v likewise).
+ * scratch: muse_attn_flash_scratch(hd, n_tok * nq) bytes, 32-byte aligned.
+ */
+struct muse_attn_flash {
+    int32_t hd, n_tok, nq;
+    const float *q;
+    size_t q_tstride;
+    float *out;
+    size_t o_tstride;
+    const int32_t *pos;
+    int32_t n_swa;
+    const void *k, *v;
+    size_t k_stride, v_stride;
+    uint32_t n_cells;
+    float scale;
+};
+typedef void (*muse_attn_flash_fn)(const struct muse_attn_flash *f, void *scratch);
+typedef size_t (*muse_attn_flash_scratch_fn)(int32_t hd, int32_t max_rows);
+
 /* Activation layouts a level's kernels may ask for (muse_kernels.act_layout). */
 enum muse_act_layout {
     MUSE_ACT_REF = 0,          /* the reference bytes of the vec_dot_type */
@@ -126,6 +169,17 @@ struct muse_kernels {
     /* True when gemv/gemm of the type reproduce the dot product of their order (vec_dot_ref or
      * muse_x86_vec_dot) bit for bit; otherwise they agree to float rounding (1e-5 of |w|*|a|). */
     bool exact[MUSE_TYPE_COUNT];
+    /* The tile GEMM by weight type (NULL: none), the scratch it needs, and the number of activation
+     * rows from which muse_matmul_tile_supported() chooses it over gemm. Empty in exact mode. */
+    muse_tile_gemm_fn tile_gemm[MUSE_TYPE_COUNT];
+    muse_tile_bytes_fn tile_bytes[MUSE_TYPE_COUNT];
+    int tile_min_act;
+    /* True in the tables that reproduce the reference bit for bit (MUSE_CPU=exact, and the scalar
+     * level): no tile GEMM, no flash attention. */
+    bool exact_mode;
+    /* Flash attention over an F16 cache for batches of queries (NULL: none; empty in exact mode). */
+    muse_attn_flash_fn attn_flash_f16;
+    muse_attn_flash_scratch_fn attn_flash_scratch;
     muse_attn_kq_fn attn_kq_f16;
     muse_attn_pv_fn attn_pv_f16;
     muse_attn_kq_multi_fn attn_kq_f16_multi;
@@ -143,7 +197,11 @@ struct muse_kernels {
  */
 const struct muse_kernels *muse_kernels_for(enum muse_cpu_level level);
 
-/* The table of muse_cpu_level_active() (MUSE_CPU=scalar|avx2|avx512 forces a lower level). */
+/* The same without the reassociating kernels: bit-identical to the reference (the exact mode). */
+const struct muse_kernels *muse_kernels_exact_for(enum muse_cpu_level level);
+
+/* The table of muse_cpu_level_active() (MUSE_CPU=scalar|avx2|avx512 forces a lower level), the
+ * exact one when muse_cpu_exact_active() (MUSE_CPU=exact, alone or with a level: avx2,exact). */
 const struct muse_kernels *muse_kernels_active(void);
 
 /* Convert quantized activation rows for weights of `wtype` (n elements each, in the reference

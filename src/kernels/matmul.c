@@ -1,7 +1,11 @@
 /* matmul.c - threaded matmul driver: row split, tiling, kernel choice, reference fallback. */
 #include "kernels/matmul.h"
 
+#include <string.h>
+
 #include "core/assert.h"
+#include "core/fp16.h"
+#include "kernels/blocks.h"
 #include "kernels/x86_numerics.h"
 
 /* Weight rows per tile in the many-rows case: the tile (a few KB to tens of KB) stays in L1/L2
@@ -88,4 +92,76 @@ void muse_matmul(const struct muse_kernels *k, const struct muse_matmul_weight *
             matmul_ref(w, q, q_stride, n_act, out, out_stride, t0, t1);
         }
     }
+}
+
+// ---- the tile GEMM -------------------------------------------------------------------------
+
+bool muse_matmul_tile_supported(const struct muse_kernels *k, enum muse_type type, int64_t ne0, int n_act) {
+    if (!k || (unsigned)type >= MUSE_TYPE_COUNT || !k->tile_gemm[type] || n_act < k->tile_min_act) return false;
+    const struct muse_type_layout *l = muse_type_layout_get(type);
+    const enum muse_type at = muse_type_traits[type].vec_dot_type;
+    return l && ne0 > 0 && ne0 % l->block_size == 0 && ne0 % 32 == 0 &&
+           (at == MUSE_TYPE_Q8_0 || at == MUSE_TYPE_Q8_K);
+}
+
+size_t muse_matmul_tile_act_bytes(int64_t ne0) {
+    return ((size_t)ne0 + (size_t)ne0 / 8 + (size_t)ne0 / 8 + 63) & ~(size_t)63;
+}
+
+size_t muse_matmul_tile_scratch(const struct muse_kernels *k, enum muse_type type, int64_t ne0) {
+    if (!k || (unsigned)type >= MUSE_TYPE_COUNT || !k->tile_bytes[type]) return 0;
+    const int64_t bs = muse_type_layout_get(type)->block_size;
+    return k->tile_bytes[type]((ne0 + bs - 1) / bs * bs);
+}
+
+void muse_matmul_tile_prep(enum muse_type type, int64_t ne0, const void *q, void *xp) {
+    int8_t *codes = xp;
+    int16_t *gs = (int16_t *)(void *)(codes + ne0);
+    float *d = (float *)(void *)((char *)gs + ne0 / 8);
+    if (muse_type_traits[type].vec_dot_type == MUSE_TYPE_Q8_K) {
+        const struct muse_block_q8_K *b = q;
+        for (int64_t i = 0; i < ne0 / 256; i++) {
+            memcpy(codes + 256 * i, b[i].qs, 256);
+            memcpy(gs + 16 * i, b[i].bsums, 32);
+            for (int j = 0; j < 8; j++) d[8 * i + j] = b[i].d;
+        }
+        return;
+    }
+    const struct muse_block_q8_0 *b = q;
+    for (int64_t i = 0; i < ne0 / 32; i++) {
+        memcpy(codes + 32 * i, b[i].qs, 32);
+        for (int h = 0; h < 2; h++) {
+            int s = 0;
+            for (int j = 0; j < 16; j++) s += b[i].qs[16 * h + j];
+            gs[2 * i + h] = (int16_t)s;
+        }
+        d[i] = muse_fp16_to_fp32(b[i].d);
+    }
+}
+
+void muse_matmul_tile_quantize(const struct muse_kernels *k, enum muse_type type, int64_t ne0, const float *x,
+                               int64_t x_stride, int n_act, void *q, size_t q_stride, void *xp, size_t xps, int ith,
+                               int nth) {
+    const enum muse_type act_type = muse_type_traits[type].vec_dot_type;
+    for (int r = ith; r < n_act; r += nth) {
+        void *qr = (char *)q + (size_t)r * q_stride;
+        if (muse_x86_act_from_float(act_type) != muse_type_traits[act_type].from_float)
+            (k && k->quantize_x86[act_type] ? k->quantize_x86[act_type] : muse_x86_act_from_float(act_type))(
+                x + (int64_t)r * x_stride, qr, ne0);
+        else
+            muse_kernels_quantize_row(k, act_type, x + (int64_t)r * x_stride, qr, ne0);
+        muse_matmul_tile_prep(type, ne0, qr, (char *)xp + (size_t)r * xps);
+    }
+}
+
+bool muse_matmul_tile(const struct muse_kernels *k, const struct muse_matmul_weight *w, const void *xp, size_t xps,
+                      int n_act, float *out, int64_t out_stride, void *scratch, size_t scratch_bytes) {
+    MUSE_ASSERT(muse_matmul_tile_supported(k, w->type, w->ne0, n_act));
+    return k->tile_gemm[w->type](w->ne0, w->data, w->row_stride, w->n_rows, xp, xps, n_act, out, out_stride, scratch,
+                                 scratch_bytes);
+}
+
+double muse_tile_gamma(int64_t n) {
+    const double u = 0x1p-24;
+    return (double)n * u / (1.0 - (double)n * u);
 }

@@ -68,3 +68,48 @@ void muse_matmul_quantize(const struct muse_kernels *k, enum muse_type type, int
  */
 void muse_matmul(const struct muse_kernels *k, const struct muse_matmul_weight *w, const void *q, size_t q_stride,
                  int n_act, float *out, int64_t out_stride, int ith, int nth);
+
+/* ---- the tile GEMM (batched, reassociated; kernels.h muse_tile_gemm_fn) ---- */
+
+/*
+ * Whether muse_matmul_tile runs for weights of `type` with rows of ne0 elements and n_act
+ * activation rows: k has a tile GEMM for the type (none in exact mode), n_act >= k->tile_min_act
+ * and ne0 is a multiple of the type's block. Pure.
+ */
+bool muse_matmul_tile_supported(const struct muse_kernels *k, enum muse_type type, int64_t ne0, int n_act);
+
+/* Bytes of one activation row in the tile layout for rows of ne0 elements (a multiple of 64):
+ * int8 codes [ne0], int16 sums of each 16 codes [ne0 / 16], f32 block scale of each 32 [ne0 / 32]. */
+size_t muse_matmul_tile_act_bytes(int64_t ne0);
+
+/* Scratch bytes muse_matmul_tile needs for weights of `type` (0: no tile GEMM for it in k). */
+size_t muse_matmul_tile_scratch(const struct muse_kernels *k, enum muse_type type, int64_t ne0);
+
+/*
+ * One activation row q (ne0 elements of the vec_dot_type of `type`, Q8_0 or Q8_K, as
+ * muse_matmul_quantize wrote it in the reference layout) into the tile layout at xp.
+ */
+void muse_matmul_tile_prep(enum muse_type type, int64_t ne0, const void *q, void *xp);
+
+/*
+ * Thread slice (ith of nth) of: quantize activation rows r = 0..n_act-1 (x + r * x_stride floats)
+ * like muse_matmul_quantize but always in the reference layout into q (q_stride bytes apart),
+ * and from there into the tile layout at xp (xps bytes apart).
+ */
+void muse_matmul_tile_quantize(const struct muse_kernels *k, enum muse_type type, int64_t ne0, const float *x,
+                               int64_t x_stride, int n_act, void *q, size_t q_stride, void *xp, size_t xps, int ith,
+                               int nth);
+
+/*
+ * out[r * out_stride + i] = dot(W row i, A row r) for i < w->n_rows, r < n_act by k's tile GEMM
+ * (docs/cpu-backend.md, "The tile GEMM": within muse_tile_bound of the dot in force), with A rows
+ * in the tile layout at xp (xps bytes apart). scratch: 32-byte aligned, scratch_bytes >=
+ * muse_matmul_tile_scratch(). Returns false, having written nothing, when the kernel declines.
+ * Preconditions (MUSE_ASSERT): muse_matmul_tile_supported(k, w->type, w->ne0, n_act).
+ */
+bool muse_matmul_tile(const struct muse_kernels *k, const struct muse_matmul_weight *w, const void *xp, size_t xps,
+                      int n_act, float *out, int64_t out_stride, void *scratch, size_t scratch_bytes);
+
+/* gamma(n) = n u / (1 - n u), u = 2^-24: Higham's bound on the relative error of n float
+ * operations, the factor of the tile GEMM's tolerance (docs/cpu-backend.md). */
+double muse_tile_gamma(int64_t n);

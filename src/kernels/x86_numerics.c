@@ -39,6 +39,14 @@ static int have_avx2(void) { return muse_cpu_level_max() >= MUSE_CPU_LEVEL_AVX2;
 
 float muse_x86_expf(float x) { return have_fma() ? muse_x86_expf_fma(x) : muse_x86_expf_generic(x); }
 float muse_x86_silu(float x) { return have_fma() ? muse_x86_silu_fma(x) : muse_x86_silu_generic(x); }
+void muse_x86_swiglu_avx2(float *y, const float *g, const float *u, int64_t n);
+void muse_x86_swiglu(float *y, const float *g, const float *u, int64_t n) {
+    if (have_avx2()) {
+        muse_x86_swiglu_avx2(y, g, u, n);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) y[i] = muse_x86_silu(g[i]) * u[i];
+}
 float muse_x86_hsum8(const float l[8]) { return muse_x86_hsum8_generic(l); }
 float muse_x86_dot_tinyblas(int64_t n, const float *x, const float *y) {
     return have_fma() ? muse_x86_dot_tinyblas_fma(n, x, y) : muse_x86_dot_tinyblas_generic(n, x, y);

@@ -22,6 +22,10 @@ float muse_x86_expf(float x);
 /* ggml_v_silu for one lane: x / (1 + ggml_v_expf(-x)). */
 float muse_x86_silu(float x);
 
+/* y[i] = muse_x86_silu(g[i]) * u[i] for i < n (y may alias g or u): the same bits, eight lanes at a
+ * time where the CPU has AVX2 + FMA. */
+void muse_x86_swiglu(float *y, const float *g, const float *u, int64_t n);
+
 /* The horizontal sum of tinyBLAS (hsum) and of ggml's hsum_float_8 over 8 f32 lanes:
  * ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)). */
 float muse_x86_hsum8(const float l[8]);

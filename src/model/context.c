@@ -188,6 +188,7 @@ muse_status muse_context_create(struct muse_model *model, struct muse_context_pa
         .max_cells = params.n_ctx,
         .max_head_dim = (int32_t)(hp->n_embd_head_k > hp->n_embd_head_k_swa ? hp->n_embd_head_k : hp->n_embd_head_k_swa),
         .n_threads = (int32_t)params.n_threads,
+        .no_repack = params.no_repack != 0,
     };
     if ((st = ops->init(&plan, &ctx->backend_state, err))) goto fail;
     ctx->plan = plan;

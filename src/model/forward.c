@@ -175,8 +175,9 @@ static float silu(float x) { return x / (1.0f + expf(-x)); }
  * tail the scalar expf.
  */
 static void swiglu_cols(float *y, const float *g, const float *u, int64_t n, int64_t c0, int64_t c1) {
-    const int64_t n8 = n & ~(int64_t)7;
-    for (int64_t i = c0; i < c1; i++) y[i] = (i < n8 ? muse_x86_silu(g[i]) : silu(g[i])) * u[i];
+    const int64_t n8 = n & ~(int64_t)7, e8 = c1 < n8 ? c1 : n8;
+    if (c0 < e8) muse_x86_swiglu(y + c0, g + c0, u + c0, e8 - c0);
+    for (int64_t i = c0 > e8 ? c0 : e8; i < c1; i++) y[i] = silu(g[i]) * u[i];
 }
 
 static void trace_rows(const struct muse_forward_args *a, const float *x, int64_t n_embd, int32_t il) {

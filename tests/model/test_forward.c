@@ -384,8 +384,29 @@ static void test_embd_and_capture(void) {
  * A third model has 36 query heads on 2 KV heads (GQA groups of 18: attention work items of 16 + 2
  * heads, the F16 cache's multi-head helpers in tiles of 4 + remainders, decode ranges that cut
  * through a group) with an F16 cache. */
+/* MUSE_CPU with "exact" added (the bit-exact kernel tables; the level it names stays). */
+static void set_exact_mode(bool on) {
+    static char saved[64], buf[96];
+    static bool have_saved, saved_set;
+    if (!have_saved) {
+        const char *e = getenv("MUSE_CPU");
+        saved_set = e != NULL;
+        snprintf(saved, sizeof saved, "%s", e ? e : "");
+        have_saved = true;
+    }
+    if (on) {
+        snprintf(buf, sizeof buf, "%s%sexact", saved, saved[0] ? "," : "");
+        setenv("MUSE_CPU", buf, 1);
+    } else if (saved_set) {
+        setenv("MUSE_CPU", saved, 1);
+    } else {
+        unsetenv("MUSE_CPU");
+    }
+}
+
 static void test_cpu_equals_ref(void) {
     if (!muse_backend_find("cpu")) return;
+    set_exact_mode(true);
     for (int q8 = 0; q8 < 3; q8++) {
         struct fx_spec s = fx_default();
         s.q8_0 = q8 == 1;
@@ -422,6 +443,41 @@ static void test_cpu_equals_ref(void) {
         free(b);
         muse_model_free(m);
     }
+    set_exact_mode(false);
+}
+
+/* The fast cpu backend (tile GEMM for batches of several rows): the same bits for 1, 2 and 3
+ * threads (every output element is computed the same way wherever it lands). Its numerics are
+ * checked op by op against the reference within their derived bounds by test_tile_gemm and
+ * test_tile_forward (this random fixture is chaotic: whole-model logits say little). */
+static void test_cpu_fast(void) {
+    if (!muse_backend_find("cpu")) return;
+    struct fx_spec s = fx_default();
+    s.q8_0 = true;
+    s.head_dim = 128;
+    struct muse_model *m = load_spec(&s);
+    TEST_COND("fixture loads", m != NULL);
+    if (!m) return;
+    int32_t toks[NTOK];
+    make_prompt(toks, NTOK, 11);
+    size_t sz = (size_t)NTOK * n_vocab;
+    float *b = malloc(sz * 4), *c = malloc(sz * 4);
+    for (int mode = 0; mode < 2; mode++) {
+        struct muse_context_params cp = muse_context_default_params();
+        cp.n_batch = mode == 1 ? 5 : 512;
+        cp.backend = "cpu";
+        const bool ok = true;
+        for (uint32_t nt = 1; nt <= 3; nt++) {
+            cp.n_threads = nt;
+            memset(b, 0xff, sz * 4);
+            bool okc = ok && run(m, cp, toks, NTOK, b, false);
+            if (nt == 1) memcpy(c, b, sz * 4);
+            TEST_CONDF(okc && !memcmp(b, c, sz * 4), "fast cpu: %u threads differ from 1 thread (batch %d)", nt, cp.n_batch);
+        }
+    }
+    free(b);
+    free(c);
+    muse_model_free(m);
 }
 
 int main(void) {
@@ -441,6 +497,7 @@ int main(void) {
         if (test_n_failed != before) fprintf(stderr, "(failures above: backend %s)\n", g_backend);
     }
     test_cpu_equals_ref();
+    test_cpu_fast();
     unlink(path);
     return TEST_REPORT();
 }

@@ -62,7 +62,10 @@ def run_case(case, top):
             "-n", str(prompt["n_predict"]), "--top", str(top), "--kv", rec["kv"]]
     if BACKEND:
         args += ["--backend", BACKEND]
-    out = subprocess.run(args, capture_output=True, text=True)
+    # the bit-exact kernels: the fast mode's batched matmuls reassociate (issue 14; its own
+    # tolerance checks are in test_backend_cpu.sh and test_tile_forward)
+    env = dict(os.environ, MUSE_CPU=(os.environ["MUSE_CPU"] + ",exact") if os.environ.get("MUSE_CPU") else "exact")
+    out = subprocess.run(args, capture_output=True, text=True, env=env)
     if out.returncode != 0:
         raise SystemExit(f"muse logits failed on {case}: {out.stderr}")
     golden = json.load(open(os.path.join(GOLDEN, rec["golden"])))

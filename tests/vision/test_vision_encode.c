@@ -643,6 +643,11 @@ static void test_cancel(void) {
 }
 
 int main(void) {
+    /* cpu == ref bit for bit needs the exact kernels: the fast mode's batched matmuls reassociate
+     * (issue 14, docs/cpu-backend.md "The tile GEMM") */
+    char cpu_mode[64];
+    snprintf(cpu_mode, sizeof cpu_mode, "%s%sexact", getenv("MUSE_CPU") ? getenv("MUSE_CPU") : "", getenv("MUSE_CPU") ? "," : "");
+    setenv("MUSE_CPU", cpu_mode, 1);
     snprintf(tmp_dir, sizeof tmp_dir, "%s/muse-test-vision-%d", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
     mkdir(tmp_dir, 0700);
     test_kernels();

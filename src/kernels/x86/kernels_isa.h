@@ -55,6 +55,39 @@ void muse_act_q8K_perm8_avx512(void *q, int64_t n);
 #define MUSE_DECLARE_X86_GEMM(T, t) MUSE_DECLARE_GEMM(muse_gemm_##t##_avx2); MUSE_DECLARE_GEMM(muse_gemm_##t##_avx512);
 MUSE_X86_GEMM_TYPES(MUSE_DECLARE_X86_GEMM)
 
+/* The tile GEMM (gemm_tiles_avx2.c, gemm_tiles_avx512.c) for the types of MUSE_TILE_TYPES
+ * (tile_decode.h): muse_tile_gemm_<t>_<isa> (muse_tile_gemm_fn) and muse_tile_panel_bytes_<t>_<isa>. */
+#define MUSE_DECLARE_TILE(T, t, ...)                                                                          \
+    bool muse_tile_gemm_##t##_avx2(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *xp,       \
+                                   size_t xps, int n_act, float *out, int64_t os, void *scratch, size_t sb);  \
+    bool muse_tile_gemm_##t##_avx512(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *xp,     \
+                                     size_t xps, int n_act, float *out, int64_t os, void *scratch, size_t sb); \
+    size_t muse_tile_panel_bytes_##t##_avx2(int64_t n);                                                       \
+    size_t muse_tile_panel_bytes_##t##_avx512(int64_t n);
+
+/*
+ * The types the tile GEMM handles, with their packing (struct tile_cfg in tile_decode.h):
+ * X(TYPE, name, fbe, g, o, cmax, mins, s1). cmax is the largest code v + o; s1 = 1 when every
+ * group scale is 1 (none stored). The reference's constant factors (IQ2: 0.125, IQ3_XXS: 0.25,
+ * IQ1_S/IQ1_M: 0.125 with the delta folded into v = 8 g + delta) are folded into d (powers of two: exact).
+ */
+#define MUSE_TILE_TYPES(X)                                                                           \
+    X(Q8_0, q8_0, 32, 32, 128, 255, 0, 1) X(Q4_0, q4_0, 32, 32, 8, 15, 0, 1)                          \
+    X(Q5_0, q5_0, 32, 32, 16, 31, 0, 1) X(IQ4_NL, iq4_nl, 32, 32, 128, 255, 0, 1)                     \
+    X(MXFP4, mxfp4, 32, 32, 12, 24, 0, 1) X(Q4_K, q4_K, 256, 32, 0, 15, 1, 0)                         \
+    X(Q5_K, q5_K, 256, 32, 0, 31, 1, 0) X(Q6_K, q6_K, 256, 16, 32, 63, 0, 0)                          \
+    X(Q2_K, q2_K, 256, 16, 0, 3, 1, 0) X(Q3_K, q3_K, 256, 16, 4, 7, 0, 0)                             \
+    X(IQ4_XS, iq4_xs, 256, 32, 128, 255, 0, 0) X(TQ2_0, tq2_0, 256, 32, 1, 3, 0, 1)                   \
+    X(TQ1_0, tq1_0, 256, 32, 1, 2, 0, 1) X(IQ2_XXS, iq2_xxs, 256, 32, 43, 86, 0, 0)                   \
+    X(IQ2_XS, iq2_xs, 256, 16, 43, 86, 0, 0) X(IQ2_S, iq2_s, 256, 16, 43, 86, 0, 0)                   \
+    X(IQ3_XXS, iq3_xxs, 256, 32, 62, 124, 0, 0) X(IQ3_S, iq3_s, 256, 32, 15, 30, 0, 0)                \
+    X(IQ1_S, iq1_s, 256, 32, 9, 18, 0, 0) X(IQ1_M, iq1_m, 256, 16, 9, 18, 0, 0)
+MUSE_TILE_TYPES(MUSE_DECLARE_TILE)
+
+struct muse_attn_flash;
+void muse_attn_flash_f16_avx2(const struct muse_attn_flash *f, void *scratch);
+size_t muse_attn_flash_scratch_avx2(int32_t hd, int32_t max_rows);
+
 void muse_attn_kq_f16_avx2(int32_t hd, int32_t n_keys, const void *k, size_t k_stride, const float *qf,
                            float *scores);
 void muse_attn_pv_f16_avx2(int32_t hd, int32_t n_keys, const void *v, size_t v_stride, const float *p, int32_t lane0,

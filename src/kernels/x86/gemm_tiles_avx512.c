@@ -1,0 +1,254 @@
+/*
+ * gemm_tiles_avx512.c - the tile GEMM for the AVX-512 level (VNNI, 512-bit registers):
+ * muse_tile_gemm_<t>_avx512 for the types of MUSE_TILE_TYPES, the same function of the inputs as
+ * the AVX2 build (gemm_tiles_avx2.c; both within the bound of docs/cpu-backend.md "The tile
+ * GEMM"), with another packing and inner loop:
+ *   panels of 16 weight rows; the codes c = v + o (0..255, one plane) interleaved by 4 bytes, so a
+ *   64-byte register holds elements 4k..4k+3 of the 16 rows;
+ *   per step of 4 elements one vpdpbusd (codes unsigned x the activation's 4 signed bytes,
+ *   broadcast) adds the 4 products of each row into its int32 lane, exactly (no int16 stage, no
+ *   saturation bound: every code width takes the same path); per group the lanes are multiplied
+ *   by the group scale (vpmulld; none for the types whose scales are all 1) and added to the
+ *   float block's int32 sum; the offset o * s_g * A_g and the mins are one vpdpwssd per 32
+ *   elements each, with the activation's 16-element sums.
+ * The first packing stage (tile_decode.h) is shared with the AVX2 build (its AVX2 decoders are
+ * not: this file uses the plain ones, written for the compiler to vectorize).
+ * Tested without an AVX-512 CPU by `make emu512` (SIMDe), like the other AVX-512 kernels.
+ */
+#include "kernels/x86/kernels_isa.h"
+
+#include "kernels/kernels.h"
+#include "kernels/x86/simd_avx2.h"
+#include "kernels/x86/tile_decode.h"
+
+#define PW 16    /* weight rows per panel */
+#define NY_MAX 8 /* activation rows per pass */
+
+struct tile_lay {
+    int codes, scal, dv, mv, offp, minp, rec;
+};
+
+MUSE_AVX2_INLINE struct tile_lay tile_layout(const struct tile_cfg c) {
+    struct tile_lay l;
+    l.codes = 0;
+    l.scal = c.fbe * PW;                                  /* fbe/4 steps x 64 bytes */
+    l.dv = l.scal + (c.s1 ? 0 : (c.fbe / c.g) * 64);      /* int32 scale per row and group */
+    l.mv = l.dv + 64;
+    l.offp = l.mv + (c.mins ? 64 : 0);
+    l.minp = l.offp + (c.o && !c.s1 ? (c.fbe / 32) * 64 : 0);
+    l.rec = l.minp + (c.mins ? (c.fbe / 32) * 64 : 0);
+    return l;
+}
+
+/* out[k] = dword k of each of x[0..7] (an 8 x 8 transpose of 32-bit units) */
+MUSE_AVX2_INLINE void tile_transpose8(__m256i x[8]) {
+    __m256i t[8], u[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_epi32(x[2 * i], x[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_epi32(x[2 * i], x[2 * i + 1]);
+    }
+    for (int i = 0; i < 2; i++) {
+        u[4 * i + 0] = _mm256_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        u[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    for (int k = 0; k < 4; k++) {
+        x[k] = _mm256_permute2x128_si256(u[k], u[4 + k], 0x20);
+        x[k + 4] = _mm256_permute2x128_si256(u[k], u[4 + k], 0x31);
+    }
+}
+
+/* Pack rows [0, nr) of n elements (nr <= PW; the others as zero rows) into pan. */
+MUSE_AVX2_INLINE void tile_pack(const struct tile_cfg c, tile_decode_fn dec, int64_t n, const uint8_t *w, size_t ws,
+                                int nr, uint8_t *pan) {
+    const struct tile_lay L = tile_layout(c);
+    const int64_t nfb = n / c.fbe;
+    struct tile_row tr[PW];
+    for (int r = nr; r < PW; r++) memset(&tr[r], 0, sizeof tr[r]);
+    const __m256i off = _mm256_set1_epi8((char)c.o);
+    for (int64_t fb = 0; fb < nfb; fb++) {
+        uint8_t *rec = pan + fb * L.rec;
+        for (int r = 0; r < nr; r++) dec(w + r * ws + fb * c.bpb, &tr[r]);
+        for (int j = 0; j < c.fbe / 32; j++)
+            for (int half = 0; half < 2; half++) { /* rows 0-7, then 8-15: the two 32-byte halves */
+                __m256i x[8];
+                for (int r = 0; r < 8; r++)
+                    x[r] = _mm256_add_epi8(_mm256_load_si256((const __m256i *)(tr[8 * half + r].v + 32 * j)), off);
+                tile_transpose8(x);
+                for (int k = 0; k < 8; k++) _mm256_storeu_si256((__m256i *)(rec + L.codes + (j * 8 + k) * 64 + 32 * half), x[k]);
+            }
+        if (!c.s1)
+            for (int gi = 0; gi < c.fbe / c.g; gi++) {
+                int32_t *sv = (int32_t *)(void *)(rec + L.scal + gi * 64);
+                for (int r = 0; r < PW; r++) sv[r] = tr[r].s[gi];
+            }
+        float *dv = (float *)(void *)(rec + L.dv), *mv = (float *)(void *)(rec + L.mv);
+        for (int r = 0; r < PW; r++) {
+            dv[r] = tr[r].d;
+            if (c.mins) mv[r] = tr[r].m;
+        }
+        for (int jj = 0; jj < c.fbe / 32 && c.o && !c.s1; jj++) { /* (-o s, -o s) of the two 16-units */
+            int16_t *ov = (int16_t *)(void *)(rec + L.offp + jj * 64);
+            for (int r = 0; r < PW; r++) {
+                ov[2 * r] = (int16_t)(-c.o * tr[r].s[(32 * jj) / c.g]);
+                ov[2 * r + 1] = (int16_t)(-c.o * tr[r].s[(32 * jj + 16) / c.g]);
+            }
+        }
+        for (int jj = 0; jj < c.fbe / 32 && c.mins; jj++) {
+            int16_t *mp = (int16_t *)(void *)(rec + L.minp + jj * 64);
+            for (int r = 0; r < PW; r++) {
+                mp[2 * r] = tr[r].mn[2 * jj];
+                mp[2 * r + 1] = tr[r].mn[2 * jj + 1];
+            }
+        }
+    }
+}
+
+/* int32 lanes to float (SIMDe has no _mm512_cvtepi32_ps: the emulation build converts the two
+ * halves with the AVX2 instruction, the same rounding) */
+MUSE_AVX2_INLINE __m512 tile_cvt(__m512i x) {
+#if defined(MUSE_EMULATE_AVX512)
+    const __m256 lo = _mm256_cvtepi32_ps(_mm512_castsi512_si256(x));
+    const __m256 hi = _mm256_cvtepi32_ps(_mm512_extracti64x4_epi64(x, 1));
+    return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+#else
+    return _mm512_cvtepi32_ps(x);
+#endif
+}
+
+MUSE_AVX2_INLINE __m512i tile_bcast4(const void *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+/* One packed panel against NY activation rows: acc[r] (16 floats) += the panel's dots with row r. */
+MUSE_AVX2_INLINE void tile_run(const struct tile_cfg c, int64_t n, const uint8_t *pan, const int8_t *const *a,
+                               const int16_t *const *gs, const float *const *da, const int NY, __m512 *acc) {
+    const struct tile_lay L = tile_layout(c);
+    const int64_t nfb = n / c.fbe;
+    for (int64_t fb = 0; fb < nfb; fb++) {
+        const uint8_t *rec = pan + fb * L.rec;
+        const int64_t e0 = fb * c.fbe;
+        __m512i Isum[NY_MAX];
+        MUSE_UNROLL
+        for (int r = 0; r < NY; r++) Isum[r] = _mm512_setzero_si512();
+        for (int gi = 0; gi < c.fbe / c.g; gi++) {
+            const int64_t eg = e0 + (int64_t)gi * c.g;
+            const uint8_t *cg = rec + L.codes + gi * (c.g / 4) * 64;
+            if (c.s1) {
+                for (int k = 0; k < c.g / 4; k++) {
+                    const __m512i w = _mm512_loadu_si512((const void *)(cg + k * 64));
+                    MUSE_UNROLL
+                    for (int r = 0; r < NY; r++) Isum[r] = _mm512_dpbusd_epi32(Isum[r], w, tile_bcast4(a[r] + eg + 4 * k));
+                }
+                continue;
+            }
+            __m512i Gsum[NY_MAX];
+            MUSE_UNROLL
+            for (int r = 0; r < NY; r++) Gsum[r] = _mm512_setzero_si512();
+            for (int k = 0; k < c.g / 4; k++) {
+                const __m512i w = _mm512_loadu_si512((const void *)(cg + k * 64));
+                MUSE_UNROLL
+                for (int r = 0; r < NY; r++) Gsum[r] = _mm512_dpbusd_epi32(Gsum[r], w, tile_bcast4(a[r] + eg + 4 * k));
+            }
+            const __m512i sv = _mm512_loadu_si512((const void *)(rec + L.scal + gi * 64));
+            MUSE_UNROLL
+            for (int r = 0; r < NY; r++) Isum[r] = _mm512_add_epi32(Isum[r], _mm512_mullo_epi32(Gsum[r], sv));
+        }
+        if (c.o)
+            for (int jj = 0; jj < c.fbe / 32; jj++) {
+                const __m512i ov = c.s1 ? _mm512_set1_epi16((short)-c.o) : _mm512_loadu_si512((const void *)(rec + L.offp + jj * 64));
+                MUSE_UNROLL
+                for (int r = 0; r < NY; r++) Isum[r] = _mm512_dpwssd_epi32(Isum[r], ov, tile_bcast4(gs[r] + e0 / 16 + 2 * jj));
+            }
+        const __m512 dv = _mm512_loadu_ps((const void *)(rec + L.dv));
+        MUSE_UNROLL
+        for (int r = 0; r < NY; r++)
+            acc[r] = _mm512_fmadd_ps(tile_cvt(Isum[r]), _mm512_mul_ps(dv, _mm512_set1_ps(da[r][e0 / 32])), acc[r]);
+        if (c.mins) {
+            __m512i Msum[NY_MAX];
+            MUSE_UNROLL
+            for (int r = 0; r < NY; r++) Msum[r] = _mm512_setzero_si512();
+            for (int jj = 0; jj < c.fbe / 32; jj++) {
+                const __m512i mp = _mm512_loadu_si512((const void *)(rec + L.minp + jj * 64));
+                MUSE_UNROLL
+                for (int r = 0; r < NY; r++) Msum[r] = _mm512_dpwssd_epi32(Msum[r], mp, tile_bcast4(gs[r] + e0 / 16 + 2 * jj));
+            }
+            const __m512 mv = _mm512_loadu_ps((const void *)(rec + L.mv));
+            MUSE_UNROLL
+            for (int r = 0; r < NY; r++)
+                acc[r] = _mm512_fmadd_ps(tile_cvt(Msum[r]), _mm512_mul_ps(mv, _mm512_set1_ps(da[r][e0 / 32])), acc[r]);
+        }
+    }
+}
+
+MUSE_AVX2_INLINE void tile_rows(const struct tile_cfg c, int64_t n, const uint8_t *pan, const char *xp, size_t xps,
+                                int r0, const int NY, int nr, float *out, int64_t os) {
+    const int8_t *a[NY_MAX];
+    const int16_t *gs[NY_MAX];
+    const float *da[NY_MAX];
+    __m512 acc[NY_MAX];
+    MUSE_UNROLL
+    for (int r = 0; r < NY; r++) {
+        const char *row = xp + (size_t)(r0 + r) * xps;
+        a[r] = (const int8_t *)row;
+        gs[r] = (const int16_t *)(const void *)(row + n);
+        da[r] = (const float *)(const void *)(row + n + n / 8);
+        acc[r] = _mm512_setzero_ps();
+    }
+    tile_run(c, n, pan, a, gs, da, NY, acc);
+    MUSE_UNROLL
+    for (int r = 0; r < NY; r++) {
+        float *o = out + (int64_t)(r0 + r) * os;
+        if (nr == PW) {
+            _mm512_storeu_ps(o, acc[r]);
+        } else {
+            _Alignas(64) float t[PW];
+            _mm512_store_ps(t, acc[r]);
+            for (int i = 0; i < nr; i++) o[i] = t[i];
+        }
+    }
+}
+
+MUSE_AVX2_INLINE bool tile_gemm(const struct tile_cfg c, tile_decode_fn dec, int64_t n, const void *w, size_t ws,
+                                int64_t n_rows, const void *xp, size_t xps, int n_act, float *out, int64_t os,
+                                void *scratch, size_t scratch_bytes) {
+    if (n % c.fbe != 0) return false;
+    const struct tile_lay L = tile_layout(c);
+    if ((size_t)(n / c.fbe) * (size_t)L.rec > scratch_bytes || ((uintptr_t)scratch & 31)) return false;
+    uint8_t *pan = scratch;
+    for (int64_t i0 = 0; i0 < n_rows; i0 += PW) {
+        const int nr = n_rows - i0 < PW ? (int)(n_rows - i0) : PW;
+        tile_pack(c, dec, n, (const uint8_t *)w + i0 * ws, ws, nr, pan);
+        for (int r0 = 0; r0 < n_act; r0 += NY_MAX) {
+            switch (n_act - r0 < NY_MAX ? n_act - r0 : NY_MAX) {
+            case 1: tile_rows(c, n, pan, xp, xps, r0, 1, nr, out + i0, os); break;
+            case 2: tile_rows(c, n, pan, xp, xps, r0, 2, nr, out + i0, os); break;
+            case 3: tile_rows(c, n, pan, xp, xps, r0, 3, nr, out + i0, os); break;
+            case 4: tile_rows(c, n, pan, xp, xps, r0, 4, nr, out + i0, os); break;
+            case 5: tile_rows(c, n, pan, xp, xps, r0, 5, nr, out + i0, os); break;
+            case 6: tile_rows(c, n, pan, xp, xps, r0, 6, nr, out + i0, os); break;
+            case 7: tile_rows(c, n, pan, xp, xps, r0, 7, nr, out + i0, os); break;
+            default: tile_rows(c, n, pan, xp, xps, r0, NY_MAX, nr, out + i0, os); break;
+            }
+        }
+    }
+    return true;
+}
+
+#define TILE_DEFINE(T, t, FBE, G, O, CMAX, MINS, S1)                                                               \
+    static void td_##t##_fn(const uint8_t *blk, struct tile_row *r) { td_##t(blk, r); }                           \
+    bool muse_tile_gemm_##t##_avx512(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *xp,          \
+                                     size_t xps, int n_act, float *out, int64_t os, void *scratch,                 \
+                                     size_t scratch_bytes) {                                                       \
+        const struct tile_cfg c = {FBE, G, O, CMAX, MINS, S1, (int)sizeof(struct muse_block_##t)};                 \
+        return tile_gemm(c, td_##t##_fn, n, w, ws, n_rows, xp, xps, n_act, out, os, scratch, scratch_bytes);       \
+    }                                                                                                              \
+    size_t muse_tile_panel_bytes_##t##_avx512(int64_t n) {                                                         \
+        const struct tile_cfg c = {FBE, G, O, CMAX, MINS, S1, (int)sizeof(struct muse_block_##t)};                 \
+        return (size_t)(n / FBE) * (size_t)tile_layout(c).rec;                                                     \
+    }
+
+MUSE_TILE_TYPES(TILE_DEFINE) /* defines muse_tile_gemm_<t>_avx512 and muse_tile_panel_bytes_<t>_avx512 */

@@ -1,0 +1,311 @@
+/*
+ * test_tile_forward.c - the fast cpu backend checked op by op inside real forwards, against the
+ * reference with the bounds that follow from reassociation (docs/cpu-backend.md, "The tile GEMM"
+ * and "Flash attention"). Synthetic models cover every weight type of the tile GEMM; a wrapper
+ * backend runs each step on the cpu backend, then (thread 0, between two extra barriers) redoes
+ * it with the reference on the very same inputs:
+ *   - matmuls: the tile GEMM's outputs within 2 gamma(ne0/16 + 8) T of muse_x86_vec_dot on the same
+ *     quantized rows (T from the packing's exact integers, as test_tile_gemm); steps the exact
+ *     kernels ran (decode) bit for bit;
+ *   - attention: flash outputs within (2^-11 + 2 E + 2 gamma(n + n/32 + 8)) sum_j p_j |v_j| of
+ *     muse_attn_head_ref (2^-11: the reference rounds the probabilities to F16; E: the score
+ *     errors of both sides, scale * 2 gamma(hd) sum |q k|, plus the exp's 1.5 ulp and the
+ *     argument rounding); exact steps bit for bit.
+ * The forward goes on with the cpu backend's values, so later layers see its real activations.
+ * One prompt batch (tile GEMM + flash attention), then decode steps (exact kernels), 1 and 2
+ * threads, F16 KV cache.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend/backend.h"
+#include "core/fp16.h"
+#include "kernels/kernels.h"
+#include "kernels/matmul.h"
+#include "kernels/x86/kernels_isa.h"
+#include "kernels/x86/tile_decode.h"
+#include "kernels/x86_numerics.h"
+#include "model/model.h"
+#include "synth/synth.h"
+#include "test.h"
+
+// ---- the tile types' first packing stage (for the bound T) -------------------------------------
+
+struct tile_type {
+    enum muse_type type;
+    struct tile_cfg cfg;
+    tile_decode_fn dec;
+};
+#define TT_FN(T, t, ...) static void tt_##t(const uint8_t *blk, struct tile_row *r) { td_##t(blk, r); }
+MUSE_TILE_TYPES(TT_FN)
+#define TT_ENTRY(T, t, FBE, G, O, CMAX, MINS, S1) \
+    {MUSE_TYPE_##T, {FBE, G, O, CMAX, MINS, S1, (int)sizeof(struct muse_block_##t)}, tt_##t},
+static const struct tile_type tile_types[] = {MUSE_TILE_TYPES(TT_ENTRY)};
+
+static const struct tile_type *tile_type_of(enum muse_type t) {
+    for (size_t i = 0; i < sizeof tile_types / sizeof tile_types[0]; i++)
+        if (tile_types[i].type == t) return &tile_types[i];
+    return NULL;
+}
+
+/* T of weight row w against the activation row in the tile layout xp (test_tile_gemm.c) */
+static double abs_terms(const struct tile_type *tt, int64_t ne0, const uint8_t *w, const uint8_t *xp) {
+    const int8_t *a = (const int8_t *)xp;
+    const int16_t *gs = (const int16_t *)(const void *)(xp + ne0);
+    const float *da = (const float *)(const void *)(xp + ne0 + ne0 / 8);
+    double t = 0;
+    for (int64_t fb = 0; fb < ne0 / tt->cfg.fbe; fb++) {
+        struct tile_row r;
+        memset(&r, 0, sizeof r);
+        tt->dec(w + fb * tt->cfg.bpb, &r);
+        const int64_t e0 = fb * tt->cfg.fbe;
+        double si = 0, sm = 0;
+        for (int e = 0; e < tt->cfg.fbe; e++) si += fabs((double)r.s[e / tt->cfg.g] * r.v[e] * a[e0 + e]);
+        for (int u = 0; u < tt->cfg.fbe / 16 && tt->cfg.mins; u++) sm += fabs((double)r.mn[u] * gs[e0 / 16 + u]);
+        t += fabs((double)r.d * da[e0 / 32]) * si + fabs((double)r.m * da[e0 / 32]) * sm;
+    }
+    return t;
+}
+
+// ---- the verifying wrapper backend ------------------------------------------------------------
+
+struct verify {
+    const struct muse_backend_ops *cpu;
+    void *cs;
+    const struct muse_kernels *k;
+    int64_t max_ne0;
+    uint8_t *q, *xp;   /* [n_batch] rows: reference quantization, tile layout */
+    float *save;       /* attention outputs of the fast path */
+    float *scores, *fscratch;
+    uint8_t *qc;
+    /* counts */
+    long mm_tile, mm_exact, at_flash, at_exact, bad;
+    double worst_mm, worst_at; /* largest error / bound: matmuls, attention */
+};
+
+static void v_parallel(void *state, muse_backend_fn fn, void *ctx) {
+    struct verify *v = state;
+    v->cpu->parallel(v->cs, fn, ctx);
+}
+
+static void v_barrier(void *state) {
+    struct verify *v = state;
+    v->cpu->barrier(v->cs);
+}
+
+static void note(struct verify *v, double err, double tol, const char *what, double *worst) {
+    if (!(err <= tol)) {
+        if (v->bad++ < 5) fprintf(stderr, "  %s: error %.3g > bound %.3g\n", what, err, tol);
+    } else if (tol > 0 && err / tol > *worst) {
+        *worst = err / tol;
+    }
+}
+
+static void check_matmul(struct verify *v, const struct muse_matmul_job *jobs, int n_jobs, const float *x, int32_t n_rows) {
+    const int64_t ne0 = jobs[0].w.ne0;
+    for (int j = 0; j < n_jobs; j++) {
+        const struct muse_weight *w = &jobs[j].w;
+        const bool tile = muse_matmul_tile_supported(v->k, w->type, ne0, n_rows);
+        const size_t qs = muse_matmul_act_row_size(w->type, ne0), xps = muse_matmul_tile_act_bytes(ne0);
+        for (int32_t r = 0; r < n_rows; r++) {
+            muse_matmul_quantize(NULL, w->type, ne0, x + (size_t)r * ne0, 0, 1, v->q + (size_t)r * qs, qs, 0, 1);
+            if (tile) muse_matmul_tile_prep(w->type, ne0, v->q + (size_t)r * qs, v->xp + (size_t)r * xps);
+        }
+        const struct tile_type *tt = tile ? tile_type_of(w->type) : NULL;
+        const double tol_f = 2.0 * muse_tile_gamma(ne0 / 16 + 8), u = 0x1p-24;
+        for (int32_t r = 0; r < n_rows; r++)
+            for (int64_t i = 0; i < w->ne1; i++) {
+                float dot;
+                muse_x86_vec_dot(w->type)(ne0, &dot, (const uint8_t *)w->data + (size_t)i * w->row_size, v->q + (size_t)r * qs);
+                float want = dot;
+                if (jobs[j].has_scale) want = want * jobs[j].scale;
+                if (jobs[j].bias) want = want + jobs[j].bias[i];
+                const float got = jobs[j].y[(size_t)r * w->ne1 + i];
+                if (!tt) {
+                    note(v, memcmp(&got, &want, 4) ? INFINITY : 0, 0, "exact matmul step not bit-identical", &v->worst_mm);
+                    continue;
+                }
+                /* the dot's bound, through the epilogue's two roundings on both sides */
+                const double sc = jobs[j].has_scale ? fabs((double)jobs[j].scale) : 1.0;
+                const double tol = tol_f * abs_terms(tt, ne0, (const uint8_t *)w->data + (size_t)i * w->row_size,
+                                                     v->xp + (size_t)r * xps) * sc * (1 + 4 * u) +
+                                   4 * u * fabs((double)want);
+                note(v, fabs((double)got - want), tol, muse_type_layout_get(w->type)->name, &v->worst_mm);
+            }
+        if (tt) v->mm_tile++;
+        else v->mm_exact++;
+    }
+}
+
+static void v_matmul(void *state, const struct muse_matmul_job *jobs, int n_jobs, const float *x, int32_t n_rows,
+                     int ith, int nth) {
+    struct verify *v = state;
+    v->cpu->matmul(v->cs, jobs, n_jobs, x, n_rows, ith, nth);
+    v->cpu->barrier(v->cs);
+    if (ith == 0) check_matmul(v, jobs, n_jobs, x, n_rows);
+    v->cpu->barrier(v->cs);
+}
+
+/* The bound of one flash row (t, h) per element d, from the cache and the query in double. */
+static void flash_bounds(const struct muse_attn_args *a, int32_t t, int32_t h, double *tol) {
+    const int32_t hd = a->head_dim, kvh = h / (a->n_head / a->n_head_kv);
+    const int32_t hi = a->pos[t], lo = a->n_swa > 0 && hi - a->n_swa + 1 > 0 ? hi - a->n_swa + 1 : 0, n = hi - lo + 1;
+    const size_t hb = muse_type_row_size(MUSE_TYPE_F16, hd);
+    const float *q = a->q + ((size_t)t * a->n_head + h) * hd;
+    const double u = 0x1p-24;
+    double *s = malloc(sizeof(double) * (size_t)n), mx = -INFINITY, E = 0;
+    for (int32_t j = 0; j < n; j++) {
+        const uint16_t *kr = (const uint16_t *)(const void *)((const char *)a->kv->k + (size_t)((uint32_t)(lo + j) % a->kv->n_cells) * a->kv->k_row_size + kvh * hb);
+        double dot = 0, adot = 0;
+        for (int32_t d = 0; d < hd; d++) {
+            const double qf = muse_fp16_to_fp32(muse_fp32_to_fp16(q[d])), kf = muse_fp16_to_fp32(kr[d]);
+            dot += qf * kf;
+            adot += fabs(qf * kf);
+        }
+        s[j] = dot * a->scale;
+        if (s[j] > mx) mx = s[j];
+        const double ej = a->scale * 2 * muse_tile_gamma(hd) * adot;
+        if (ej > E) E = ej;
+    }
+    double l = 0, xmax = 0;
+    for (int32_t j = 0; j < n; j++) {
+        if (fabs(s[j] - mx) > xmax) xmax = fabs(s[j] - mx);
+        s[j] = exp(s[j] - mx);
+        l += s[j];
+    }
+    E += 6 * u + 2 * u * xmax + 2 * u * fabs(mx);
+    const double f = 0x1p-11 + 2 * E + 2 * muse_tile_gamma(n + n / 32 + 8);
+    for (int32_t d = 0; d < hd; d++) tol[d] = 0;
+    for (int32_t j = 0; j < n; j++) {
+        const uint16_t *vr = (const uint16_t *)(const void *)((const char *)a->kv->v + (size_t)((uint32_t)(lo + j) % a->kv->n_cells) * a->kv->v_row_size + kvh * hb);
+        for (int32_t d = 0; d < hd; d++) tol[d] += s[j] / l * fabs((double)muse_fp16_to_fp32(vr[d]));
+    }
+    for (int32_t d = 0; d < hd; d++) tol[d] *= f;
+    free(s);
+}
+
+static void v_attention(void *state, const struct muse_attn_args *a, int ith, int nth) {
+    struct verify *v = state;
+    v->cpu->attention(v->cs, a, ith, nth);
+    v->cpu->barrier(v->cs);
+    if (ith == 0) {
+        const size_t n = (size_t)a->n_tokens * a->n_head * a->head_dim;
+        const bool flash = v->k->attn_flash_f16 && a->kv->type == MUSE_TYPE_F16 && a->head_dim % 8 == 0 && a->n_tokens >= 4;
+        memcpy(v->save, a->out, n * sizeof(float));
+        double *tol = malloc(sizeof(double) * (size_t)a->head_dim);
+        for (int32_t t = 0; t < a->n_tokens; t++)
+            for (int32_t h = 0; h < a->n_head; h++) {
+                muse_attn_head_ref(a, t, h, v->scores, v->fscratch, v->qc);
+                muse_attn_gate_head(a, t, h);
+                const size_t o = ((size_t)t * a->n_head + h) * a->head_dim;
+                if (flash) flash_bounds(a, t, h, tol);
+                for (int32_t d = 0; d < a->head_dim; d++) {
+                    const float got = v->save[o + d], want = a->out[o + d];
+                    if (flash) note(v, fabs((double)got - want), tol[d] + 4 * 0x1p-24 * fabs((double)want), "flash attention", &v->worst_at);
+                    else note(v, memcmp(&got, &want, 4) ? INFINITY : 0, 0, "exact attention not bit-identical", &v->worst_at);
+                }
+            }
+        memcpy(a->out, v->save, n * sizeof(float)); /* the forward goes on with the fast values */
+        free(tol);
+        if (flash) v->at_flash++;
+        else v->at_exact++;
+    }
+    v->cpu->barrier(v->cs);
+}
+
+static const struct muse_backend_ops verify_ops = {
+    .name = "cpu-verify", .parallel = v_parallel, .barrier = v_barrier, .matmul = v_matmul, .attention = v_attention,
+};
+
+// ---- the models ---------------------------------------------------------------------------------
+
+static const char *const mixes[] = {
+    "*=q8_0",
+    "attn_q=q4_0,attn_k=q5_0,attn_v=iq4_nl,attn_output=mxfp4,attn_gate=q4_0,ffn_gate=q5_0,ffn_up=iq4_nl,"
+    "ffn_down=mxfp4,*=q8_0",
+    "attn_q=q4_k,attn_k=q5_k,attn_v=q6_k,attn_output=q2_k,attn_gate=q3_k,ffn_gate=iq4_xs,ffn_up=tq2_0,"
+    "ffn_down=tq1_0,output=q6_k,*=q4_k",
+    "attn_q=iq2_xxs,attn_k=iq2_xs,attn_v=iq2_s,attn_output=iq3_xxs,attn_gate=iq3_s,ffn_gate=iq1_s,"
+    "ffn_up=iq3_s,ffn_down=iq1_m,output=q6_k,*=q4_k",
+};
+
+static void run_case(const char *types, int32_t head_dim, uint32_t threads) {
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/muse-test-tile-forward-%d.gguf", (int)getpid());
+    struct muse_error err;
+    struct muse_synth_config cfg;
+    TEST_COND("preset", muse_synth_preset("tiny", &cfg, &err) == MUSE_OK);
+    cfg.n_layer = 4;
+    cfg.head_dim = head_dim;
+    cfg.n_head = head_dim == 32 ? 8 : 4;
+    cfg.values = MUSE_SYNTH_VALUES_CONDITIONED;
+    cfg.n_rules = 0;
+    if (muse_synth_parse_types(types, &cfg, &err) != MUSE_OK || muse_synth_write(&cfg, path, NULL, NULL, &err) != MUSE_OK) {
+        TEST_CONDF(false, "synth %s: %s", types, err.msg);
+        return;
+    }
+    struct muse_model *m = NULL;
+    struct muse_context *ctx = NULL;
+    TEST_COND("load", muse_model_load(path, muse_model_default_params(), &m, &err) == MUSE_OK);
+    struct muse_context_params cp = muse_context_default_params();
+    cp.n_ctx = 128;
+    cp.n_batch = 64;
+    cp.n_threads = threads;
+    cp.backend = "cpu";
+    if (!m || muse_context_create(m, cp, &ctx, &err) != MUSE_OK) {
+        TEST_CONDF(false, "context: %s", err.msg);
+        muse_model_free(m);
+        unlink(path);
+        return;
+    }
+    struct verify v = {.cpu = ctx->ops, .cs = ctx->backend_state, .k = muse_kernels_active()};
+    const int64_t ne0 = ctx->plan.max_ne0, nb = ctx->plan.n_batch;
+    v.q = malloc((size_t)nb * muse_type_row_size(MUSE_TYPE_F32, ne0));
+    v.xp = malloc((size_t)nb * muse_matmul_tile_act_bytes(ne0));
+    v.save = malloc(sizeof(float) * (size_t)nb * cfg.n_head * head_dim);
+    v.scores = malloc(sizeof(float) * ctx->plan.max_cells);
+    v.fscratch = malloc(sizeof(float) * 10 * (size_t)head_dim);
+    v.qc = malloc(4 * (size_t)head_dim + 64);
+    ctx->ops = &verify_ops;
+    ctx->backend_state = &v;
+    int32_t toks[48];
+    for (int i = 0; i < 48; i++) toks[i] = (int32_t)((i * 37 + 11) % (cfg.n_vocab - 3));
+    float *logits = malloc(sizeof(float) * (size_t)cfg.n_vocab * 48);
+    TEST_COND("prompt", muse_eval(ctx, toks, 44, logits, 1, &err) == MUSE_OK);
+    for (int i = 44; i < 47; i++) TEST_COND("decode", muse_eval(ctx, toks + i, 1, logits, 0, &err) == MUSE_OK);
+    ctx->ops = v.cpu;
+    ctx->backend_state = v.cs;
+    TEST_CONDF(v.bad == 0, "%s (head_dim %d, %u threads): %ld ops outside their bound", types, head_dim, threads, v.bad);
+    TEST_CONDF(v.mm_tile > 0 && v.mm_exact > 0 && v.at_flash > 0 && v.at_exact > 0,
+               "%s: both paths ran (tile %ld, exact %ld, flash %ld, exact attention %ld)", types, v.mm_tile, v.mm_exact,
+               v.at_flash, v.at_exact);
+    printf("  %-36.36s hd %3d t%u: tile matmuls %3ld, exact %3ld, flash %2ld, exact attention %2ld; worst error / "
+           "bound: matmul %.3f, attention %.3f\n",
+           types, head_dim, threads, v.mm_tile, v.mm_exact, v.at_flash, v.at_exact, v.worst_mm, v.worst_at);
+    free(logits);
+    free(v.q);
+    free(v.xp);
+    free(v.save);
+    free(v.scores);
+    free(v.fscratch);
+    free(v.qc);
+    muse_context_free(ctx);
+    muse_model_free(m);
+    unlink(path);
+}
+
+int main(void) {
+    const struct muse_kernels *k = muse_kernels_active();
+    if (!k || k->exact_mode || !k->tile_gemm[MUSE_TYPE_Q8_0]) {
+        printf("SKIP: no tile GEMM at this level (%s)\n", k ? muse_cpu_level_name(k->level) : "none");
+        return TEST_REPORT();
+    }
+    printf("level %s\n", muse_cpu_level_name(k->level));
+    for (size_t i = 0; i < sizeof mixes / sizeof mixes[0]; i++) run_case(mixes[i], 32, 1);
+    run_case(mixes[0], 128, 2);
+    run_case(mixes[2], 128, 1);
+    return TEST_REPORT();
+}

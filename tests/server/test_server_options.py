@@ -5,6 +5,7 @@ given as a name, -v; and the probabilities the model reports: n_probs gives the 
 own probability also when it is outside the top n, OpenAI logprobs agree with greedy decoding."""
 import json
 import math
+import os
 import time
 import pathlib
 import subprocess
@@ -32,7 +33,15 @@ def main():
     refused(["--host", "no-such-host.invalid"], "cannot resolve")
     refused(["--alias", ""], "--alias")
 
-    with RealServer(MODEL, "-np", "2") as srv:
+    # the exact kernels (MUSE_CPU=exact): the same-seed comparisons below sample at temperature 3 with
+    # no top-k, where a 1e-4 logit difference flips tokens; in the fast mode a prompt evaluated whole
+    # (flash attention, 4+ rows) and one served from the cache (1 row) differ by that much (docs/cpu-backend.md)
+    os.environ["MUSE_CPU"] = "exact"
+    try:
+        srv_np2 = RealServer(MODEL, "-np", "2")
+    finally:
+        del os.environ["MUSE_CPU"]
+    with srv_np2 as srv:
         st, _, m = srv.request("GET", "/v1/models")
         check(m["data"][0]["id"] == "glimmer-tiny-f16.gguf", f"default model id is the file's base name: {m}")
         st, _, p = srv.request("GET", "/props")

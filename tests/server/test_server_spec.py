@@ -20,6 +20,11 @@ from test_server_real import RealServer
 ensure_venv(["openai"])
 import openai  # noqa: E402
 
+# the servers run the exact kernels: a plain and a speculative server then answer identically bit
+# for bit (probabilities included); in the fast mode a verify batch (flash attention for 4+ rows)
+# moves probabilities by ~1e-5 (docs/speculative.md)
+os.environ["MUSE_CPU"] = (os.environ["MUSE_CPU"] + "," if os.environ.get("MUSE_CPU") else "") + "exact"
+
 
 def main():
     tmp = tempfile.TemporaryDirectory(prefix="muse-spec-srv-")

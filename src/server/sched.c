@@ -475,14 +475,19 @@ done:
     return fin;
 }
 
-/* Count a finished job that reached a slot in the metrics. */
-static void count_job(struct muse_srv_sched *s, struct muse_srv_job *job) {
+/* Count a job that reached a slot, ending as fin, in the metrics: before it is reported done, so a
+ * client that reads /metrics as soon as it has its answer sees the job counted. */
+static void count_job(struct muse_srv_sched *s, struct muse_srv_job *job, enum muse_srv_finish fin) {
     if (!s->metrics) return;
+    const int64_t now = muse_time_us();
     pthread_mutex_lock(&job->mu);
-    double pre = (double)(job->t_prefill_end_us - job->t_start_us) / 1e6;
-    double dec = (double)(job->t_end_us - job->t_prefill_end_us) / 1e6;
+    const int64_t t0 = job->t_start_us ? job->t_start_us : now;
+    const int64_t tp = job->t_prefill_end_us ? job->t_prefill_end_us : now;
+    const int64_t te = job->done ? job->t_end_us : now;
+    double pre = (double)(tp - t0) / 1e6;
+    double dec = (double)(te - tp) / 1e6;
     int n_gen = job->n_out, n_cached = job->n_cached;
-    bool cancelled = job->finish == MUSE_SRV_FINISH_CANCELLED;
+    bool cancelled = (job->done ? job->finish : fin) == MUSE_SRV_FINISH_CANCELLED;
     pthread_mutex_unlock(&job->mu);
     muse_srv_metrics_job(s->metrics, job->n_prompt, n_cached, n_gen, pre, dec, cancelled);
 }
@@ -494,7 +499,7 @@ static void count_job(struct muse_srv_sched *s, struct muse_srv_job *job) {
 /*
  * A slot's thread: sleep on sl->cv until submit (or a finishing worker, through the queue) hands it
  * a job or the scheduler stops; run the job without the lock; mark the slot idle, or take the
- * queue's head straight away; then finish the job (readers see it done), count it and drop the
+ * queue's head straight away; then count the job, finish it (readers see it done) and drop the
  * scheduler's reference. A job already assigned when stopping
  * starts is still run (it sees its cancel flag and ends as cancelled), so every job submitted with
  * OK is finished by some worker - or, when no worker ever started, by muse_srv_sched_stop.
@@ -520,8 +525,8 @@ static void *worker(void *arg) {
             s->q_len--;
         }
         pthread_mutex_unlock(&s->mu);
+        count_job(s, job, fin);
         job_finish(job, fin, fin == MUSE_SRV_FINISH_ERROR ? err : NULL);
-        count_job(s, job);
         muse_srv_job_release(job);
         pthread_mutex_lock(&s->mu);
     }

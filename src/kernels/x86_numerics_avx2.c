@@ -14,7 +14,7 @@
 #include "kernels/x86_numerics_body.h"
 #undef X86N
 
-#include <immintrin.h>
+#include "kernels/x86/simd_avx2.h"
 
 /* Sum of the 8 lanes in muse_x86_hsum8's order. */
 static inline float hsum8_avx(__m256 v) {
@@ -97,38 +97,11 @@ void muse_x86_f16_row_avx2(const uint16_t *x, float *y, int64_t n) {
     for (; i < n; i++) y[i] = muse_fp16_to_fp32(x[i]);
 }
 
-/* muse_x86_expf_fma on 8 lanes: the same operations lane by lane (the same bits). */
-static inline __m256 expf8(__m256 x) {
-    const __m256 r = _mm256_set1_ps(0x1.8p23f);
-    const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
-    const __m256 n = _mm256_sub_ps(z, r);
-    const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
-                                      _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
-    const __m256i e = _mm256_slli_epi32(_mm256_castps_si256(z), 23);
-    const __m256 k = _mm256_castsi256_ps(_mm256_add_epi32(e, _mm256_castps_si256(_mm256_set1_ps(1.0f))));
-    const __m256 an = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), n);
-    const __m256 c = _mm256_cmp_ps(an, _mm256_set1_ps(126.0f), _CMP_GT_OQ);
-    const __m256 u = _mm256_mul_ps(b, b);
-    const __m256 j = _mm256_fmadd_ps(
-        _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
-                        _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
-        u, _mm256_mul_ps(_mm256_set1_ps(0x1.ffffecp-1f), b));
-    const __m256 normal = _mm256_fmadd_ps(j, k, k);
-    if (_mm256_movemask_ps(c) == 0) return normal;
-    const __m256i g = _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ)),
-                                       _mm256_set1_epi32((int)0x82000000u));
-    const __m256 s1 = _mm256_castsi256_ps(_mm256_add_epi32(g, _mm256_set1_epi32(0x7f000000)));
-    const __m256 s2 = _mm256_castsi256_ps(_mm256_sub_epi32(e, g));
-    const __m256 big = _mm256_cmp_ps(an, _mm256_set1_ps(192.0f), _CMP_GT_OQ);
-    const __m256 special = _mm256_blendv_ps(_mm256_mul_ps(_mm256_fmadd_ps(s2, j, s2), s1), _mm256_mul_ps(s1, s1), big);
-    return _mm256_blendv_ps(normal, special, c);
-}
-
 void muse_x86_swiglu_avx2(float *y, const float *g, const float *u, int64_t n) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
         const __m256 x = _mm256_loadu_ps(g + i);
-        const __m256 s = _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), expf8(_mm256_sub_ps(_mm256_setzero_ps(), x))));
+        const __m256 s = _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), avx2_expf8(_mm256_sub_ps(_mm256_setzero_ps(), x))));
         _mm256_storeu_ps(y + i, _mm256_mul_ps(s, _mm256_loadu_ps(u + i)));
     }
     for (; i < n; i++) y[i] = muse_x86_silu_fma(g[i]) * u[i];

@@ -28,33 +28,6 @@
 #define KT 32 /* keys per tile */
 #define RB 4  /* query rows per register block */
 
-/* muse_x86_expf on 8 lanes (the same operations lane by lane: the same bits) */
-MUSE_AVX2_INLINE __m256 flash_exp(__m256 x) {
-    const __m256 r = _mm256_set1_ps(0x1.8p23f);
-    const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
-    const __m256 n = _mm256_sub_ps(z, r);
-    const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
-                                      _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
-    const __m256i e = _mm256_slli_epi32(_mm256_castps_si256(z), 23);
-    const __m256 k = _mm256_castsi256_ps(_mm256_add_epi32(e, _mm256_castps_si256(_mm256_set1_ps(1.0f))));
-    const __m256 an = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), n);
-    const __m256 c = _mm256_cmp_ps(an, _mm256_set1_ps(126.0f), _CMP_GT_OQ);
-    const __m256 u = _mm256_mul_ps(b, b);
-    const __m256 j = _mm256_fmadd_ps(
-        _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
-                        _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
-        u, _mm256_mul_ps(_mm256_set1_ps(0x1.ffffecp-1f), b));
-    const __m256 normal = _mm256_fmadd_ps(j, k, k);
-    if (_mm256_movemask_ps(c) == 0) return normal;
-    const __m256i g = _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ)),
-                                       _mm256_set1_epi32((int)0x82000000u));
-    const __m256 s1 = _mm256_castsi256_ps(_mm256_add_epi32(g, _mm256_set1_epi32(0x7f000000)));
-    const __m256 s2 = _mm256_castsi256_ps(_mm256_sub_epi32(e, g));
-    const __m256 big = _mm256_cmp_ps(an, _mm256_set1_ps(192.0f), _CMP_GT_OQ);
-    const __m256 special = _mm256_blendv_ps(_mm256_mul_ps(_mm256_fmadd_ps(s2, j, s2), s1), _mm256_mul_ps(s1, s1), big);
-    return _mm256_blendv_ps(normal, special, c);
-}
-
 /* 8 keys x 8 dims of F16 rows (row j at kr[j]) widened and transposed into dst[d * ld + j]. */
 MUSE_AVX2_INLINE void flash_k8x8(const uint16_t *const kr[8], int32_t d0, float *dst, int32_t ld) {
     __m256 x[8], t[8];
@@ -216,12 +189,12 @@ void muse_attn_flash_f16_avx2(const struct muse_attn_flash *f, void *scratch) {
             const __m256 mv = _mm256_set1_ps(mnew);
             __m256 sum = _mm256_setzero_ps();
             for (int32_t j = 0; j < KT; j += 8) {
-                const __m256 p = flash_exp(_mm256_sub_ps(_mm256_loadu_ps(s + j), mv));
+                const __m256 p = avx2_expf8(_mm256_sub_ps(_mm256_loadu_ps(s + j), mv));
                 _mm256_storeu_ps(s + j, p);
                 sum = _mm256_add_ps(sum, p);
             }
             if (mnew != M[i]) {
-                const float alpha = _mm256_cvtss_f32(flash_exp(_mm256_set1_ps(M[i] - mnew)));
+                const float alpha = _mm256_cvtss_f32(avx2_expf8(_mm256_set1_ps(M[i] - mnew)));
                 L[i] *= alpha;
                 const __m256 av = _mm256_set1_ps(alpha);
                 float *o = O + (size_t)i * hd;

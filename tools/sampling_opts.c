@@ -167,37 +167,6 @@ void sampling_opts_usage(FILE *f, enum sampling_cmd cmd) {
     }
 }
 
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n + 4096 + 1 > cap) {
-            cap = cap ? cap * 2 : 8192;
-            char *b = realloc(buf, cap);
-            if (!b) {
-                free(buf);
-                fclose(f);
-                return NULL;
-            }
-            buf = b;
-        }
-        size_t r = fread(buf + n, 1, cap - n - 1, f);
-        n += r;
-        if (r == 0) break;
-    }
-    const bool bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        return NULL;
-    }
-    buf[n] = 0;
-    *len = n;
-    return buf;
-}
-
 bool sampling_opts_grammar(const struct sampling_opts *o, const struct muse_tokenizer *tok, struct muse_grammar **out,
                            struct muse_error *err) {
     *out = NULL;
@@ -209,7 +178,7 @@ bool sampling_opts_grammar(const struct sampling_opts *o, const struct muse_toke
     const enum muse_grammar_syntax syntax = o->grammar || o->grammar_file ? MUSE_GRAMMAR_GBNF : MUSE_GRAMMAR_JSON_SCHEMA;
     char *buf = NULL;
     size_t len = text ? strlen(text) : 0;
-    if (path && !(buf = read_file(path, &len))) {
+    if (path && !(buf = cli_read_file(path, &len))) {
         muse_error_set(err, MUSE_ERR_IO, "%s: cannot read '%s'", flag, path);
         return false;
     }

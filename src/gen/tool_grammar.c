@@ -8,27 +8,13 @@
 #include "core/error.h"
 #include "gen/gbnf_buf.h"
 #include "gen/json_schema.h"
+#include "text/output_parser.h"
 
 /* Raw text: no '<' (tags stay unambiguous), no C0 controls but tab and newlines, and no code points
  * the lenient decoder (llama.cpp's) would take that are not Unicode scalar values. */
 #define TEXT_CHAR "[^<\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\uD800-\\uDFFF\\U00110000-\\U001FFFFF]"
 /* The reasoning a forced call may start with, in code points (then <|eom|> is forced). */
 #define MAX_THINK 1024
-
-/* 1: the schema allows a string (the output parser keeps the raw text); 0: typed JSON; -1: untyped. */
-static int allows_string(const cJSON *schema) {
-    if (!cJSON_IsObject(schema)) return -1;
-    const cJSON *type = cJSON_GetObjectItemCaseSensitive(schema, "type");
-    if (cJSON_IsString(type)) return strcmp(type->valuestring, "string") == 0;
-    if (cJSON_IsArray(type)) {
-        for (const cJSON *t = type->child; t; t = t->next)
-            if (cJSON_IsString(t) && !strcmp(t->valuestring, "string")) return 1;
-        return 0;
-    }
-    const cJSON *en = cJSON_GetObjectItemCaseSensitive(schema, "enum");
-    if (cJSON_IsArray(en) && en->child) return cJSON_IsString(en->child);
-    return -1;
-}
 
 /* A literal with the GBNF escapes (muse_gbnf_literal) appended to b. */
 static void put_lit(struct gbuf *b, const char *s) {
@@ -44,7 +30,7 @@ static void put_lit(struct gbuf *b, const char *s) {
 /* The value rule of one parameter, appended to b. */
 static muse_status value_rule(struct muse_gbnf_rules *r, const char *tool, const char *key, const cJSON *schema,
                               const cJSON *doc, struct gbuf *b, struct muse_error *err) {
-    const int s = allows_string(schema);
+    const int s = muse_atem_schema_allows_string(schema);
     if (s == 1) {
         const cJSON *en = cJSON_GetObjectItemCaseSensitive(schema, "enum");
         if (cJSON_IsArray(en) && en->child) {

@@ -92,3 +92,10 @@ bool muse_output_parser_turn_ended(const struct muse_output_parser *p);
  */
 muse_status muse_atem_parse(const char *body, size_t len, const cJSON *tools, char **name,
                             char **arguments);
+
+/*
+ * How an ATEM parameter's value is typed under its JSON schema: 1 the schema allows a string (the
+ * raw text is kept), 0 it does not (the value is parsed as JSON), -1 unknown (no schema, no type:
+ * JSON when it parses, else the raw text). The tool-call grammar (gen/tool_grammar.c) follows it.
+ */
+int muse_atem_schema_allows_string(const cJSON *schema);

@@ -57,8 +57,7 @@ static const cJSON *param_schema(const cJSON *tools, const char *name, const cha
     return NULL;
 }
 
-/* 1: the schema allows a string; 0: it does not; -1: unknown. */
-static int allows_string(const cJSON *schema) {
+int muse_atem_schema_allows_string(const cJSON *schema) {
     if (!cJSON_IsObject(schema)) return -1;
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(schema, "type");
     if (cJSON_IsString(type)) return strcmp(type->valuestring, "string") == 0;
@@ -119,7 +118,7 @@ muse_status muse_atem_parse(const char *body, size_t len, const cJSON *tools, ch
             }
         if (!close) goto fail;
         size_t vlen = (size_t)(close - (sc.s + sc.i));
-        cJSON *val = typed_value(sc.s + sc.i, vlen, allows_string(param_schema(tools, fname, key)));
+        cJSON *val = typed_value(sc.s + sc.i, vlen, muse_atem_schema_allows_string(param_schema(tools, fname, key)));
         if (!val) goto fail;
         if (cJSON_GetObjectItemCaseSensitive(args, key)) { /* given twice: ambiguous */
             cJSON_Delete(val);

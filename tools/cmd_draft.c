@@ -127,7 +127,7 @@ int cmd_draft(int argc, char **argv) {
         } else if (!strcmp(a, "--draft-kv")) {
             if (!(v = cli_next(argc, argv, &i))) goto usage_fail;
             if ((draft_kv = muse_kv_type_from_name(v)) < 0) {
-                fprintf(stderr, "muse draft: bad value for --draft-kv: '%s' (expected f16, f32 or q8_0)\n", v);
+                cli_usage_err("bad value for --draft-kv: '%s' (expected f16, f32 or q8_0)", v);
                 goto usage_fail;
             }
         } else if (!strcmp(a, "--json")) {
@@ -137,16 +137,16 @@ int cmd_draft(int argc, char **argv) {
         } else if (!strcmp(a, "--dump-logits")) {
             if (!(dump_logits = cli_next(argc, argv, &i))) goto usage_fail;
         } else {
-            fprintf(stderr, "muse draft: unknown option '%s'\n", a);
+            cli_usage_err("unknown option '%s'", a);
             goto usage_fail;
         }
     }
     if (!mo.model_path || !draft_path || !toks || anchor < 0) {
-        fprintf(stderr, "muse draft: -m TARGET, --draft-model D, --tokens IDS and --anchor TOKEN are required\n");
+        cli_usage_err("-m TARGET, --draft-model D, --tokens IDS and --anchor TOKEN are required");
         goto usage_fail;
     }
     if (rows && n_max >= 0) {
-        fprintf(stderr, "muse draft: give --rows or --n-max, not both\n");
+        cli_usage_err("give --rows or --n-max, not both");
         goto usage_fail;
     }
 
@@ -301,8 +301,7 @@ done:
     muse_context_free(ctx);
     muse_model_free(model);
     return rc;
-usage_fail:
+usage_fail: /* the reason was said in one line (muse draft --help for the usage) */
     free(toks);
-    usage(stderr);
     return 2;
 }

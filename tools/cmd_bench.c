@@ -228,10 +228,9 @@ static const char *const csv_fields[] = {
     "n_threads", "type_k", "type_v", "test", "n_prompt", "n_gen", "n_depth", "timing", "avg_ns", "stddev_ns", "avg_ts",
     "stddev_ts"};
 
-/* One record with llama-bench's field names. */
-static cJSON *record(const struct bench_result *r, const char *path, const char *desc, const char *backend,
-                     const char *level, double size, double n_params, enum muse_kv_type kv, bool cpu_time, bool roofline,
-                     double bw, double decode_bytes) {
+/* The model and machine fields every record starts with (llama-bench's names and order). */
+static cJSON *record_head(const char *path, const char *desc, const char *backend, const char *level, double size,
+                          double n_params, int n_batch, int n_threads, enum muse_kv_type kv) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "build_commit", muse_build_commit());
     cJSON_AddStringToObject(o, "build_version", muse_version());
@@ -241,10 +240,18 @@ static cJSON *record(const struct bench_result *r, const char *path, const char 
     cJSON_AddStringToObject(o, "model_type", desc);
     cJSON_AddNumberToObject(o, "model_size", size);
     cJSON_AddNumberToObject(o, "model_n_params", n_params);
-    cJSON_AddNumberToObject(o, "n_batch", r->n_batch);
-    cJSON_AddNumberToObject(o, "n_threads", r->n_threads);
+    cJSON_AddNumberToObject(o, "n_batch", n_batch);
+    cJSON_AddNumberToObject(o, "n_threads", n_threads);
     cJSON_AddStringToObject(o, "type_k", muse_kv_type_name(kv));
     cJSON_AddStringToObject(o, "type_v", muse_kv_type_name(kv));
+    return o;
+}
+
+/* One record with llama-bench's field names. */
+static cJSON *record(const struct bench_result *r, const char *path, const char *desc, const char *backend,
+                     const char *level, double size, double n_params, enum muse_kv_type kv, bool cpu_time, bool roofline,
+                     double bw, double decode_bytes) {
+    cJSON *o = record_head(path, desc, backend, level, size, n_params, r->n_batch, r->n_threads, kv);
     cJSON_AddStringToObject(o, "test", r->test);
     cJSON_AddNumberToObject(o, "n_prompt", r->n_prompt);
     cJSON_AddNumberToObject(o, "n_gen", r->n_gen);
@@ -274,19 +281,7 @@ static cJSON *spec_record(const struct bench_spec_result *sres, int k, const cha
                           const char *desc, const char *backend, const char *level, double size, double n_params,
                           enum muse_kv_type kv, int n_threads, int n_batch) {
     const struct bench_spec_result *r = &sres[k];
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "build_commit", muse_build_commit());
-    cJSON_AddStringToObject(o, "build_version", muse_version());
-    cJSON_AddStringToObject(o, "cpu_info", level);
-    cJSON_AddStringToObject(o, "backends", backend);
-    cJSON_AddStringToObject(o, "model_filename", path);
-    cJSON_AddStringToObject(o, "model_type", desc);
-    cJSON_AddNumberToObject(o, "model_size", size);
-    cJSON_AddNumberToObject(o, "model_n_params", n_params);
-    cJSON_AddNumberToObject(o, "n_batch", n_batch);
-    cJSON_AddNumberToObject(o, "n_threads", n_threads);
-    cJSON_AddStringToObject(o, "type_k", muse_kv_type_name(kv));
-    cJSON_AddStringToObject(o, "type_v", muse_kv_type_name(kv));
+    cJSON *o = record_head(path, desc, backend, level, size, n_params, n_batch, n_threads, kv);
     cJSON_AddStringToObject(o, "test", r->test);
     cJSON_AddNumberToObject(o, "n_prompt", r->n_prompt);
     cJSON_AddNumberToObject(o, "n_gen", r->n_gen);

@@ -327,6 +327,27 @@ struct item {
 
 static char *parse_alt(struct rx *x);
 
+/* Item text of the set c: a class, parenthesised when it takes several alternatives. */
+static bool set_item(struct rx *x, struct cset *c, struct item *it) {
+    struct gbuf b = {0};
+    int parts = 0;
+    emit_set(x, c, &b, &it->single, &parts);
+    if (x->st != MUSE_OK) {
+        gbuf_free(&b);
+        return false;
+    }
+    if (parts > 1) {
+        struct gbuf w = {0};
+        gbuf_printf(&w, "(%s)", gbuf_str(&b) ? b.s : "");
+        gbuf_free(&b);
+        b = w;
+    }
+    it->atomic = true;
+    it->text = gbuf_take(&b);
+    if (!it->text) rnomem(x);
+    return it->text != NULL;
+}
+
 /* [...] at x->i (after '['). */
 static bool parse_class(struct rx *x, struct item *it) {
     struct cset c = {0};
@@ -400,44 +421,9 @@ static bool parse_class(struct rx *x, struct item *it) {
     }
     /* a negated class with shorthands (or built from \D...) stays within printable ASCII */
     c.ascii_only = c.neg && (pos_short || neg_short);
-    struct gbuf b = {0};
-    int parts = 0;
-    emit_set(x, &c, &b, &it->single, &parts);
+    const bool ok = set_item(x, &c, it);
     free(c.r);
-    if (x->st != MUSE_OK) {
-        gbuf_free(&b);
-        return false;
-    }
-    if (parts > 1) {
-        struct gbuf w = {0};
-        gbuf_printf(&w, "(%s)", gbuf_str(&b) ? b.s : "");
-        gbuf_free(&b);
-        b = w;
-    }
-    it->atomic = true;
-    it->text = gbuf_take(&b);
-    if (!it->text) rnomem(x);
-    return it->text != NULL;
-}
-
-static bool set_item(struct rx *x, struct cset *c, struct item *it) {
-    struct gbuf b = {0};
-    int parts = 0;
-    emit_set(x, c, &b, &it->single, &parts);
-    if (x->st != MUSE_OK) {
-        gbuf_free(&b);
-        return false;
-    }
-    if (parts > 1) {
-        struct gbuf w = {0};
-        gbuf_printf(&w, "(%s)", gbuf_str(&b) ? b.s : "");
-        gbuf_free(&b);
-        b = w;
-    }
-    it->atomic = true;
-    it->text = gbuf_take(&b);
-    if (!it->text) rnomem(x);
-    return it->text != NULL;
+    return ok;
 }
 
 /* A {m}, {m,}, {m,n} or {,n} quantifier at x->i ('{'): true and the counts when it is one. */

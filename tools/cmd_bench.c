@@ -310,6 +310,7 @@ static cJSON *spec_record(const struct bench_spec_result *sres, int k, const cha
         cJSON_AddNumberToObject(o, "mean_accepted_length",
                                 ss->n_steps_spec ? (double)ss->n_emitted_spec / (double)ss->n_steps_spec : 0);
         cJSON_AddNumberToObject(o, "parked_steps", (double)ss->n_steps_parked);
+        cJSON_AddNumberToObject(o, "shadow_steps", (double)ss->n_steps_shadow);
         cJSON_AddNumberToObject(o, "speedup", bench_spec_speedup(sres));
     }
     return o;
@@ -654,11 +655,12 @@ int cmd_bench(int argc, char **argv) {
         if (have_spec) {
             const struct muse_spec_stats *ss = &sres[1].stats;
             printf("\nspeculative (%s): median %.2f vs %.2f t/s plain = %.2fx; acceptance %.1f%% (%llu of %llu drafts), "
-                   "mean accepted length %.2f over %llu verify steps, %llu steps parked\n",
+                   "mean accepted length %.2f over %llu verify steps, %llu steps parked, %llu shadow\n",
                    spo.draft_path, sres[1].median_ts, sres[0].median_ts, bench_spec_speedup(sres),
                    ss->n_drafted ? 100.0 * (double)ss->n_accepted / (double)ss->n_drafted : 0.0, (unsigned long long)ss->n_accepted,
                    (unsigned long long)ss->n_drafted, ss->n_steps_spec ? (double)ss->n_emitted_spec / (double)ss->n_steps_spec : 0.0,
-                   (unsigned long long)ss->n_steps_spec, (unsigned long long)ss->n_steps_parked);
+                   (unsigned long long)ss->n_steps_spec, (unsigned long long)ss->n_steps_parked,
+                   (unsigned long long)ss->n_steps_shadow);
         }
         printf("\nbuild: %s (commit %s)\n", muse_version(), muse_build_commit());
         if (cpu_time) printf("\n(timed with process CPU time / threads, not the wall clock)\n");

@@ -65,6 +65,20 @@ static int set_no_governor(void *d, const char *f, const char *v) {
     return 0;
 }
 
+static int set_no_shadow(void *d, const char *f, const char *v) {
+    (void)f;
+    (void)v;
+    O(d)->sp.shadow_probe = false;
+    return 0;
+}
+
+static int set_no_carry(void *d, const char *f, const char *v) {
+    (void)f;
+    (void)v;
+    O(d)->sp.carry = false;
+    return 0;
+}
+
 static const struct cli_opt rows[] = {
     {"-md|--draft-model|--model-draft|--spec-draft-model", "FILE",
      "DFlash drafter GGUF for the model (env MUSE_DRAFT_MODEL); the output is unchanged", set_model},
@@ -76,6 +90,10 @@ static const struct cli_opt rows[] = {
     {"--draft-kv", "T", "the drafter's KV ring: f16 (default), f32 or q8_0", set_kv},
     {"--no-spec-governor", NULL, "draft on every step (by default a cost governor parks drafting\n"
                                  "when it does not pay)", set_no_governor},
+    {"--no-spec-shadow", NULL, "the governor's probe rounds verify drafts from their first step (by\n"
+                               "default they first check 4 first drafts without verifying them)", set_no_shadow},
+    {"--no-spec-carry", NULL, "each request starts the governor afresh (the model card's reset; by\n"
+                              "default a request starts from the last one's verdict)", set_no_carry},
 };
 #define N_ROWS (sizeof rows / sizeof rows[0])
 
@@ -104,11 +122,11 @@ void spec_opts_summary(const struct muse_spec *sp, char *buf, size_t size) {
     const struct muse_spec_stats s = muse_spec_stats(sp);
     int n = snprintf(buf, size,
              "speculative: %llu verify steps, %llu drafted, %llu accepted (%.1f%%), %.2f tokens per verify step; "
-             "%llu plain steps (%llu parked), %llu gated out",
+             "%llu plain steps (%llu parked, %llu shadow), %llu gated out",
              (unsigned long long)s.n_steps_spec, (unsigned long long)s.n_drafted, (unsigned long long)s.n_accepted,
              s.n_drafted ? 100.0 * (double)s.n_accepted / (double)s.n_drafted : 0.0,
              s.n_steps_spec ? (double)s.n_emitted_spec / (double)s.n_steps_spec : 0.0, (unsigned long long)s.n_steps_plain,
-             (unsigned long long)s.n_steps_parked, (unsigned long long)s.n_steps_gated);
+             (unsigned long long)s.n_steps_parked, (unsigned long long)s.n_steps_shadow, (unsigned long long)s.n_steps_gated);
     if (s.n_floor_steps[0] + s.n_floor_steps[1] + s.n_floor_steps[2] + s.n_floor_steps[3] > 0 && n > 0 && (size_t)n < size)
         snprintf(buf + n, size - (size_t)n, "; verify steps per floor: %.2f %llu, %.2f %llu, %.2f %llu, %.2f %llu",
                  (double)muse_spec_floors[0], (unsigned long long)s.n_floor_steps[0], (double)muse_spec_floors[1],

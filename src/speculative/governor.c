@@ -19,6 +19,8 @@ static void reset_round(struct muse_spec_governor *g) {
     g->spec_first_skipped = g->plain_first_skipped = false;
     g->worst_ns = g->worst_tokens = 0;
     g->win_n = 0;
+    g->shadow_n = 0;
+    g->shadow_hit = false;
 }
 
 void muse_spec_governor_init(struct muse_spec_governor *g, bool enabled, const struct muse_spec_clock *clock) {
@@ -27,6 +29,8 @@ void muse_spec_governor_init(struct muse_spec_governor *g, bool enabled, const s
     g->zero_accept_loss = true;
     g->win_window = true;
     g->short_reprobe = true;
+    g->shadow_probe = true;
+    g->carry = true;
     if (clock) g->clock = *clock;
     muse_spec_governor_reset(g);
 }
@@ -38,15 +42,36 @@ void muse_spec_governor_reset(struct muse_spec_governor *g) {
     g->last_spec_ms = g->last_plain_ms = 0;
 }
 
+void muse_spec_governor_new_sequence(struct muse_spec_governor *g) {
+    if (!g->carry) {
+        muse_spec_governor_reset(g);
+        return;
+    }
+    reset_round(g);
+    if (g->parked_remaining > MUSE_GOV_CARRY_PARK) g->parked_remaining = MUSE_GOV_CARRY_PARK;
+    if (g->losses > 1) g->losses = 1;
+}
+
 /* Speculative samples of this round: 8, or 3 after a loss (the short reprobe). */
 static int32_t probe_steps(const struct muse_spec_governor *g) {
     return g->short_reprobe && g->losses > 0 ? MUSE_GOV_REPROBE_SPEC_STEPS : MUSE_GOV_PROBE_SPEC_STEPS;
+}
+
+/* The round is in its shadow phase (no speculative or plain sample taken yet, no hit, < 4 drafts). */
+static bool shadow_phase(const struct muse_spec_governor *g) {
+    return g->shadow_probe && g->zero_accept_loss && !g->shadow_hit && g->shadow_n < MUSE_GOV_ZERO_ACCEPT_STEPS &&
+           !g->spec_first_skipped && !g->plain_first_skipped;
+}
+
+bool muse_spec_governor_wants_shadow(const struct muse_spec_governor *g) {
+    return g->enabled && g->parked_remaining == 0 && g->recheck_remaining == 0 && shadow_phase(g);
 }
 
 bool muse_spec_governor_allows(const struct muse_spec_governor *g) {
     if (!g->enabled) return true;
     if (g->parked_remaining > 0) return false;
     if (g->recheck_remaining > 0) return g->spec_wins;
+    if (shadow_phase(g)) return false; /* looking before leaping: shadow drafts first */
     if (g->spec_samples < probe_steps(g)) return true;                 /* measuring speculation first */
     if (g->plain_samples < MUSE_GOV_CALIBRATION_PLAIN_STEPS) return false; /* then a plain baseline */
     return g->spec_wins;
@@ -137,6 +162,19 @@ void muse_spec_governor_record(struct muse_spec_governor *g, bool speculated, in
     }
     const double plain_ms = (double)g->plain_ns / (double)g->plain_tokens * 1e-6;
     verdict(g, spec_ms <= plain_ms * MUSE_GOV_WIN_MARGIN, spec_ms, plain_ms);
+}
+
+void muse_spec_governor_record_shadow(struct muse_spec_governor *g, bool hit) {
+    if (!muse_spec_governor_wants_shadow(g)) return;
+    g->n_shadow_steps++;
+    g->shadow_n++;
+    if (hit) {
+        g->shadow_hit = true;
+    } else if (g->shadow_n == MUSE_GOV_ZERO_ACCEPT_STEPS) { /* the early loss, seen without verifying */
+        g->n_zero_accept++;
+        g->n_shadow_losses++;
+        verdict(g, false, 0, 0);
+    }
 }
 
 void muse_spec_governor_step_begin(struct muse_spec_governor *g) { g->step_t0 = muse_spec_clock_now(&g->clock); }

@@ -25,6 +25,26 @@
  * (short_reprobe: the round after a loss measures 3 speculative steps, not 8, the first still
  * discarded). The park back-off stays the model card's 16, 32, 64.
  *
+ * One step of muse's own, on by default with the early loss (shadow_probe): every probe round
+ * begins by looking before it leaps. Its first steps are plain steps that also draft the block's
+ * first row (the drafter's layers for the block, the LM head for row 1 only: exactly the first draft
+ * a speculative step there would verify) and compare it with the token the target then emits: the
+ * same test a verify row applies, without paying for the verify batch. When the first 4 such
+ * shadow drafts all miss, the round ends as the early loss would have ended it (parked 16, 32, 64
+ * ...), having cost 4 plain steps and 4 partial drafts instead of 5 speculative steps; the first
+ * hit ends the shadow phase and the round goes on as the model card's (timed speculative samples,
+ * then the plain baseline, the verdict). Why: with the card's per-request reset and its 64-step
+ * longest park, a drafter that never accepts pays a probe at every request start and every 64
+ * steps; where a verify row costs nearly a whole decode step (a small model in cache, computing
+ * rather than reading weights) those probes alone cost 20% of decode speed (docs/perf.md, issue
+ * 12). Shadow steps are not samples of either side.
+ *
+ * And the later revision's NewSequence (spec 5.4, on by default: carry): a request starts from the
+ * verdict the last one left instead of the card's reset, a carried park capped at 32 steps and the
+ * loss count at 1 (so a drafter that lost before is looked at again within 32 steps, and one that
+ * won keeps its hold, the win window still watching). Without it every request of a session pays a
+ * probe round at its start, which is where a drafter that never accepts costs most (docs/perf.md).
+ *
  * The adaptive floor is the "small bandit" the model card leaves open (spec 5.1): arms are the
  * cumulative-confidence floors {0, 0.15, 0.35, 0.6} (a draft is kept while the running product of
  * its confidences stays at or above the floor); the reward of a speculative step is its emitted
@@ -70,6 +90,9 @@ struct muse_spec_governor {
     bool zero_accept_loss;      /* the early loss of spec 5.4 (init: true) */
     bool win_window;            /* the win hold's sliding check of spec 5.4 (init: true) */
     bool short_reprobe;         /* 3 speculative samples in a round after a loss, spec 5.4 (init: true) */
+    bool shadow_probe;          /* each round begins with shadow drafts (above; init: true; needs
+                                   zero_accept_loss) */
+    bool carry;                 /* muse_spec_governor_new_sequence carries the verdict (spec 5.4; init: true) */
     struct muse_spec_clock clock;
     int64_t step_t0;            /* muse_spec_governor_step_begin's time */
     /* the verdict */
@@ -79,21 +102,33 @@ struct muse_spec_governor {
     int64_t spec_ns, spec_tokens, plain_ns, plain_tokens;
     int32_t spec_samples, plain_samples;
     bool spec_first_skipped, plain_first_skipped;
+    int32_t shadow_n;           /* shadow drafts this round */
+    bool shadow_hit;            /* one of them was right: the timed round goes on */
     int64_t worst_ns, worst_tokens; /* the speculative sample with the most ns per token */
     /* the win window: the last speculative samples of a win hold (a ring) */
     int64_t win_ns[MUSE_GOV_WIN_WINDOW], win_tokens[MUSE_GOV_WIN_WINDOW];
     int32_t win_n;
     /* what the last verdict compared (ms per token; 0 before the first) and counters */
     double last_spec_ms, last_plain_ms;
-    uint64_t n_rounds, n_wins, n_parked_steps, n_zero_accept, n_window_losses;
+    uint64_t n_rounds, n_wins, n_parked_steps, n_zero_accept, n_window_losses, n_shadow_steps, n_shadow_losses;
 };
 
 /* Enabled, with the given clock (NULL = monotonic), reset. */
 void muse_spec_governor_init(struct muse_spec_governor *g, bool enabled, const struct muse_spec_clock *clock);
-/* Per request: clear the round and the verdict (parked = recheck = 0, losses = 0, spec wins). */
+/* The model card's per-request Reset: clear the round and the verdict (parked = recheck = 0, losses
+ * = 0, spec wins). */
 void muse_spec_governor_reset(struct muse_spec_governor *g);
+#define MUSE_GOV_CARRY_PARK 32 /* NewSequence's cap on a carried park (spec 5.4) */
+/* A new request: with carry, the later revision's NewSequence (the round cleared, the verdict kept,
+ * a park capped at MUSE_GOV_CARRY_PARK steps and losses at 1); without it, reset. */
+void muse_spec_governor_new_sequence(struct muse_spec_governor *g);
 /* Whether the next decode step may speculate (AllowsSpeculation of spec 5.3). */
 bool muse_spec_governor_allows(const struct muse_spec_governor *g);
+/* Whether the next decode step (one that may not speculate: allows() is false then) is a shadow
+ * step: a plain step whose anchor also gets its first draft, reported by record_shadow. */
+bool muse_spec_governor_wants_shadow(const struct muse_spec_governor *g);
+/* A shadow step's result (instead of record): its first draft equalled the emitted token or not. */
+void muse_spec_governor_record_shadow(struct muse_spec_governor *g, bool hit);
 /* One decode step's sample: speculated or not, tokens it emitted, its duration (Record of 5.3). */
 void muse_spec_governor_record(struct muse_spec_governor *g, bool speculated, int32_t tokens, int64_t ns);
 /* The same with the clock: begin before the step, end after it. */

@@ -77,6 +77,8 @@ struct muse_spec_params muse_spec_default_params(void) {
     p.n_max = -1;
     p.p_min = -1.0f;
     p.governor = true;
+    p.shadow_probe = true;
+    p.carry = true;
     p.lazy_head = true;
     p.ring_type = MUSE_KV_TYPE_F16;
     p.n_ring_copies = 1;
@@ -154,6 +156,8 @@ muse_status muse_spec_create(struct muse_session *s, const struct muse_drafter *
         goto fail;
     }
     muse_spec_governor_init(&sp->gov, params.governor, &params.clock);
+    sp->gov.shadow_probe = params.shadow_probe;
+    sp->gov.carry = params.carry;
     muse_spec_floor_bandit_init(&sp->bandit, &params.clock);
     /* the ring follows the session from where it is now */
     if (sp->dc) muse_draft_restart(sp->dc, muse_session_n_past(s));
@@ -306,7 +310,7 @@ void muse_spec_begin(struct muse_spec *sp, struct muse_sampler *smp) {
     sp->smp = smp;
     sp->cons = NULL;
     sp->qn = sp->qi = sp->q_cached = 0; /* cur (the prompt's logits) stays */
-    muse_spec_governor_reset(&sp->gov);
+    muse_spec_governor_new_sequence(&sp->gov); /* the card's reset, or its later NewSequence (governor.h) */
 }
 
 muse_status muse_spec_sample(struct muse_spec *sp, int32_t *tok, const float **row, struct muse_error *err) {
@@ -449,6 +453,24 @@ static muse_status spec_step(struct muse_spec *sp, int32_t anchor, int32_t kmax,
     return MUSE_OK;
 }
 
+/*
+ * A shadow step (governor.h): the first draft a speculative step would verify for the anchor (the
+ * block's layers, the LM head for row 1 only), then a plain step; *hit when the draft is the token
+ * the target emitted (what the verify row would have accepted).
+ */
+static muse_status shadow_step(struct muse_spec *sp, int32_t anchor, bool *hit, struct muse_error *err) {
+    *hit = false;
+    sp->cur = NULL;
+    muse_status st = flush(sp, err);
+    struct muse_draft_block b;
+    const int32_t rows = sp->p.lazy_head && sp->n_rows > 2 ? 2 : sp->n_rows; /* the lazy head's 2-row probe */
+    if (st || (st = muse_draft_block_lazy(sp->dc, anchor, rows, 1, &b, err))) return st;
+    if ((st = plain_step(sp, anchor, err))) return st;
+    *hit = sp->qn == 1 && sp->q[0] == b.tokens[0];
+    sp->stats.n_steps_shadow++;
+    return MUSE_OK;
+}
+
 muse_status muse_spec_advance(struct muse_spec *sp, int32_t tok, int64_t n_more, struct muse_error *err) {
     if (sp->qi < 1 || sp->q[sp->qi - 1] != tok)
         return muse_error_set(err, MUSE_ERR_INVALID_ARG, "speculative loop: advance with token %d, which was not just sampled", tok);
@@ -462,10 +484,14 @@ muse_status muse_spec_advance(struct muse_spec *sp, int32_t tok, int64_t n_more,
     if (kmax > sp->n_ctx - P - 1) kmax = sp->n_ctx - P - 1;
     const bool could = sp->dc && sp->drafting && !sp->cons && sp->smp && kmax >= 1;
     const bool spec = could && muse_spec_governor_allows(&sp->gov);
-    if (could && !spec) sp->stats.n_steps_parked++;
+    const bool shadow = could && !spec && muse_spec_governor_wants_shadow(&sp->gov);
+    if (could && !spec && !shadow) sp->stats.n_steps_parked++;
     const int32_t arm = muse_spec_floor_bandit_arm(&sp->bandit);
     const int64_t t0 = muse_spec_clock_now(&sp->p.clock);
-    muse_status st = spec ? spec_step(sp, tok, (int32_t)kmax, arm, err) : plain_step(sp, tok, err);
+    bool hit = false;
+    muse_status st = spec     ? spec_step(sp, tok, (int32_t)kmax, arm, err)
+                     : shadow ? shadow_step(sp, tok, &hit, err)
+                              : plain_step(sp, tok, err);
     if (st) {
         queue_clear(sp);
         return st;
@@ -473,6 +499,10 @@ muse_status muse_spec_advance(struct muse_spec *sp, int32_t tok, int64_t n_more,
     if (!spec) sp->stats.n_steps_plain++;
     const int64_t ns = muse_spec_clock_now(&sp->p.clock) - t0;
     const int32_t emitted = sp->qn;
+    if (shadow) {
+        muse_spec_governor_record_shadow(&sp->gov, hit); /* not a sample of either side */
+        return MUSE_OK;
+    }
     muse_spec_governor_record(&sp->gov, spec, emitted, ns);
     /* the floor's reward: every step it chose, gated ones too (its cost is the draft) */
     if (spec && sp->p.p_min < 0) muse_spec_floor_bandit_record(&sp->bandit, emitted, ns);

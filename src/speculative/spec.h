@@ -75,6 +75,8 @@ struct muse_spec_params {
     float p_min;               /* >= 0: llama.cpp's gate, fixed (a draft row is kept while its top-10
                                   probability is >= p_min); < 0 (default): the adaptive floor (governor.h) */
     bool governor;             /* the cost governor (default on) */
+    bool shadow_probe;         /* its probe rounds begin with shadow drafts (governor.h; default on) */
+    bool carry;                /* a request starts from the last one's verdict (governor.h; default on) */
     bool lazy_head;            /* when the last step's gate kept no draft, first draft a 2-row block (its
                                   first draft, llama.cpp's n_max 1) and run the full block only if that draft
                                   passes the gate (a rarely confident drafter then costs a 2-row block and
@@ -97,6 +99,7 @@ struct muse_spec_stats {
     uint64_t n_steps_gated;      /* steps that drafted a block but kept no draft (then a plain step) */
     uint64_t n_steps_plain;      /* plain steps (no drafter, parked, no room, drafting off) */
     uint64_t n_steps_parked;     /* of those, the ones the cost governor parked */
+    uint64_t n_steps_shadow;     /* of those, the governor's shadow steps (a first draft checked, governor.h) */
     uint64_t n_drafted;          /* drafts verified */
     uint64_t n_accepted;         /* of those, accepted */
     uint64_t n_emitted_spec;     /* tokens emitted by verify steps (accepted + correction/bonus) */
@@ -140,7 +143,8 @@ typedef muse_status (*muse_spec_rows_fn)(void *user, float *logits, struct muse_
 muse_status muse_spec_eval_rows(struct muse_spec *sp, muse_spec_rows_fn eval, void *user, struct muse_error *err);
 
 /* Start a request with this sampler (borrowed until the next begin; its history and RNG as the
- * caller set them up, e.g. the prompt accepted). Resets the cost governor (per request, spec 5.3). */
+ * caller set them up, e.g. the prompt accepted). The cost governor starts a new sequence (spec 5.4's
+ * NewSequence; with params.carry off the model card's per-request reset, spec 5.3). */
 void muse_spec_begin(struct muse_spec *sp, struct muse_sampler *smp);
 
 /*

@@ -138,6 +138,7 @@ static void test_zero_accept(void) {
     struct muse_spec_governor g;
     char tr[512];
     muse_spec_governor_init(&g, true, NULL);
+    g.shadow_probe = false; /* the rules on record() alone (test_shadow: with it) */
     TEST_COND("on by default", g.zero_accept_loss);
     g.short_reprobe = false; /* test_later: with it */
     drive(&g, 200, 11, 1, 10, tr); /* within the 1.15 margin: the model card's rules alone would let it win */
@@ -150,6 +151,7 @@ static void test_zero_accept(void) {
     TEST_COND("without it, 11 ms vs 10 ms per token wins (the margin)", g.n_wins == 1);
     /* a step that accepted one draft (2 tokens) keeps the round going */
     muse_spec_governor_init(&g, true, NULL);
+    g.shadow_probe = false; /* the rules on record() alone (test_shadow: with it) */
     for (int i = 0; i < 9; i++) muse_spec_governor_record(&g, true, i == 3 ? 2 : 1, 11 * MS);
     TEST_COND("one accepted draft: no early loss", g.n_zero_accept == 0 && g.spec_samples == 8 && !muse_spec_governor_allows(&g));
 }
@@ -159,6 +161,7 @@ static void test_later(void) {
     struct muse_spec_governor g;
     char tr[512];
     muse_spec_governor_init(&g, true, NULL);
+    g.shadow_probe = false; /* the rules on record() alone (test_shadow: with it) */
     TEST_COND("win window and short reprobe on by default", g.win_window && g.short_reprobe);
     /* a win (2 tokens per 10 ms vs 10 ms plain), then speculation turns slow (1 token per 30 ms, a
      * neighbour took the core): the hold ends after 8 speculative samples, as a loss */
@@ -191,6 +194,7 @@ static void test_later(void) {
     /* a steady loser (2 tokens per 70 ms vs 10 ms plain): 9 + 4 steps, park 16; then rounds of
      * 4 speculative steps (1 discarded + 3) and 4 plain ones, parks 32, 64 */
     muse_spec_governor_init(&g, true, NULL);
+    g.shadow_probe = false; /* the rules on record() alone (test_shadow: with it) */
     drive(&g, 200, 70, 2, 10, tr);
     TEST_CONDF(run_of(tr, 0, 9, 'S') && run_of(tr, 9, 4 + 16, 'P') && run_of(tr, 29, 4, 'S') && run_of(tr, 33, 4 + 32, 'P') &&
                    run_of(tr, 69, 4, 'S') && run_of(tr, 73, 4 + 64, 'P') && tr[141] == 'S',
@@ -202,10 +206,96 @@ static void test_later(void) {
     /* a drafter that never accepts, within the margin (11 ms vs 10 ms per token): the early loss
      * after 4 samples, then after all 3 of each short reprobe */
     muse_spec_governor_init(&g, true, NULL);
+    g.shadow_probe = false; /* the rules on record() alone (test_shadow: with it) */
     drive(&g, 200, 11, 1, 10, tr);
     TEST_CONDF(run_of(tr, 0, 5, 'S') && run_of(tr, 5, 16, 'P') && run_of(tr, 21, 4, 'S') && run_of(tr, 25, 32, 'P') &&
                    run_of(tr, 57, 4, 'S') && run_of(tr, 61, 64, 'P') && g.n_wins == 0,
                "never accepting, short reprobes: %s", tr);
+}
+
+/* Drive g for n steps as the loop does, shadow steps included: a speculative step emits spec_tok
+ * tokens in spec_ms, a plain one 1 token in plain_ms; a shadow step ('s') is a plain step whose
+ * first draft hits when hit(i) says so. */
+static void drive_shadow(struct muse_spec_governor *g, int n, double spec_ms, int spec_tok, double plain_ms,
+                         bool (*hit)(int), char *trace) {
+    for (int i = 0; i < n; i++) {
+        const bool s = muse_spec_governor_allows(g);
+        const bool sh = !s && muse_spec_governor_wants_shadow(g);
+        trace[i] = s ? 'S' : sh ? 's' : 'P';
+        if (sh) muse_spec_governor_record_shadow(g, hit(i));
+        else muse_spec_governor_record(g, s, s ? spec_tok : 1, (int64_t)((s ? spec_ms : plain_ms) * MS));
+    }
+    trace[n] = 0;
+}
+
+static bool never(int i) { return (void)i, false; }
+static bool third(int i) { return i == 2; }
+static bool always(int i) { return (void)i, true; }
+
+/* The shadow probe (on by default): each round first checks 4 first drafts without verifying. */
+static void test_shadow(void) {
+    struct muse_spec_governor g;
+    char tr[512];
+    muse_spec_governor_init(&g, true, NULL);
+    TEST_COND("shadow probe on by default", g.shadow_probe);
+    TEST_COND("a request starts with a shadow step", !muse_spec_governor_allows(&g) && muse_spec_governor_wants_shadow(&g));
+    /* never right: 4 shadow steps, parked 16; 4 shadows, parked 32; 4, 64: never a speculative step */
+    drive_shadow(&g, 200, 11, 1, 10, never, tr);
+    TEST_CONDF(run_of(tr, 0, 4, 's') && run_of(tr, 4, 16, 'P') && run_of(tr, 20, 4, 's') && run_of(tr, 24, 32, 'P') &&
+                   run_of(tr, 56, 4, 's') && run_of(tr, 60, 64, 'P') && run_of(tr, 124, 4, 's') && strchr(tr, 'S') == NULL,
+               "never right: shadows and parks only: %s", tr);
+    TEST_COND("counted as early losses", g.n_shadow_losses == 5 && g.n_zero_accept == 5 && g.n_shadow_steps == 5 * 4 &&
+                                             g.n_wins == 0);
+    /* right at the third shadow: the timed round of the model card follows (9 speculative, 4 plain)
+     * and a winner (2 tokens per 10 ms vs 10 ms) wins and holds */
+    muse_spec_governor_reset(&g);
+    drive_shadow(&g, 100, 10, 2, 10, third, tr);
+    TEST_CONDF(run_of(tr, 0, 3, 's') && run_of(tr, 3, 9, 'S') && run_of(tr, 12, 4, 'P') && run_of(tr, 16, 84, 'S') &&
+                   g.n_wins == 1,
+               "a hit, then the card's round: %s", tr);
+    /* a hit but a slow drafter (2 tokens per 70 ms): the verdict parks; the next round shadows again */
+    muse_spec_governor_reset(&g);
+    drive_shadow(&g, 60, 70, 2, 10, always, tr);
+    TEST_CONDF(run_of(tr, 0, 1, 's') && run_of(tr, 1, 9, 'S') && run_of(tr, 10, 4 + 16, 'P') && tr[30] == 's' &&
+                   run_of(tr, 31, 4, 'S'),
+               "a hit, a slow drafter: parked, then a shadow again: %s", tr);
+    /* record_shadow outside a shadow phase changes nothing; without the early loss there is none */
+    muse_spec_governor_reset(&g);
+    g.zero_accept_loss = false;
+    TEST_COND("no shadow without the early loss", muse_spec_governor_allows(&g) && !muse_spec_governor_wants_shadow(&g));
+    muse_spec_governor_record_shadow(&g, false);
+    TEST_COND("record_shadow then ignored", g.shadow_n == 0);
+}
+
+/* A new request: the card's reset without carry, the later revision's NewSequence with it. */
+static void test_new_sequence(void) {
+    struct muse_spec_governor g;
+    char tr[512];
+    muse_spec_governor_init(&g, true, NULL);
+    g.shadow_probe = false;
+    TEST_COND("carry on by default", g.carry);
+    drive(&g, 21, 11, 1, 10, tr); /* never accepting: 5 speculative steps, parked 16 (all used) */
+    drive(&g, 5 + 10, 11, 1, 10, tr); /* the reprobe (4) and its loss: parked 32, 11 of them used */
+    TEST_COND("two losses, 21 steps of the park left", g.losses == 2 && g.parked_remaining == 21);
+    muse_spec_governor_new_sequence(&g);
+    TEST_COND("carried: the park (21 <= 32) and losses capped at 1", g.parked_remaining == 21 && g.losses == 1);
+    drive(&g, 60, 11, 1, 10, tr); /* then the reprobe; its loss parks 32 again (losses 2) */
+    TEST_CONDF(run_of(tr, 0, 21, 'P') && run_of(tr, 21, 4, 'S') && run_of(tr, 25, 32, 'P'), "a carried park: %s", tr);
+    g.parked_remaining = 64;
+    muse_spec_governor_new_sequence(&g);
+    TEST_COND("a park above 32 is capped", g.parked_remaining == MUSE_GOV_CARRY_PARK && g.losses == 1);
+    /* a win hold carries over */
+    muse_spec_governor_reset(&g);
+    drive(&g, 13 + 100, 10, 2, 10, tr);
+    TEST_COND("a win holding", g.spec_wins && g.recheck_remaining == 512 - 100);
+    muse_spec_governor_new_sequence(&g);
+    TEST_COND("the hold carries", g.spec_wins && g.recheck_remaining == 412 && muse_spec_governor_allows(&g));
+    /* without carry: the card's reset */
+    g.carry = false;
+    g.parked_remaining = 20;
+    g.losses = 3;
+    muse_spec_governor_new_sequence(&g);
+    TEST_COND("without carry, the reset", g.parked_remaining == 0 && g.losses == 0 && g.recheck_remaining == 0 && g.spec_wins);
 }
 
 static void test_clock(void) {
@@ -219,6 +309,7 @@ static void test_clock(void) {
     struct muse_spec_clock clock = {script_now, &sc};
     struct muse_spec_governor g;
     muse_spec_governor_init(&g, true, &clock);
+    g.shadow_probe = false; /* the rules on record() alone (test_shadow: with it) */
     g.zero_accept_loss = false;
     for (int i = 0; i < 13; i++) {
         const bool s = muse_spec_governor_allows(&g);
@@ -297,6 +388,8 @@ int main(void) {
     test_verdict();
     test_zero_accept();
     test_later();
+    test_shadow();
+    test_new_sequence();
     test_clock();
     test_bandit();
     return TEST_REPORT();

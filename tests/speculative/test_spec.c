@@ -570,8 +570,8 @@ static void test_restart(struct muse_model *m, struct muse_drafter *d) {
  * engine reads it before and after each step; the step's kind shows in the stats by then). */
 struct cost_clock {
     struct muse_spec **sp;
-    uint64_t seen_spec, seen_plain;
-    int64_t now, spec_cost, plain_cost;
+    uint64_t seen_spec, seen_plain, seen_shadow;
+    int64_t now, spec_cost, plain_cost, shadow_cost; /* a shadow step: plain_cost + shadow_cost */
 };
 
 static int64_t cost_now(void *user) {
@@ -579,23 +579,26 @@ static int64_t cost_now(void *user) {
     if (!*c->sp) return c->now;
     const struct muse_spec_stats st = muse_spec_stats(*c->sp);
     if (st.n_steps_spec + st.n_steps_gated > c->seen_spec) c->now += c->spec_cost;
+    else if (st.n_steps_shadow > c->seen_shadow) c->now += c->plain_cost + c->shadow_cost;
     else if (st.n_steps_plain > c->seen_plain) c->now += c->plain_cost;
     c->seen_spec = st.n_steps_spec + st.n_steps_gated;
     c->seen_plain = st.n_steps_plain;
+    c->seen_shadow = st.n_steps_shadow;
     return c->now;
 }
 
-static void governed(struct muse_model *m, struct muse_drafter *d, int64_t spec_cost, int n, struct muse_spec_stats *st,
-                     const struct muse_spec_governor **gv, uint64_t *parked, int64_t *time) {
+static void governed(struct muse_model *m, struct muse_drafter *d, int64_t spec_cost, int n, bool shadow,
+                     struct muse_spec_stats *st, uint64_t *parked, int64_t *time) {
     struct muse_error err;
     struct muse_context *ctx = new_ctx(m, N_CTX);
     struct muse_session *ses = NULL;
     struct muse_spec *sp = NULL;
     struct muse_sampler *smp = NULL;
-    struct cost_clock cc = {.sp = &sp, .spec_cost = spec_cost, .plain_cost = 1000000};
+    struct cost_clock cc = {.sp = &sp, .spec_cost = spec_cost, .plain_cost = 1000000, .shadow_cost = 500000};
     struct muse_spec_params p = muse_spec_default_params();
     p.n_max = 7;
     p.clock = (struct muse_spec_clock){cost_now, &cc};
+    p.shadow_probe = shadow;
     struct muse_session_params ps = {0};
     int32_t prompt[40];
     make_prompt(prompt, 20, 2024); /* then 20 tokens of its greedy text: the copier has history from the start */
@@ -615,7 +618,6 @@ static void governed(struct muse_model *m, struct muse_drafter *d, int64_t spec_
     *st = muse_spec_stats(sp);
     *parked = muse_spec_governor(sp)->n_parked_steps;
     *time = cc.now;
-    (void)gv;
 done:
     muse_sampler_free(smp);
     muse_spec_free(sp);
@@ -627,13 +629,25 @@ static void test_governed(struct muse_model *m, struct muse_drafter *copier, str
     struct muse_spec_stats st;
     uint64_t parked;
     int64_t time;
-    /* a drafter that never pays: a speculative step costs 3 plain ones and emits about 1 token */
-    governed(m, randd, 3000000, 200, &st, NULL, &parked, &time);
+    /* a drafter that never pays: a speculative step costs 3 plain ones and emits about 1 token;
+     * first without the shadow drafts (the model card's probes and the early loss) */
+    governed(m, randd, 3000000, 200, false, &st, &parked, &time);
     const uint64_t spec = st.n_steps_spec + st.n_steps_gated;
-    TEST_CONDF(parked >= 16 + 32 + 64 && spec <= 45, "a losing drafter is parked (%llu parked, %llu speculative steps)",
-               (unsigned long long)parked, (unsigned long long)spec);
+    const int64_t time_verified = time;
+    TEST_CONDF(parked >= 16 + 32 + 64 && spec <= 45 && st.n_steps_shadow == 0,
+               "a losing drafter is parked (%llu parked, %llu speculative steps)", (unsigned long long)parked,
+               (unsigned long long)spec);
+    /* with them (default): found out mostly by shadow drafts (a first draft checked against the
+     * emitted token, half a plain step here) rather than verify steps */
+    governed(m, randd, 3000000, 200, true, &st, &parked, &time);
+    const uint64_t spec2 = st.n_steps_spec + st.n_steps_gated;
+    TEST_CONDF(st.n_steps_shadow >= 12 && spec2 < spec && time < time_verified && parked >= 16 + 32 + 64,
+               "with shadow drafts: fewer verify steps, less time (%llu shadow, %llu vs %llu speculative, %.1f vs %.1f of 199 "
+               "plain steps' time)",
+               (unsigned long long)st.n_steps_shadow, (unsigned long long)spec2, (unsigned long long)spec, (double)time / 1e6,
+               (double)time_verified / 1e6);
     /* the copier pays: a speculative step costs 2 plain ones and emits ~4 tokens */
-    governed(m, copier, 2000000, 200, &st, NULL, &parked, &time);
+    governed(m, copier, 2000000, 200, true, &st, &parked, &time);
     TEST_CONDF(parked == 0 && st.n_steps_spec > st.n_steps_plain, "a paying drafter is not parked (%llu parked, %llu spec, %llu plain)",
                (unsigned long long)parked, (unsigned long long)st.n_steps_spec, (unsigned long long)st.n_steps_plain);
     TEST_CONDF(time < 199 * 1000000LL / 2, "and the scripted time is under half of plain's (%.1f of 199 steps)", (double)time / 1e6);

@@ -11,15 +11,15 @@
  *   by the group scale (vpmulld; none for the types whose scales are all 1) and added to the
  *   float block's int32 sum; the offset o * s_g * A_g and the mins are one vpdpwssd per 32
  *   elements each, with the activation's 16-element sums.
- * The first packing stage (tile_decode.h) is shared with the AVX2 build (its AVX2 decoders are
- * not: this file uses the plain ones, written for the compiler to vectorize).
+ * The first packing stage (tile_decode_avx2.h: AVX2 decoders of the common types, the plain
+ * td_<t> of tile_decode.h for the others) is shared with the AVX2 build.
  * Tested without an AVX-512 CPU by `make emu512` (SIMDe), like the other AVX-512 kernels.
  */
 #include "kernels/x86/kernels_isa.h"
 
 #include "kernels/kernels.h"
 #include "kernels/x86/simd_avx2.h"
-#include "kernels/x86/tile_decode.h"
+#include "kernels/x86/tile_decode_avx2.h"
 
 #define PW 16    /* weight rows per panel */
 #define NY_MAX 8 /* activation rows per pass */
@@ -239,7 +239,7 @@ MUSE_AVX2_INLINE bool tile_gemm(const struct tile_cfg c, tile_decode_fn dec, int
 }
 
 #define TILE_DEFINE(T, t, FBE, G, O, CMAX, MINS, S1)                                                               \
-    static void td_##t##_fn(const uint8_t *blk, struct tile_row *r) { td_##t(blk, r); }                           \
+    static void td_##t##_fn(const uint8_t *blk, struct tile_row *r) { tdx_##t(blk, r); }                          \
     bool muse_tile_gemm_##t##_avx512(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *xp,          \
                                      size_t xps, int n_act, float *out, int64_t os, void *scratch,                 \
                                      size_t scratch_bytes) {                                                       \

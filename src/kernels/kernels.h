@@ -106,14 +106,16 @@ typedef bool (*muse_tile_gemm_fn)(int64_t n, const void *w, size_t w_stride, int
 typedef size_t (*muse_tile_bytes_fn)(int64_t n);
 
 /*
- * Flash-style attention over an F16 KV cache (kernels/x86/attn_flash_avx2.c; not bit-identical
- * to muse_attn_head_ref, within the bound of docs/cpu-backend.md "Flash attention"): the rows of
+ * Flash-style attention over an F16 KV cache (kernels/x86/attn_flash_avx2.c): the rows of
  * n_tok consecutive query tokens times nq query heads that read one KV head. Row (t, h):
  *     out[t * o_tstride + h * hd + d] = sum_j p_j V_j[d],  p = softmax(scale * qf . K_j)
  * over the keys at positions lo_t .. pos[t] (lo_t = pos[t] - n_swa + 1 clamped at 0, or 0 when
  * n_swa = 0), qf = the query q[t * q_tstride + h * hd ..] rounded to F16. The key/value of
- * position p are the hd F16 values at (char *)k + (p % n_cells) * k_stride (v likewise).
- * scratch: muse_attn_flash_scratch(hd, n_tok * nq) bytes, 32-byte aligned.
+ * position p are the hd F16 values at (char *)k + (p % n_cells) * k_stride (v likewise); the
+ * union of the rows' keys must fit the cache (max pos[t] - min lo_t < n_cells). The p_j are
+ * muse_attn_head_ref's (rounded to F16) bit for bit; the sum over j is in another order, within
+ * the bound of docs/cpu-backend.md "Flash attention". scratch: muse_attn_flash_scratch(hd,
+ * n_tok * nq, n_cells or more) bytes, 32-byte aligned.
  */
 struct muse_attn_flash {
     int32_t hd, n_tok, nq;
@@ -129,7 +131,7 @@ struct muse_attn_flash {
     float scale;
 };
 typedef void (*muse_attn_flash_fn)(const struct muse_attn_flash *f, void *scratch);
-typedef size_t (*muse_attn_flash_scratch_fn)(int32_t hd, int32_t max_rows);
+typedef size_t (*muse_attn_flash_scratch_fn)(int32_t hd, int32_t max_rows, uint32_t max_cells);
 
 /* Activation layouts a level's kernels may ask for (muse_kernels.act_layout). */
 enum muse_act_layout {

@@ -138,6 +138,7 @@ MUSE_AVX2_INLINE void tile_run(const struct tile_cfg c, int64_t n, const uint8_t
             const int64_t eg = e0 + (int64_t)gi * c.g;
             const uint8_t *cg = rec + L.codes + gi * (c.g / 4) * 64;
             if (c.s1) {
+                MUSE_UNROLL
                 for (int k = 0; k < c.g / 4; k++) {
                     const __m512i w = _mm512_loadu_si512((const void *)(cg + k * 64));
                     MUSE_UNROLL
@@ -148,6 +149,7 @@ MUSE_AVX2_INLINE void tile_run(const struct tile_cfg c, int64_t n, const uint8_t
             __m512i Gsum[NY_MAX];
             MUSE_UNROLL
             for (int r = 0; r < NY; r++) Gsum[r] = _mm512_setzero_si512();
+            MUSE_UNROLL
             for (int k = 0; k < c.g / 4; k++) {
                 const __m512i w = _mm512_loadu_si512((const void *)(cg + k * 64));
                 MUSE_UNROLL

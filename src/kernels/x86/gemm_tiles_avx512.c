@@ -7,7 +7,9 @@
  *   64-byte register holds elements 4k..4k+3 of the 16 rows;
  *   per step of 4 elements one vpdpbusd (codes unsigned x the activation's 4 signed bytes,
  *   broadcast) adds the 4 products of each row into its int32 lane, exactly (no int16 stage, no
- *   saturation bound: every code width takes the same path); per group the lanes are multiplied
+ *   saturation bound: every code width takes the same path); two panels (32 weight rows) go
+ *   against 6 activation rows at a time (12 independent vpdpbusd chains, 8 loads per 12; a
+ *   single panel against 8 rows only for a last odd panel), the steps of a group unrolled; per group the lanes are multiplied
  *   by the group scale (vpmulld; none for the types whose scales are all 1) and added to the
  *   float block's int32 sum; the offset o * s_g * A_g and the mins are one vpdpwssd per 32
  *   elements each, with the activation's 16-element sums.
@@ -123,117 +125,165 @@ MUSE_AVX2_INLINE __m512i tile_bcast4(const void *p) {
     return _mm512_set1_epi32(v);
 }
 
-/* One packed panel against NY activation rows: acc[r] (16 floats) += the panel's dots with row r. */
-MUSE_AVX2_INLINE void tile_run(const struct tile_cfg c, int64_t n, const uint8_t *pan, const int8_t *const *a,
-                               const int16_t *const *gs, const float *const *da, const int NY, __m512 *acc) {
+/* P packed panels (1 or 2: 16 or 32 weight rows) against NY activation rows: acc[p][r] (16 floats)
+ * += panel p's dots with row r. Two panels per step load two weight registers for NY broadcasts,
+ * 2 NY independent vpdpbusd chains (NY 6: 12, enough to cover its latency on two ports, 8 loads
+ * per 12 vpdpbusd instead of 9 per 8). Every output element sees the same operations in the same
+ * order for any P and NY (exact integer sums, then one FMA per float block). */
+MUSE_AVX2_INLINE void tile_run(const struct tile_cfg c, int64_t n, const uint8_t *const *pan, const int8_t *const *a,
+                               const int16_t *const *gs, const float *const *da, const int P, const int NY,
+                               __m512 acc[2][NY_MAX]) {
     const struct tile_lay L = tile_layout(c);
     const int64_t nfb = n / c.fbe;
     for (int64_t fb = 0; fb < nfb; fb++) {
-        const uint8_t *rec = pan + fb * L.rec;
         const int64_t e0 = fb * c.fbe;
-        __m512i Isum[NY_MAX];
+        __m512i Isum[2][NY_MAX];
         MUSE_UNROLL
-        for (int r = 0; r < NY; r++) Isum[r] = _mm512_setzero_si512();
+        for (int p = 0; p < P; p++)
+            MUSE_UNROLL
+            for (int r = 0; r < NY; r++) Isum[p][r] = _mm512_setzero_si512();
         for (int gi = 0; gi < c.fbe / c.g; gi++) {
             const int64_t eg = e0 + (int64_t)gi * c.g;
-            const uint8_t *cg = rec + L.codes + gi * (c.g / 4) * 64;
-            if (c.s1) {
+            if (c.s1) { /* every group scale is 1: the steps add into the block's sums directly */
                 MUSE_UNROLL
                 for (int k = 0; k < c.g / 4; k++) {
-                    const __m512i w = _mm512_loadu_si512((const void *)(cg + k * 64));
+                    __m512i w[2];
                     MUSE_UNROLL
-                    for (int r = 0; r < NY; r++) Isum[r] = _mm512_dpbusd_epi32(Isum[r], w, tile_bcast4(a[r] + eg + 4 * k));
+                    for (int p = 0; p < P; p++)
+                        w[p] = _mm512_loadu_si512((const void *)(pan[p] + fb * L.rec + L.codes + gi * (c.g / 4) * 64 + k * 64));
+                    MUSE_UNROLL
+                    for (int r = 0; r < NY; r++) {
+                        const __m512i x = tile_bcast4(a[r] + eg + 4 * k);
+                        MUSE_UNROLL
+                        for (int p = 0; p < P; p++) Isum[p][r] = _mm512_dpbusd_epi32(Isum[p][r], w[p], x);
+                    }
                 }
                 continue;
             }
-            __m512i Gsum[NY_MAX];
+            __m512i Gsum[2][NY_MAX];
             MUSE_UNROLL
-            for (int r = 0; r < NY; r++) Gsum[r] = _mm512_setzero_si512();
+            for (int p = 0; p < P; p++)
+                MUSE_UNROLL
+                for (int r = 0; r < NY; r++) Gsum[p][r] = _mm512_setzero_si512();
             MUSE_UNROLL
             for (int k = 0; k < c.g / 4; k++) {
-                const __m512i w = _mm512_loadu_si512((const void *)(cg + k * 64));
+                __m512i w[2];
                 MUSE_UNROLL
-                for (int r = 0; r < NY; r++) Gsum[r] = _mm512_dpbusd_epi32(Gsum[r], w, tile_bcast4(a[r] + eg + 4 * k));
+                for (int p = 0; p < P; p++)
+                    w[p] = _mm512_loadu_si512((const void *)(pan[p] + fb * L.rec + L.codes + gi * (c.g / 4) * 64 + k * 64));
+                MUSE_UNROLL
+                for (int r = 0; r < NY; r++) {
+                    const __m512i x = tile_bcast4(a[r] + eg + 4 * k);
+                    MUSE_UNROLL
+                    for (int p = 0; p < P; p++) Gsum[p][r] = _mm512_dpbusd_epi32(Gsum[p][r], w[p], x);
+                }
             }
-            const __m512i sv = _mm512_loadu_si512((const void *)(rec + L.scal + gi * 64));
             MUSE_UNROLL
-            for (int r = 0; r < NY; r++) Isum[r] = _mm512_add_epi32(Isum[r], _mm512_mullo_epi32(Gsum[r], sv));
+            for (int p = 0; p < P; p++) {
+                const __m512i sv = _mm512_loadu_si512((const void *)(pan[p] + fb * L.rec + L.scal + gi * 64));
+                MUSE_UNROLL
+                for (int r = 0; r < NY; r++) Isum[p][r] = _mm512_add_epi32(Isum[p][r], _mm512_mullo_epi32(Gsum[p][r], sv));
+            }
         }
-        if (c.o)
-            for (int jj = 0; jj < c.fbe / 32; jj++) {
-                const __m512i ov = c.s1 ? _mm512_set1_epi16((short)-c.o) : _mm512_loadu_si512((const void *)(rec + L.offp + jj * 64));
-                MUSE_UNROLL
-                for (int r = 0; r < NY; r++) Isum[r] = _mm512_dpwssd_epi32(Isum[r], ov, tile_bcast4(gs[r] + e0 / 16 + 2 * jj));
-            }
-        const __m512 dv = _mm512_loadu_ps((const void *)(rec + L.dv));
         MUSE_UNROLL
-        for (int r = 0; r < NY; r++)
-            acc[r] = _mm512_fmadd_ps(tile_cvt(Isum[r]), _mm512_mul_ps(dv, _mm512_set1_ps(da[r][e0 / 32])), acc[r]);
-        if (c.mins) {
-            __m512i Msum[NY_MAX];
-            MUSE_UNROLL
-            for (int r = 0; r < NY; r++) Msum[r] = _mm512_setzero_si512();
-            for (int jj = 0; jj < c.fbe / 32; jj++) {
-                const __m512i mp = _mm512_loadu_si512((const void *)(rec + L.minp + jj * 64));
-                MUSE_UNROLL
-                for (int r = 0; r < NY; r++) Msum[r] = _mm512_dpwssd_epi32(Msum[r], mp, tile_bcast4(gs[r] + e0 / 16 + 2 * jj));
-            }
-            const __m512 mv = _mm512_loadu_ps((const void *)(rec + L.mv));
+        for (int p = 0; p < P; p++) {
+            const uint8_t *rec = pan[p] + fb * L.rec;
+            if (c.o)
+                for (int jj = 0; jj < c.fbe / 32; jj++) {
+                    const __m512i ov = c.s1 ? _mm512_set1_epi16((short)-c.o) : _mm512_loadu_si512((const void *)(rec + L.offp + jj * 64));
+                    MUSE_UNROLL
+                    for (int r = 0; r < NY; r++) Isum[p][r] = _mm512_dpwssd_epi32(Isum[p][r], ov, tile_bcast4(gs[r] + e0 / 16 + 2 * jj));
+                }
+            const __m512 dv = _mm512_loadu_ps((const void *)(rec + L.dv));
             MUSE_UNROLL
             for (int r = 0; r < NY; r++)
-                acc[r] = _mm512_fmadd_ps(tile_cvt(Msum[r]), _mm512_mul_ps(mv, _mm512_set1_ps(da[r][e0 / 32])), acc[r]);
+                acc[p][r] = _mm512_fmadd_ps(tile_cvt(Isum[p][r]), _mm512_mul_ps(dv, _mm512_set1_ps(da[r][e0 / 32])), acc[p][r]);
+            if (c.mins) {
+                __m512i Msum[NY_MAX];
+                MUSE_UNROLL
+                for (int r = 0; r < NY; r++) Msum[r] = _mm512_setzero_si512();
+                for (int jj = 0; jj < c.fbe / 32; jj++) {
+                    const __m512i mp = _mm512_loadu_si512((const void *)(rec + L.minp + jj * 64));
+                    MUSE_UNROLL
+                    for (int r = 0; r < NY; r++) Msum[r] = _mm512_dpwssd_epi32(Msum[r], mp, tile_bcast4(gs[r] + e0 / 16 + 2 * jj));
+                }
+                const __m512 mv = _mm512_loadu_ps((const void *)(rec + L.mv));
+                MUSE_UNROLL
+                for (int r = 0; r < NY; r++)
+                    acc[p][r] = _mm512_fmadd_ps(tile_cvt(Msum[r]), _mm512_mul_ps(mv, _mm512_set1_ps(da[r][e0 / 32])), acc[p][r]);
+            }
         }
     }
 }
 
-MUSE_AVX2_INLINE void tile_rows(const struct tile_cfg c, int64_t n, const uint8_t *pan, const char *xp, size_t xps,
-                                int r0, const int NY, int nr, float *out, int64_t os) {
+MUSE_AVX2_INLINE void tile_rows(const struct tile_cfg c, int64_t n, const uint8_t *const *pan, const char *xp, size_t xps,
+                                int r0, const int P, const int NY, const int *nr, float *out, int64_t os) {
     const int8_t *a[NY_MAX];
     const int16_t *gs[NY_MAX];
     const float *da[NY_MAX];
-    __m512 acc[NY_MAX];
+    __m512 acc[2][NY_MAX];
     MUSE_UNROLL
     for (int r = 0; r < NY; r++) {
         const char *row = xp + (size_t)(r0 + r) * xps;
         a[r] = (const int8_t *)row;
         gs[r] = (const int16_t *)(const void *)(row + n);
         da[r] = (const float *)(const void *)(row + n + n / 8);
-        acc[r] = _mm512_setzero_ps();
+        acc[0][r] = acc[1][r] = _mm512_setzero_ps();
     }
-    tile_run(c, n, pan, a, gs, da, NY, acc);
+    tile_run(c, n, pan, a, gs, da, P, NY, acc);
     MUSE_UNROLL
-    for (int r = 0; r < NY; r++) {
-        float *o = out + (int64_t)(r0 + r) * os;
-        if (nr == PW) {
-            _mm512_storeu_ps(o, acc[r]);
-        } else {
-            _Alignas(64) float t[PW];
-            _mm512_store_ps(t, acc[r]);
-            for (int i = 0; i < nr; i++) o[i] = t[i];
+    for (int p = 0; p < P; p++)
+        MUSE_UNROLL
+        for (int r = 0; r < NY; r++) {
+            float *o = out + (int64_t)(r0 + r) * os + p * PW;
+            if (nr[p] == PW) {
+                _mm512_storeu_ps(o, acc[p][r]);
+            } else {
+                _Alignas(64) float t[PW];
+                _mm512_store_ps(t, acc[p][r]);
+                for (int i = 0; i < nr[p]; i++) o[i] = t[i];
+            }
         }
-    }
 }
+
+#define NY_PAIR 6 /* activation rows per pass with two panels */
 
 MUSE_AVX2_INLINE bool tile_gemm(const struct tile_cfg c, tile_decode_fn dec, int64_t n, const void *w, size_t ws,
                                 int64_t n_rows, const void *xp, size_t xps, int n_act, float *out, int64_t os,
                                 void *scratch, size_t scratch_bytes) {
     if (n % c.fbe != 0) return false;
     const struct tile_lay L = tile_layout(c);
-    if ((size_t)(n / c.fbe) * (size_t)L.rec > scratch_bytes || ((uintptr_t)scratch & 31)) return false;
-    uint8_t *pan = scratch;
-    for (int64_t i0 = 0; i0 < n_rows; i0 += PW) {
-        const int nr = n_rows - i0 < PW ? (int)(n_rows - i0) : PW;
-        tile_pack(c, dec, n, (const uint8_t *)w + i0 * ws, ws, nr, pan);
+    const size_t pb = (size_t)(n / c.fbe) * (size_t)L.rec; /* one panel (a multiple of 64 bytes) */
+    if (2 * pb > scratch_bytes || ((uintptr_t)scratch & 31)) return false;
+    const uint8_t *pan[2] = {scratch, (uint8_t *)scratch + pb};
+    for (int64_t i0 = 0; i0 < n_rows; i0 += 2 * PW) {
+        const int nr[2] = {n_rows - i0 < PW ? (int)(n_rows - i0) : PW,
+                           n_rows - i0 - PW <= 0 ? 0 : n_rows - i0 - PW < PW ? (int)(n_rows - i0 - PW) : PW};
+        tile_pack(c, dec, n, (const uint8_t *)w + i0 * ws, ws, nr[0], (uint8_t *)pan[0]);
+        if (nr[1] > 0) tile_pack(c, dec, n, (const uint8_t *)w + (i0 + PW) * ws, ws, nr[1], (uint8_t *)pan[1]);
+        if (nr[1] > 0) {
+            for (int r0 = 0; r0 < n_act; r0 += NY_PAIR) {
+                switch (n_act - r0 < NY_PAIR ? n_act - r0 : NY_PAIR) {
+                case 1: tile_rows(c, n, pan, xp, xps, r0, 2, 1, nr, out + i0, os); break;
+                case 2: tile_rows(c, n, pan, xp, xps, r0, 2, 2, nr, out + i0, os); break;
+                case 3: tile_rows(c, n, pan, xp, xps, r0, 2, 3, nr, out + i0, os); break;
+                case 4: tile_rows(c, n, pan, xp, xps, r0, 2, 4, nr, out + i0, os); break;
+                case 5: tile_rows(c, n, pan, xp, xps, r0, 2, 5, nr, out + i0, os); break;
+                default: tile_rows(c, n, pan, xp, xps, r0, 2, NY_PAIR, nr, out + i0, os); break;
+                }
+            }
+            continue;
+        }
         for (int r0 = 0; r0 < n_act; r0 += NY_MAX) {
             switch (n_act - r0 < NY_MAX ? n_act - r0 : NY_MAX) {
-            case 1: tile_rows(c, n, pan, xp, xps, r0, 1, nr, out + i0, os); break;
-            case 2: tile_rows(c, n, pan, xp, xps, r0, 2, nr, out + i0, os); break;
-            case 3: tile_rows(c, n, pan, xp, xps, r0, 3, nr, out + i0, os); break;
-            case 4: tile_rows(c, n, pan, xp, xps, r0, 4, nr, out + i0, os); break;
-            case 5: tile_rows(c, n, pan, xp, xps, r0, 5, nr, out + i0, os); break;
-            case 6: tile_rows(c, n, pan, xp, xps, r0, 6, nr, out + i0, os); break;
-            case 7: tile_rows(c, n, pan, xp, xps, r0, 7, nr, out + i0, os); break;
-            default: tile_rows(c, n, pan, xp, xps, r0, NY_MAX, nr, out + i0, os); break;
+            case 1: tile_rows(c, n, pan, xp, xps, r0, 1, 1, nr, out + i0, os); break;
+            case 2: tile_rows(c, n, pan, xp, xps, r0, 1, 2, nr, out + i0, os); break;
+            case 3: tile_rows(c, n, pan, xp, xps, r0, 1, 3, nr, out + i0, os); break;
+            case 4: tile_rows(c, n, pan, xp, xps, r0, 1, 4, nr, out + i0, os); break;
+            case 5: tile_rows(c, n, pan, xp, xps, r0, 1, 5, nr, out + i0, os); break;
+            case 6: tile_rows(c, n, pan, xp, xps, r0, 1, 6, nr, out + i0, os); break;
+            case 7: tile_rows(c, n, pan, xp, xps, r0, 1, 7, nr, out + i0, os); break;
+            default: tile_rows(c, n, pan, xp, xps, r0, 1, NY_MAX, nr, out + i0, os); break;
             }
         }
     }
@@ -250,7 +300,7 @@ MUSE_AVX2_INLINE bool tile_gemm(const struct tile_cfg c, tile_decode_fn dec, int
     }                                                                                                              \
     size_t muse_tile_panel_bytes_##t##_avx512(int64_t n) {                                                         \
         const struct tile_cfg c = {FBE, G, O, CMAX, MINS, S1, (int)sizeof(struct muse_block_##t)};                 \
-        return (size_t)(n / FBE) * (size_t)tile_layout(c).rec;                                                     \
+        return 2 * (size_t)(n / FBE) * (size_t)tile_layout(c).rec; /* two panels */                                \
     }
 
 MUSE_TILE_TYPES(TILE_DEFINE) /* defines muse_tile_gemm_<t>_avx512 and muse_tile_panel_bytes_<t>_avx512 */

@@ -23,6 +23,15 @@
 #include "kernels/x86/simd_avx2.h"
 #include "kernels/x86/tile_decode_avx2.h"
 
+/* The loops over rows, panels and steps unrolled (registers, not stack arrays, hold the
+ * accumulators); not in the SIMDe emulation build, where that only made the compiler take ~15
+ * minutes over this file (its speed does not matter there, its results do: the same either way). */
+#if defined(MUSE_EMULATE_AVX512)
+#define TILE_UNROLL
+#else
+#define TILE_UNROLL MUSE_UNROLL
+#endif
+
 #define PW 16    /* weight rows per panel */
 #define NY_MAX 8 /* activation rows per pass */
 
@@ -138,77 +147,77 @@ MUSE_AVX2_INLINE void tile_run(const struct tile_cfg c, int64_t n, const uint8_t
     for (int64_t fb = 0; fb < nfb; fb++) {
         const int64_t e0 = fb * c.fbe;
         __m512i Isum[2][NY_MAX];
-        MUSE_UNROLL
+        TILE_UNROLL
         for (int p = 0; p < P; p++)
-            MUSE_UNROLL
+            TILE_UNROLL
             for (int r = 0; r < NY; r++) Isum[p][r] = _mm512_setzero_si512();
         for (int gi = 0; gi < c.fbe / c.g; gi++) {
             const int64_t eg = e0 + (int64_t)gi * c.g;
             if (c.s1) { /* every group scale is 1: the steps add into the block's sums directly */
-                MUSE_UNROLL
+                TILE_UNROLL
                 for (int k = 0; k < c.g / 4; k++) {
                     __m512i w[2];
-                    MUSE_UNROLL
+                    TILE_UNROLL
                     for (int p = 0; p < P; p++)
                         w[p] = _mm512_loadu_si512((const void *)(pan[p] + fb * L.rec + L.codes + gi * (c.g / 4) * 64 + k * 64));
-                    MUSE_UNROLL
+                    TILE_UNROLL
                     for (int r = 0; r < NY; r++) {
                         const __m512i x = tile_bcast4(a[r] + eg + 4 * k);
-                        MUSE_UNROLL
+                        TILE_UNROLL
                         for (int p = 0; p < P; p++) Isum[p][r] = _mm512_dpbusd_epi32(Isum[p][r], w[p], x);
                     }
                 }
                 continue;
             }
             __m512i Gsum[2][NY_MAX];
-            MUSE_UNROLL
+            TILE_UNROLL
             for (int p = 0; p < P; p++)
-                MUSE_UNROLL
+                TILE_UNROLL
                 for (int r = 0; r < NY; r++) Gsum[p][r] = _mm512_setzero_si512();
-            MUSE_UNROLL
+            TILE_UNROLL
             for (int k = 0; k < c.g / 4; k++) {
                 __m512i w[2];
-                MUSE_UNROLL
+                TILE_UNROLL
                 for (int p = 0; p < P; p++)
                     w[p] = _mm512_loadu_si512((const void *)(pan[p] + fb * L.rec + L.codes + gi * (c.g / 4) * 64 + k * 64));
-                MUSE_UNROLL
+                TILE_UNROLL
                 for (int r = 0; r < NY; r++) {
                     const __m512i x = tile_bcast4(a[r] + eg + 4 * k);
-                    MUSE_UNROLL
+                    TILE_UNROLL
                     for (int p = 0; p < P; p++) Gsum[p][r] = _mm512_dpbusd_epi32(Gsum[p][r], w[p], x);
                 }
             }
-            MUSE_UNROLL
+            TILE_UNROLL
             for (int p = 0; p < P; p++) {
                 const __m512i sv = _mm512_loadu_si512((const void *)(pan[p] + fb * L.rec + L.scal + gi * 64));
-                MUSE_UNROLL
+                TILE_UNROLL
                 for (int r = 0; r < NY; r++) Isum[p][r] = _mm512_add_epi32(Isum[p][r], _mm512_mullo_epi32(Gsum[p][r], sv));
             }
         }
-        MUSE_UNROLL
+        TILE_UNROLL
         for (int p = 0; p < P; p++) {
             const uint8_t *rec = pan[p] + fb * L.rec;
             if (c.o)
                 for (int jj = 0; jj < c.fbe / 32; jj++) {
                     const __m512i ov = c.s1 ? _mm512_set1_epi16((short)-c.o) : _mm512_loadu_si512((const void *)(rec + L.offp + jj * 64));
-                    MUSE_UNROLL
+                    TILE_UNROLL
                     for (int r = 0; r < NY; r++) Isum[p][r] = _mm512_dpwssd_epi32(Isum[p][r], ov, tile_bcast4(gs[r] + e0 / 16 + 2 * jj));
                 }
             const __m512 dv = _mm512_loadu_ps((const void *)(rec + L.dv));
-            MUSE_UNROLL
+            TILE_UNROLL
             for (int r = 0; r < NY; r++)
                 acc[p][r] = _mm512_fmadd_ps(tile_cvt(Isum[p][r]), _mm512_mul_ps(dv, _mm512_set1_ps(da[r][e0 / 32])), acc[p][r]);
             if (c.mins) {
                 __m512i Msum[NY_MAX];
-                MUSE_UNROLL
+                TILE_UNROLL
                 for (int r = 0; r < NY; r++) Msum[r] = _mm512_setzero_si512();
                 for (int jj = 0; jj < c.fbe / 32; jj++) {
                     const __m512i mp = _mm512_loadu_si512((const void *)(rec + L.minp + jj * 64));
-                    MUSE_UNROLL
+                    TILE_UNROLL
                     for (int r = 0; r < NY; r++) Msum[r] = _mm512_dpwssd_epi32(Msum[r], mp, tile_bcast4(gs[r] + e0 / 16 + 2 * jj));
                 }
                 const __m512 mv = _mm512_loadu_ps((const void *)(rec + L.mv));
-                MUSE_UNROLL
+                TILE_UNROLL
                 for (int r = 0; r < NY; r++)
                     acc[p][r] = _mm512_fmadd_ps(tile_cvt(Msum[r]), _mm512_mul_ps(mv, _mm512_set1_ps(da[r][e0 / 32])), acc[p][r]);
             }
@@ -222,7 +231,7 @@ MUSE_AVX2_INLINE void tile_rows(const struct tile_cfg c, int64_t n, const uint8_
     const int16_t *gs[NY_MAX];
     const float *da[NY_MAX];
     __m512 acc[2][NY_MAX];
-    MUSE_UNROLL
+    TILE_UNROLL
     for (int r = 0; r < NY; r++) {
         const char *row = xp + (size_t)(r0 + r) * xps;
         a[r] = (const int8_t *)row;
@@ -231,9 +240,9 @@ MUSE_AVX2_INLINE void tile_rows(const struct tile_cfg c, int64_t n, const uint8_
         acc[0][r] = acc[1][r] = _mm512_setzero_ps();
     }
     tile_run(c, n, pan, a, gs, da, P, NY, acc);
-    MUSE_UNROLL
+    TILE_UNROLL
     for (int p = 0; p < P; p++)
-        MUSE_UNROLL
+        TILE_UNROLL
         for (int r = 0; r < NY; r++) {
             float *o = out + (int64_t)(r0 + r) * os + p * PW;
             if (nr[p] == PW) {

@@ -26,10 +26,11 @@
  * discarded). The park back-off stays the model card's 16, 32, 64.
  *
  * One step of muse's own, on by default with the early loss (shadow_probe): every probe round
- * begins by looking before it leaps. Its first steps are plain steps that also draft the block's
- * first row (the drafter's layers for the block, the LM head for row 1 only: exactly the first draft
- * a speculative step there would verify) and compare it with the token the target then emits: the
- * same test a verify row applies, without paying for the verify batch. When the first 4 such
+ * begins by looking before it leaps. Its first steps are plain steps that also draft a first row
+ * for their anchor (with the lazy head, spec.h, its 2-row block, llama.cpp's n_max 1, the probe a
+ * speculative step makes after a gated-out one; without it the full block's first row; the LM head
+ * for that row only) and compare it with the token the target then emits: the test a verify row
+ * applies, without paying for the verify batch. When the first 4 such
  * shadow drafts all miss, the round ends as the early loss would have ended it (parked 16, 32, 64
  * ...), having cost 4 plain steps and 4 partial drafts instead of 5 speculative steps; the first
  * hit ends the shadow phase and the round goes on as the model card's (timed speculative samples,

@@ -454,9 +454,9 @@ static muse_status spec_step(struct muse_spec *sp, int32_t anchor, int32_t kmax,
 }
 
 /*
- * A shadow step (governor.h): the first draft a speculative step would verify for the anchor (the
- * block's layers, the LM head for row 1 only), then a plain step; *hit when the draft is the token
- * the target emitted (what the verify row would have accepted).
+ * A shadow step (governor.h): a first draft for the anchor (the lazy head's 2-row block, or the
+ * full block without it; the LM head for row 1 only), then a plain step; *hit when the draft is the
+ * token the target emitted (what a verify row would have accepted).
  */
 static muse_status shadow_step(struct muse_spec *sp, int32_t anchor, bool *hit, struct muse_error *err) {
     *hit = false;

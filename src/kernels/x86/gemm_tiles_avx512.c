@@ -9,13 +9,14 @@
  *   broadcast) adds the 4 products of each row into its int32 lane, exactly (no int16 stage, no
  *   saturation bound: every code width takes the same path); two panels (32 weight rows) go
  *   against 6 activation rows at a time (12 independent vpdpbusd chains, 8 loads per 12; a
- *   single panel against 8 rows only for a last odd panel), the steps of a group unrolled; per group the lanes are multiplied
- *   by the group scale (vpmulld; none for the types whose scales are all 1) and added to the
- *   float block's int32 sum; the offset o * s_g * A_g and the mins are one vpdpwssd per 32
- *   elements each, with the activation's 16-element sums.
+ *   single panel against 8 rows only for a last odd panel), the steps of a group unrolled;
+ *   per group the lanes are multiplied by the group scale (vpmulld; none for the types whose
+ *   scales are all 1) and added to the float block's int32 sum; the offset o * s_g * A_g and
+ *   the mins are one vpdpwssd per 32 elements each, with the activation's 16-element sums.
  * The first packing stage (tile_decode_avx2.h: AVX2 decoders of the common types, the plain
  * td_<t> of tile_decode.h for the others) is shared with the AVX2 build.
- * Tested without an AVX-512 CPU by `make emu512` (SIMDe), like the other AVX-512 kernels.
+ * Tested without an AVX-512 CPU by `make emu512` (SIMDe), like the other AVX-512 kernels; timed on
+ * an Intel Xeon with AVX-512 VNNI (bench/tile_lab, docs/perf.md issue 14).
  */
 #include "kernels/x86/kernels_isa.h"
 

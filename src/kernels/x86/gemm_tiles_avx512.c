@@ -135,6 +135,26 @@ MUSE_AVX2_INLINE __m512i tile_bcast4(const void *p) {
     return _mm512_set1_epi32(v);
 }
 
+/* The steps of group gi of float block fb: S[p][r] += panel p's codes x row r's bytes, one
+ * vpdpbusd per panel, row and 4 elements (exact int32 sums). */
+MUSE_AVX2_INLINE void tile_steps(const struct tile_cfg c, const uint8_t *const *pan, const struct tile_lay L, int64_t fb,
+                                 int gi, const int8_t *const *a, int64_t eg, const int P, const int NY,
+                                 __m512i S[2][NY_MAX]) {
+    TILE_UNROLL
+    for (int k = 0; k < c.g / 4; k++) {
+        __m512i w[2];
+        TILE_UNROLL
+        for (int p = 0; p < P; p++)
+            w[p] = _mm512_loadu_si512((const void *)(pan[p] + fb * L.rec + L.codes + gi * (c.g / 4) * 64 + k * 64));
+        TILE_UNROLL
+        for (int r = 0; r < NY; r++) {
+            const __m512i x = tile_bcast4(a[r] + eg + 4 * k);
+            TILE_UNROLL
+            for (int p = 0; p < P; p++) S[p][r] = _mm512_dpbusd_epi32(S[p][r], w[p], x);
+        }
+    }
+}
+
 /* P packed panels (1 or 2: 16 or 32 weight rows) against NY activation rows: acc[p][r] (16 floats)
  * += panel p's dots with row r. Two panels per step load two weight registers for NY broadcasts,
  * 2 NY independent vpdpbusd chains (NY 6: 12, enough to cover its latency on two ports, 8 loads
@@ -155,19 +175,7 @@ MUSE_AVX2_INLINE void tile_run(const struct tile_cfg c, int64_t n, const uint8_t
         for (int gi = 0; gi < c.fbe / c.g; gi++) {
             const int64_t eg = e0 + (int64_t)gi * c.g;
             if (c.s1) { /* every group scale is 1: the steps add into the block's sums directly */
-                TILE_UNROLL
-                for (int k = 0; k < c.g / 4; k++) {
-                    __m512i w[2];
-                    TILE_UNROLL
-                    for (int p = 0; p < P; p++)
-                        w[p] = _mm512_loadu_si512((const void *)(pan[p] + fb * L.rec + L.codes + gi * (c.g / 4) * 64 + k * 64));
-                    TILE_UNROLL
-                    for (int r = 0; r < NY; r++) {
-                        const __m512i x = tile_bcast4(a[r] + eg + 4 * k);
-                        TILE_UNROLL
-                        for (int p = 0; p < P; p++) Isum[p][r] = _mm512_dpbusd_epi32(Isum[p][r], w[p], x);
-                    }
-                }
+                tile_steps(c, pan, L, fb, gi, a, eg, P, NY, Isum);
                 continue;
             }
             __m512i Gsum[2][NY_MAX];
@@ -175,19 +183,7 @@ MUSE_AVX2_INLINE void tile_run(const struct tile_cfg c, int64_t n, const uint8_t
             for (int p = 0; p < P; p++)
                 TILE_UNROLL
                 for (int r = 0; r < NY; r++) Gsum[p][r] = _mm512_setzero_si512();
-            TILE_UNROLL
-            for (int k = 0; k < c.g / 4; k++) {
-                __m512i w[2];
-                TILE_UNROLL
-                for (int p = 0; p < P; p++)
-                    w[p] = _mm512_loadu_si512((const void *)(pan[p] + fb * L.rec + L.codes + gi * (c.g / 4) * 64 + k * 64));
-                TILE_UNROLL
-                for (int r = 0; r < NY; r++) {
-                    const __m512i x = tile_bcast4(a[r] + eg + 4 * k);
-                    TILE_UNROLL
-                    for (int p = 0; p < P; p++) Gsum[p][r] = _mm512_dpbusd_epi32(Gsum[p][r], w[p], x);
-                }
-            }
+            tile_steps(c, pan, L, fb, gi, a, eg, P, NY, Gsum);
             TILE_UNROLL
             for (int p = 0; p < P; p++) {
                 const __m512i sv = _mm512_loadu_si512((const void *)(pan[p] + fb * L.rec + L.scal + gi * 64));

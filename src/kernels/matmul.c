@@ -101,7 +101,7 @@ bool muse_matmul_tile_supported(const struct muse_kernels *k, enum muse_type typ
     const struct muse_type_layout *l = muse_type_layout_get(type);
     const enum muse_type at = muse_type_traits[type].vec_dot_type;
     return l && ne0 > 0 && ne0 % l->block_size == 0 && ne0 % 32 == 0 &&
-           (at == MUSE_TYPE_Q8_0 || at == MUSE_TYPE_Q8_K);
+           (at == MUSE_TYPE_Q8_0 || at == MUSE_TYPE_Q8_1 || at == MUSE_TYPE_Q8_K);
 }
 
 size_t muse_matmul_tile_act_bytes(int64_t ne0) {
@@ -127,15 +127,23 @@ void muse_matmul_tile_prep(enum muse_type type, int64_t ne0, const void *q, void
         }
         return;
     }
-    const struct muse_block_q8_0 *b = q;
+    /* Q8_0 or Q8_1 (the same codes and d; Q8_1's s is not used: the min term is computed from
+     * the exact sums) */
+    const bool q81 = muse_type_traits[type].vec_dot_type == MUSE_TYPE_Q8_1;
+    const size_t bs = q81 ? sizeof(struct muse_block_q8_1) : sizeof(struct muse_block_q8_0);
     for (int64_t i = 0; i < ne0 / 32; i++) {
-        memcpy(codes + 32 * i, b[i].qs, 32);
+        const uint8_t *blk = (const uint8_t *)q + (size_t)i * bs;
+        const int8_t *qs = q81 ? ((const struct muse_block_q8_1 *)(const void *)blk)->qs
+                               : ((const struct muse_block_q8_0 *)(const void *)blk)->qs;
+        memcpy(codes + 32 * i, qs, 32);
         for (int h = 0; h < 2; h++) {
             int s = 0;
-            for (int j = 0; j < 16; j++) s += b[i].qs[16 * h + j];
+            for (int j = 0; j < 16; j++) s += qs[16 * h + j];
             gs[2 * i + h] = (int16_t)s;
         }
-        d[i] = muse_fp16_to_fp32(b[i].d);
+        uint16_t dh;
+        memcpy(&dh, blk, 2); /* d leads both blocks */
+        d[i] = muse_fp16_to_fp32(dh);
     }
 }
 

@@ -7,7 +7,8 @@
  *     every code v + o lies in [0, cmax], the range the kernels' int16 sums are sized for;
  *   - every output against the scalar dot of the order in force (muse_x86_vec_dot) within the
  *     derived bound 2 * gamma(ne0/16 + 8) * T (T: the sum of the absolute values of the
- *     integer-times-scale terms both sides sum; docs/cpu-backend.md, "The tile GEMM"), for odd
+ *     integer-times-scale terms both sides sum; docs/cpu-backend.md, "The tile GEMM"; plus the
+ *     half rounding of Q8_1's s for Q4_1/Q5_1), for odd
  *     row counts (1..24, not multiples of the panel), 1..33 activation rows, with NaN-poisoned
  *     bytes around every activation row and output row (a read of padding shows up as NaN, a
  *     write outside the output as a changed poison value);
@@ -22,27 +23,13 @@
 
 #include "kernels/kernels.h"
 #include "kernels/matmul.h"
-#include "kernels/x86/kernels_isa.h"
-#include "kernels/x86/tile_decode.h"
 #include "kernels/x86_numerics.h"
 #include "test.h"
 
 #include "kernels/kernel_random.h"
+#include "kernels/tile_bound.h"
 
 #define CHECK(c) TEST_COND(#c, c)
-
-struct tile_type {
-    enum muse_type type;
-    struct tile_cfg cfg;
-    tile_decode_fn dec;
-};
-
-#define TT_FN(T, t, ...) static void tt_##t(const uint8_t *blk, struct tile_row *r) { td_##t(blk, r); }
-MUSE_TILE_TYPES(TT_FN)
-#define TT_ENTRY(T, t, FBE, G, O, CMAX, MINS, S1) \
-    {MUSE_TYPE_##T, {FBE, G, O, CMAX, MINS, S1, (int)sizeof(struct muse_block_##t)}, tt_##t},
-static const struct tile_type tile_types[] = {MUSE_TILE_TYPES(TT_ENTRY)};
-#define N_TILE_TYPES (int)(sizeof tile_types / sizeof tile_types[0])
 
 // ---- round trip of the first packing stage ------------------------------------------------------
 
@@ -77,26 +64,6 @@ static void test_decode(const struct tile_type *tt) {
 }
 
 // ---- the GEMM against the reference -----------------------------------------------------------
-
-/* T of weight row w and activation row q (the reference layout): the sum over float blocks of
- * |d d_a| sum_e |s v a| + |m d_a| sum_u |mn A_u|, in double. */
-static double abs_terms(const struct tile_type *tt, int64_t ne0, const uint8_t *w, const uint8_t *xp) {
-    const int8_t *a = (const int8_t *)xp;
-    const int16_t *gs = (const int16_t *)(const void *)(xp + ne0);
-    const float *da = (const float *)(const void *)(xp + ne0 + ne0 / 8);
-    double t = 0;
-    for (int64_t fb = 0; fb < ne0 / tt->cfg.fbe; fb++) {
-        struct tile_row r;
-        memset(&r, 0, sizeof r);
-        tt->dec(w + fb * tt->cfg.bpb, &r);
-        const int64_t e0 = fb * tt->cfg.fbe;
-        double si = 0, sm = 0;
-        for (int e = 0; e < tt->cfg.fbe; e++) si += fabs((double)r.s[e / tt->cfg.g] * r.v[e] * a[e0 + e]);
-        for (int u = 0; u < tt->cfg.fbe / 16 && tt->cfg.mins; u++) sm += fabs((double)r.mn[u] * gs[e0 / 16 + u]);
-        t += fabs((double)r.d * da[e0 / 32]) * si + fabs((double)r.m * da[e0 / 32]) * sm;
-    }
-    return t;
-}
 
 static bool is_ff(const void *p, size_t n) {
     const uint8_t *b = p;
@@ -139,7 +106,8 @@ static void check_case(const struct muse_kernels *k, const struct tile_type *tt,
             float want;
             muse_x86_vec_dot(tt->type)(ne0, &want, w + i * ws, q + r * qs);
             const double got = out[(int64_t)r * os + i];
-            const double tol = tol_f * abs_terms(tt, ne0, w + i * ws, xp + pad + r * xps);
+            const double tol = tol_f * tile_abs_terms(tt, ne0, w + i * ws, xp + pad + r * xps) +
+                               tile_q81_s_rounding(tt, ne0, w + i * ws, xp + pad + r * xps);
             const double err = fabs(got - (double)want);
             if (!(err <= tol)) {
                 if (bad++ < 3)

@@ -24,50 +24,12 @@
 #include "core/fp16.h"
 #include "kernels/kernels.h"
 #include "kernels/matmul.h"
-#include "kernels/x86/kernels_isa.h"
-#include "kernels/x86/tile_decode.h"
 #include "kernels/x86_numerics.h"
 #include "model/model.h"
 #include "synth/synth.h"
 #include "test.h"
 
-// ---- the tile types' first packing stage (for the bound T) -------------------------------------
-
-struct tile_type {
-    enum muse_type type;
-    struct tile_cfg cfg;
-    tile_decode_fn dec;
-};
-#define TT_FN(T, t, ...) static void tt_##t(const uint8_t *blk, struct tile_row *r) { td_##t(blk, r); }
-MUSE_TILE_TYPES(TT_FN)
-#define TT_ENTRY(T, t, FBE, G, O, CMAX, MINS, S1) \
-    {MUSE_TYPE_##T, {FBE, G, O, CMAX, MINS, S1, (int)sizeof(struct muse_block_##t)}, tt_##t},
-static const struct tile_type tile_types[] = {MUSE_TILE_TYPES(TT_ENTRY)};
-
-static const struct tile_type *tile_type_of(enum muse_type t) {
-    for (size_t i = 0; i < sizeof tile_types / sizeof tile_types[0]; i++)
-        if (tile_types[i].type == t) return &tile_types[i];
-    return NULL;
-}
-
-/* T of weight row w against the activation row in the tile layout xp (test_tile_gemm.c) */
-static double abs_terms(const struct tile_type *tt, int64_t ne0, const uint8_t *w, const uint8_t *xp) {
-    const int8_t *a = (const int8_t *)xp;
-    const int16_t *gs = (const int16_t *)(const void *)(xp + ne0);
-    const float *da = (const float *)(const void *)(xp + ne0 + ne0 / 8);
-    double t = 0;
-    for (int64_t fb = 0; fb < ne0 / tt->cfg.fbe; fb++) {
-        struct tile_row r;
-        memset(&r, 0, sizeof r);
-        tt->dec(w + fb * tt->cfg.bpb, &r);
-        const int64_t e0 = fb * tt->cfg.fbe;
-        double si = 0, sm = 0;
-        for (int e = 0; e < tt->cfg.fbe; e++) si += fabs((double)r.s[e / tt->cfg.g] * r.v[e] * a[e0 + e]);
-        for (int u = 0; u < tt->cfg.fbe / 16 && tt->cfg.mins; u++) sm += fabs((double)r.mn[u] * gs[e0 / 16 + u]);
-        t += fabs((double)r.d * da[e0 / 32]) * si + fabs((double)r.m * da[e0 / 32]) * sm;
-    }
-    return t;
-}
+#include "kernels/tile_bound.h"
 
 // ---- the verifying wrapper backend ------------------------------------------------------------
 
@@ -129,8 +91,9 @@ static void check_matmul(struct verify *v, const struct muse_matmul_job *jobs, i
                 }
                 /* the dot's bound, through the epilogue's two roundings on both sides */
                 const double sc = jobs[j].has_scale ? fabs((double)jobs[j].scale) : 1.0;
-                const double tol = tol_f * abs_terms(tt, ne0, (const uint8_t *)w->data + (size_t)i * w->row_size,
-                                                     v->xp + (size_t)r * xps) * sc * (1 + 4 * u) +
+                const uint8_t *wr = (const uint8_t *)w->data + (size_t)i * w->row_size, *xr = v->xp + (size_t)r * xps;
+                const double tol = (tol_f * tile_abs_terms(tt, ne0, wr, xr) + tile_q81_s_rounding(tt, ne0, wr, xr)) * sc *
+                                       (1 + 4 * u) +
                                    4 * u * fabs((double)want);
                 note(v, fabs((double)got - want), tol, muse_type_layout_get(w->type)->name, &v->worst_mm);
             }
@@ -205,6 +168,8 @@ static const char *const mixes[] = {
     "*=q8_0",
     "attn_q=q4_0,attn_k=q5_0,attn_v=iq4_nl,attn_output=mxfp4,attn_gate=q4_0,ffn_gate=q5_0,ffn_up=iq4_nl,"
     "ffn_down=mxfp4,*=q8_0",
+    "attn_q=q4_1,attn_k=q5_1,attn_v=q4_1,attn_output=q5_1,attn_gate=q4_1,ffn_gate=q5_1,ffn_up=q4_1,"
+    "ffn_down=q5_1,output=q6_k,*=q8_0",
     "attn_q=q4_k,attn_k=q5_k,attn_v=q6_k,attn_output=q2_k,attn_gate=q3_k,ffn_gate=iq4_xs,ffn_up=tq2_0,"
     "ffn_down=tq1_0,output=q6_k,*=q4_k",
     "attn_q=iq2_xxs,attn_k=iq2_xs,attn_v=iq2_s,attn_output=iq3_xxs,attn_gate=iq3_s,ffn_gate=iq1_s,"

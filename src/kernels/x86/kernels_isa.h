@@ -81,7 +81,8 @@ MUSE_X86_GEMM_TYPES(MUSE_DECLARE_X86_GEMM)
     X(TQ1_0, tq1_0, 256, 32, 1, 2, 0, 1) X(IQ2_XXS, iq2_xxs, 256, 32, 43, 86, 0, 0)                   \
     X(IQ2_XS, iq2_xs, 256, 16, 43, 86, 0, 0) X(IQ2_S, iq2_s, 256, 16, 43, 86, 0, 0)                   \
     X(IQ3_XXS, iq3_xxs, 256, 32, 62, 124, 0, 0) X(IQ3_S, iq3_s, 256, 32, 15, 30, 0, 0)                \
-    X(IQ1_S, iq1_s, 256, 32, 9, 18, 0, 0) X(IQ1_M, iq1_m, 256, 16, 9, 18, 0, 0)
+    X(IQ1_S, iq1_s, 256, 32, 9, 18, 0, 0) X(IQ1_M, iq1_m, 256, 16, 9, 18, 0, 0)                      \
+    X(Q4_1, q4_1, 32, 32, 0, 15, 1, 1) X(Q5_1, q5_1, 32, 32, 0, 31, 1, 1)
 MUSE_TILE_TYPES(MUSE_DECLARE_TILE)
 
 struct muse_attn_flash;

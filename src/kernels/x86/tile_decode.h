@@ -4,7 +4,7 @@
  * ISA. Internal to src/kernels/x86; include only from *_avx2.c / *_avx512.c files (static
  * inline, compiled with their flags; the code is plain C that the compiler vectorizes).
  *
- * Every supported weight type's dot product with its activation row (Q8_0 or Q8_K: integer codes
+ * Every supported weight type's dot product with its activation row (Q8_0, Q8_1 or Q8_K: integer codes
  * a with one float scale d_a per block) is, per float block FB of the weight row,
  *     d * d_a * I  +  m * d_a * M,   I = sum over groups g of s_g * sum_{e in g} v_e * a_e,
  *                                    M = sum over 16-element units u of mn_u * A_u  (A_u = sum a)
@@ -79,6 +79,32 @@ static inline void td_q5_0(const uint8_t *blk, struct tile_row *r) {
     r->s[0] = 1;
     r->d = muse_h2f(b->d);
     r->m = 0.0f;
+}
+
+/* Q4_1/Q5_1: w = d q + m with codes q >= 0; the min m is the M term with mn = 1 on both 16-units */
+static inline void td_q4_1(const uint8_t *blk, struct tile_row *r) {
+    const struct muse_block_q4_1 *b = (const void *)blk;
+    for (int j = 0; j < 16; j++) {
+        r->v[j] = (int8_t)(b->qs[j] & 15);
+        r->v[j + 16] = (int8_t)(b->qs[j] >> 4);
+    }
+    r->s[0] = 1;
+    r->mn[0] = r->mn[1] = 1;
+    r->d = muse_h2f(b->d);
+    r->m = muse_h2f(b->m);
+}
+
+static inline void td_q5_1(const uint8_t *blk, struct tile_row *r) {
+    const struct muse_block_q5_1 *b = (const void *)blk;
+    const uint32_t qh = muse_rd_le32(b->qh);
+    for (int j = 0; j < 16; j++) {
+        r->v[j] = (int8_t)((b->qs[j] & 15) | ((qh >> j) & 1) << 4);
+        r->v[j + 16] = (int8_t)((b->qs[j] >> 4) | ((qh >> (j + 16)) & 1) << 4);
+    }
+    r->s[0] = 1;
+    r->mn[0] = r->mn[1] = 1;
+    r->d = muse_h2f(b->d);
+    r->m = muse_h2f(b->m);
 }
 
 static inline void td_codebook32(const int8_t *kv, const uint8_t *qs, int8_t *v) {

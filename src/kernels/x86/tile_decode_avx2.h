@@ -41,6 +41,20 @@ MUSE_AVX2_INLINE void tdx_q5_0(const uint8_t *blk, struct tile_row *r) {
     tdx_set32(r, _mm256_sub_epi8(avx2_q5_codes(b->qs, b->qh), _mm256_set1_epi8(16)), avx2_h2f(b->d));
 }
 
+MUSE_AVX2_INLINE void tdx_q4_1(const uint8_t *blk, struct tile_row *r) {
+    const struct muse_block_q4_1 *b = (const void *)blk;
+    tdx_set32(r, avx2_nibbles_16(b->qs), avx2_h2f(b->d));
+    r->mn[0] = r->mn[1] = 1;
+    r->m = avx2_h2f(b->m);
+}
+
+MUSE_AVX2_INLINE void tdx_q5_1(const uint8_t *blk, struct tile_row *r) {
+    const struct muse_block_q5_1 *b = (const void *)blk;
+    tdx_set32(r, avx2_q5_codes(b->qs, b->qh), avx2_h2f(b->d));
+    r->mn[0] = r->mn[1] = 1;
+    r->m = avx2_h2f(b->m);
+}
+
 MUSE_AVX2_INLINE __m256i tdx_codebook(const int8_t *kv, const uint8_t *qs) {
     return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kv)), avx2_nibbles_16(qs));
 }

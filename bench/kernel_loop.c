@@ -97,7 +97,7 @@ int main(int argc, char **argv) {
         printf("%-8s %s  best %9.1f us  %7.1f GOP/s  %6.2f GB/s of weights\n", name, bad ? "MISMATCH" : "exact",
                best * 1e6, ops / best * 1e-9, (double)row_size * (double)rows / best * 1e-9);
         if (muse_matmul_tile_supported(k, type, ne0, n_act)) {
-            const size_t xps = muse_matmul_tile_act_bytes(ne0), sb = muse_matmul_tile_scratch(k, type, ne0);
+            const size_t xps = muse_matmul_tile_act_bytes(type, ne0), sb = muse_matmul_tile_scratch(k, type, ne0);
             uint8_t *xp = malloc(xps * (size_t)n_act);
             void *scratch = aligned_alloc(64, (sb + 63) & ~(size_t)63);
             float *tout = malloc(sizeof(float) * (size_t)rows * n_act);

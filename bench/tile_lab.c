@@ -59,7 +59,7 @@ int main(int argc, char **argv) {
         }
         const enum muse_type type = (enum muse_type)t;
         const size_t row_size = muse_type_row_size(type, ne0), q_stride = muse_matmul_act_row_size(type, ne0);
-        const size_t xps = muse_matmul_tile_act_bytes(ne0), scratch_bytes = muse_matmul_tile_scratch(k, type, ne0);
+        const size_t xps = muse_matmul_tile_act_bytes(type, ne0), scratch_bytes = muse_matmul_tile_scratch(k, type, ne0);
         uint8_t *w = malloc(row_size * (size_t)rows), *q = malloc(q_stride * (size_t)n_act);
         void *xp = aligned_alloc(64, xps * (size_t)n_act), *scratch = aligned_alloc(64, (scratch_bytes + 63) & ~(size_t)63);
         float *x = malloc(sizeof(float) * (size_t)ne0 * (size_t)n_act);

@@ -111,7 +111,7 @@ static muse_status cpu_init(const struct muse_backend_plan *plan, void **state, 
         if (b > s->tile_bytes) s->tile_bytes = (b + 63) & ~(size_t)63;
     }
     if (s->tile_bytes) {
-        s->xp_stride = muse_matmul_tile_act_bytes(plan->max_ne0);
+        s->xp_stride = muse_matmul_tile_act_bytes_max(s->k, plan->max_ne0);
         s->xp = aligned_alloc(64, (size_t)plan->n_batch * s->xp_stride);
         if (!s->xp) goto fail;
     }

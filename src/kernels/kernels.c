@@ -33,9 +33,10 @@ static const struct muse_kernels kernels_scalar = {
     {                                                                                  \
         .level = LEVEL,                                                                \
         .exact_mode = EXACT,                                                           \
-        .tile_gemm = {MUSE_TILE_TYPES(TILE_ENTRY)},                                    \
-        .tile_bytes = {MUSE_TILE_TYPES(TILE_BYTES)},                                   \
+        .tile_gemm = {MUSE_TILE_TYPES(TILE_ENTRY) MUSE_TILE_FLOAT_TYPES(TILE_ENTRY)},  \
+        .tile_bytes = {MUSE_TILE_TYPES(TILE_BYTES) MUSE_TILE_FLOAT_TYPES(TILE_BYTES)}, \
         .tile_min_act = TILE_MIN_ACT,                                                  \
+        .widen = {[MUSE_TYPE_F16] = muse_widen_f16_avx2, [MUSE_TYPE_BF16] = muse_widen_bf16_avx2}, \
         .attn_flash_f16 = EXACT ? NULL : muse_attn_flash_f16_avx2,                     \
         .attn_flash_scratch = EXACT ? NULL : muse_attn_flash_scratch_avx2,             \
         .quantize = {                                                                  \

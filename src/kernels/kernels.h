@@ -104,6 +104,8 @@ typedef bool (*muse_tile_gemm_fn)(int64_t n, const void *w, size_t w_stride, int
                                   size_t xps, int n_act, float *out, int64_t out_stride, void *scratch,
                                   size_t scratch_bytes);
 typedef size_t (*muse_tile_bytes_fn)(int64_t n);
+/* n F16 or BF16 values to f32 (exact). */
+typedef void (*muse_widen_fn)(const void *x, float *y, int64_t n);
 
 /*
  * Flash-style attention over an F16 KV cache (kernels/x86/attn_flash_avx2.c): the rows of
@@ -176,6 +178,8 @@ struct muse_kernels {
     muse_tile_gemm_fn tile_gemm[MUSE_TYPE_COUNT];
     muse_tile_bytes_fn tile_bytes[MUSE_TYPE_COUNT];
     int tile_min_act;
+    /* F16 / BF16 activation rows widened to the f32 tile layout of the float weights (NULL: plain C) */
+    muse_widen_fn widen[MUSE_TYPE_COUNT];
     /* True in the tables that reproduce the reference bit for bit (MUSE_CPU=exact, and the scalar
      * level): no tile GEMM, no flash attention. */
     bool exact_mode;

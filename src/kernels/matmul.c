@@ -96,16 +96,30 @@ void muse_matmul(const struct muse_kernels *k, const struct muse_matmul_weight *
 
 // ---- the tile GEMM -------------------------------------------------------------------------
 
+/* The float weight types, whose tile layout is the activation row in f32. */
+static bool tile_float(enum muse_type type) {
+    return type == MUSE_TYPE_F32 || type == MUSE_TYPE_F16 || type == MUSE_TYPE_BF16;
+}
+
 bool muse_matmul_tile_supported(const struct muse_kernels *k, enum muse_type type, int64_t ne0, int n_act) {
     if (!k || (unsigned)type >= MUSE_TYPE_COUNT || !k->tile_gemm[type] || n_act < k->tile_min_act) return false;
     const struct muse_type_layout *l = muse_type_layout_get(type);
     const enum muse_type at = muse_type_traits[type].vec_dot_type;
     return l && ne0 > 0 && ne0 % l->block_size == 0 && ne0 % 32 == 0 &&
-           (at == MUSE_TYPE_Q8_0 || at == MUSE_TYPE_Q8_1 || at == MUSE_TYPE_Q8_K);
+           (at == MUSE_TYPE_Q8_0 || at == MUSE_TYPE_Q8_1 || at == MUSE_TYPE_Q8_K || tile_float(type));
 }
 
-size_t muse_matmul_tile_act_bytes(int64_t ne0) {
+size_t muse_matmul_tile_act_bytes(enum muse_type type, int64_t ne0) {
+    if (tile_float(type)) return ((size_t)ne0 * sizeof(float) + 63) & ~(size_t)63;
     return ((size_t)ne0 + (size_t)ne0 / 8 + (size_t)ne0 / 8 + 63) & ~(size_t)63;
+}
+
+size_t muse_matmul_tile_act_bytes_max(const struct muse_kernels *k, int64_t ne0) {
+    size_t b = 0;
+    for (int t = 0; k && t < MUSE_TYPE_COUNT; t++)
+        if (k->tile_gemm[t] && muse_matmul_tile_act_bytes((enum muse_type)t, ne0) > b)
+            b = muse_matmul_tile_act_bytes((enum muse_type)t, ne0);
+    return b;
 }
 
 size_t muse_matmul_tile_scratch(const struct muse_kernels *k, enum muse_type type, int64_t ne0) {
@@ -115,6 +129,16 @@ size_t muse_matmul_tile_scratch(const struct muse_kernels *k, enum muse_type typ
 }
 
 void muse_matmul_tile_prep(enum muse_type type, int64_t ne0, const void *q, void *xp) {
+    if (tile_float(type)) { /* the vec_dot_type is the weight type */
+        const uint16_t *h = q;
+        float *f = xp;
+        if (type == MUSE_TYPE_F32) memcpy(f, q, (size_t)ne0 * sizeof(float));
+        else if (type == MUSE_TYPE_F16)
+            for (int64_t i = 0; i < ne0; i++) f[i] = muse_fp16_to_fp32(h[i]);
+        else
+            for (int64_t i = 0; i < ne0; i++) f[i] = muse_bf16_to_fp32(h[i]);
+        return;
+    }
     int8_t *codes = xp;
     int16_t *gs = (int16_t *)(void *)(codes + ne0);
     float *d = (float *)(void *)((char *)gs + ne0 / 8);
@@ -158,7 +182,9 @@ void muse_matmul_tile_quantize(const struct muse_kernels *k, enum muse_type type
                 x + (int64_t)r * x_stride, qr, ne0);
         else
             muse_kernels_quantize_row(k, act_type, x + (int64_t)r * x_stride, qr, ne0);
-        muse_matmul_tile_prep(type, ne0, qr, (char *)xp + (size_t)r * xps);
+        float *xr = (float *)(void *)((char *)xp + (size_t)r * xps);
+        if (k && k->widen[type]) k->widen[type](qr, xr, ne0); /* F16, BF16: the same values, vectorized */
+        else muse_matmul_tile_prep(type, ne0, qr, xr);
     }
 }
 

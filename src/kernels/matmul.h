@@ -78,16 +78,21 @@ void muse_matmul(const struct muse_kernels *k, const struct muse_matmul_weight *
  */
 bool muse_matmul_tile_supported(const struct muse_kernels *k, enum muse_type type, int64_t ne0, int n_act);
 
-/* Bytes of one activation row in the tile layout for rows of ne0 elements (a multiple of 64):
- * int8 codes [ne0], int16 sums of each 16 codes [ne0 / 16], f32 block scale of each 32 [ne0 / 32]. */
-size_t muse_matmul_tile_act_bytes(int64_t ne0);
+/* Bytes of one activation row in the tile layout of weights of `type` for rows of ne0 elements (a
+ * multiple of 64). Quant types: int8 codes [ne0], int16 sums of each 16 codes [ne0 / 16], f32
+ * block scale of each 32 [ne0 / 32]. Float types (F32, F16, BF16): the values of the vec_dot_type
+ * row as f32 [ne0]. */
+size_t muse_matmul_tile_act_bytes(enum muse_type type, int64_t ne0);
+
+/* The largest muse_matmul_tile_act_bytes over the types k has a tile GEMM for (0: none). */
+size_t muse_matmul_tile_act_bytes_max(const struct muse_kernels *k, int64_t ne0);
 
 /* Scratch bytes muse_matmul_tile needs for weights of `type` (0: no tile GEMM for it in k). */
 size_t muse_matmul_tile_scratch(const struct muse_kernels *k, enum muse_type type, int64_t ne0);
 
 /*
- * One activation row q (ne0 elements of the vec_dot_type of `type`, Q8_0 or Q8_K, as
- * muse_matmul_quantize wrote it in the reference layout) into the tile layout at xp.
+ * One activation row q (ne0 elements of the vec_dot_type of `type`, Q8_0, Q8_1, Q8_K, F32, F16 or
+ * BF16, as muse_matmul_quantize wrote it in the reference layout) into the tile layout at xp.
  */
 void muse_matmul_tile_prep(enum muse_type type, int64_t ne0, const void *q, void *xp);
 

@@ -8,7 +8,8 @@
  *   - every output against the scalar dot of the order in force (muse_x86_vec_dot) within the
  *     derived bound 2 * gamma(ne0/16 + 8) * T (T: the sum of the absolute values of the
  *     integer-times-scale terms both sides sum; docs/cpu-backend.md, "The tile GEMM"; plus the
- *     half rounding of Q8_1's s for Q4_1/Q5_1), for odd
+ *     half rounding of Q8_1's s for Q4_1/Q5_1; for F32/F16/BF16 (gamma(ne0) + gamma(ne0/8 + 3))
+ *     sum |w a|: one FMA chain against 8 lanes and their sum; tests/kernels/tile_bound.h), for odd
  *     row counts (1..24, not multiples of the panel), 1..33 activation rows, with NaN-poisoned
  *     bytes around every activation row and output row (a read of padding shows up as NaN, a
  *     write outside the output as a changed poison value);
@@ -72,42 +73,41 @@ static bool is_ff(const void *p, size_t n) {
     return true;
 }
 
-static void check_case(const struct muse_kernels *k, const struct tile_type *tt, int64_t ne0, int64_t n_rows,
-                       int n_act, double *worst) {
-    const char *lv = muse_cpu_level_name(k->level), *tn = muse_type_layout_get(tt->type)->name;
-    const enum muse_type at = muse_type_traits[tt->type].vec_dot_type;
-    const size_t ws = muse_type_row_size(tt->type, ne0) + 32, qs = muse_type_row_size(at, ne0);
-    const size_t xps = muse_matmul_tile_act_bytes(ne0) + 64, pad = 64;
+/* One shape of weight type `type` (tt: its packing, NULL for the float types). */
+static void check_case(const struct muse_kernels *k, enum muse_type type, const struct tile_type *tt, int64_t ne0,
+                       int64_t n_rows, int n_act, double *worst) {
+    const char *lv = muse_cpu_level_name(k->level), *tn = muse_type_layout_get(type)->name;
+    const enum muse_type at = muse_type_traits[type].vec_dot_type;
+    const size_t ws = muse_type_row_size(type, ne0) + 32, qs = muse_type_row_size(at, ne0);
+    const size_t xps = muse_matmul_tile_act_bytes(type, ne0) + 64, pad = 64;
     const int64_t os = n_rows + 3;
     uint8_t *w = malloc((size_t)n_rows * ws);
     uint8_t *q = malloc((size_t)n_act * qs);
     uint8_t *xp = malloc(2 * pad + (size_t)n_act * xps);
     float *out = malloc(sizeof(float) * ((size_t)n_act * os + 16));
     float *x = malloc(sizeof(float) * (size_t)ne0);
-    const size_t sb = muse_matmul_tile_scratch(k, tt->type, ne0);
+    const size_t sb = muse_matmul_tile_scratch(k, type, ne0);
     void *scratch = aligned_alloc(64, (sb + 63) & ~(size_t)63);
     memset(w, 0xff, (size_t)n_rows * ws);
     memset(xp, 0xff, 2 * pad + (size_t)n_act * xps);
     memset(out, 0xff, sizeof(float) * ((size_t)n_act * os + 16));
-    for (int64_t i = 0; i < n_rows; i++) CHECK(kr_weight_row(tt->type, ne0, w + i * ws));
+    for (int64_t i = 0; i < n_rows; i++) CHECK(kr_weight_row(type, ne0, w + i * ws));
     for (int r = 0; r < n_act; r++) {
         const float scale = r % 3 == 2 ? 100.0f : 1.0f;
         for (int64_t j = 0; j < ne0; j++) x[j] = r == 4 ? 0.0f : kr_float() * scale; /* row 4: all zero */
-        muse_matmul_quantize(NULL, tt->type, ne0, x, 0, 1, q + r * qs, qs, 0, 1);
-        muse_matmul_tile_prep(tt->type, ne0, q + r * qs, xp + pad + r * xps);
+        muse_matmul_quantize(NULL, type, ne0, x, 0, 1, q + r * qs, qs, 0, 1);
+        muse_matmul_tile_prep(type, ne0, q + r * qs, xp + pad + r * xps);
     }
-    CHECK(muse_matmul_tile_supported(k, tt->type, ne0, n_act < k->tile_min_act ? k->tile_min_act : n_act));
-    const bool ok = k->tile_gemm[tt->type](ne0, w, ws, n_rows, xp + pad, xps, n_act, out, os, scratch, sb);
+    CHECK(muse_matmul_tile_supported(k, type, ne0, n_act < k->tile_min_act ? k->tile_min_act : n_act));
+    const bool ok = k->tile_gemm[type](ne0, w, ws, n_rows, xp + pad, xps, n_act, out, os, scratch, sb);
     TEST_CONDF(ok, "%s %s: tile GEMM declined %lldx%lld x %d", lv, tn, (long long)ne0, (long long)n_rows, n_act);
-    const double tol_f = 2.0 * muse_tile_gamma(ne0 / 16 + 8);
     int bad = 0;
     for (int r = 0; r < n_act && ok; r++) {
         for (int64_t i = 0; i < n_rows; i++) {
             float want;
-            muse_x86_vec_dot(tt->type)(ne0, &want, w + i * ws, q + r * qs);
+            muse_x86_vec_dot(type)(ne0, &want, w + i * ws, q + r * qs);
             const double got = out[(int64_t)r * os + i];
-            const double tol = tol_f * tile_abs_terms(tt, ne0, w + i * ws, xp + pad + r * xps) +
-                               tile_q81_s_rounding(tt, ne0, w + i * ws, xp + pad + r * xps);
+            const double tol = tile_bound(type, tt, ne0, w + i * ws, xp + pad + r * xps);
             const double err = fabs(got - (double)want);
             if (!(err <= tol)) {
                 if (bad++ < 3)
@@ -125,11 +125,11 @@ static void check_case(const struct muse_kernels *k, const struct tile_type *tt,
      * the same bits as the AVX2 build */
     const struct muse_kernels *k2 = muse_kernels_for(MUSE_CPU_LEVEL_AVX2);
     if (ok && k2 && k2 != k) {
-        const size_t sb2 = muse_matmul_tile_scratch(k2, tt->type, ne0);
+        const size_t sb2 = muse_matmul_tile_scratch(k2, type, ne0);
         void *s2 = aligned_alloc(64, (sb2 + 63) & ~(size_t)63);
         float *o2 = malloc(sizeof(float) * (size_t)n_act * os);
         memcpy(o2, out, sizeof(float) * (size_t)n_act * os);
-        k2->tile_gemm[tt->type](ne0, w, ws, n_rows, xp + pad, xps, n_act, o2, os, s2, sb2);
+        k2->tile_gemm[type](ne0, w, ws, n_rows, xp + pad, xps, n_act, o2, os, s2, sb2);
         TEST_CONDF(!memcmp(o2, out, sizeof(float) * (size_t)n_act * os), "%s %s: not the AVX2 build's bits", lv, tn);
         free(s2);
         free(o2);
@@ -151,6 +151,7 @@ static void test_level(enum muse_cpu_level level) {
     for (int t = 0; t < MUSE_TYPE_COUNT; t++) TEST_CONDF(!ke->tile_gemm[t], "exact table has a tile GEMM (type %d)", t);
     CHECK(ke->exact_mode && !k->exact_mode);
     CHECK(k->tile_gemm[MUSE_TYPE_Q8_0] && k->tile_gemm[MUSE_TYPE_Q4_K] && k->tile_gemm[MUSE_TYPE_IQ2_XXS]);
+    CHECK(k->tile_gemm[MUSE_TYPE_F32] && k->tile_gemm[MUSE_TYPE_F16] && k->tile_gemm[MUSE_TYPE_BF16]);
     static const int64_t rows[] = {1, 8, 13, 24};
     static const int acts[] = {1, 2, 3, 4, 5, 7, 9, 17, 33};
     int n = 0;
@@ -161,12 +162,27 @@ static void test_level(enum muse_cpu_level level) {
         for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
             for (size_t ai = 0; ai < sizeof acts / sizeof acts[0]; ai++) {
                 const int64_t ne0 = ((ri + ai) % 3 == 0 ? 3 : 1) * (tt->cfg.fbe == 32 ? 64 : 256);
-                check_case(k, tt, ne0, rows[ri], acts[ai], &worst);
+                check_case(k, tt->type, tt, ne0, rows[ri], acts[ai], &worst);
                 n++;
             }
         /* a long row: many float blocks */
-        check_case(k, tt, tt->cfg.fbe == 32 ? 2048 : 4096, 9, 6, &worst);
+        check_case(k, tt->type, tt, tt->cfg.fbe == 32 ? 2048 : 4096, 9, 6, &worst);
         printf("  %s %-8s worst error / bound %.3f\n", muse_cpu_level_name(level), muse_type_layout_get(tt->type)->name,
+               worst);
+    }
+    /* the float types: more rows (3 panels of 16 on AVX-512) and odd multiples of 32 elements */
+    static const enum muse_type floats[] = {MUSE_TYPE_F32, MUSE_TYPE_F16, MUSE_TYPE_BF16};
+    static const int64_t frows[] = {1, 8, 13, 24, 47, 50};
+    for (size_t fi = 0; fi < sizeof floats / sizeof floats[0]; fi++) {
+        if (!k->tile_gemm[floats[fi]]) continue;
+        double worst = 0;
+        for (size_t ri = 0; ri < sizeof frows / sizeof frows[0]; ri++)
+            for (size_t ai = 0; ai < sizeof acts / sizeof acts[0]; ai++) {
+                check_case(k, floats[fi], NULL, 32 * (int64_t)(1 + (ri + ai) % 5), frows[ri], acts[ai], &worst);
+                n++;
+            }
+        check_case(k, floats[fi], NULL, 4096, 9, 6, &worst);
+        printf("  %s %-8s worst error / bound %.3f\n", muse_cpu_level_name(level), muse_type_layout_get(floats[fi])->name,
                worst);
     }
     printf("%s: %d tile GEMM cases\n", muse_cpu_level_name(level), n);

@@ -3,14 +3,17 @@
  * its outputs with (docs/cpu-backend.md, "The tile GEMM"): the types of MUSE_TILE_TYPES with their
  * first packing stage, and per weight row and activation row (tile layout) the sum T of the
  * absolute values of the integer-times-scale terms both sides sum (the bound is 2 gamma(ne0/16 +
- * 8) T) plus, for the Q8_1 activations of Q4_1/Q5_1, the half roundings of the reference's s.
+ * 8) T) plus, for the Q8_1 activations of Q4_1/Q5_1, the half roundings of the reference's s;
+ * tile_bound: the whole bound, float weight types included.
  * Static functions: include from one test program each.
  */
 #pragma once
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "kernels/matmul.h"
 #include "kernels/types.h"
 #include "kernels/x86/kernels_isa.h"
 #include "kernels/x86/tile_decode.h"
@@ -70,4 +73,22 @@ static inline double tile_q81_s_rounding(const struct tile_type *tt, int64_t ne0
         t += fabs((double)r.m) * fabs((double)da[fb] * (gs[2 * fb] + gs[2 * fb + 1])) * 0x1.01p-10;
     }
     return t;
+}
+
+/* The bound of one tile GEMM output against the reference dot (muse_x86_vec_dot) of weight row w
+ * and activation row xp (tile layout). Quant types (tt: their packing): 2 gamma(ne0/16 + 8) T plus
+ * the Q8_1 s rounding. Float types (tt NULL): both sides sum the same exact products w_k a_k (a:
+ * the vec_dot_type's values, xp's f32), the tile GEMM in one FMA chain, the reference in 8 lanes
+ * and a sum of the lanes: (gamma(ne0) + gamma(ne0/8 + 3)) sum |w_k a_k|. */
+static inline double tile_bound(enum muse_type type, const struct tile_type *tt, int64_t ne0, const uint8_t *w,
+                                const uint8_t *xp) {
+    if (tt) return 2.0 * muse_tile_gamma(ne0 / 16 + 8) * tile_abs_terms(tt, ne0, w, xp) + tile_q81_s_rounding(tt, ne0, w, xp);
+    float *wf = malloc(sizeof(float) * (size_t)ne0);
+    if (!wf) return 0.0;
+    muse_type_traits[type].to_float(w, wf, ne0);
+    const float *a = (const float *)(const void *)xp;
+    double t = 0;
+    for (int64_t e = 0; e < ne0; e++) t += fabs((double)wf[e] * a[e]);
+    free(wf);
+    return (muse_tile_gamma(ne0) + muse_tile_gamma(ne0 / 8 + 3)) * t;
 }

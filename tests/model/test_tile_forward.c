@@ -70,13 +70,13 @@ static void check_matmul(struct verify *v, const struct muse_matmul_job *jobs, i
     for (int j = 0; j < n_jobs; j++) {
         const struct muse_weight *w = &jobs[j].w;
         const bool tile = muse_matmul_tile_supported(v->k, w->type, ne0, n_rows);
-        const size_t qs = muse_matmul_act_row_size(w->type, ne0), xps = muse_matmul_tile_act_bytes(ne0);
+        const size_t qs = muse_matmul_act_row_size(w->type, ne0), xps = muse_matmul_tile_act_bytes(w->type, ne0);
         for (int32_t r = 0; r < n_rows; r++) {
             muse_matmul_quantize(NULL, w->type, ne0, x + (size_t)r * ne0, 0, 1, v->q + (size_t)r * qs, qs, 0, 1);
             if (tile) muse_matmul_tile_prep(w->type, ne0, v->q + (size_t)r * qs, v->xp + (size_t)r * xps);
         }
-        const struct tile_type *tt = tile ? tile_type_of(w->type) : NULL;
-        const double tol_f = 2.0 * muse_tile_gamma(ne0 / 16 + 8), u = 0x1p-24;
+        const struct tile_type *tt = tile ? tile_type_of(w->type) : NULL; /* NULL for the float types */
+        const double u = 0x1p-24;
         for (int32_t r = 0; r < n_rows; r++)
             for (int64_t i = 0; i < w->ne1; i++) {
                 float dot;
@@ -85,19 +85,17 @@ static void check_matmul(struct verify *v, const struct muse_matmul_job *jobs, i
                 if (jobs[j].has_scale) want = want * jobs[j].scale;
                 if (jobs[j].bias) want = want + jobs[j].bias[i];
                 const float got = jobs[j].y[(size_t)r * w->ne1 + i];
-                if (!tt) {
+                if (!tile) {
                     note(v, memcmp(&got, &want, 4) ? INFINITY : 0, 0, "exact matmul step not bit-identical", &v->worst_mm);
                     continue;
                 }
                 /* the dot's bound, through the epilogue's two roundings on both sides */
                 const double sc = jobs[j].has_scale ? fabs((double)jobs[j].scale) : 1.0;
                 const uint8_t *wr = (const uint8_t *)w->data + (size_t)i * w->row_size, *xr = v->xp + (size_t)r * xps;
-                const double tol = (tol_f * tile_abs_terms(tt, ne0, wr, xr) + tile_q81_s_rounding(tt, ne0, wr, xr)) * sc *
-                                       (1 + 4 * u) +
-                                   4 * u * fabs((double)want);
+                const double tol = tile_bound(w->type, tt, ne0, wr, xr) * sc * (1 + 4 * u) + 4 * u * fabs((double)want);
                 note(v, fabs((double)got - want), tol, muse_type_layout_get(w->type)->name, &v->worst_mm);
             }
-        if (tt) v->mm_tile++;
+        if (tile) v->mm_tile++;
         else v->mm_exact++;
     }
 }
@@ -170,6 +168,8 @@ static const char *const mixes[] = {
     "ffn_down=mxfp4,*=q8_0",
     "attn_q=q4_1,attn_k=q5_1,attn_v=q4_1,attn_output=q5_1,attn_gate=q4_1,ffn_gate=q5_1,ffn_up=q4_1,"
     "ffn_down=q5_1,output=q6_k,*=q8_0",
+    "attn_q=f16,attn_k=bf16,attn_v=f32,attn_output=f16,attn_gate=bf16,ffn_gate=f16,ffn_up=bf16,ffn_down=f32,"
+    "output=q6_k,*=q8_0",
     "attn_q=q4_k,attn_k=q5_k,attn_v=q6_k,attn_output=q2_k,attn_gate=q3_k,ffn_gate=iq4_xs,ffn_up=tq2_0,"
     "ffn_down=tq1_0,output=q6_k,*=q4_k",
     "attn_q=iq2_xxs,attn_k=iq2_xs,attn_v=iq2_s,attn_output=iq3_xxs,attn_gate=iq3_s,ffn_gate=iq1_s,"
@@ -208,7 +208,7 @@ static void run_case(const char *types, int32_t head_dim, uint32_t threads) {
     struct verify v = {.cpu = ctx->ops, .cs = ctx->backend_state, .k = muse_kernels_active()};
     const int64_t ne0 = ctx->plan.max_ne0, nb = ctx->plan.n_batch;
     v.q = malloc((size_t)nb * muse_type_row_size(MUSE_TYPE_F32, ne0));
-    v.xp = malloc((size_t)nb * muse_matmul_tile_act_bytes(ne0));
+    v.xp = malloc((size_t)nb * muse_matmul_tile_act_bytes_max(v.k, ne0));
     v.save = malloc(sizeof(float) * (size_t)nb * cfg.n_head * head_dim);
     v.scores = malloc(sizeof(float) * ctx->plan.max_cells);
     v.fscratch = malloc(sizeof(float) * 10 * (size_t)head_dim);

@@ -3,7 +3,8 @@
  * kernels.h. Internal to src/kernels. Each kernel follows the muse_gemm_fn / muse_from_float_fn
  * contracts of kernels.h. The files of src/kernels/x86 (a file named *_avx2.c / *_avx512.c is
  * compiled with that level's flags):
- *   quantize_avx2.c        activation quantizers (bit-identical to the reference ones)
+ *   quantize_avx2.c        activation quantizers (bit-identical to the reference ones), F16/BF16
+ *                          rows widened to f32
  *   attn_avx2.c            attention over an F16, F32 or Q8_0 KV cache
  *   gemm_<family>.inc      the matrix kernels of a quant family, one ISA-neutral body (its functions
  *                          named through MUSE_ISA_NAME), built by gemm_<family>_avx2.c and
@@ -34,6 +35,8 @@ void muse_quantize_f16_avx2(const float *x, void *y, int64_t n);
 void muse_quantize_bf16_avx2(const float *x, void *y, int64_t n);
 
 void muse_act_q8K_perm8_avx2(void *q, int64_t n);
+void muse_widen_f16_avx2(const void *x, float *y, int64_t n);
+void muse_widen_bf16_avx2(const void *x, float *y, int64_t n);
 
 // ---- AVX-512 (F/BW/VL/DQ + VNNI): the gemm_<family>_avx512.c builds, below ----
 void muse_act_q8K_perm8_avx512(void *q, int64_t n);
@@ -64,6 +67,10 @@ MUSE_X86_GEMM_TYPES(MUSE_DECLARE_X86_GEMM)
                                      size_t xps, int n_act, float *out, int64_t os, void *scratch, size_t sb); \
     size_t muse_tile_panel_bytes_##t##_avx2(int64_t n);                                                       \
     size_t muse_tile_panel_bytes_##t##_avx512(int64_t n);
+
+/* The float weight types with a tile GEMM (gemm_floats.inc; f32 activation rows in the tile layout). */
+#define MUSE_TILE_FLOAT_TYPES(X) X(F32, f32) X(F16, f16) X(BF16, bf16)
+MUSE_TILE_FLOAT_TYPES(MUSE_DECLARE_TILE)
 
 /*
  * The types the tile GEMM handles, with their packing (struct tile_cfg in tile_decode.h):

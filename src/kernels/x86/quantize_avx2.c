@@ -175,3 +175,22 @@ void muse_quantize_bf16_avx2(const float *x, void *vy, int64_t n) {
     }
     for (; i < n; i++) y[i] = muse_fp32_to_bf16(x[i]);
 }
+
+// ---- widening (the tile GEMM's f32 activation rows of float weights) ------------------------
+
+/* F16 / BF16 row -> f32 (exact): the values muse_fp16_to_fp32 / muse_bf16_to_fp32 give. */
+void muse_widen_f16_avx2(const void *vx, float *y, int64_t n) {
+    const uint16_t *x = vx;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))));
+    for (; i < n; i++) y[i] = muse_fp16_to_fp32(x[i]);
+}
+
+void muse_widen_bf16_avx2(const void *vx, float *y, int64_t n) {
+    const uint16_t *x = vx;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_si256((__m256i *)(y + i),
+                            _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(x + i))), 16));
+    for (; i < n; i++) y[i] = muse_bf16_to_fp32(x[i]);
+}

@@ -97,7 +97,8 @@ typedef void (*muse_attn_kq_q_fn)(int32_t hd, int32_t n_keys, const void *k, siz
  * For every weight row i < n_rows and activation row r < n_act:
  *     out[r * out_stride + i] = dot(W row i, A row r)
  * with A row r in the tile activation layout (muse_matmul_tile_prep) at (char *)xp + r * xps.
- * scratch: a 32-byte aligned buffer of at least tile_bytes[type](n) bytes (the packed weights).
+ * (Float weight types: within (gamma(n) + gamma(n/8 + 3)) sum |w a|, the products being exact.)
+ * scratch: a 64-byte aligned buffer of at least tile_bytes[type](n) bytes (the packed weights).
  * Returns false, having written nothing, when it does not handle the shape.
  */
 typedef bool (*muse_tile_gemm_fn)(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *xp,

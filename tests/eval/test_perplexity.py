@@ -118,7 +118,9 @@ check('all chunks by default: n_tokens // ctx', len(ra) == len(ids) // CTX and r
       (len(ra), len(ids)))
 pb = run('perplexity', '-m', model, '-f', text_path, '-c', CTX, '--chunks', N_CHUNK, '--kv', 'f32', '--batch', 16)
 rb = [float(x) for x in re.findall(r'\[\d+\]([\d.]+),', pb.stdout)]
-check('batch 16 < ctx equals batch = ctx', len(rb) == N_CHUNK and all(close(a, b, 1e-6) for a, b in zip(rb, running)),
+# batches of 16 rows run the exact kernels, a batch of 64 the tile GEMM (another summation order,
+# docs/cpu-backend.md): the NLL moves by ~1e-6 nats, which is the relative change of the PPL
+check('batch 16 < ctx equals batch = ctx', len(rb) == N_CHUNK and all(close(a, b, 1e-5) for a, b in zip(rb, running)),
       (rb, running))
 check('batch 16: four forwards per chunk reported', 'batch_size=16' in pb.stderr, pb.stderr)
 

@@ -13,16 +13,7 @@
 
 #define TDX_PLAIN(t) MUSE_AVX2_INLINE void tdx_##t(const uint8_t *blk, struct tile_row *r) { td_##t(blk, r); }
 TDX_PLAIN(q8_0)
-TDX_PLAIN(q2_K)
-TDX_PLAIN(q3_K)
-TDX_PLAIN(tq2_0)
 TDX_PLAIN(tq1_0)
-TDX_PLAIN(iq2_xs)
-TDX_PLAIN(iq2_s)
-TDX_PLAIN(iq3_xxs)
-TDX_PLAIN(iq3_s)
-TDX_PLAIN(iq1_s)
-TDX_PLAIN(iq1_m)
 
 MUSE_AVX2_INLINE void tdx_set32(struct tile_row *r, __m256i v, float d) {
     _mm256_store_si256((__m256i *)r->v, v);
@@ -155,5 +146,181 @@ MUSE_AVX2_INLINE void tdx_iq4_xs(const uint8_t *blk, struct tile_row *r) {
         r->s[g] = (int16_t)(ls - 32);
     }
     r->d = avx2_h2f(b->d);
+    r->m = 0.0f;
+}
+
+// ---- 2-bit planes: Q2_K, Q3_K, TQ2_0 -------------------------------------------------------------
+
+/* The 4 planes of each 32-byte half of qs (element 128 c + 32 j + l = bits 2j..2j+1 of qs[32 c + l]),
+ * minus `sub`, into v; Q3_K's high bit (bit 4c + j of hm[l]) adds 4 where hm is given. */
+MUSE_AVX2_INLINE void tdx_planes2(const uint8_t *qs, const uint8_t *hm, int sub, int8_t *v) {
+    const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1), sb = _mm256_set1_epi8((char)sub);
+    const __m256i h = hm ? avx2_load(hm) : _mm256_setzero_si256();
+    for (int c = 0; c < 2; c++) {
+        const __m256i q = avx2_load(qs + 32 * c);
+        for (int j = 0; j < 4; j++) {
+            __m256i x = _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3), sb);
+            if (hm) /* + 4 hbit: bit 4c + j of each byte, a 0/1 byte times 4 */
+                x = _mm256_add_epi8(x, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4 * c + j), one), 2));
+            _mm256_store_si256((__m256i *)(v + 128 * c + 32 * j), x);
+        }
+    }
+}
+
+MUSE_AVX2_INLINE void tdx_q2_K(const uint8_t *blk, struct tile_row *r) {
+    const struct muse_block_q2_K *b = (const void *)blk;
+    tdx_planes2(b->qs, NULL, 0, r->v);
+    const __m256i sc = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+    _mm256_storeu_si256((__m256i *)r->s, _mm256_and_si256(sc, _mm256_set1_epi16(15)));
+    _mm256_storeu_si256((__m256i *)r->mn, _mm256_srli_epi16(sc, 4));
+    r->d = avx2_h2f(b->d);
+    r->m = -avx2_h2f(b->dmin);
+}
+
+MUSE_AVX2_INLINE void tdx_q3_K(const uint8_t *blk, struct tile_row *r) {
+    const struct muse_block_q3_K *b = (const void *)blk;
+    tdx_planes2(b->qs, b->hmask, 4, r->v);
+    const uint8_t *S = b->scales;
+    for (int i = 0; i < 16; i++) {
+        const int low4 = i < 8 ? (S[i] & 15) : (S[i - 8] >> 4);
+        const int high2 = (S[8 + i % 4] >> (2 * (i / 4))) & 3;
+        r->s[i] = (int16_t)((low4 | high2 << 4) - 32);
+    }
+    r->d = avx2_h2f(b->d);
+    r->m = 0.0f;
+}
+
+MUSE_AVX2_INLINE void tdx_tq2_0(const uint8_t *blk, struct tile_row *r) {
+    const struct muse_block_tq2_0 *b = (const void *)blk;
+    tdx_planes2(b->qs, NULL, 1, r->v);
+    for (int g = 0; g < 8; g++) r->s[g] = 1;
+    r->d = avx2_h2f(b->d);
+    r->m = 0.0f;
+}
+
+// ---- grids with sign bits: IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S; IQ1_S, IQ1_M ---------------------------
+
+/* 32 elements from their magnitudes m, negated where bit j of byte k of `signs` is set (element
+ * 8 k + j), as td_grid8 / td_grid4x2 do. */
+MUSE_AVX2_INLINE __m256i tdx_signed(__m256i m, uint32_t signs) {
+    const __m256i ctl = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3,
+                                         3, 3, 3, 3, 3);
+    const __m256i sel = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    const __m256i sb = _mm256_shuffle_epi8(_mm256_set1_epi32((int)signs), ctl);
+    const __m256i neg = _mm256_cmpeq_epi8(_mm256_and_si256(sb, sel), sel);
+    return _mm256_sub_epi8(_mm256_xor_si256(m, neg), neg);
+}
+
+MUSE_AVX2_INLINE __m256i tdx_grid64(const uint64_t *grid, int i0, int i1, int i2, int i3) {
+    return _mm256_set_epi64x((long long)grid[i3], (long long)grid[i2], (long long)grid[i1], (long long)grid[i0]);
+}
+
+MUSE_AVX2_INLINE uint32_t tdx_ksigns4(int k0, int k1, int k2, int k3) {
+    return (uint32_t)muse_ksigns_iq2xs[k0] | (uint32_t)muse_ksigns_iq2xs[k1] << 8 |
+           (uint32_t)muse_ksigns_iq2xs[k2] << 16 | (uint32_t)muse_ksigns_iq2xs[k3] << 24;
+}
+
+MUSE_AVX2_INLINE void tdx_iq2_xs(const uint8_t *blk, struct tile_row *r) {
+    const struct muse_block_iq2_xs *b = (const void *)blk;
+    for (int g = 0; g < 8; g++) {
+        const uint16_t *q = b->qs + 4 * g;
+        const __m256i m = tdx_grid64(muse_iq2xs_grid, q[0] & 511, q[1] & 511, q[2] & 511, q[3] & 511);
+        _mm256_store_si256((__m256i *)(r->v + 32 * g), tdx_signed(m, tdx_ksigns4(q[0] >> 9, q[1] >> 9, q[2] >> 9, q[3] >> 9)));
+        r->s[2 * g] = (int16_t)(2 * (b->scales[g] & 15) + 1);
+        r->s[2 * g + 1] = (int16_t)(2 * (b->scales[g] >> 4) + 1);
+    }
+    r->d = 0.125f * avx2_h2f(b->d);
+    r->m = 0.0f;
+}
+
+MUSE_AVX2_INLINE void tdx_iq2_s(const uint8_t *blk, struct tile_row *r) {
+    const struct muse_block_iq2_s *b = (const void *)blk;
+    const uint8_t *qs = b->qs, *signs = b->qs + 32;
+    for (int g = 0; g < 8; g++) {
+        const int h = b->qh[g];
+        const __m256i m = tdx_grid64(muse_iq2s_grid, qs[4 * g] | (h & 3) << 8, qs[4 * g + 1] | ((h >> 2) & 3) << 8,
+                                     qs[4 * g + 2] | ((h >> 4) & 3) << 8, qs[4 * g + 3] | ((h >> 6) & 3) << 8);
+        _mm256_store_si256((__m256i *)(r->v + 32 * g), tdx_signed(m, muse_rd_le32(signs + 4 * g)));
+        r->s[2 * g] = (int16_t)(2 * (b->scales[g] & 15) + 1);
+        r->s[2 * g + 1] = (int16_t)(2 * (b->scales[g] >> 4) + 1);
+    }
+    r->d = 0.125f * avx2_h2f(b->d);
+    r->m = 0.0f;
+}
+
+MUSE_AVX2_INLINE void tdx_iq3_xxs(const uint8_t *blk, struct tile_row *r) {
+    const struct muse_block_iq3_xxs *b = (const void *)blk;
+    const uint8_t *qs = b->qs, *w = b->qs + 64;
+    for (int g = 0; g < 8; g++) {
+        const uint32_t W = muse_rd_le32(w + 4 * g);
+        const uint8_t *q = qs + 8 * g;
+        const __m256i m = _mm256_setr_epi32((int)muse_iq3xxs_grid[q[0]], (int)muse_iq3xxs_grid[q[1]],
+                                            (int)muse_iq3xxs_grid[q[2]], (int)muse_iq3xxs_grid[q[3]],
+                                            (int)muse_iq3xxs_grid[q[4]], (int)muse_iq3xxs_grid[q[5]],
+                                            (int)muse_iq3xxs_grid[q[6]], (int)muse_iq3xxs_grid[q[7]]);
+        _mm256_store_si256((__m256i *)(r->v + 32 * g),
+                           tdx_signed(m, tdx_ksigns4(W & 127, (W >> 7) & 127, (W >> 14) & 127, (W >> 21) & 127)));
+        r->s[g] = (int16_t)(2 * (W >> 28) + 1);
+    }
+    r->d = 0.25f * avx2_h2f(b->d);
+    r->m = 0.0f;
+}
+
+MUSE_AVX2_INLINE void tdx_iq3_s(const uint8_t *blk, struct tile_row *r) {
+    const struct muse_block_iq3_s *b = (const void *)blk;
+    for (int g = 0; g < 8; g++) {
+        const uint8_t *q = b->qs + 8 * g;
+        const int h = b->qh[g];
+        int32_t e[8];
+        for (int k = 0; k < 8; k++) e[k] = (int32_t)muse_iq3s_grid[q[k] | ((h >> k) & 1) << 8];
+        const __m256i m = _mm256_loadu_si256((const __m256i *)e);
+        _mm256_store_si256((__m256i *)(r->v + 32 * g), tdx_signed(m, muse_rd_le32(b->signs + 4 * g)));
+        r->s[g] = (int16_t)(2 * ((b->scales[g / 2] >> (4 * (g % 2))) & 15) + 1);
+    }
+    r->d = avx2_h2f(b->d);
+    r->m = 0.0f;
+}
+
+/* IQ1: v = 8 g + delta from 4 grid entries (int8 values of {-1, 0, 1}) and the deltas (+-1) of
+ * each 8 elements (td_iq1_grid) */
+MUSE_AVX2_INLINE __m256i tdx_iq1(__m256i g, int d0, int d1, int d2, int d3) {
+    const __m256i g2 = _mm256_add_epi8(g, g), g4 = _mm256_add_epi8(g2, g2);
+    return _mm256_add_epi8(_mm256_add_epi8(g4, g4), _mm256_set_epi64x((long long)(0x0101010101010101ULL * (uint8_t)d3),
+                                                                      (long long)(0x0101010101010101ULL * (uint8_t)d2),
+                                                                      (long long)(0x0101010101010101ULL * (uint8_t)d1),
+                                                                      (long long)(0x0101010101010101ULL * (uint8_t)d0)));
+}
+
+MUSE_AVX2_INLINE void tdx_iq1_s(const uint8_t *blk, struct tile_row *r) {
+    const struct muse_block_iq1_s *b = (const void *)blk;
+    for (int g = 0; g < 8; g++) {
+        const uint16_t h = b->qh[g];
+        const uint8_t *q = b->qs + 4 * g;
+        const int d = h & 0x8000 ? -1 : 1;
+        const __m256i m = tdx_grid64(muse_iq1s_grid, q[0] | (h & 7) << 8, q[1] | ((h >> 3) & 7) << 8,
+                                     q[2] | ((h >> 6) & 7) << 8, q[3] | ((h >> 9) & 7) << 8);
+        _mm256_store_si256((__m256i *)(r->v + 32 * g), tdx_iq1(m, d, d, d, d));
+        r->s[g] = (int16_t)(2 * ((h >> 12) & 7) + 1);
+    }
+    r->d = 0.125f * avx2_h2f(b->d);
+    r->m = 0.0f;
+}
+
+MUSE_AVX2_INLINE void tdx_iq1_m(const uint8_t *blk, struct tile_row *r) {
+    const struct muse_block_iq1_m *b = (const void *)blk;
+    uint16_t sc[4];
+    for (int k = 0; k < 4; k++) sc[k] = muse_rd_le16(b->scales + 2 * k);
+    const uint16_t d16 = (uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000));
+    for (int g = 0; g < 8; g++) {
+        const int n0 = b->qh[2 * g] & 15, n1 = b->qh[2 * g] >> 4, n2 = b->qh[2 * g + 1] & 15, n3 = b->qh[2 * g + 1] >> 4;
+        const uint8_t *q = b->qs + 4 * g;
+        const __m256i m = tdx_grid64(muse_iq1s_grid, q[0] | (n0 & 7) << 8, q[1] | (n1 & 7) << 8, q[2] | (n2 & 7) << 8,
+                                     q[3] | (n3 & 7) << 8);
+        _mm256_store_si256((__m256i *)(r->v + 32 * g),
+                           tdx_iq1(m, n0 & 8 ? -1 : 1, n1 & 8 ? -1 : 1, n2 & 8 ? -1 : 1, n3 & 8 ? -1 : 1));
+        r->s[2 * g] = (int16_t)(2 * ((sc[g / 2] >> (6 * (g % 2))) & 7) + 1);
+        r->s[2 * g + 1] = (int16_t)(2 * ((sc[g / 2] >> (6 * (g % 2) + 3)) & 7) + 1);
+    }
+    r->d = 0.125f * avx2_h2f(d16);
     r->m = 0.0f;
 }

@@ -203,18 +203,22 @@ static inline void td_q2_K(const uint8_t *blk, struct tile_row *r) {
     r->m = -muse_h2f(b->dmin);
 }
 
+/* Q3_K's 16 signed 6-bit scales (4 low bits, then 2 high bits from the last 4 bytes) */
+static inline void td_q3_K_scales(const uint8_t *S, struct tile_row *r) {
+    for (int i = 0; i < 16; i++) {
+        const int low4 = i < 8 ? (S[i] & 15) : (S[i - 8] >> 4);
+        const int high2 = (S[8 + i % 4] >> (2 * (i / 4))) & 3;
+        r->s[i] = (int16_t)((low4 | high2 << 4) - 32);
+    }
+}
+
 static inline void td_q3_K(const uint8_t *blk, struct tile_row *r) {
     const struct muse_block_q3_K *b = (const void *)blk;
     for (int e = 0; e < 256; e++) {
         const int hb = (b->hmask[e % 32] >> (e / 32)) & 1;
         r->v[e] = (int8_t)(td_plane2(b->qs, e) - (hb ? 0 : 4));
     }
-    const uint8_t *S = b->scales;
-    for (int i = 0; i < 16; i++) {
-        const int low4 = i < 8 ? (S[i] & 15) : (S[i - 8] >> 4);
-        const int high2 = (S[8 + i % 4] >> (2 * (i / 4))) & 3;
-        r->s[i] = (int16_t)((low4 | high2 << 4) - 32);
-    }
+    td_q3_K_scales(b->scales, r);
     r->d = muse_h2f(b->d);
     r->m = 0.0f;
 }
@@ -283,6 +287,14 @@ static inline void td_iq2_xxs(const uint8_t *blk, struct tile_row *r) {
     r->m = 0.0f;
 }
 
+/* IQ2_XS / IQ2_S: 2 ls + 1 of each 16 elements from the nibbles of 8 bytes */
+static inline void td_iq2_scales(const uint8_t *scales, struct tile_row *r) {
+    for (int g = 0; g < 8; g++) {
+        r->s[2 * g] = (int16_t)(2 * (scales[g] & 15) + 1);
+        r->s[2 * g + 1] = (int16_t)(2 * (scales[g] >> 4) + 1);
+    }
+}
+
 static inline void td_iq2_xs(const uint8_t *blk, struct tile_row *r) {
     const struct muse_block_iq2_xs *b = (const void *)blk;
     for (int g = 0; g < 8; g++) {
@@ -290,9 +302,8 @@ static inline void td_iq2_xs(const uint8_t *blk, struct tile_row *r) {
             const uint16_t q = b->qs[4 * g + l];
             td_grid8(muse_iq2xs_grid[q & 511], muse_ksigns_iq2xs[q >> 9], r->v + 32 * g + 8 * l);
         }
-        r->s[2 * g] = (int16_t)(2 * (b->scales[g] & 15) + 1);
-        r->s[2 * g + 1] = (int16_t)(2 * (b->scales[g] >> 4) + 1);
     }
+    td_iq2_scales(b->scales, r);
     r->d = 0.125f * muse_h2f(b->d);
     r->m = 0.0f;
 }
@@ -304,9 +315,8 @@ static inline void td_iq2_s(const uint8_t *blk, struct tile_row *r) {
         for (int l = 0; l < 4; l++)
             td_grid8(muse_iq2s_grid[qs[4 * g + l] | ((b->qh[g] >> (2 * l)) & 3) << 8], signs[4 * g + l],
                      r->v + 32 * g + 8 * l);
-        r->s[2 * g] = (int16_t)(2 * (b->scales[g] & 15) + 1);
-        r->s[2 * g + 1] = (int16_t)(2 * (b->scales[g] >> 4) + 1);
     }
+    td_iq2_scales(b->scales, r);
     r->d = 0.125f * muse_h2f(b->d);
     r->m = 0.0f;
 }

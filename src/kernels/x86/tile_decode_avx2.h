@@ -180,12 +180,7 @@ MUSE_AVX2_INLINE void tdx_q2_K(const uint8_t *blk, struct tile_row *r) {
 MUSE_AVX2_INLINE void tdx_q3_K(const uint8_t *blk, struct tile_row *r) {
     const struct muse_block_q3_K *b = (const void *)blk;
     tdx_planes2(b->qs, b->hmask, 4, r->v);
-    const uint8_t *S = b->scales;
-    for (int i = 0; i < 16; i++) {
-        const int low4 = i < 8 ? (S[i] & 15) : (S[i - 8] >> 4);
-        const int high2 = (S[8 + i % 4] >> (2 * (i / 4))) & 3;
-        r->s[i] = (int16_t)((low4 | high2 << 4) - 32);
-    }
+    td_q3_K_scales(b->scales, r);
     r->d = avx2_h2f(b->d);
     r->m = 0.0f;
 }
@@ -226,9 +221,8 @@ MUSE_AVX2_INLINE void tdx_iq2_xs(const uint8_t *blk, struct tile_row *r) {
         const uint16_t *q = b->qs + 4 * g;
         const __m256i m = tdx_grid64(muse_iq2xs_grid, q[0] & 511, q[1] & 511, q[2] & 511, q[3] & 511);
         _mm256_store_si256((__m256i *)(r->v + 32 * g), tdx_signed(m, tdx_ksigns4(q[0] >> 9, q[1] >> 9, q[2] >> 9, q[3] >> 9)));
-        r->s[2 * g] = (int16_t)(2 * (b->scales[g] & 15) + 1);
-        r->s[2 * g + 1] = (int16_t)(2 * (b->scales[g] >> 4) + 1);
     }
+    td_iq2_scales(b->scales, r);
     r->d = 0.125f * avx2_h2f(b->d);
     r->m = 0.0f;
 }
@@ -241,9 +235,8 @@ MUSE_AVX2_INLINE void tdx_iq2_s(const uint8_t *blk, struct tile_row *r) {
         const __m256i m = tdx_grid64(muse_iq2s_grid, qs[4 * g] | (h & 3) << 8, qs[4 * g + 1] | ((h >> 2) & 3) << 8,
                                      qs[4 * g + 2] | ((h >> 4) & 3) << 8, qs[4 * g + 3] | ((h >> 6) & 3) << 8);
         _mm256_store_si256((__m256i *)(r->v + 32 * g), tdx_signed(m, muse_rd_le32(signs + 4 * g)));
-        r->s[2 * g] = (int16_t)(2 * (b->scales[g] & 15) + 1);
-        r->s[2 * g + 1] = (int16_t)(2 * (b->scales[g] >> 4) + 1);
     }
+    td_iq2_scales(b->scales, r);
     r->d = 0.125f * avx2_h2f(b->d);
     r->m = 0.0f;
 }

@@ -35,18 +35,19 @@
 // ---- round trip of the first packing stage ------------------------------------------------------
 
 static void test_decode(const struct tile_type *tt) {
-    const int64_t ne0 = 4 * tt->cfg.fbe;
+    const int64_t ne0 = 4 * tt->cfg.fbe * tt->cfg.sub;
     const size_t rs = muse_type_row_size(tt->type, ne0);
     uint8_t *w = malloc(rs);
     float *ref = malloc(sizeof(float) * (size_t)ne0);
     int bad = 0, range = 0;
+    struct tile_row big; /* a whole weight block (Q1_0: four float blocks) */
     for (int rep = 0; rep < 8; rep++) {
         CHECK(kr_weight_row(tt->type, ne0, w));
         muse_type_traits[tt->type].to_float(w, ref, ne0);
         for (int64_t fb = 0; fb < ne0 / tt->cfg.fbe; fb++) {
             struct tile_row r;
             memset(&r, 0, sizeof r);
-            tt->dec(w + fb * tt->cfg.bpb, &r);
+            td_float_block(tt->cfg, tt->dec, w, fb, &big, &r);
             for (int e = 0; e < tt->cfg.fbe; e++) {
                 const int c = r.v[e] + tt->cfg.o;
                 range += c < 0 || c > tt->cfg.cmax || (tt->cfg.s1 && r.s[e / tt->cfg.g] != 1);
@@ -161,7 +162,8 @@ static void test_level(enum muse_cpu_level level) {
         double worst = 0;
         for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
             for (size_t ai = 0; ai < sizeof acts / sizeof acts[0]; ai++) {
-                const int64_t ne0 = ((ri + ai) % 3 == 0 ? 3 : 1) * (tt->cfg.fbe == 32 ? 64 : 256);
+                const int64_t base = tt->cfg.fbe * tt->cfg.sub > 64 ? tt->cfg.fbe * tt->cfg.sub : tt->cfg.fbe == 32 ? 64 : 256;
+                const int64_t ne0 = ((ri + ai) % 3 == 0 ? 3 : 1) * base;
                 check_case(k, tt->type, tt, ne0, rows[ri], acts[ai], &worst);
                 n++;
             }

@@ -27,7 +27,7 @@ struct tile_type {
 #define TT_FN(T, t, ...) static void tt_##t(const uint8_t *blk, struct tile_row *r) { td_##t(blk, r); }
 MUSE_TILE_TYPES(TT_FN)
 #define TT_ENTRY(T, t, FBE, G, O, CMAX, MINS, S1) \
-    {MUSE_TYPE_##T, {FBE, G, O, CMAX, MINS, S1, (int)sizeof(struct muse_block_##t)}, tt_##t},
+    {MUSE_TYPE_##T, {FBE, G, O, CMAX, MINS, S1, (int)sizeof(struct muse_block_##t), TILE_SUB(T)}, tt_##t},
 static const struct tile_type tile_types[] = {MUSE_TILE_TYPES(TT_ENTRY)};
 #define N_TILE_TYPES (int)(sizeof tile_types / sizeof tile_types[0])
 
@@ -44,10 +44,11 @@ static inline double tile_abs_terms(const struct tile_type *tt, int64_t ne0, con
     const int16_t *gs = (const int16_t *)(const void *)(xp + ne0);
     const float *da = (const float *)(const void *)(xp + ne0 + ne0 / 8);
     double t = 0;
+    struct tile_row big;
     for (int64_t fb = 0; fb < ne0 / tt->cfg.fbe; fb++) {
         struct tile_row r;
         memset(&r, 0, sizeof r);
-        tt->dec(w + fb * tt->cfg.bpb, &r);
+        td_float_block(tt->cfg, tt->dec, w, fb, &big, &r);
         const int64_t e0 = fb * tt->cfg.fbe;
         double si = 0, sm = 0;
         for (int e = 0; e < tt->cfg.fbe; e++) si += fabs((double)r.s[e / tt->cfg.g] * r.v[e] * a[e0 + e]);
@@ -66,10 +67,11 @@ static inline double tile_q81_s_rounding(const struct tile_type *tt, int64_t ne0
     const int16_t *gs = (const int16_t *)(const void *)(xp + ne0);
     const float *da = (const float *)(const void *)(xp + ne0 + ne0 / 8);
     double t = 0;
+    struct tile_row big;
     for (int64_t fb = 0; fb < ne0 / 32; fb++) {
         struct tile_row r;
         memset(&r, 0, sizeof r);
-        tt->dec(w + fb * tt->cfg.bpb, &r);
+        td_float_block(tt->cfg, tt->dec, w, fb, &big, &r);
         t += fabs((double)r.m) * fabs((double)da[fb] * (gs[2 * fb] + gs[2 * fb + 1])) * 0x1.01p-10;
     }
     return t;

@@ -168,7 +168,7 @@ static const char *const mixes[] = {
     "ffn_down=mxfp4,*=q8_0",
     "attn_q=q4_1,attn_k=q5_1,attn_v=q4_1,attn_output=q5_1,attn_gate=q4_1,ffn_gate=q5_1,ffn_up=q4_1,"
     "ffn_down=q5_1,output=q6_k,*=q8_0",
-    "attn_q=f16,attn_k=bf16,attn_v=f32,attn_output=f16,attn_gate=bf16,ffn_gate=f16,ffn_up=bf16,ffn_down=f32,"
+    "attn_q=f16,attn_k=bf16,attn_v=f32,attn_output=q1_0,attn_gate=bf16,ffn_gate=f16,ffn_up=q1_0,ffn_down=f32,"
     "output=q6_k,*=q8_0",
     "attn_q=q4_k,attn_k=q5_k,attn_v=q6_k,attn_output=q2_k,attn_gate=q3_k,ffn_gate=iq4_xs,ffn_up=tq2_0,"
     "ffn_down=tq1_0,output=q6_k,*=q4_k",

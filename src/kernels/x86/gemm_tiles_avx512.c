@@ -76,12 +76,12 @@ MUSE_AVX2_INLINE void tile_pack(const struct tile_cfg c, tile_decode_fn dec, int
                                 int nr, uint8_t *pan) {
     const struct tile_lay L = tile_layout(c);
     const int64_t nfb = n / c.fbe;
-    struct tile_row tr[PW];
+    struct tile_row tr[PW], big[PW]; /* big: whole weight blocks (c.sub > 1) */
     for (int r = nr; r < PW; r++) memset(&tr[r], 0, sizeof tr[r]);
     const __m256i off = _mm256_set1_epi8((char)c.o);
     for (int64_t fb = 0; fb < nfb; fb++) {
         uint8_t *rec = pan + fb * L.rec;
-        for (int r = 0; r < nr; r++) dec(w + r * ws + fb * c.bpb, &tr[r]);
+        for (int r = 0; r < nr; r++) td_float_block(c, dec, w + r * ws, fb, &big[r], &tr[r]);
         for (int j = 0; j < c.fbe / 32; j++)
             for (int half = 0; half < 2; half++) { /* rows 0-7, then 8-15: the two 32-byte halves */
                 __m256i x[8];
@@ -301,11 +301,11 @@ MUSE_AVX2_INLINE bool tile_gemm(const struct tile_cfg c, tile_decode_fn dec, int
     bool muse_tile_gemm_##t##_avx512(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *xp,          \
                                      size_t xps, int n_act, float *out, int64_t os, void *scratch,                 \
                                      size_t scratch_bytes) {                                                       \
-        const struct tile_cfg c = {FBE, G, O, CMAX, MINS, S1, (int)sizeof(struct muse_block_##t)};                 \
+        const struct tile_cfg c = {FBE, G, O, CMAX, MINS, S1, (int)sizeof(struct muse_block_##t), TILE_SUB(T)};                 \
         return tile_gemm(c, td_##t##_fn, n, w, ws, n_rows, xp, xps, n_act, out, os, scratch, scratch_bytes);       \
     }                                                                                                              \
     size_t muse_tile_panel_bytes_##t##_avx512(int64_t n) {                                                         \
-        const struct tile_cfg c = {FBE, G, O, CMAX, MINS, S1, (int)sizeof(struct muse_block_##t)};                 \
+        const struct tile_cfg c = {FBE, G, O, CMAX, MINS, S1, (int)sizeof(struct muse_block_##t), TILE_SUB(T)};                 \
         return 2 * (size_t)(n / FBE) * (size_t)tile_layout(c).rec; /* two panels */                                \
     }
 

@@ -89,7 +89,10 @@ MUSE_TILE_FLOAT_TYPES(MUSE_DECLARE_TILE)
     X(IQ2_XS, iq2_xs, 256, 16, 43, 86, 0, 0) X(IQ2_S, iq2_s, 256, 16, 43, 86, 0, 0)                   \
     X(IQ3_XXS, iq3_xxs, 256, 32, 62, 124, 0, 0) X(IQ3_S, iq3_s, 256, 32, 15, 30, 0, 0)                \
     X(IQ1_S, iq1_s, 256, 32, 9, 18, 0, 0) X(IQ1_M, iq1_m, 256, 16, 9, 18, 0, 0)                      \
-    X(Q4_1, q4_1, 32, 32, 0, 15, 1, 1) X(Q5_1, q5_1, 32, 32, 0, 31, 1, 1)
+    X(Q4_1, q4_1, 32, 32, 0, 15, 1, 1) X(Q5_1, q5_1, 32, 32, 0, 31, 1, 1)                             \
+    X(Q1_0, q1_0, 32, 32, 1, 2, 0, 1)
+/* Float blocks per weight block (tile_cfg.sub): Q1_0's 128-element block spans four. */
+#define TILE_SUB(T) (MUSE_TYPE_##T == MUSE_TYPE_Q1_0 ? 4 : 1)
 MUSE_TILE_TYPES(MUSE_DECLARE_TILE)
 
 struct muse_attn_flash;

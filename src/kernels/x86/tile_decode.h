@@ -41,12 +41,31 @@ struct tile_row {
  *   mins   1 when the type has the m * d_a * M term
  *   s1     1 when every group scale is 1 (the 32-element types, TQ1_0/TQ2_0: none is stored)
  *   bpb    bytes per weight block
+ *   sub    float blocks per weight block: 1, or 4 for Q1_0 (128-element blocks with one scale
+ *          against the 32-element blocks of its Q8_0 activations; TILE_SUB in kernels_isa.h)
  */
 struct tile_cfg {
-    int fbe, g, o, cmax, mins, s1, bpb;
+    int fbe, g, o, cmax, mins, s1, bpb, sub;
 };
 
 typedef void (*tile_decode_fn)(const uint8_t *blk, struct tile_row *r);
+
+/* Float block fb of the weight row at w into *r. With c.sub > 1 (only for types with s1 and no
+ * mins): part fb % sub of weight block fb / sub, which is decoded whole into *big when fb % sub
+ * == 0 (so the float blocks of a row must be visited in order). */
+static inline void td_float_block(const struct tile_cfg c, tile_decode_fn dec, const uint8_t *w, int64_t fb,
+                                  struct tile_row *big, struct tile_row *r) {
+    if (c.sub <= 1) {
+        dec(w + fb * c.bpb, r);
+        return;
+    }
+    const int k = (int)(fb % c.sub);
+    if (k == 0) dec(w + fb / c.sub * c.bpb, big);
+    memcpy(r->v, big->v + c.fbe * k, (size_t)c.fbe);
+    r->s[0] = 1;
+    r->d = big->d;
+    r->m = 0.0f;
+}
 
 // ---- 32-element blocks (Q8_0 activations) ---------------------------------------------------
 
@@ -105,6 +124,15 @@ static inline void td_q5_1(const uint8_t *blk, struct tile_row *r) {
     r->mn[0] = r->mn[1] = 1;
     r->d = muse_h2f(b->d);
     r->m = muse_h2f(b->m);
+}
+
+/* Q1_0: 128 elements of +-1 (bit e % 8 of qs[e / 8] set: +1), one scale */
+static inline void td_q1_0(const uint8_t *blk, struct tile_row *r) {
+    const struct muse_block_q1_0 *b = (const void *)blk;
+    for (int e = 0; e < 128; e++) r->v[e] = (int8_t)((b->qs[e / 8] >> (e % 8)) & 1 ? 1 : -1);
+    r->s[0] = 1;
+    r->d = muse_h2f(b->d);
+    r->m = 0.0f;
 }
 
 static inline void td_codebook32(const int8_t *kv, const uint8_t *qs, int8_t *v) {

@@ -46,6 +46,17 @@ MUSE_AVX2_INLINE void tdx_q5_1(const uint8_t *blk, struct tile_row *r) {
     r->m = avx2_h2f(b->m);
 }
 
+MUSE_AVX2_INLINE void tdx_q1_0(const uint8_t *blk, struct tile_row *r) {
+    const struct muse_block_q1_0 *b = (const void *)blk;
+    const __m256i one = _mm256_set1_epi8(1);
+    for (int k = 0; k < 4; k++) /* set bit: +1; clear: 0xff | 1 = -1 */
+        _mm256_store_si256((__m256i *)(r->v + 32 * k),
+                           _mm256_or_si256(_mm256_andnot_si256(avx2_bit_mask_32(b->qs + 4 * k), _mm256_set1_epi8(-1)), one));
+    r->s[0] = 1;
+    r->d = avx2_h2f(b->d);
+    r->m = 0.0f;
+}
+
 MUSE_AVX2_INLINE __m256i tdx_codebook(const int8_t *kv, const uint8_t *qs) {
     return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kv)), avx2_nibbles_16(qs));
 }
@@ -198,11 +209,7 @@ MUSE_AVX2_INLINE void tdx_tq2_0(const uint8_t *blk, struct tile_row *r) {
 /* 32 elements from their magnitudes m, negated where bit j of byte k of `signs` is set (element
  * 8 k + j), as td_grid8 / td_grid4x2 do. */
 MUSE_AVX2_INLINE __m256i tdx_signed(__m256i m, uint32_t signs) {
-    const __m256i ctl = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3,
-                                         3, 3, 3, 3, 3);
-    const __m256i sel = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
-    const __m256i sb = _mm256_shuffle_epi8(_mm256_set1_epi32((int)signs), ctl);
-    const __m256i neg = _mm256_cmpeq_epi8(_mm256_and_si256(sb, sel), sel);
+    const __m256i neg = avx2_bit_mask_32((const uint8_t *)&signs); /* little-endian x86 */
     return _mm256_sub_epi8(_mm256_xor_si256(m, neg), neg);
 }
 

@@ -48,10 +48,10 @@ MUSE_AVX2_INLINE void tdx_q5_1(const uint8_t *blk, struct tile_row *r) {
 
 MUSE_AVX2_INLINE void tdx_q1_0(const uint8_t *blk, struct tile_row *r) {
     const struct muse_block_q1_0 *b = (const void *)blk;
-    const __m256i one = _mm256_set1_epi8(1);
+    const __m256i one = _mm256_set1_epi8(1), ones = _mm256_set1_epi8(-1);
     for (int k = 0; k < 4; k++) /* set bit: +1; clear: 0xff | 1 = -1 */
         _mm256_store_si256((__m256i *)(r->v + 32 * k),
-                           _mm256_or_si256(_mm256_andnot_si256(avx2_bit_mask_32(b->qs + 4 * k), _mm256_set1_epi8(-1)), one));
+                           _mm256_or_si256(_mm256_andnot_si256(avx2_bit_mask_32(b->qs + 4 * k), ones), one));
     r->s[0] = 1;
     r->d = avx2_h2f(b->d);
     r->m = 0.0f;
@@ -227,7 +227,8 @@ MUSE_AVX2_INLINE void tdx_iq2_xs(const uint8_t *blk, struct tile_row *r) {
     for (int g = 0; g < 8; g++) {
         const uint16_t *q = b->qs + 4 * g;
         const __m256i m = tdx_grid64(muse_iq2xs_grid, q[0] & 511, q[1] & 511, q[2] & 511, q[3] & 511);
-        _mm256_store_si256((__m256i *)(r->v + 32 * g), tdx_signed(m, tdx_ksigns4(q[0] >> 9, q[1] >> 9, q[2] >> 9, q[3] >> 9)));
+        const uint32_t signs = tdx_ksigns4(q[0] >> 9, q[1] >> 9, q[2] >> 9, q[3] >> 9);
+        _mm256_store_si256((__m256i *)(r->v + 32 * g), tdx_signed(m, signs));
     }
     td_iq2_scales(b->scales, r);
     r->d = 0.125f * avx2_h2f(b->d);
@@ -283,12 +284,12 @@ MUSE_AVX2_INLINE void tdx_iq3_s(const uint8_t *blk, struct tile_row *r) {
 
 /* IQ1: v = 8 g + delta from 4 grid entries (int8 values of {-1, 0, 1}) and the deltas (+-1) of
  * each 8 elements (td_iq1_grid) */
+MUSE_AVX2_INLINE long long tdx_bytes8(int d) { return (long long)(0x0101010101010101ULL * (uint8_t)d); }
+
 MUSE_AVX2_INLINE __m256i tdx_iq1(__m256i g, int d0, int d1, int d2, int d3) {
     const __m256i g2 = _mm256_add_epi8(g, g), g4 = _mm256_add_epi8(g2, g2);
-    return _mm256_add_epi8(_mm256_add_epi8(g4, g4), _mm256_set_epi64x((long long)(0x0101010101010101ULL * (uint8_t)d3),
-                                                                      (long long)(0x0101010101010101ULL * (uint8_t)d2),
-                                                                      (long long)(0x0101010101010101ULL * (uint8_t)d1),
-                                                                      (long long)(0x0101010101010101ULL * (uint8_t)d0)));
+    const __m256i delta = _mm256_set_epi64x(tdx_bytes8(d3), tdx_bytes8(d2), tdx_bytes8(d1), tdx_bytes8(d0));
+    return _mm256_add_epi8(_mm256_add_epi8(g4, g4), delta);
 }
 
 MUSE_AVX2_INLINE void tdx_iq1_s(const uint8_t *blk, struct tile_row *r) {
@@ -312,7 +313,8 @@ MUSE_AVX2_INLINE void tdx_iq1_m(const uint8_t *blk, struct tile_row *r) {
     for (int k = 0; k < 4; k++) sc[k] = muse_rd_le16(b->scales + 2 * k);
     const uint16_t d16 = (uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000));
     for (int g = 0; g < 8; g++) {
-        const int n0 = b->qh[2 * g] & 15, n1 = b->qh[2 * g] >> 4, n2 = b->qh[2 * g + 1] & 15, n3 = b->qh[2 * g + 1] >> 4;
+        const int n0 = b->qh[2 * g] & 15, n1 = b->qh[2 * g] >> 4;
+        const int n2 = b->qh[2 * g + 1] & 15, n3 = b->qh[2 * g + 1] >> 4;
         const uint8_t *q = b->qs + 4 * g;
         const __m256i m = tdx_grid64(muse_iq1s_grid, q[0] | (n0 & 7) << 8, q[1] | (n1 & 7) << 8, q[2] | (n2 & 7) << 8,
                                      q[3] | (n3 & 7) << 8);

@@ -173,7 +173,8 @@ static void test_level(enum muse_cpu_level level) {
                worst);
     }
     /* the float types: more rows (3 panels of 16 on AVX-512) and odd multiples of 32 elements */
-    static const enum muse_type floats[] = {MUSE_TYPE_F32, MUSE_TYPE_F16, MUSE_TYPE_BF16};
+#define FLOAT_TYPE(T, t) MUSE_TYPE_##T,
+    static const enum muse_type floats[] = {MUSE_TILE_FLOAT_TYPES(FLOAT_TYPE)};
     static const int64_t frows[] = {1, 8, 13, 24, 47, 50};
     for (size_t fi = 0; fi < sizeof floats / sizeof floats[0]; fi++) {
         if (!k->tile_gemm[floats[fi]]) continue;

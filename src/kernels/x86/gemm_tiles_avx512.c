@@ -222,15 +222,17 @@ MUSE_AVX2_INLINE void tile_run(const struct tile_cfg c, int64_t n, const uint8_t
     }
 }
 
-MUSE_AVX2_INLINE void tile_rows(const struct tile_cfg c, int64_t n, const uint8_t *const *pan, const char *xp, size_t xps,
-                                int r0, const int P, const int NY, const int *nr, float *out, int64_t os) {
+/* P panels against the NY activation rows at xa (xps bytes apart); the nr[p] valid columns of
+ * each to the output rows at out (os floats apart). */
+MUSE_AVX2_INLINE void tile_rows(const struct tile_cfg c, int64_t n, const uint8_t *const *pan, const char *xa, size_t xps,
+                                const int P, const int NY, const int *nr, float *out, int64_t os) {
     const int8_t *a[NY_MAX];
     const int16_t *gs[NY_MAX];
     const float *da[NY_MAX];
     __m512 acc[2][NY_MAX];
     TILE_UNROLL
     for (int r = 0; r < NY; r++) {
-        const char *row = xp + (size_t)(r0 + r) * xps;
+        const char *row = xa + (size_t)r * xps;
         a[r] = (const int8_t *)row;
         gs[r] = (const int16_t *)(const void *)(row + n);
         da[r] = (const float *)(const void *)(row + n + n / 8);
@@ -241,7 +243,7 @@ MUSE_AVX2_INLINE void tile_rows(const struct tile_cfg c, int64_t n, const uint8_
     for (int p = 0; p < P; p++)
         TILE_UNROLL
         for (int r = 0; r < NY; r++) {
-            float *o = out + (int64_t)(r0 + r) * os + p * PW;
+            float *o = out + (int64_t)r * os + p * PW;
             if (nr[p] == PW) {
                 _mm512_storeu_ps(o, acc[p][r]);
             } else {
@@ -254,9 +256,12 @@ MUSE_AVX2_INLINE void tile_rows(const struct tile_cfg c, int64_t n, const uint8_
 
 #define NY_PAIR 6 /* activation rows per pass with two panels */
 
+/* tile_rows for a group of NY activation rows of MUSE_AVX2_ROW_GROUPS_WITH (a, o: its first row) */
+#define TILE_ROWS(P, NY) tile_rows(c, n, pan, a, act_stride, P, NY, nr, o + i0, out_stride)
+
 MUSE_AVX2_INLINE bool tile_gemm(const struct tile_cfg c, tile_decode_fn dec, int64_t n, const void *w, size_t ws,
-                                int64_t n_rows, const void *xp, size_t xps, int n_act, float *out, int64_t os,
-                                void *scratch, size_t scratch_bytes) {
+                                int64_t n_rows, const void *act, size_t act_stride, int n_act, float *out,
+                                int64_t out_stride, void *scratch, size_t scratch_bytes) {
     if (n % c.fbe != 0) return false;
     const struct tile_lay L = tile_layout(c);
     const size_t pb = (size_t)(n / c.fbe) * (size_t)L.rec; /* one panel (a multiple of 64 bytes) */
@@ -268,29 +273,9 @@ MUSE_AVX2_INLINE bool tile_gemm(const struct tile_cfg c, tile_decode_fn dec, int
         tile_pack(c, dec, n, (const uint8_t *)w + i0 * ws, ws, nr[0], (uint8_t *)pan[0]);
         if (nr[1] > 0) tile_pack(c, dec, n, (const uint8_t *)w + (i0 + PW) * ws, ws, nr[1], (uint8_t *)pan[1]);
         if (nr[1] > 0) {
-            for (int r0 = 0; r0 < n_act; r0 += NY_PAIR) {
-                switch (n_act - r0 < NY_PAIR ? n_act - r0 : NY_PAIR) {
-                case 1: tile_rows(c, n, pan, xp, xps, r0, 2, 1, nr, out + i0, os); break;
-                case 2: tile_rows(c, n, pan, xp, xps, r0, 2, 2, nr, out + i0, os); break;
-                case 3: tile_rows(c, n, pan, xp, xps, r0, 2, 3, nr, out + i0, os); break;
-                case 4: tile_rows(c, n, pan, xp, xps, r0, 2, 4, nr, out + i0, os); break;
-                case 5: tile_rows(c, n, pan, xp, xps, r0, 2, 5, nr, out + i0, os); break;
-                default: tile_rows(c, n, pan, xp, xps, r0, 2, NY_PAIR, nr, out + i0, os); break;
-                }
-            }
-            continue;
-        }
-        for (int r0 = 0; r0 < n_act; r0 += NY_MAX) {
-            switch (n_act - r0 < NY_MAX ? n_act - r0 : NY_MAX) {
-            case 1: tile_rows(c, n, pan, xp, xps, r0, 1, 1, nr, out + i0, os); break;
-            case 2: tile_rows(c, n, pan, xp, xps, r0, 1, 2, nr, out + i0, os); break;
-            case 3: tile_rows(c, n, pan, xp, xps, r0, 1, 3, nr, out + i0, os); break;
-            case 4: tile_rows(c, n, pan, xp, xps, r0, 1, 4, nr, out + i0, os); break;
-            case 5: tile_rows(c, n, pan, xp, xps, r0, 1, 5, nr, out + i0, os); break;
-            case 6: tile_rows(c, n, pan, xp, xps, r0, 1, 6, nr, out + i0, os); break;
-            case 7: tile_rows(c, n, pan, xp, xps, r0, 1, 7, nr, out + i0, os); break;
-            default: tile_rows(c, n, pan, xp, xps, r0, 1, NY_MAX, nr, out + i0, os); break;
-            }
+            MUSE_AVX2_ROW_GROUPS_WITH(NY_PAIR, TILE_ROWS, 2)
+        } else {
+            MUSE_AVX2_ROW_GROUPS_WITH(NY_MAX, TILE_ROWS, 1)
         }
     }
     return true;

@@ -449,7 +449,7 @@ static muse_status spec_step(struct muse_spec *sp, int32_t anchor, int32_t kmax,
     sp->stats.n_drafted += (uint64_t)k;
     sp->stats.n_accepted += (uint64_t)m;
     sp->stats.n_emitted_spec += (uint64_t)n_emit;
-    sp->stats.n_floor_steps[arm]++;
+    if (sp->p.p_min < 0) sp->stats.n_floor_steps[arm]++; /* the adaptive floor's arms only */
     return MUSE_OK;
 }
 

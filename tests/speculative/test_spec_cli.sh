@@ -36,8 +36,14 @@ acc=0
 for n in 1 7 30 120; do
     p=$(ids $n $n)
     plain=$("$MUSE" run -m "$tmp/t.gguf" --tokens "$p" --ids -n 80 -b 16 2>/dev/null)
-    spec=$("$MUSE" run -m "$tmp/t.gguf" --tokens "$p" --ids -n 80 -b 16 --draft-model "$tmp/d.gguf" 2>"$tmp/s.err")
+    spec=$("$MUSE" run -m "$tmp/t.gguf" --tokens "$p" --ids -n 80 -b 16 --draft-model "$tmp/d.gguf" 2>/dev/null)
     [ "$plain" = "$spec" ] || bad "planted pair, prompt $n: speculative differs"
+    # the count from a run without the clock (the governor and the adaptive floor time the steps, so
+    # on a loaded machine they park more): no governor, a fixed floor
+    spec=$("$MUSE" run -m "$tmp/t.gguf" --tokens "$p" --ids -n 80 -b 16 --draft-model "$tmp/d.gguf" \
+           --no-spec-governor --spec-draft-p-min 0.35 2>"$tmp/s.err")
+    [ "$plain" = "$spec" ] || bad "planted pair, prompt $n: speculative (fixed floor) differs"
+    grep -q "per floor" "$tmp/s.err" && bad "planted pair, prompt $n: a fixed floor reported per adaptive floor"
     a=$(sed -n 's/.* \([0-9]*\) accepted.*/\1/p' "$tmp/s.err")
     acc=$((acc + ${a:-0}))
     for seed in 1 2; do
@@ -65,8 +71,8 @@ for run in "3|256|150|first question\nsecond question\nthird one here\n" "2|512|
         bad "muse chat, context shift (-c $ctx): no shift with speculation in turn $nt"
 done
 
-# 4. muse bench --draft-model: plain and spec records
-"$MUSE" bench -m "$tmp/t.gguf" --draft-model "$tmp/d.gguf" -p 0 -n 48 -r 2 --json > "$tmp/b.json"
+# 4. muse bench --draft-model: plain and spec records (no clock in the drafting: acceptance is counted)
+"$MUSE" bench -m "$tmp/t.gguf" --draft-model "$tmp/d.gguf" -p 0 -n 48 -r 2 --json --no-spec-governor --spec-draft-p-min 0.35 > "$tmp/b.json"
 python3 - "$tmp/b.json" <<'PY' || fail=1
 import json, sys
 recs = json.load(open(sys.argv[1]))

@@ -50,8 +50,9 @@ static void test_decode(const struct tile_type *tt) {
             td_float_block(tt->cfg, tt->dec, w, fb, &big, &r);
             for (int e = 0; e < tt->cfg.fbe; e++) {
                 const int c = r.v[e] + tt->cfg.o;
-                range += c < 0 || c > tt->cfg.cmax || (tt->cfg.s1 && r.s[e / tt->cfg.g] != 1);
-                const double a = (double)r.d * r.s[e / tt->cfg.g] * r.v[e];
+                range += c < 0 || c > tt->cfg.cmax || (tt->cfg.s1 && !tt->cfg.fgs && r.s[e / tt->cfg.g] != 1);
+                const double sg = tt->cfg.fgs ? (double)r.dg[e / tt->cfg.g] : (double)r.s[e / tt->cfg.g];
+                const double a = (double)r.d * sg * r.v[e];
                 const double b = tt->cfg.mins ? (double)r.m * r.mn[e / 16] : 0.0;
                 const double want = ref[fb * tt->cfg.fbe + e];
                 /* to_float rounds a few times (d * s, then * v, then - m): 4 units of the parts */

@@ -27,7 +27,7 @@ struct tile_type {
 #define TT_FN(T, t, ...) static void tt_##t(const uint8_t *blk, struct tile_row *r) { td_##t(blk, r); }
 MUSE_TILE_TYPES(TT_FN)
 #define TT_ENTRY(T, t, FBE, G, O, CMAX, MINS, S1) \
-    {MUSE_TYPE_##T, {FBE, G, O, CMAX, MINS, S1, (int)sizeof(struct muse_block_##t), TILE_SUB(T)}, tt_##t},
+    {MUSE_TYPE_##T, TILE_CFG(T, t, FBE, G, O, CMAX, MINS, S1), tt_##t},
 static const struct tile_type tile_types[] = {MUSE_TILE_TYPES(TT_ENTRY)};
 #define N_TILE_TYPES (int)(sizeof tile_types / sizeof tile_types[0])
 
@@ -38,7 +38,8 @@ static inline const struct tile_type *tile_type_of(enum muse_type t) {
 }
 
 /* T of weight row w and activation row xp (the tile layout): the sum over float blocks of
- * |d d_a| sum_e |s v a| + |m d_a| sum_u |mn A_u|, in double. */
+ * |d d_a| sum_e |s v a| + |m d_a| sum_u |mn A_u| (s: the float group scale where tile_cfg.fgs),
+ * in double. */
 static inline double tile_abs_terms(const struct tile_type *tt, int64_t ne0, const uint8_t *w, const uint8_t *xp) {
     const int8_t *a = (const int8_t *)xp;
     const int16_t *gs = (const int16_t *)(const void *)(xp + ne0);
@@ -51,7 +52,8 @@ static inline double tile_abs_terms(const struct tile_type *tt, int64_t ne0, con
         td_float_block(tt->cfg, tt->dec, w, fb, &big, &r);
         const int64_t e0 = fb * tt->cfg.fbe;
         double si = 0, sm = 0;
-        for (int e = 0; e < tt->cfg.fbe; e++) si += fabs((double)r.s[e / tt->cfg.g] * r.v[e] * a[e0 + e]);
+        for (int e = 0; e < tt->cfg.fbe; e++)
+            si += fabs((tt->cfg.fgs ? (double)r.dg[e / tt->cfg.g] : (double)r.s[e / tt->cfg.g]) * r.v[e] * a[e0 + e]);
         for (int u = 0; u < tt->cfg.fbe / 16 && tt->cfg.mins; u++) sm += fabs((double)r.mn[u] * gs[e0 / 16 + u]);
         t += fabs((double)r.d * da[e0 / 32]) * si + fabs((double)r.m * da[e0 / 32]) * sm;
     }

@@ -164,7 +164,7 @@ static const struct muse_backend_ops verify_ops = {
 
 static const char *const mixes[] = {
     "*=q8_0",
-    "attn_q=q4_0,attn_k=q5_0,attn_v=iq4_nl,attn_output=mxfp4,attn_gate=q4_0,ffn_gate=q5_0,ffn_up=iq4_nl,"
+    "attn_q=q4_0,attn_k=q5_0,attn_v=iq4_nl,attn_output=mxfp4,attn_gate=nvfp4,ffn_gate=q5_0,ffn_up=nvfp4,"
     "ffn_down=mxfp4,*=q8_0",
     "attn_q=q4_1,attn_k=q5_1,attn_v=q4_1,attn_output=q5_1,attn_gate=q4_1,ffn_gate=q5_1,ffn_up=q4_1,"
     "ffn_down=q5_1,output=q6_k,*=q8_0",

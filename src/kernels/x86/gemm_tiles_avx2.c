@@ -53,7 +53,7 @@ MUSE_AVX2_INLINE struct tile_lay tile_layout(const struct tile_cfg c) {
     l.codes = 0;
     l.scal = c.fbe * 8 * pl;
     l.dv = l.scal + (c.s1 ? 0 : (c.fbe / c.g) * pl * 32);
-    l.mv = l.dv + 32;
+    l.mv = l.dv + (c.fgs ? c.fbe / c.g : 1) * 32; /* d, or the float scale of each group (fgs) */
     l.offp = l.mv + (c.mins ? 32 : 0);
     l.minp = l.offp + (c.o && !c.s1 ? c.fbe : 0);
     l.rec = l.minp + (c.mins ? c.fbe : 0);
@@ -141,6 +141,7 @@ MUSE_AVX2_INLINE void tile_pack(const struct tile_cfg c, tile_decode_fn dec, int
         for (int r = 0; r < PW; r++) {
             dv[r] = tr[r].d;
             if (c.mins) mv[r] = tr[r].m;
+            for (int gi = 0; gi < c.fbe / c.g && c.fgs; gi++) dv[PW * gi + r] = tr[r].dg[gi];
         }
         if (c.mins) { /* per 32 elements: (mn of its first 16, mn of its second 16) */
             __m256i x[PW];
@@ -184,8 +185,12 @@ MUSE_AVX2_INLINE void tile_run(const struct tile_cfg c, int64_t n, const uint8_t
         const uint8_t *rec = pan + fb * L.rec;
         const int64_t e0 = fb * c.fbe;
         __m256i I[NY_MAX1];
+        __m256 T[NY_MAX1]; /* fgs: the float block's sum of cvt(G_g) dg_g */
         MUSE_UNROLL
-        for (int r = 0; r < NY; r++) I[r] = _mm256_setzero_si256();
+        for (int r = 0; r < NY; r++) {
+            I[r] = _mm256_setzero_si256();
+            T[r] = _mm256_setzero_ps();
+        }
         for (int j = 0; j < c.fbe / 32; j++) {
             const uint8_t *scj = rec + L.scal + (32 / c.g) * j * PL * 32; /* the chunk's group scales */
             __m256i s16[NY_MAX1][2];
@@ -215,7 +220,26 @@ MUSE_AVX2_INLINE void tile_run(const struct tile_cfg c, int64_t n, const uint8_t
                             TILE_PIN(s16[r][p]);
                         }
                     }
-                    if ((t + 1) % FL == 0) { /* widen with the group scale */
+                    if (c.fgs && (t + 1) % FL == 0) { /* widen into G_g; at the group's end, finish it */
+                        const int gj = j * (32 / c.g) + (4 * t) / c.g; /* group within the float block */
+                        const bool end = (t + 1) % (c.g / 4) == 0;
+                        int32_t oa[NY_MAX1];
+                        MUSE_UNROLL
+                        for (int r = 0; r < NY; r++) {
+                            oa[r] = 0;
+                            for (int u = 0; end && u < c.g / 16; u++) oa[r] += c.o * gs[r][(e0 + gj * c.g) / 16 + u];
+                        }
+                        const __m256 dg = _mm256_load_ps((const float *)(const void *)(rec + L.dv + gj * 32));
+                        MUSE_UNROLL
+                        for (int r = 0; r < NY; r++) {
+                            I[r] = _mm256_add_epi32(I[r], _mm256_madd_epi16(s16[r][0], _mm256_set1_epi16(1)));
+                            s16[r][0] = _mm256_setzero_si256();
+                            if (!end) continue;
+                            const __m256 G = _mm256_cvtepi32_ps(_mm256_sub_epi32(I[r], _mm256_set1_epi32(oa[r])));
+                            T[r] = gj == 0 ? _mm256_mul_ps(G, dg) : _mm256_fmadd_ps(G, dg, T[r]);
+                            I[r] = _mm256_setzero_si256();
+                        }
+                    } else if ((t + 1) % FL == 0) { /* widen with the group scale */
                         const int gi = (4 * t) / c.g; /* group within the chunk */
                         MUSE_UNROLL
                         for (int p = 0; p < PL; p++) {
@@ -231,6 +255,11 @@ MUSE_AVX2_INLINE void tile_run(const struct tile_cfg c, int64_t n, const uint8_t
                     }
                 }
             }
+        }
+        if (c.fgs) {
+            MUSE_UNROLL
+            for (int r = 0; r < NY; r++) acc[r] = _mm256_fmadd_ps(T[r], _mm256_set1_ps(da[r][e0 / 32]), acc[r]);
+            continue;
         }
         if (c.o)
             for (int jj = 0; jj < c.fbe / 32; jj++) {
@@ -318,11 +347,11 @@ MUSE_AVX2_INLINE bool tile_gemm(const struct tile_cfg c, tile_decode_fn dec, int
     static void td_##t##_fn(const uint8_t *blk, struct tile_row *r) { tdx_##t(blk, r); }                          \
     bool muse_tile_gemm_##t##_avx2(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *xp, size_t xps, \
                                    int n_act, float *out, int64_t os, void *scratch, size_t scratch_bytes) {      \
-        const struct tile_cfg c = {FBE, G, O, CMAX, MINS, S1, (int)sizeof(struct muse_block_##t), TILE_SUB(T)};                    \
+        const struct tile_cfg c = TILE_CFG(T, t, FBE, G, O, CMAX, MINS, S1);                                        \
         return tile_gemm(c, td_##t##_fn, n, w, ws, n_rows, xp, xps, n_act, out, os, scratch, scratch_bytes);       \
     }                                                                                                             \
     size_t muse_tile_panel_bytes_##t##_avx2(int64_t n) {                                                          \
-        const struct tile_cfg c = {FBE, G, O, CMAX, MINS, S1, (int)sizeof(struct muse_block_##t), TILE_SUB(T)};                    \
+        const struct tile_cfg c = TILE_CFG(T, t, FBE, G, O, CMAX, MINS, S1);                                        \
         return (size_t)(n / FBE) * (size_t)tile_layout(c).rec;                                                    \
     }
 

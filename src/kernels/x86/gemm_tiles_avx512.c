@@ -45,7 +45,7 @@ MUSE_AVX2_INLINE struct tile_lay tile_layout(const struct tile_cfg c) {
     l.codes = 0;
     l.scal = c.fbe * PW;                                  /* fbe/4 steps x 64 bytes */
     l.dv = l.scal + (c.s1 ? 0 : (c.fbe / c.g) * 64);      /* int32 scale per row and group */
-    l.mv = l.dv + 64;
+    l.mv = l.dv + (c.fgs ? c.fbe / c.g : 1) * 64; /* d, or the float scale of each group (fgs) */
     l.offp = l.mv + (c.mins ? 64 : 0);
     l.minp = l.offp + (c.o && !c.s1 ? (c.fbe / 32) * 64 : 0);
     l.rec = l.minp + (c.mins ? (c.fbe / 32) * 64 : 0);
@@ -99,6 +99,7 @@ MUSE_AVX2_INLINE void tile_pack(const struct tile_cfg c, tile_decode_fn dec, int
         for (int r = 0; r < PW; r++) {
             dv[r] = tr[r].d;
             if (c.mins) mv[r] = tr[r].m;
+            for (int gi = 0; gi < c.fbe / c.g && c.fgs; gi++) dv[PW * gi + r] = tr[r].dg[gi];
         }
         for (int jj = 0; jj < c.fbe / 32 && c.o && !c.s1; jj++) { /* (-o s, -o s) of the two 16-units */
             int16_t *ov = (int16_t *)(void *)(rec + L.offp + jj * 64);
@@ -167,6 +168,33 @@ MUSE_AVX2_INLINE void tile_run(const struct tile_cfg c, int64_t n, const uint8_t
     const int64_t nfb = n / c.fbe;
     for (int64_t fb = 0; fb < nfb; fb++) {
         const int64_t e0 = fb * c.fbe;
+        if (c.fgs) { /* float group scales: each group's G_g (from -o A_g) finished in float */
+            __m512 T[2][NY_MAX];
+            for (int gi = 0; gi < c.fbe / c.g; gi++) {
+                const int64_t eg = e0 + (int64_t)gi * c.g;
+                __m512i Gsum[2][NY_MAX];
+                TILE_UNROLL
+                for (int r = 0; r < NY; r++) {
+                    int32_t oa = 0;
+                    for (int u = 0; u < c.g / 16; u++) oa += c.o * gs[r][eg / 16 + u];
+                    TILE_UNROLL
+                    for (int p = 0; p < P; p++) Gsum[p][r] = _mm512_set1_epi32(-oa);
+                }
+                tile_steps(c, pan, L, fb, gi, a, eg, P, NY, Gsum);
+                TILE_UNROLL
+                for (int p = 0; p < P; p++) {
+                    const __m512 dg = _mm512_loadu_ps((const void *)(pan[p] + fb * L.rec + L.dv + gi * 64));
+                    TILE_UNROLL
+                    for (int r = 0; r < NY; r++)
+                        T[p][r] = gi == 0 ? _mm512_mul_ps(tile_cvt(Gsum[p][r]), dg) : _mm512_fmadd_ps(tile_cvt(Gsum[p][r]), dg, T[p][r]);
+                }
+            }
+            TILE_UNROLL
+            for (int p = 0; p < P; p++)
+                TILE_UNROLL
+                for (int r = 0; r < NY; r++) acc[p][r] = _mm512_fmadd_ps(T[p][r], _mm512_set1_ps(da[r][e0 / 32]), acc[p][r]);
+            continue;
+        }
         __m512i Isum[2][NY_MAX];
         TILE_UNROLL
         for (int p = 0; p < P; p++)
@@ -286,11 +314,11 @@ MUSE_AVX2_INLINE bool tile_gemm(const struct tile_cfg c, tile_decode_fn dec, int
     bool muse_tile_gemm_##t##_avx512(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *xp,          \
                                      size_t xps, int n_act, float *out, int64_t os, void *scratch,                 \
                                      size_t scratch_bytes) {                                                       \
-        const struct tile_cfg c = {FBE, G, O, CMAX, MINS, S1, (int)sizeof(struct muse_block_##t), TILE_SUB(T)};                 \
+        const struct tile_cfg c = TILE_CFG(T, t, FBE, G, O, CMAX, MINS, S1);                                        \
         return tile_gemm(c, td_##t##_fn, n, w, ws, n_rows, xp, xps, n_act, out, os, scratch, scratch_bytes);       \
     }                                                                                                              \
     size_t muse_tile_panel_bytes_##t##_avx512(int64_t n) {                                                         \
-        const struct tile_cfg c = {FBE, G, O, CMAX, MINS, S1, (int)sizeof(struct muse_block_##t), TILE_SUB(T)};                 \
+        const struct tile_cfg c = TILE_CFG(T, t, FBE, G, O, CMAX, MINS, S1);                                        \
         return 2 * (size_t)(n / FBE) * (size_t)tile_layout(c).rec; /* two panels */                                \
     }
 

@@ -90,9 +90,11 @@ MUSE_TILE_FLOAT_TYPES(MUSE_DECLARE_TILE)
     X(IQ3_XXS, iq3_xxs, 256, 32, 62, 124, 0, 0) X(IQ3_S, iq3_s, 256, 32, 15, 30, 0, 0)                \
     X(IQ1_S, iq1_s, 256, 32, 9, 18, 0, 0) X(IQ1_M, iq1_m, 256, 16, 9, 18, 0, 0)                      \
     X(Q4_1, q4_1, 32, 32, 0, 15, 1, 1) X(Q5_1, q5_1, 32, 32, 0, 31, 1, 1)                             \
-    X(Q1_0, q1_0, 32, 32, 1, 2, 0, 1)
-/* Float blocks per weight block (tile_cfg.sub): Q1_0's 128-element block spans four. */
-#define TILE_SUB(T) (MUSE_TYPE_##T == MUSE_TYPE_Q1_0 ? 4 : 1)
+    X(Q1_0, q1_0, 32, 32, 1, 2, 0, 1) X(NVFP4, nvfp4, 32, 16, 12, 24, 0, 1)
+/* Float blocks per weight block (tile_cfg.sub): Q1_0's 128-element block spans four, NVFP4's 64 two. */
+#define TILE_SUB(T) (MUSE_TYPE_##T == MUSE_TYPE_Q1_0 ? 4 : MUSE_TYPE_##T == MUSE_TYPE_NVFP4 ? 2 : 1)
+/* Float group scales (tile_cfg.fgs): NVFP4's UE4M3 scale per 16 elements. */
+#define TILE_FGS(T) (MUSE_TYPE_##T == MUSE_TYPE_NVFP4)
 MUSE_TILE_TYPES(MUSE_DECLARE_TILE)
 
 struct muse_attn_flash;

@@ -29,6 +29,7 @@ struct tile_row {
     int16_t s[16];              /* the scale of each group of g elements (tile_cfg) */
     int16_t mn[16];             /* the min of each 16-element unit (K-quants with dmin) */
     float d, m;                 /* float factors of I and M (m: 0 unless the type has mins) */
+    float dg[4];                /* tile_cfg.fgs: the float scale of each group (d is 1) */
 };
 
 /*
@@ -41,18 +42,26 @@ struct tile_row {
  *   mins   1 when the type has the m * d_a * M term
  *   s1     1 when every group scale is 1 (the 32-element types, TQ1_0/TQ2_0: none is stored)
  *   bpb    bytes per weight block
- *   sub    float blocks per weight block: 1, or 4 for Q1_0 (128-element blocks with one scale
- *          against the 32-element blocks of its Q8_0 activations; TILE_SUB in kernels_isa.h)
+ *   sub    float blocks per weight block: 1, 2 for NVFP4 (64-element blocks), 4 for Q1_0 (128)
+ *          against the 32-element blocks of their Q8_0 activations (TILE_SUB in kernels_isa.h)
+ *   fgs    1 when the group scales are floats (NVFP4's UE4M3 per 16 elements, s1 set, d = 1):
+ *          each group's exact int32 sum G_g (offset removed) is finished in float, per float
+ *          block T = cvt(G_0) dg_0, T = fma(cvt(G_1), dg_1, T), then acc = fma(T, d_a, acc), the
+ *          same operations in both kernels (TILE_FGS in kernels_isa.h)
  */
 struct tile_cfg {
-    int fbe, g, o, cmax, mins, s1, bpb, sub;
+    int fbe, g, o, cmax, mins, s1, bpb, sub, fgs;
 };
+
+/* The packing of type T (MUSE_TILE_TYPES' fields) */
+#define TILE_CFG(T, t, FBE, G, O, CMAX, MINS, S1) \
+    ((struct tile_cfg){FBE, G, O, CMAX, MINS, S1, (int)sizeof(struct muse_block_##t), TILE_SUB(T), TILE_FGS(T)})
 
 typedef void (*tile_decode_fn)(const uint8_t *blk, struct tile_row *r);
 
 /* Float block fb of the weight row at w into *r. With c.sub > 1 (only for types with s1 and no
- * mins): part fb % sub of weight block fb / sub, which is decoded whole into *big when fb % sub
- * == 0 (so the float blocks of a row must be visited in order). */
+ * mins): part fb % sub of weight block fb / sub (with its float group scales), which is decoded
+ * whole into *big when fb % sub == 0 (so the float blocks of a row must be visited in order). */
 static inline void td_float_block(const struct tile_cfg c, tile_decode_fn dec, const uint8_t *w, int64_t fb,
                                   struct tile_row *big, struct tile_row *r) {
     if (c.sub <= 1) {
@@ -62,6 +71,7 @@ static inline void td_float_block(const struct tile_cfg c, tile_decode_fn dec, c
     const int k = (int)(fb % c.sub);
     if (k == 0) dec(w + fb / c.sub * c.bpb, big);
     memcpy(r->v, big->v + c.fbe * k, (size_t)c.fbe);
+    if (c.fgs) memcpy(r->dg, big->dg + (c.fbe / c.g) * k, sizeof(float) * (size_t)(c.fbe / c.g));
     r->s[0] = 1;
     r->d = big->d;
     r->m = 0.0f;
@@ -155,6 +165,22 @@ static inline void td_mxfp4(const uint8_t *blk, struct tile_row *r) {
     td_codebook32(muse_kvalues_mxfp4, b->qs, r->v);
     r->s[0] = 1;
     r->d = muse_e8m0_half(b->e);
+    r->m = 0.0f;
+}
+
+/* NVFP4: 64 elements, a UE4M3 scale (halved, as the kvalues are doubled) per 16; the 8 bytes of
+ * 16-element sub-block sb: low nibbles elements 16 sb + 0..7, high nibbles 16 sb + 8..15 */
+static inline void td_nvfp4(const uint8_t *blk, struct tile_row *r) {
+    const struct muse_block_nvfp4 *b = (const void *)blk;
+    for (int sb = 0; sb < 4; sb++) {
+        for (int j = 0; j < 8; j++) {
+            r->v[16 * sb + j] = muse_kvalues_mxfp4[b->qs[8 * sb + j] & 15];
+            r->v[16 * sb + j + 8] = muse_kvalues_mxfp4[b->qs[8 * sb + j] >> 4];
+        }
+        r->dg[sb] = muse_ue4m3_half(b->d[sb]);
+    }
+    r->s[0] = 1;
+    r->d = 1.0f;
     r->m = 0.0f;
 }
 

@@ -71,6 +71,22 @@ MUSE_AVX2_INLINE void tdx_mxfp4(const uint8_t *blk, struct tile_row *r) {
     tdx_set32(r, tdx_codebook(muse_kvalues_mxfp4, b->qs), muse_e8m0_half(b->e));
 }
 
+/* NVFP4 (td_nvfp4): per 128-bit lane the low nibbles of sub-blocks (0, 1 | 2, 3) and the high
+ * ones; an unpack of 64-bit halves puts each sub-block's 8 low then 8 high nibbles together */
+MUSE_AVX2_INLINE void tdx_nvfp4(const uint8_t *blk, struct tile_row *r) {
+    const struct muse_block_nvfp4 *b = (const void *)blk;
+    const __m256i q = _mm256_loadu_si256((const __m256i *)b->qs), m4 = _mm256_set1_epi8(15);
+    const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+    const __m256i s02 = _mm256_unpacklo_epi64(lo, hi), s13 = _mm256_unpackhi_epi64(lo, hi);
+    const __m256i kv = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)muse_kvalues_mxfp4));
+    _mm256_store_si256((__m256i *)r->v, _mm256_shuffle_epi8(kv, _mm256_permute2x128_si256(s02, s13, 0x20)));
+    _mm256_store_si256((__m256i *)(r->v + 32), _mm256_shuffle_epi8(kv, _mm256_permute2x128_si256(s02, s13, 0x31)));
+    for (int sb = 0; sb < 4; sb++) r->dg[sb] = muse_ue4m3_half(b->d[sb]);
+    r->s[0] = 1;
+    r->d = 1.0f;
+    r->m = 0.0f;
+}
+
 /* Q4_K/Q5_K: the 8 scales into s, the 8 mins into mn as pairs (spec 2.5, "get_scale_min_k4"):
  *   sc0-3 = S0-3 & 63, sc4-7 = (S8-11 & 15) | (S0-3 >> 6) << 4,
  *   mn0-3 = S4-7 & 63, mn4-7 = (S8-11 >> 4) | (S4-7 >> 6) << 4. */

@@ -185,6 +185,7 @@ fuzz:
 emu512:
 	$(MAKE) BUILD=build-emu512 ISA_AVX512="$(ISA_AVX2) -DMUSE_EMULATE_AVX512" SAN="-DMUSE_CPU_EMULATE_AVX512" \
 	    build-emu512/muse build-emu512/tests/kernels/test_kernels_simd build-emu512/tests/kernels/test_tile_gemm \
+	    build-emu512/tests/kernels/test_attn_flash \
 	    build-emu512/tests/model/test_forward build-emu512/tests/model/test_tile_forward
 
 test: all asan fuzz emu512

@@ -47,6 +47,8 @@ if [ -x build-emu512/muse ]; then
         echo "$out"; [ $st -eq 0 ] && grep -q "^cpu level: max avx512, active avx512" <<<"$out"'
     run "emu512/tests/kernels/test_tile_gemm" 600 bash -c 'out=$(build-emu512/tests/kernels/test_tile_gemm); st=$?
         echo "$out"; [ $st -eq 0 ] && grep -q "^avx512: [0-9]* tile GEMM cases" <<<"$out"'
+    run "emu512/tests/kernels/test_attn_flash" 600 bash -c 'out=$(build-emu512/tests/kernels/test_attn_flash); st=$?
+        echo "$out"; [ $st -eq 0 ] && ! grep -q "^SKIP: avx512" <<<"$out"'
     MUSE_CPU=avx512 run "emu512/tests/model/test_forward" 600 build-emu512/tests/model/test_forward
     MUSE_CPU=avx512 run "emu512/tests/model/test_tile_forward" 600 bash -c 'out=$(build-emu512/tests/model/test_tile_forward); st=$?
         echo "$out"; [ $st -eq 0 ] && grep -q "^level avx512" <<<"$out"'

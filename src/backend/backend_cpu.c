@@ -36,7 +36,12 @@
 #include "backend/backend.h"
 
 #define ATTN_QB 16    /* query heads per attention work item */
-#define FLASH_ROWS 32 /* query rows (tokens x heads of one KV head) per flash attention work item */
+/* Query rows (tokens x heads of one KV head) per flash attention work item: up to FLASH_ROWS (each
+ * item widens its KV head's visible K/V rows once: at depth 4096 with 32 rows that was a third of
+ * the flash time, docs/perf.md), fewer while there would be under 2 items per thread, down to
+ * FLASH_ROWS_MIN. The scratch is sized for FLASH_ROWS. */
+#define FLASH_ROWS 128
+#define FLASH_ROWS_MIN 32
 #define FLASH_MIN 4   /* queries per call from which flash attention runs (decode stays exact) */
 #define SPLIT_ROWS 8  /* matmul output rows are split between threads in units of this many */
 #define CHUNKS_PER_THREAD 8 /* matmul chunks per thread and step (claimed dynamically) ... */
@@ -390,7 +395,9 @@ static void attention_flash(struct cpu_state *s, const struct muse_attn_args *a,
     const int32_t group = a->n_head / a->n_head_kv, hd = a->head_dim;
     const int32_t n_qb = (group + ATTN_QB - 1) / ATTN_QB;
     const int32_t nq_max = group < ATTN_QB ? group : ATTN_QB;
-    const int32_t tb = FLASH_ROWS / nq_max > 0 ? FLASH_ROWS / nq_max : 1; /* tokens per item */
+    int32_t tb = FLASH_ROWS / nq_max > 0 ? FLASH_ROWS / nq_max : 1; /* tokens per item */
+    while (tb * nq_max > FLASH_ROWS_MIN && tb > 1 && (int64_t)((a->n_tokens + tb - 1) / tb) * a->n_head_kv * n_qb < 2 * nth)
+        tb /= 2;
     const int32_t n_tb = (a->n_tokens + tb - 1) / tb;
     const int64_t n_items = (int64_t)n_tb * a->n_head_kv * n_qb;
     const size_t head_bytes = muse_type_row_size(a->kv->type, hd);

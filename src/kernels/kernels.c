@@ -29,7 +29,7 @@ static const struct muse_kernels kernels_scalar = {
 /* The x86 tables: the AVX2 one, and the AVX-512 one with the VNNI builds of the same matrix
  * kernels (quantizers and attention helpers are the AVX2 ones). EXACT: the tables without the
  * reassociating kernels (tile GEMM), bit-identical to the reference (MUSE_CPU=exact). */
-#define X86_KERNELS(LEVEL, GEMM_ENTRY, ACT_PERM8, TILE_ENTRY, TILE_BYTES, EXACT)        \
+#define X86_KERNELS(LEVEL, GEMM_ENTRY, ACT_PERM8, TILE_ENTRY, TILE_BYTES, FLASH, EXACT) \
     {                                                                                  \
         .level = LEVEL,                                                                \
         .exact_mode = EXACT,                                                           \
@@ -37,8 +37,8 @@ static const struct muse_kernels kernels_scalar = {
         .tile_bytes = {MUSE_TILE_TYPES(TILE_BYTES) MUSE_TILE_FLOAT_TYPES(TILE_BYTES)}, \
         .tile_min_act = TILE_MIN_ACT,                                                  \
         .widen = {[MUSE_TYPE_F16] = muse_widen_f16_avx2, [MUSE_TYPE_BF16] = muse_widen_bf16_avx2}, \
-        .attn_flash_f16 = EXACT ? NULL : muse_attn_flash_f16_avx2,                     \
-        .attn_flash_scratch = EXACT ? NULL : muse_attn_flash_scratch_avx2,             \
+        .attn_flash_f16 = EXACT ? NULL : muse_attn_flash_f16_##FLASH,                  \
+        .attn_flash_scratch = EXACT ? NULL : muse_attn_flash_scratch_##FLASH,          \
         .quantize = {                                                                  \
             [MUSE_TYPE_Q8_0] = muse_quantize_q8_0_avx2,                                \
             [MUSE_TYPE_Q8_K] = muse_quantize_q8_K_avx2,                                \
@@ -70,15 +70,15 @@ static const struct muse_kernels kernels_scalar = {
     }
 
 static const struct muse_kernels kernels_avx2 = X86_KERNELS(MUSE_CPU_LEVEL_AVX2, GEMM_ENTRY_AVX2, muse_act_q8K_perm8_avx2,
-                                                           TILE_ENTRY_AVX2, TILE_BYTES_AVX2, false);
+                                                           TILE_ENTRY_AVX2, TILE_BYTES_AVX2, avx2, false);
 static const struct muse_kernels kernels_avx512 = X86_KERNELS(MUSE_CPU_LEVEL_AVX512, GEMM_ENTRY_AVX512,
                                                              muse_act_q8K_perm8_avx512, TILE_ENTRY_AVX512,
-                                                             TILE_BYTES_AVX512, false);
+                                                             TILE_BYTES_AVX512, avx512, false);
 static const struct muse_kernels kernels_avx2_exact = X86_KERNELS(MUSE_CPU_LEVEL_AVX2, GEMM_ENTRY_AVX2,
-                                                                 muse_act_q8K_perm8_avx2, TILE_NONE, TILE_NONE, true);
+                                                                 muse_act_q8K_perm8_avx2, TILE_NONE, TILE_NONE, avx2, true);
 static const struct muse_kernels kernels_avx512_exact = X86_KERNELS(MUSE_CPU_LEVEL_AVX512, GEMM_ENTRY_AVX512,
                                                                    muse_act_q8K_perm8_avx512, TILE_NONE, TILE_NONE,
-                                                                   true);
+                                                                   avx512, true);
 
 const struct muse_kernels *muse_kernels_for(enum muse_cpu_level level) {
     if (level > muse_cpu_level_max()) return NULL;

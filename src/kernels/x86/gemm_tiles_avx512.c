@@ -170,6 +170,10 @@ MUSE_AVX2_INLINE void tile_run(const struct tile_cfg c, int64_t n, const uint8_t
         const int64_t e0 = fb * c.fbe;
         if (c.fgs) { /* float group scales: each group's G_g (from -o A_g) finished in float */
             __m512 T[2][NY_MAX];
+            TILE_UNROLL
+            for (int p = 0; p < P; p++)
+                TILE_UNROLL
+                for (int r = 0; r < NY; r++) T[p][r] = _mm512_setzero_ps(); /* (all set by group 0) */
             for (int gi = 0; gi < c.fbe / c.g; gi++) {
                 const int64_t eg = e0 + (int64_t)gi * c.g;
                 __m512i Gsum[2][NY_MAX];

@@ -6,6 +6,8 @@
  *   quantize_avx2.c        activation quantizers (bit-identical to the reference ones), F16/BF16
  *                          rows widened to f32
  *   attn_avx2.c            attention over an F16, F32 or Q8_0 KV cache
+ *   attn_flash.inc         flash attention for batches of queries, built by attn_flash_avx2.c
+ *                          and attn_flash_avx512.c (16-lane loops, the same bits)
  *   gemm_<family>.inc      the matrix kernels of a quant family, one ISA-neutral body (its functions
  *                          named through MUSE_ISA_NAME), built by gemm_<family>_avx2.c and
  *                          gemm_<family>_avx512.c (see simd_avx2.h); the families follow the
@@ -100,6 +102,8 @@ MUSE_TILE_TYPES(MUSE_DECLARE_TILE)
 struct muse_attn_flash;
 void muse_attn_flash_f16_avx2(const struct muse_attn_flash *f, void *scratch);
 size_t muse_attn_flash_scratch_avx2(int32_t hd, int32_t max_rows, uint32_t max_cells);
+void muse_attn_flash_f16_avx512(const struct muse_attn_flash *f, void *scratch);
+size_t muse_attn_flash_scratch_avx512(int32_t hd, int32_t max_rows, uint32_t max_cells);
 
 void muse_attn_kq_f16_avx2(int32_t hd, int32_t n_keys, const void *k, size_t k_stride, const float *qf,
                            float *scores);

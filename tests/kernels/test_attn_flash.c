@@ -1,0 +1,153 @@
+/*
+ * test_attn_flash.c - flash attention (kernels.h muse_attn_flash_fn; kernels/x86/attn_flash.inc)
+ * at every level this machine (or the emu512 build's emulation) runs:
+ *   - every level gives the AVX2 level's bits (the AVX-512 build's 16-lane loops keep each 8-lane
+ *     chain of S = Q K^T and each output's chain of O += P V);
+ *   - every output against a double-precision softmax attention over the same F16 inputs (the
+ *     probabilities are rounded to F16 as the reference rounds them: relative 2^-10 of sum |p v|,
+ *     a sanity bound; the derived bound against muse_attn_head_ref is tests/model/test_tile_forward's);
+ *   - head sizes with and without a 64-wide chunk (32, 80, 128, 256), 1..9 query tokens x 1..4
+ *     heads per KV head, full and sliding-window attention, positions deep in a ring cache that
+ *     has wrapped (p % n_cells), the padding of the output rows untouched.
+ * Levels the machine lacks are reported as skipped, never as passed.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/cpu.h"
+#include "core/fp16.h"
+#include "kernels/kernels.h"
+#include "test.h"
+
+#include "kernels/kernel_random.h"
+
+#define CHECK(c) TEST_COND(#c, c)
+
+struct flash_case {
+    int32_t hd, n_tok, nq, n_swa, pos0;
+    uint32_t n_cells;
+};
+
+/* out = the level's flash attention of the case's data; false when the level has none */
+static bool run_level(const struct muse_kernels *k, const struct muse_attn_flash *f0, float *out, size_t out_floats) {
+    if (!k || !k->attn_flash_f16) return false;
+    struct muse_attn_flash f = *f0;
+    f.out = out;
+    for (size_t i = 0; i < out_floats; i++) out[i] = -7.0f; /* padding poison */
+    const size_t sb = k->attn_flash_scratch(f.hd, f.n_tok * f.nq, f.n_cells);
+    void *scratch = aligned_alloc(64, (sb + 63) / 64 * 64);
+    CHECK(scratch);
+    k->attn_flash_f16(&f, scratch);
+    free(scratch);
+    return true;
+}
+
+/* the double-precision attention of row (t, h) into want[hd]; *mag = max_d sum_j |p_j v_j[d]| */
+static void attn_double(const struct muse_attn_flash *f, int32_t t, int32_t h, double *want, double *mag) {
+    const int32_t hd = f->hd, hi = f->pos[t], lo = f->n_swa > 0 && hi - f->n_swa + 1 > 0 ? hi - f->n_swa + 1 : 0;
+    double mx = -INFINITY, sum = 0;
+    double *s = malloc(sizeof(double) * (size_t)(hi - lo + 1));
+    CHECK(s);
+    const float *q = f->q + (size_t)t * f->q_tstride + (size_t)h * hd;
+    for (int32_t p = lo; p <= hi; p++) {
+        const uint16_t *kr = (const uint16_t *)(const void *)((const char *)f->k + (size_t)((uint32_t)p % f->n_cells) * f->k_stride);
+        double d = 0;
+        for (int32_t i = 0; i < hd; i++) d += (double)muse_fp16_to_fp32(muse_fp32_to_fp16(q[i])) * muse_fp16_to_fp32(kr[i]);
+        s[p - lo] = d * f->scale;
+        mx = s[p - lo] > mx ? s[p - lo] : mx;
+    }
+    for (int32_t p = lo; p <= hi; p++) sum += (s[p - lo] = exp(s[p - lo] - mx));
+    for (int32_t d = 0; d < hd; d++) want[d] = 0;
+    *mag = 0;
+    for (int32_t d = 0; d < hd; d++) {
+        double m = 0;
+        for (int32_t p = lo; p <= hi; p++) {
+            const uint16_t *vr = (const uint16_t *)(const void *)((const char *)f->v + (size_t)((uint32_t)p % f->n_cells) * f->v_stride);
+            const double pv = s[p - lo] / sum * muse_fp16_to_fp32(vr[d]);
+            want[d] += pv;
+            m += fabs(pv);
+        }
+        *mag = m > *mag ? m : *mag;
+    }
+    free(s);
+}
+
+static void check_case(const struct flash_case *c) {
+    const int32_t hd = c->hd, R = c->n_tok * c->nq;
+    const size_t k_stride = (size_t)hd * 2 + 16; /* padded cache rows */
+    uint16_t *kc = malloc(k_stride * c->n_cells), *vc = malloc(k_stride * c->n_cells);
+    const size_t q_tstride = (size_t)c->nq * hd + 5, o_tstride = (size_t)c->nq * hd + 3;
+    float *q = malloc(sizeof(float) * q_tstride * (size_t)c->n_tok);
+    const size_t out_floats = o_tstride * (size_t)c->n_tok;
+    float *o2 = malloc(sizeof(float) * out_floats), *o = malloc(sizeof(float) * out_floats);
+    int32_t *pos = malloc(sizeof(int32_t) * (size_t)c->n_tok);
+    double *want = malloc(sizeof(double) * (size_t)hd);
+    CHECK(kc && vc && q && o2 && o && pos && want);
+    for (size_t i = 0; i < k_stride / 2 * c->n_cells; i++) {
+        kc[i] = muse_fp32_to_fp16(2.0f * kr_float());
+        vc[i] = muse_fp32_to_fp16(kr_float());
+    }
+    for (size_t i = 0; i < q_tstride * (size_t)c->n_tok; i++) q[i] = 1.5f * kr_float();
+    for (int32_t t = 0; t < c->n_tok; t++) pos[t] = c->pos0 + t;
+    const struct muse_attn_flash f = {
+        .hd = hd, .n_tok = c->n_tok, .nq = c->nq, .q = q, .q_tstride = q_tstride, .o_tstride = o_tstride, .pos = pos,
+        .n_swa = c->n_swa, .k = kc, .v = vc, .k_stride = k_stride, .v_stride = k_stride, .n_cells = c->n_cells,
+        .scale = 1.0f / sqrtf((float)hd),
+    };
+    const bool have2 = run_level(muse_kernels_for(MUSE_CPU_LEVEL_AVX2), &f, o2, out_floats);
+    for (int l = MUSE_CPU_LEVEL_AVX2; l < MUSE_CPU_LEVEL_COUNT; l++) {
+        if (!run_level(muse_kernels_for((enum muse_cpu_level)l), &f, o, out_floats)) continue;
+        const char *lv = muse_cpu_level_name((enum muse_cpu_level)l);
+        TEST_CONDF(!have2 || !memcmp(o, o2, sizeof(float) * out_floats), "%s hd %d tok %d nq %d swa %d pos %d: not the AVX2 level's bits",
+                   lv, hd, c->n_tok, c->nq, c->n_swa, c->pos0);
+        int bad = 0, pad = 0;
+        for (int32_t i = 0; i < R; i++) {
+            const int32_t t = i / c->nq, h = i % c->nq;
+            double mag;
+            attn_double(&f, t, h, want, &mag);
+            for (int32_t d = 0; d < hd; d++)
+                bad += !(fabs(o[(size_t)t * o_tstride + (size_t)h * hd + d] - want[d]) <= 0x1p-10 * mag + 1e-30);
+            for (size_t e = (size_t)c->nq * hd; e < o_tstride; e++) pad += o[(size_t)t * o_tstride + e] != -7.0f;
+        }
+        TEST_CONDF(bad == 0, "%s hd %d tok %d nq %d swa %d pos %d: %d outputs off the double attention", lv, hd,
+                   c->n_tok, c->nq, c->n_swa, c->pos0, bad);
+        TEST_CONDF(pad == 0, "%s hd %d: %d padding floats written", lv, hd, pad);
+    }
+    free(kc);
+    free(vc);
+    free(q);
+    free(o2);
+    free(o);
+    free(pos);
+    free(want);
+}
+
+int main(void) {
+    if (muse_cpu_level_max() < MUSE_CPU_LEVEL_AVX2) {
+        printf("SKIP: no AVX2 on this machine\n");
+        return TEST_REPORT();
+    }
+    for (int l = MUSE_CPU_LEVEL_AVX2; l < MUSE_CPU_LEVEL_COUNT; l++)
+        if (!muse_kernels_for((enum muse_cpu_level)l)) printf("SKIP: %s level not available on this machine\n", muse_cpu_level_name((enum muse_cpu_level)l));
+    static const int32_t hds[] = {32, 80, 128, 256};
+    int n = 0;
+    for (size_t hi = 0; hi < sizeof hds / sizeof hds[0]; hi++)
+        for (int32_t n_tok = 1; n_tok <= 9; n_tok += 4)
+            for (int32_t nq = 1; nq <= 4; nq += 3)
+                for (int v = 0; v < 3; v++) {
+                    /* v 0: from position 0, full attention; 1: deep, sliding window 40, a wrapped ring of
+                     * 64 cells; 2: 290 positions deep, full attention over 300 cells */
+                    const struct flash_case c = {
+                        .hd = hds[hi], .n_tok = n_tok, .nq = nq, .n_swa = v == 1 ? 40 : 0,
+                        .pos0 = v == 0 ? 0 : v == 1 ? 1000 + 7 * n_tok : 290 - n_tok,
+                        .n_cells = v == 1 ? 64 : 300,
+                    };
+                    check_case(&c);
+                    n++;
+                }
+    printf("%d flash attention cases\n", n);
+    return TEST_REPORT();
+}

@@ -39,9 +39,12 @@
 /* Query rows (tokens x heads of one KV head) per flash attention work item: up to FLASH_ROWS (each
  * item widens its KV head's visible K/V rows once: at depth 4096 with 32 rows that was a third of
  * the flash time, docs/perf.md), fewer while there would be under 2 items per thread, down to
- * FLASH_ROWS_MIN. The scratch is sized for FLASH_ROWS. */
+ * FLASH_ROWS_MIN. The item's score rows (4 bytes per row and cell of the cache, per thread) are
+ * kept within FLASH_SCORE_BYTES where FLASH_ROWS_MIN rows allow: 128 rows up to 16384 cells, 32 at
+ * 131072 (16 MiB). */
 #define FLASH_ROWS 128
 #define FLASH_ROWS_MIN 32
+#define FLASH_SCORE_BYTES ((size_t)8 << 20)
 #define FLASH_MIN 4   /* queries per call from which flash attention runs (decode stays exact) */
 #define SPLIT_ROWS 8  /* matmul output rows are split between threads in units of this many */
 #define CHUNKS_PER_THREAD 8 /* matmul chunks per thread and step (claimed dynamically) ... */
@@ -68,6 +71,7 @@ struct cpu_state {
     uint8_t *xp;               /* [n_batch][xp_stride] the same rows in the tile layout (tile GEMM) */
     size_t xp_stride;
     size_t tile_bytes;         /* per-thread tile scratch (0: the kernels have no tile GEMM) */
+    int32_t flash_rows;        /* query rows per flash attention item at most (FLASH_ROWS) */
     struct attn_scratch *ts;   /* [n_threads] */
     /* next unclaimed chunk of the matmul step in flight; steps alternate between the two */
     struct {
@@ -121,6 +125,8 @@ static muse_status cpu_init(const struct muse_backend_plan *plan, void **state, 
         if (!s->xp) goto fail;
     }
     const size_t cells = plan->max_cells ? plan->max_cells : 1, hd = (size_t)plan->max_head_dim;
+    s->flash_rows = FLASH_ROWS;
+    while (s->flash_rows > FLASH_ROWS_MIN && (size_t)s->flash_rows * 4 * cells > FLASH_SCORE_BYTES) s->flash_rows /= 2;
     for (int i = 0; i < s->plan.n_threads; i++) {
         struct attn_scratch *t = &s->ts[i];
         t->scores = malloc(sizeof(float) * ATTN_QB * cells);
@@ -130,7 +136,7 @@ static muse_status cpu_init(const struct muse_backend_plan *plan, void **state, 
         if (!t->scores || !t->fscratch || !t->qc || !t->gscratch) goto fail;
         if (s->tile_bytes && !(t->tile = aligned_alloc(64, s->tile_bytes))) goto fail;
         if (s->k->attn_flash_f16 && plan->max_head_dim % 8 == 0 && plan->max_head_dim > 0 &&
-            !(t->flash = aligned_alloc(64, (s->k->attn_flash_scratch(plan->max_head_dim, FLASH_ROWS, (uint32_t)cells) + 63) & ~(size_t)63)))
+            !(t->flash = aligned_alloc(64, (s->k->attn_flash_scratch(plan->max_head_dim, s->flash_rows, (uint32_t)cells) + 63) & ~(size_t)63)))
             goto fail;
     }
     *state = s;
@@ -388,14 +394,14 @@ static void attn_item(const struct muse_kernels *k, size_t s_stride, struct attn
 /*
  * Flash attention (kernels.h muse_attn_flash_fn) for batches of queries over an F16 cache: work
  * items (block of tokens, KV head, block of up to ATTN_QB of its query heads) of at most
- * FLASH_ROWS query rows, dealt round-robin; every item reads its KV head's visible K/V rows once
+ * flash_rows query rows, dealt round-robin; every item reads its KV head's visible K/V rows once
  * for all its rows. Each output row is computed by one item whatever the thread count.
  */
 static void attention_flash(struct cpu_state *s, const struct muse_attn_args *a, int ith, int nth) {
     const int32_t group = a->n_head / a->n_head_kv, hd = a->head_dim;
     const int32_t n_qb = (group + ATTN_QB - 1) / ATTN_QB;
     const int32_t nq_max = group < ATTN_QB ? group : ATTN_QB;
-    int32_t tb = FLASH_ROWS / nq_max > 0 ? FLASH_ROWS / nq_max : 1; /* tokens per item */
+    int32_t tb = s->flash_rows / nq_max > 0 ? s->flash_rows / nq_max : 1; /* tokens per item */
     while (tb * nq_max > FLASH_ROWS_MIN && tb > 1 && (int64_t)((a->n_tokens + tb - 1) / tb) * a->n_head_kv * n_qb < 2 * nth)
         tb /= 2;
     const int32_t n_tb = (a->n_tokens + tb - 1) / tb;

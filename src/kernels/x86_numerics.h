@@ -76,7 +76,7 @@ void muse_x86_kv_to_float(enum muse_type type, const void *x, float *y, int64_t 
  */
 #define MUSE_X86_ORDER_TYPES(X)                                                                      \
     X(F32, f32) X(F16, f16) X(BF16, bf16) X(Q8_0, q8_0) X(Q4_0, q4_0) X(Q5_0, q5_0) X(IQ4_NL, iq4_nl) \
-    X(IQ2_XXS, iq2_xxs) X(Q4_K, q4_K) X(Q5_K, q5_K) X(Q6_K, q6_K)
+    X(IQ2_XXS, iq2_xxs) X(Q4_K, q4_K) X(Q5_K, q5_K) X(Q6_K, q6_K) X(NVFP4, nvfp4)
 
 /*
  * The dot product ggml's x86 AVX2+FMA build uses for weights of `type` (the x86 kernels and
@@ -98,7 +98,9 @@ void muse_x86_kv_to_float(enum muse_type type, const void *x, float *y, int64_t 
  *     (bs[2j] + bs[2j+1]), summs), result muse_x86_hsum8(acc) + summs; Q6_K muse_x86_hsum8(acc);
  *   Q8_0, Q4_0, Q5_0, IQ4_NL x Q8_0 (llamafile's tinyBLAS_Q0_AVX; Q8_0/Q4_0/Q5_0 also ggml's AVX2
  *     vec_dot): per block d = d_w * d_a; lane l (0..7) = the exact integer sum of the
- *     products of elements 4l..4l+3; acc[l] = fmaf(d, lane, acc[l]); muse_x86_hsum8 at the end.
+ *     products of elements 4l..4l+3; acc[l] = fmaf(d, lane, acc[l]); muse_x86_hsum8 at the end;
+ *   NVFP4 x Q8_0 (ggml's AVX2 vec_dot, in llama.cpp since Oct 2026): the same per 32-element half
+ *     of a block with d = ue4m3_half(d_sub) * d_a of the lane's 16-element sub-block.
  */
 muse_vec_dot_fn muse_x86_vec_dot(enum muse_type type);
 

@@ -178,6 +178,33 @@ void X86N(muse_x86_vd_iq4_nl)(int64_t n, float *s, const void *vx, const void *v
     *s = X86N(muse_x86_hsum8)(acc);
 }
 
+/* NVFP4 x Q8_0 (ggml's AVX2 vec_dot): per block and half h (its Q8_0 block 2 ib + h), lane l
+ * is the exact integer sum of the half's elements 4l..4l+3 (sub-block 2h + l/4),
+ * acc[l] = fmaf(d_sub * d_a, lane, acc[l]); muse_x86_hsum8 at the end */
+void X86N(muse_x86_vd_nvfp4)(int64_t n, float *s, const void *vx, const void *vy) {
+    const struct muse_block_nvfp4 *x = vx;
+    const struct muse_block_q8_0 *y = vy;
+    int8_t w[64];
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t ib = 0; ib < n / 64; ib++) {
+        for (int sb = 0; sb < 4; sb++)
+            for (int j = 0; j < 8; j++) {
+                w[16 * sb + j] = muse_kvalues_mxfp4[x[ib].qs[8 * sb + j] & 15];
+                w[16 * sb + j + 8] = muse_kvalues_mxfp4[x[ib].qs[8 * sb + j] >> 4];
+            }
+        for (int h = 0; h < 2; h++) {
+            const struct muse_block_q8_0 *a = &y[2 * ib + h];
+            const float dy = muse_fp16_to_fp32(a->d);
+            for (int l = 0; l < 8; l++) {
+                int32_t t = 0;
+                for (int k = 0; k < 4; k++) t += (int32_t)w[32 * h + 4 * l + k] * a->qs[4 * l + k];
+                acc[l] = fmaf(muse_ue4m3_half(x[ib].d[2 * h + l / 4]) * dy, (float)t, acc[l]);
+            }
+        }
+    }
+    *s = X86N(muse_x86_hsum8)(acc);
+}
+
 void X86N(muse_x86_vd_f32)(int64_t n, float *s, const void *vx, const void *vy) {
     *s = n % 8 ? X86N(muse_x86_dot_vec)(n, vx, vy, 0) : X86N(muse_x86_dot_tinyblas)(n, vx, vy);
 }

@@ -76,7 +76,8 @@ void muse_x86_kv_to_float(enum muse_type type, const void *x, float *y, int64_t 
  */
 #define MUSE_X86_ORDER_TYPES(X)                                                                      \
     X(F32, f32) X(F16, f16) X(BF16, bf16) X(Q8_0, q8_0) X(Q4_0, q4_0) X(Q5_0, q5_0) X(IQ4_NL, iq4_nl) \
-    X(IQ2_XXS, iq2_xxs) X(Q4_K, q4_K) X(Q5_K, q5_K) X(Q6_K, q6_K) X(NVFP4, nvfp4)
+    X(IQ2_XXS, iq2_xxs) X(Q4_K, q4_K) X(Q5_K, q5_K) X(Q6_K, q6_K) X(NVFP4, nvfp4) X(MXFP4, mxfp4)           \
+    X(Q1_0, q1_0)
 
 /*
  * The dot product ggml's x86 AVX2+FMA build uses for weights of `type` (the x86 kernels and
@@ -100,7 +101,12 @@ void muse_x86_kv_to_float(enum muse_type type, const void *x, float *y, int64_t 
  *     vec_dot): per block d = d_w * d_a; lane l (0..7) = the exact integer sum of the
  *     products of elements 4l..4l+3; acc[l] = fmaf(d, lane, acc[l]); muse_x86_hsum8 at the end;
  *   NVFP4 x Q8_0 (ggml's AVX2 vec_dot, in llama.cpp since Oct 2026): the same per 32-element half
- *     of a block with d = ue4m3_half(d_sub) * d_a of the lane's 16-element sub-block.
+ *     of a block with d = ue4m3_half(d_sub) * d_a of the lane's 16-element sub-block;
+ *   MXFP4 x Q8_0 (likewise): the same with d = d_a * e8m0_half(e), even blocks into one set of
+ *     lanes and odd ones into another, hsum8 of their sum; an odd last block added after it as
+ *     the generic code does (sumf += d * (float)sumi);
+ *   Q1_0 x Q8_0 (likewise): per block the 4 Q8_0 blocks' lanes of +-a sums chained, b = d_a0 *
+ *     lane, b = fmaf(d_ak, lane, b), then acc = fmaf(d_w, b, acc); hsum8.
  */
 muse_vec_dot_fn muse_x86_vec_dot(enum muse_type type);
 

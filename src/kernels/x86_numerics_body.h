@@ -178,6 +178,60 @@ void X86N(muse_x86_vd_iq4_nl)(int64_t n, float *s, const void *vx, const void *v
     *s = X86N(muse_x86_hsum8)(acc);
 }
 
+/* MXFP4 x Q8_0 (ggml's AVX2 vec_dot): blocks in pairs, the even one into acc1 and the odd one into
+ * acc2 as q0_block does (d = d_a * e8m0_half), muse_x86_hsum8(acc1 + acc2); an odd last block
+ * added after that, sumf += d * (float)sumi */
+void X86N(muse_x86_vd_mxfp4)(int64_t n, float *s, const void *vx, const void *vy) {
+    const struct muse_block_mxfp4 *x = vx;
+    const struct muse_block_q8_0 *y = vy;
+    const int64_t nb = n / 32;
+    int8_t w[32];
+    float acc[2][8] = {{0, 0, 0, 0, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0, 0, 0}}, t[8];
+    int64_t ib = 0;
+    for (; ib + 1 < nb; ib += 2)
+        for (int q = 0; q < 2; q++) {
+            for (int j = 0; j < 16; j++) {
+                w[j] = muse_kvalues_mxfp4[x[ib + q].qs[j] & 15];
+                w[j + 16] = muse_kvalues_mxfp4[x[ib + q].qs[j] >> 4];
+            }
+            X86N(q0_block)(w, &y[ib + q], muse_fp16_to_fp32(y[ib + q].d) * muse_e8m0_half(x[ib + q].e), acc[q]);
+        }
+    for (int l = 0; l < 8; l++) t[l] = acc[0][l] + acc[1][l];
+    float sumf = X86N(muse_x86_hsum8)(t);
+    for (; ib < nb; ib++) {
+        int32_t sumi = 0;
+        for (int j = 0; j < 16; j++)
+            sumi += y[ib].qs[j] * muse_kvalues_mxfp4[x[ib].qs[j] & 15] + y[ib].qs[j + 16] * muse_kvalues_mxfp4[x[ib].qs[j] >> 4];
+        sumf += muse_fp16_to_fp32(y[ib].d) * muse_e8m0_half(x[ib].e) * (float)sumi;
+    }
+    *s = sumf;
+}
+
+/* Q1_0 x Q8_0 (ggml's AVX2 vec_dot): per block, lane l of each of its 4 Q8_0 blocks k is the
+ * exact sum of +-a over elements 4l..4l+3; b[l] = d_a0 * lane (then fmaf(d_ak, lane, b[l]) for
+ * k = 1..3), acc[l] = fmaf(d, b[l], acc[l]); muse_x86_hsum8 at the end */
+void X86N(muse_x86_vd_q1_0)(int64_t n, float *s, const void *vx, const void *vy) {
+    const struct muse_block_q1_0 *x = vx;
+    const struct muse_block_q8_0 *y = vy;
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t ib = 0; ib < n / 128; ib++) {
+        float b[8];
+        for (int k = 0; k < 4; k++) {
+            const struct muse_block_q8_0 *a = &y[4 * ib + k];
+            const float dy = muse_fp16_to_fp32(a->d);
+            for (int l = 0; l < 8; l++) {
+                int32_t t = 0;
+                for (int e = 4 * l; e < 4 * l + 4; e++)
+                    t += (x[ib].qs[4 * k + e / 8] >> (e % 8)) & 1 ? a->qs[e] : -a->qs[e];
+                b[l] = k == 0 ? dy * (float)t : fmaf(dy, (float)t, b[l]);
+            }
+        }
+        const float d = muse_fp16_to_fp32(x[ib].d);
+        for (int l = 0; l < 8; l++) acc[l] = fmaf(d, b[l], acc[l]);
+    }
+    *s = X86N(muse_x86_hsum8)(acc);
+}
+
 /* NVFP4 x Q8_0 (ggml's AVX2 vec_dot): per block and half h (its Q8_0 block 2 ib + h), lane l
  * is the exact integer sum of the half's elements 4l..4l+3 (sub-block 2h + l/4),
  * acc[l] = fmaf(d_sub * d_a, lane, acc[l]); muse_x86_hsum8 at the end */

@@ -27,7 +27,8 @@ static const struct muse_kernels kernels_scalar = {
 #define TILE_MIN_ACT 32
 
 /* The x86 tables: the AVX2 one, and the AVX-512 one with the VNNI builds of the same matrix
- * kernels (quantizers and attention helpers are the AVX2 ones). EXACT: the tables without the
+ * kernels (quantizers and attention helpers are the AVX2 ones; flash attention has an AVX-512 build
+ * of its own, FLASH). EXACT: the tables without the
  * reassociating kernels (tile GEMM), bit-identical to the reference (MUSE_CPU=exact). */
 #define X86_KERNELS(LEVEL, GEMM_ENTRY, ACT_PERM8, TILE_ENTRY, TILE_BYTES, FLASH, EXACT) \
     {                                                                                  \

@@ -109,7 +109,7 @@ typedef size_t (*muse_tile_bytes_fn)(int64_t n);
 typedef void (*muse_widen_fn)(const void *x, float *y, int64_t n);
 
 /*
- * Flash-style attention over an F16 KV cache (kernels/x86/attn_flash_avx2.c): the rows of
+ * Flash-style attention over an F16 KV cache (kernels/x86/attn_flash.inc): the rows of
  * n_tok consecutive query tokens times nq query heads that read one KV head. Row (t, h):
  *     out[t * o_tstride + h * hd + d] = sum_j p_j V_j[d],  p = softmax(scale * qf . K_j)
  * over the keys at positions lo_t .. pos[t] (lo_t = pos[t] - n_swa + 1 clamped at 0, or 0 when

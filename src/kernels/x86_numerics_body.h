@@ -147,6 +147,14 @@ static void X86N(q0_block)(const int8_t w[32], const struct muse_block_q8_0 *a, 
     }
 }
 
+/* w = the 32 codebook values of a block of 4-bit codes (low nibbles elements 0-15, high 16-31) */
+static void X86N(codebook32)(const int8_t *kv, const uint8_t qs[16], int8_t w[32]) {
+    for (int j = 0; j < 16; j++) {
+        w[j] = kv[qs[j] & 15];
+        w[j + 16] = kv[qs[j] >> 4];
+    }
+}
+
 void X86N(muse_x86_vd_q5_0)(int64_t n, float *s, const void *vx, const void *vy) {
     const struct muse_block_q5_0 *x = vx;
     const struct muse_block_q8_0 *y = vy;
@@ -169,10 +177,7 @@ void X86N(muse_x86_vd_iq4_nl)(int64_t n, float *s, const void *vx, const void *v
     int8_t w[32];
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     for (int64_t ib = 0; ib < n / 32; ib++) {
-        for (int j = 0; j < 16; j++) {
-            w[j] = muse_kvalues_iq4nl[x[ib].qs[j] & 15];
-            w[j + 16] = muse_kvalues_iq4nl[x[ib].qs[j] >> 4];
-        }
+        X86N(codebook32)(muse_kvalues_iq4nl, x[ib].qs, w);
         X86N(q0_block)(w, &y[ib], muse_fp16_to_fp32(x[ib].d) * muse_fp16_to_fp32(y[ib].d), acc);
     }
     *s = X86N(muse_x86_hsum8)(acc);
@@ -190,18 +195,15 @@ void X86N(muse_x86_vd_mxfp4)(int64_t n, float *s, const void *vx, const void *vy
     int64_t ib = 0;
     for (; ib + 1 < nb; ib += 2)
         for (int q = 0; q < 2; q++) {
-            for (int j = 0; j < 16; j++) {
-                w[j] = muse_kvalues_mxfp4[x[ib + q].qs[j] & 15];
-                w[j + 16] = muse_kvalues_mxfp4[x[ib + q].qs[j] >> 4];
-            }
+            X86N(codebook32)(muse_kvalues_mxfp4, x[ib + q].qs, w);
             X86N(q0_block)(w, &y[ib + q], muse_fp16_to_fp32(y[ib + q].d) * muse_e8m0_half(x[ib + q].e), acc[q]);
         }
     for (int l = 0; l < 8; l++) t[l] = acc[0][l] + acc[1][l];
     float sumf = X86N(muse_x86_hsum8)(t);
     for (; ib < nb; ib++) {
         int32_t sumi = 0;
-        for (int j = 0; j < 16; j++)
-            sumi += y[ib].qs[j] * muse_kvalues_mxfp4[x[ib].qs[j] & 15] + y[ib].qs[j + 16] * muse_kvalues_mxfp4[x[ib].qs[j] >> 4];
+        X86N(codebook32)(muse_kvalues_mxfp4, x[ib].qs, w);
+        for (int j = 0; j < 32; j++) sumi += (int32_t)w[j] * y[ib].qs[j];
         sumf += muse_fp16_to_fp32(y[ib].d) * muse_e8m0_half(x[ib].e) * (float)sumi;
     }
     *s = sumf;

@@ -255,7 +255,7 @@ static void test_gemm_type(const struct muse_kernels *k, enum muse_type type) {
                muse_cpu_level_name(k->level), l->name);
     const int64_t bs = l->block_size == 1 ? 1 : l->block_size;
     /* sizes in elements: 1 block, 3 blocks, 11 blocks (odd), plus odd float lengths */
-    int64_t sizes[6] = {bs, 3 * bs, 11 * bs, 0, 0, 0};
+    int64_t sizes[8] = {bs, 3 * bs, 11 * bs, 0, 0, 0, 0, 0};
     int n_sizes = 3;
     if (bs == 1) {
         /* 8, 40, 1000: the 8-lane x86 order; 7, 257: kernels may decline (the scalar dot runs) */
@@ -272,6 +272,10 @@ static void test_gemm_type(const struct muse_kernels *k, enum muse_type type) {
         n_sizes = 6;
     }
     if (type == MUSE_TYPE_IQ2_XXS) sizes[n_sizes++] = 140 * 256;  /* past the prefill decode buffer */
+    /* the 512-bit decode paths of Q1_0, MXFP4 (whole groups of 4 blocks) and NVFP4 take rows of up
+     * to 32768 elements: one size past that, and for MXFP4 a short one they take */
+    if (type == MUSE_TYPE_Q1_0 || type == MUSE_TYPE_MXFP4 || type == MUSE_TYPE_NVFP4) sizes[n_sizes++] = 33280;
+    if (type == MUSE_TYPE_MXFP4) sizes[n_sizes++] = 8 * 32;
     const int64_t rows_list[] = {1, 3, 6, 17};
     int cases = 0, failures = 0;
     for (int si = 0; si < n_sizes; si++) {

@@ -79,6 +79,13 @@ static int set_no_carry(void *d, const char *f, const char *v) {
     return 0;
 }
 
+static int set_no_budget(void *d, const char *f, const char *v) {
+    (void)f;
+    (void)v;
+    O(d)->sp.shadow_budget = false;
+    return 0;
+}
+
 static const struct cli_opt rows[] = {
     {"-md|--draft-model|--model-draft|--spec-draft-model", "FILE",
      "DFlash drafter GGUF for the model (env MUSE_DRAFT_MODEL); the output is unchanged", set_model},
@@ -92,6 +99,8 @@ static const struct cli_opt rows[] = {
                                  "when it does not pay)", set_no_governor},
     {"--no-spec-shadow", NULL, "the governor's probe rounds verify drafts from their first step (by\n"
                                "default they first check 4 first drafts without verifying them)", set_no_shadow},
+    {"--no-spec-budget", NULL, "a lost shadow round parks the model card's 16, 32, 64 steps only (by\n"
+                               "default at least as long as keeps its cost within 2% of decode time)", set_no_budget},
     {"--no-spec-carry", NULL, "each request starts the governor afresh (the model card's reset; by\n"
                               "default a request starts from the last one's verdict)", set_no_carry},
 };

@@ -11,6 +11,7 @@
  *   --draft-kv T         the drafter's ring type (f16 default, f32, q8_0)
  *   --no-spec-governor   speculate on every step (measurements; the cost governor is on by default)
  *   --no-spec-shadow     the governor's probe rounds without their shadow drafts (measurements)
+ *   --no-spec-budget     lost shadow rounds park the card's 16, 32, 64 steps only (measurements)
  *   --no-spec-carry      the governor reset per request (the model card's rule; measurements)
  */
 #pragma once

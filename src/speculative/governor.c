@@ -1,6 +1,7 @@
 /* governor.c - the cost governor and the adaptive confidence floor (governor.h). */
 #include "speculative/governor.h"
 
+#include <math.h>
 #include <string.h>
 #include <time.h>
 
@@ -20,6 +21,7 @@ static void reset_round(struct muse_spec_governor *g) {
     g->worst_ns = g->worst_tokens = 0;
     g->win_n = 0;
     g->shadow_n = 0;
+    g->shadow_ns = 0;
     g->shadow_hit = false;
 }
 
@@ -31,6 +33,7 @@ void muse_spec_governor_init(struct muse_spec_governor *g, bool enabled, const s
     g->short_reprobe = true;
     g->shadow_probe = true;
     g->carry = true;
+    g->shadow_budget = true;
     if (clock) g->clock = *clock;
     muse_spec_governor_reset(g);
 }
@@ -38,6 +41,7 @@ void muse_spec_governor_init(struct muse_spec_governor *g, bool enabled, const s
 void muse_spec_governor_reset(struct muse_spec_governor *g) {
     reset_round(g);
     g->parked_remaining = g->recheck_remaining = g->losses = 0;
+    g->budget_park = 0;
     g->spec_wins = true;
     g->last_spec_ms = g->last_plain_ms = 0;
 }
@@ -48,7 +52,8 @@ void muse_spec_governor_new_sequence(struct muse_spec_governor *g) {
         return;
     }
     reset_round(g);
-    if (g->parked_remaining > MUSE_GOV_CARRY_PARK) g->parked_remaining = MUSE_GOV_CARRY_PARK;
+    const int32_t cap = g->budget_park > MUSE_GOV_CARRY_PARK ? g->budget_park : MUSE_GOV_CARRY_PARK;
+    if (g->parked_remaining > cap) g->parked_remaining = cap;
     if (g->losses > 1) g->losses = 1;
 }
 
@@ -99,6 +104,10 @@ static void verdict(struct muse_spec_governor *g, bool wins, double spec_ms, dou
 
 void muse_spec_governor_record(struct muse_spec_governor *g, bool speculated, int32_t tokens, int64_t ns) {
     if (!g->enabled || tokens <= 0) return;
+    if (!speculated) { /* the plain rate of the shadow budget: the last ~8 plain steps weigh most */
+        g->rate_ns = g->rate_ns * 0.875 + (double)ns;
+        g->rate_tok = g->rate_tok * 0.875 + (double)tokens;
+    }
     if (g->parked_remaining > 0) { /* not a sample */
         g->parked_remaining--;
         g->n_parked_steps++;
@@ -164,16 +173,30 @@ void muse_spec_governor_record(struct muse_spec_governor *g, bool speculated, in
     verdict(g, spec_ms <= plain_ms * MUSE_GOV_WIN_MARGIN, spec_ms, plain_ms);
 }
 
-void muse_spec_governor_record_shadow(struct muse_spec_governor *g, bool hit) {
+/* The shadow budget's park for a lost shadow round (0 when it does not ask for one). */
+static int32_t budget_park(const struct muse_spec_governor *g) {
+    if (!g->shadow_budget || g->rate_tok <= 0) return 0;
+    const double step = g->rate_ns / g->rate_tok;                   /* plain ns per token */
+    const double extra = (double)g->shadow_ns - g->shadow_n * step; /* the round's cost over plain */
+    if (step <= 0 || extra <= 0) return 0;
+    const double park = extra / (MUSE_GOV_SHADOW_BUDGET * step) - g->shadow_n;
+    return park <= 0 ? 0 : park >= MUSE_GOV_BUDGET_PARK_MAX ? MUSE_GOV_BUDGET_PARK_MAX : (int32_t)ceil(park - 1e-9);
+}
+
+void muse_spec_governor_record_shadow(struct muse_spec_governor *g, bool hit, int64_t ns) {
     if (!muse_spec_governor_wants_shadow(g)) return;
     g->n_shadow_steps++;
     g->shadow_n++;
+    g->shadow_ns += ns > 0 ? ns : 0;
     if (hit) {
         g->shadow_hit = true;
     } else if (g->shadow_n == MUSE_GOV_ZERO_ACCEPT_STEPS) { /* the early loss, seen without verifying */
         g->n_zero_accept++;
         g->n_shadow_losses++;
+        const int32_t bp = budget_park(g);
         verdict(g, false, 0, 0);
+        g->budget_park = bp;
+        if (g->parked_remaining < bp) g->parked_remaining = bp;
     }
 }
 

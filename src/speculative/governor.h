@@ -40,6 +40,17 @@
  * rather than reading weights) those probes alone cost 20% of decode speed (docs/perf.md, issue
  * 12). Shadow steps are not samples of either side.
  *
+ * With the shadow probe comes its budget (shadow_budget, muse's own, on by default): a shadow round
+ * that ends in a loss costs its catch-up (the drafter's ring injects the positions it missed while
+ * parked) and its 4 first drafts on top of the plain steps it makes, and where a draft costs much
+ * of a decode step (a small target computing in cache) the card's longest park (64 steps) let
+ * those rounds alone take 7-9% of decode speed (docs/perf.md, issue 12). So the park after a
+ * shadow loss is at least as long as keeps that round's measured extra time within
+ * MUSE_GOV_SHADOW_BUDGET (2%) of the plain time of the round and its park: park >= extra /
+ * (budget x plain ns per token) - the round's steps, at most MUSE_GOV_BUDGET_PARK_MAX (the plain
+ * rate: decayed sums over the non-speculative steps). Where a draft is cheap (every real
+ * Muse-Glimmer file reads its weights from memory) the card's 16, 32, 64 stay the longer parks.
+ *
  * And the later revision's NewSequence (spec 5.4, on by default: carry): a request starts from the
  * verdict the last one left instead of the card's reset, a carried park capped at 32 steps and the
  * loss count at 1 (so a drafter that lost before is looked at again within 32 steps, and one that
@@ -85,6 +96,8 @@ int64_t muse_spec_clock_now(const struct muse_spec_clock *clock);
 #define MUSE_GOV_ZERO_ACCEPT_STEPS 4 /* the later revision's early loss (spec 5.4) */
 #define MUSE_GOV_WIN_WINDOW 8         /* the later revision's check during a win hold (spec 5.4) */
 #define MUSE_GOV_REPROBE_SPEC_STEPS 3 /* the later revision's round after a loss (spec 5.4) */
+#define MUSE_GOV_SHADOW_BUDGET 0.02   /* the shadow budget: a lost shadow round's share of plain time */
+#define MUSE_GOV_BUDGET_PARK_MAX 1024 /* ... and the longest park it asks for */
 
 struct muse_spec_governor {
     bool enabled;               /* false: always allows, records nothing */
@@ -94,6 +107,8 @@ struct muse_spec_governor {
     bool shadow_probe;          /* each round begins with shadow drafts (above; init: true; needs
                                    zero_accept_loss) */
     bool carry;                 /* muse_spec_governor_new_sequence carries the verdict (spec 5.4; init: true) */
+    bool shadow_budget;         /* a lost shadow round parks long enough to cost at most the budget
+                                   (above; init: true) */
     struct muse_spec_clock clock;
     int64_t step_t0;            /* muse_spec_governor_step_begin's time */
     /* the verdict */
@@ -104,6 +119,9 @@ struct muse_spec_governor {
     int32_t spec_samples, plain_samples;
     bool spec_first_skipped, plain_first_skipped;
     int32_t shadow_n;           /* shadow drafts this round */
+    int64_t shadow_ns;          /* their time */
+    double rate_ns, rate_tok;   /* decayed sums of the non-speculative steps (the plain rate) */
+    int32_t budget_park;        /* the park the last lost shadow round's budget asked for (0: none) */
     bool shadow_hit;            /* one of them was right: the timed round goes on */
     int64_t worst_ns, worst_tokens; /* the speculative sample with the most ns per token */
     /* the win window: the last speculative samples of a win hold (a ring) */
@@ -121,15 +139,17 @@ void muse_spec_governor_init(struct muse_spec_governor *g, bool enabled, const s
 void muse_spec_governor_reset(struct muse_spec_governor *g);
 #define MUSE_GOV_CARRY_PARK 32 /* NewSequence's cap on a carried park (spec 5.4) */
 /* A new request: with carry, the later revision's NewSequence (the round cleared, the verdict kept,
- * a park capped at MUSE_GOV_CARRY_PARK steps and losses at 1); without it, reset. */
+ * a park capped at MUSE_GOV_CARRY_PARK steps, or at the shadow budget's park when that is longer,
+ * and losses at 1); without it, reset. */
 void muse_spec_governor_new_sequence(struct muse_spec_governor *g);
 /* Whether the next decode step may speculate (AllowsSpeculation of spec 5.3). */
 bool muse_spec_governor_allows(const struct muse_spec_governor *g);
 /* Whether the next decode step (one that may not speculate: allows() is false then) is a shadow
  * step: a plain step whose anchor also gets its first draft, reported by record_shadow. */
 bool muse_spec_governor_wants_shadow(const struct muse_spec_governor *g);
-/* A shadow step's result (instead of record): its first draft equalled the emitted token or not. */
-void muse_spec_governor_record_shadow(struct muse_spec_governor *g, bool hit);
+/* A shadow step's result (instead of record): its first draft equalled the emitted token or not,
+ * and the step took ns. */
+void muse_spec_governor_record_shadow(struct muse_spec_governor *g, bool hit, int64_t ns);
 /* One decode step's sample: speculated or not, tokens it emitted, its duration (Record of 5.3). */
 void muse_spec_governor_record(struct muse_spec_governor *g, bool speculated, int32_t tokens, int64_t ns);
 /* The same with the clock: begin before the step, end after it. */

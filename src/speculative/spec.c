@@ -79,6 +79,7 @@ struct muse_spec_params muse_spec_default_params(void) {
     p.governor = true;
     p.shadow_probe = true;
     p.carry = true;
+    p.shadow_budget = true;
     p.lazy_head = true;
     p.ring_type = MUSE_KV_TYPE_F16;
     p.n_ring_copies = 1;
@@ -158,6 +159,7 @@ muse_status muse_spec_create(struct muse_session *s, const struct muse_drafter *
     muse_spec_governor_init(&sp->gov, params.governor, &params.clock);
     sp->gov.shadow_probe = params.shadow_probe;
     sp->gov.carry = params.carry;
+    sp->gov.shadow_budget = params.shadow_budget;
     muse_spec_floor_bandit_init(&sp->bandit, &params.clock);
     /* the ring follows the session from where it is now */
     if (sp->dc) muse_draft_restart(sp->dc, muse_session_n_past(s));
@@ -500,7 +502,7 @@ muse_status muse_spec_advance(struct muse_spec *sp, int32_t tok, int64_t n_more,
     const int64_t ns = muse_spec_clock_now(&sp->p.clock) - t0;
     const int32_t emitted = sp->qn;
     if (shadow) {
-        muse_spec_governor_record_shadow(&sp->gov, hit); /* not a sample of either side */
+        muse_spec_governor_record_shadow(&sp->gov, hit, ns); /* not a sample of either side */
         return MUSE_OK;
     }
     muse_spec_governor_record(&sp->gov, spec, emitted, ns);

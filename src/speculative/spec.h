@@ -77,6 +77,8 @@ struct muse_spec_params {
     bool governor;             /* the cost governor (default on) */
     bool shadow_probe;         /* its probe rounds begin with shadow drafts (governor.h; default on) */
     bool carry;                /* a request starts from the last one's verdict (governor.h; default on) */
+    bool shadow_budget;        /* a lost shadow round parks long enough to stay within its budget
+                                  (governor.h; default on) */
     bool lazy_head;            /* when the last step's gate kept no draft, first draft a 2-row block (its
                                   first draft, llama.cpp's n_max 1) and run the full block only if that draft
                                   passes the gate (a rarely confident drafter then costs a 2-row block and

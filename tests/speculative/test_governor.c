@@ -222,7 +222,7 @@ static void drive_shadow(struct muse_spec_governor *g, int n, double spec_ms, in
         const bool s = muse_spec_governor_allows(g);
         const bool sh = !s && muse_spec_governor_wants_shadow(g);
         trace[i] = s ? 'S' : sh ? 's' : 'P';
-        if (sh) muse_spec_governor_record_shadow(g, hit(i));
+        if (sh) muse_spec_governor_record_shadow(g, hit(i), (int64_t)(plain_ms * MS));
         else muse_spec_governor_record(g, s, s ? spec_tok : 1, (int64_t)((s ? spec_ms : plain_ms) * MS));
     }
     trace[n] = 0;
@@ -263,8 +263,51 @@ static void test_shadow(void) {
     muse_spec_governor_reset(&g);
     g.zero_accept_loss = false;
     TEST_COND("no shadow without the early loss", muse_spec_governor_allows(&g) && !muse_spec_governor_wants_shadow(&g));
-    muse_spec_governor_record_shadow(&g, false);
+    muse_spec_governor_record_shadow(&g, false, 10 * MS);
     TEST_COND("record_shadow then ignored", g.shadow_n == 0);
+}
+
+/* Drive g as drive_shadow, shadow steps costing shadow_ms (a draft that costs much of a step). */
+static void drive_costly_shadow(struct muse_spec_governor *g, int n, double shadow_ms, double plain_ms, char *trace) {
+    for (int i = 0; i < n; i++) {
+        const bool s = muse_spec_governor_allows(g);
+        const bool sh = !s && muse_spec_governor_wants_shadow(g);
+        trace[i] = s ? 'S' : sh ? 's' : 'P';
+        if (sh) muse_spec_governor_record_shadow(g, false, (int64_t)(shadow_ms * MS));
+        else muse_spec_governor_record(g, s, 1, (int64_t)((s ? 2 * plain_ms : plain_ms) * MS));
+    }
+    trace[n] = 0;
+}
+
+/* The shadow budget (on by default): a lost shadow round parks at least extra / (2% x plain) -
+ * its 4 steps; the card's parks where they are longer; carried across requests; off: the card's. */
+static void test_shadow_budget(void) {
+    struct muse_spec_governor g;
+    char tr[1024];
+    muse_spec_governor_init(&g, true, NULL);
+    TEST_COND("shadow budget on by default", g.shadow_budget);
+    /* before any plain step there is no plain rate: the card's park */
+    drive_costly_shadow(&g, 4 + 16, 20, 10, tr);
+    TEST_CONDF(run_of(tr, 0, 4, 's') && run_of(tr, 4, 16, 'P') && g.budget_park == 0, "no plain rate yet: %s", tr);
+    /* then shadows at 20 ms against 10 ms plain: 40 ms extra per round -> 40 / (0.02 x 10) - 4 = 196 */
+    drive_costly_shadow(&g, 4 + 196 + 1, 20, 10, tr);
+    TEST_CONDF(run_of(tr, 0, 4, 's') && run_of(tr, 4, 196, 'P') && tr[200] == 's' && g.budget_park == 196,
+               "a costly shadow round parks 196 steps: %s (budget park %d)", tr, g.budget_park);
+    /* a new request keeps it (the carry cap is the budget's park when longer) */
+    drive_costly_shadow(&g, 3, 20, 10, tr); /* the round's other 3 shadows: parked 196 again */
+    drive_costly_shadow(&g, 10, 20, 10, tr);
+    muse_spec_governor_new_sequence(&g);
+    TEST_CONDF(g.parked_remaining == 186, "carried: the budget's park (%d)", g.parked_remaining);
+    /* cheap shadows (11 ms against 10): 4 ms extra -> 4 / 0.2 - 4 = 16, the card's park is as long */
+    muse_spec_governor_reset(&g);
+    drive_costly_shadow(&g, 4, 11, 10, tr);
+    TEST_COND("a cheap shadow round: the card's park", g.parked_remaining == 16 && g.budget_park == 16);
+    /* off: the card's 16, 32, 64 */
+    muse_spec_governor_reset(&g);
+    g.shadow_budget = false;
+    drive_costly_shadow(&g, 4 + 16 + 4, 20, 10, tr);
+    TEST_CONDF(run_of(tr, 0, 4, 's') && run_of(tr, 4, 16, 'P') && run_of(tr, 20, 4, 's') && g.parked_remaining == 32,
+               "budget off: %s", tr);
 }
 
 /* A new request: the card's reset without carry, the later revision's NewSequence with it. */
@@ -389,6 +432,7 @@ int main(void) {
     test_zero_accept();
     test_later();
     test_shadow();
+    test_shadow_budget();
     test_new_sequence();
     test_clock();
     test_bandit();

@@ -65,6 +65,12 @@ MUSE_AVX2_INLINE __m512 avx512_i2f(__m512i v) {
 }
 #endif
 
+/* Decode: prefetch the `bytes` bytes MUSE_AVX2_DECODE_PF ahead of p (a weight row about to be
+ * read; the next rows of the stream come that far behind it). */
+MUSE_AVX2_INLINE void avx2_prefetch_ahead(const char *p, size_t bytes) {
+    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(p + MUSE_AVX2_DECODE_PF + o, _MM_HINT_T0);
+}
+
 /* Fully unroll a short loop over activation rows (the trip count is a constant after inlining):
  * keeps per-row accumulators in registers instead of a stack array. */
 #if defined(__clang__)
@@ -268,13 +274,16 @@ MUSE_AVX2_INLINE float avx2_lanes_total(float start, __m256 v) {
  * The same for a family whose kernel
  *     T_row(int64_t nb, const <block> *w, const char *act, size_t act_stride, const int ny,
  *           float *out, int64_t out_stride)
- * computes one weight row: T_rows walks the weight rows one after another.
+ * computes one weight row: T_rows walks the weight rows one after another (at decode each row's
+ * bytes MUSE_AVX2_DECODE_PF ahead prefetched first).
  */
 #define MUSE_AVX2_ROWWISE_GEMM(T, QK, NY_MAX) MUSE_AVX2_ROWWISE_GEMM_DECODE(T, QK, NY_MAX, MUSE_AVX2_NO_DECODE)
 #define MUSE_AVX2_ROWWISE_GEMM_DECODE(T, QK, NY_MAX, DECODE)                                                \
     MUSE_AVX2_INLINE void T##_rows(int64_t nb, const char *w, size_t w_stride, int64_t n_rows, const char *act, \
                                    size_t act_stride, const int ny, float *out, int64_t out_stride) {        \
-        for (int64_t i = 0; i < n_rows; i++)                                                                \
+        for (int64_t i = 0; i < n_rows; i++) {                                                              \
+            if (ny == 1) avx2_prefetch_ahead(w + i * w_stride, w_stride);                                   \
             T##_row(nb, (const void *)(w + i * w_stride), act, act_stride, ny, out + i, out_stride);        \
+        }                                                                                                   \
     }                                                                                                       \
     MUSE_AVX2_GEMM_OF_ROWS_DECODE(T, QK, NY_MAX, DECODE)

@@ -24,6 +24,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kernels/blocks.h"
+
 #if !defined(__AVX2__) || !defined(__FMA__) || !defined(__F16C__)
 #error "simd_avx2.h needs -mavx2 -mfma -mf16c (only *_avx2.c / *_avx512.c files get them)"
 #endif
@@ -62,6 +64,43 @@ MUSE_AVX2_INLINE __m512 avx512_i2f(__m512i v) {
 #else
     return _mm512_cvtepi32_ps(v);
 #endif
+}
+
+/* The 512-bit decode paths of 32-element blocks against Q8_0 activations (gemm_fp4.inc MXFP4,
+ * gemm_legacy.inc Q5_0 / IQ4_NL): the activation row laid out per group of 4 blocks as
+ * [elements 0-15 of blocks 0, 1, 2, 3 | elements 16-31 of blocks 0, 1, 2, 3] (the low and high
+ * nibbles of the 4 weight blocks' code bytes), and its scales as floats. nb % 4 == 0. */
+MUSE_AVX2_INLINE void avx512_act_halves4(const void *act, int64_t nb, int8_t *at, float *da) {
+    const struct muse_block_q8_0 *a = act;
+    for (int64_t j = 0; j < nb; j++) {
+        int8_t *g = at + 128 * (j / 4) + 16 * (j % 4);
+        memcpy(g, a[j].qs, 16);
+        memcpy(g + 64, a[j].qs + 16, 16);
+        da[j] = _cvtsh_ss(a[j].d);
+    }
+}
+/* c = -off x the sum of each int32 lane's 4 activation codes, for the n codes at at (n % 64 == 0):
+ * the start of a lane whose weight codes enter vpdpbusd offset by +off (unsigned). */
+MUSE_AVX2_INLINE void avx512_lane_starts(const int8_t *at, int64_t n, uint8_t off, int32_t *c) {
+    for (int64_t k = 0; k < n / 64; k++) {
+        const __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8((char)off), _mm512_load_si512(at + 64 * k));
+        _mm512_store_si512(c + 16 * k, _mm512_sub_epi32(_mm512_setzero_si512(), s));
+    }
+}
+/* The code bytes of 4 consecutive blocks (block_bytes apart, codes at qs) in one zmm. */
+MUSE_AVX2_INLINE __m512i avx512_codes4(const uint8_t *qs, size_t block_bytes) {
+    __m512i q = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)qs));
+    q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(qs + block_bytes)), 1);
+    q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(qs + 2 * block_bytes)), 2);
+    return _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(qs + 3 * block_bytes)), 3);
+}
+/* From the int32 lanes of the low (il) and high (ih) nibbles of 4 blocks, as floats: block 0's 8
+ * lanes (elements 4l..4l+3 in order) in the low half of *v01, block 1's in its high half; blocks
+ * 2, 3 in *v23. */
+MUSE_AVX2_INLINE void avx512_blocks4_lanes(__m512i il, __m512i ih, __m512 *v01, __m512 *v23) {
+    const __m512 fl = avx512_i2f(il), fh = avx512_i2f(ih);
+    *v01 = _mm512_permutex2var_ps(fl, _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23), fh);
+    *v23 = _mm512_permutex2var_ps(fl, _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31), fh);
 }
 #endif
 

@@ -77,7 +77,7 @@ void muse_x86_kv_to_float(enum muse_type type, const void *x, float *y, int64_t 
 #define MUSE_X86_ORDER_TYPES(X)                                                                      \
     X(F32, f32) X(F16, f16) X(BF16, bf16) X(Q8_0, q8_0) X(Q4_0, q4_0) X(Q5_0, q5_0) X(IQ4_NL, iq4_nl) \
     X(IQ2_XXS, iq2_xxs) X(Q4_K, q4_K) X(Q5_K, q5_K) X(Q6_K, q6_K) X(NVFP4, nvfp4) X(MXFP4, mxfp4)           \
-    X(Q1_0, q1_0)
+    X(Q1_0, q1_0) X(IQ1_S, iq1_s) X(IQ1_M, iq1_m)
 
 /*
  * The dot product ggml's x86 AVX2+FMA build uses for weights of `type` (the x86 kernels and
@@ -106,7 +106,13 @@ void muse_x86_kv_to_float(enum muse_type type, const void *x, float *y, int64_t 
  *     lanes and odd ones into another, hsum8 of their sum; an odd last block added after it as
  *     the generic code does (sumf += d * (float)sumi);
  *   Q1_0 x Q8_0 (likewise): per block the 4 Q8_0 blocks' lanes of +-a sums chained, b = d_a0 *
- *     lane, b = fmaf(d_ak, lane, b), then acc = fmaf(d_w, b, acc); hsum8.
+ *     lane, b = fmaf(d_ak, lane, b), then acc = fmaf(d_w, b, acc); hsum8;
+ *   IQ1_S x Q8_K (ggml's AVX2 vec_dot): per super-block d = d_a * d_w, lane l = the exact sum over
+ *     the 8 groups of ls * (grid products of elements 4l..4l+3), acc[l] = fmaf(d, lane, acc[l]),
+ *     accum1 = fmaf(d, sum1, accum1) with sum1 the exact sum of ls * sign * (the group's bsums)
+ *     (ggml's `accum1 += d * sumi1`, FMA-contracted by GCC); hsum8(acc) + 0.125f * accum1;
+ *   IQ1_M x Q8_K (likewise): two sets of lanes, the grid products and the delta terms (ls * sign
+ *     * the sums of a), each acc = fmaf(d, lane, acc); hsum8(acc1) + 0.125f * hsum8(acc2).
  */
 muse_vec_dot_fn muse_x86_vec_dot(enum muse_type type);
 

@@ -318,6 +318,77 @@ void X86N(muse_x86_vd_iq2_xxs)(int64_t n, float *s, const void *vx, const void *
     *s = 0.125f * X86N(muse_x86_hsum8)(acc);
 }
 
+/* ggml_vec_dot_iq1_s_q8_K (AVX2): per super-block d = d_a * d_w, eight int32 lanes, lane l holding,
+ * over the 8 groups, ls * (the 4 products of elements 4l..4l+3 of the grid values), and the int
+ * sum1 = sum of ls * sign(delta) * (the group's two bsums); acc[l] = fma(d, lane, acc[l]) and
+ * accum1 = fma(d, sum1, accum1) (ggml's `accum1 += d * sumi1`, contracted by GCC's default
+ * -ffp-contract=fast: checked against the AVX2 build); the result hsum(acc) + 0.125f * accum1. */
+void X86N(muse_x86_vd_iq1_s)(int64_t n, float *s, const void *vx, const void *vy) {
+    const struct muse_block_iq1_s *x = vx;
+    const struct muse_block_q8_K *y = vy;
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, accum1 = 0.0f;
+    for (int64_t i = 0; i < n / 256; i++) {
+        int32_t lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0}, sum1 = 0;
+        for (int g = 0; g < 8; g++) {
+            const unsigned h = x[i].qh[g];
+            const int32_t ls = 2 * (int32_t)((h >> 12) & 7) + 1;
+            for (int l = 0; l < 8; l++) {
+                int32_t t = 0;
+                for (int k = 0; k < 4; k++) {
+                    const int e = 4 * l + k; /* element of the group: grid entry e / 8, byte e % 8 */
+                    const uint64_t grid = muse_iq1s_grid[x[i].qs[4 * g + e / 8] | ((h >> (3 * (e / 8))) & 7) << 8];
+                    t += (int32_t)(int8_t)(grid >> (8 * (e % 8))) * y[i].qs[32 * g + e];
+                }
+                lanes[l] += ls * t;
+            }
+            sum1 += (y[i].bsums[2 * g] + y[i].bsums[2 * g + 1]) * (h & 0x8000 ? -ls : ls);
+        }
+        const float d = y[i].d * muse_fp16_to_fp32(x[i].d);
+        for (int l = 0; l < 8; l++) acc[l] = fmaf(d, (float)lanes[l], acc[l]);
+        accum1 = fmaf(d, (float)sum1, accum1);
+    }
+    *s = X86N(muse_x86_hsum8)(acc) + 0.125f * accum1;
+}
+/* ggml_vec_dot_iq1_m_q8_K (AVX2): per super-block d = d_a * d_w (the fp16 assembled from the top
+ * nibbles of the scales), two sets of eight int32 lanes, lane l holding over the 8 groups ls *
+ * (grid products of elements 4l..4l+3) and ls * sign(delta) * (the sum of those 4 activations),
+ * ls the scale of the lane's 16-element half and the sign that of its 8-element sub-group;
+ * acc1[l] = fma(d, lane1, acc1[l]), acc2[l] = fma(d, lane2, acc2[l]); the result
+ * hsum(acc1) + 0.125f * hsum(acc2). */
+void X86N(muse_x86_vd_iq1_m)(int64_t n, float *s, const void *vx, const void *vy) {
+    const struct muse_block_iq1_m *x = vx;
+    const struct muse_block_q8_K *y = vy;
+    float acc1[8] = {0, 0, 0, 0, 0, 0, 0, 0}, acc2[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t i = 0; i < n / 256; i++) {
+        uint16_t sc[4];
+        memcpy(sc, x[i].scales, 8);
+        const uint16_t dh = (uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000));
+        int32_t lanes1[8] = {0, 0, 0, 0, 0, 0, 0, 0}, lanes2[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (int g = 0; g < 8; g++) {
+            const int ws = sc[g / 2] >> (6 * (g % 2));
+            const int32_t ls[2] = {2 * (ws & 7) + 1, 2 * ((ws >> 3) & 7) + 1};
+            const unsigned h = (unsigned)x[i].qh[2 * g] | (unsigned)x[i].qh[2 * g + 1] << 8; /* nibble k: sub-group k */
+            for (int l = 0; l < 8; l++) {
+                const int sg = l / 2; /* the 8-element sub-group of elements 4l..4l+3 */
+                const uint64_t grid = muse_iq1s_grid[x[i].qs[4 * g + sg] | ((h >> (4 * sg)) & 7) << 8];
+                int32_t t1 = 0, t2 = 0;
+                for (int k = 0; k < 4; k++) {
+                    const int e = 4 * l + k;
+                    t1 += (int32_t)(int8_t)(grid >> (8 * (e % 8))) * y[i].qs[32 * g + e];
+                    t2 += y[i].qs[32 * g + e];
+                }
+                lanes1[l] += ls[l / 4] * t1;
+                lanes2[l] += ls[l / 4] * ((h >> (4 * sg + 3)) & 1 ? -t2 : t2);
+            }
+        }
+        const float d = y[i].d * muse_fp16_to_fp32(dh);
+        for (int l = 0; l < 8; l++) {
+            acc1[l] = fmaf(d, (float)lanes1[l], acc1[l]);
+            acc2[l] = fmaf(d, (float)lanes2[l], acc2[l]);
+        }
+    }
+    *s = X86N(muse_x86_hsum8)(acc1) + 0.125f * X86N(muse_x86_hsum8)(acc2);
+}
 
 /* ---- K-quants: ggml's AVX2 ggml_vec_dot_q{4,5,6}_K_q8_K ----------------------------------- */
 

@@ -37,8 +37,8 @@
 #endif
 
 /* The AVX-512 build (or its SIMDe emulation): a kernel may add a 512-bit path with mask registers
- * where the AVX2 build has none (the decode paths of gemm_1bit.inc and gemm_fp4.inc), with the
- * same bits as the AVX2 body. */
+ * where the AVX2 build has none (the decode paths of gemm_1bit.inc, gemm_fp4.inc and
+ * gemm_legacy.inc), with the same bits as the AVX2 body. */
 #if defined(__AVX512F__) || defined(MUSE_EMULATE_AVX512)
 #define MUSE_AVX2_W512 1
 #else

@@ -77,7 +77,8 @@ void muse_x86_kv_to_float(enum muse_type type, const void *x, float *y, int64_t 
 #define MUSE_X86_ORDER_TYPES(X)                                                                      \
     X(F32, f32) X(F16, f16) X(BF16, bf16) X(Q8_0, q8_0) X(Q4_0, q4_0) X(Q5_0, q5_0) X(IQ4_NL, iq4_nl) \
     X(IQ2_XXS, iq2_xxs) X(Q4_K, q4_K) X(Q5_K, q5_K) X(Q6_K, q6_K) X(NVFP4, nvfp4) X(MXFP4, mxfp4)           \
-    X(Q1_0, q1_0) X(IQ1_S, iq1_s) X(IQ1_M, iq1_m)
+    X(Q1_0, q1_0) X(IQ1_S, iq1_s) X(IQ1_M, iq1_m) X(IQ2_XS, iq2_xs) X(IQ2_S, iq2_s) X(IQ3_XXS, iq3_xxs)      \
+    X(IQ3_S, iq3_s)
 
 /*
  * The dot product ggml's x86 AVX2+FMA build uses for weights of `type` (the x86 kernels and
@@ -112,7 +113,10 @@ void muse_x86_kv_to_float(enum muse_type type, const void *x, float *y, int64_t 
  *     accum1 = fmaf(d, sum1, accum1) with sum1 the exact sum of ls * sign * (the group's bsums)
  *     (ggml's `accum1 += d * sumi1`, FMA-contracted by GCC); hsum8(acc) + 0.125f * accum1;
  *   IQ1_M x Q8_K (likewise): two sets of lanes, the grid products and the delta terms (ls * sign
- *     * the sums of a), each acc = fmaf(d, lane, acc); hsum8(acc1) + 0.125f * hsum8(acc2).
+ *     * the sums of a), each acc = fmaf(d, lane, acc); hsum8(acc1) + 0.125f * hsum8(acc2);
+ *   IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S x Q8_K (likewise, as IQ2_XXS): per super-block d = d_w * d_a,
+ *     lane l = the exact sum of ls * w * a over elements 4l..4l+3 of each 32, acc[l] = fmaf(d,
+ *     lane, acc[l]); c * hsum8(acc) with c = 0.125f, 0.125f, 0.25f, 1.
  */
 muse_vec_dot_fn muse_x86_vec_dot(enum muse_type type);
 

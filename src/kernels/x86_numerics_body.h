@@ -318,6 +318,100 @@ void X86N(muse_x86_vd_iq2_xxs)(int64_t n, float *s, const void *vx, const void *
     *s = 0.125f * X86N(muse_x86_hsum8)(acc);
 }
 
+/* The signed weights of a super-block of IQ2_XS, IQ2_S, IQ3_XXS or IQ3_S (w[256]) and the group
+ * scale 2 * ls + 1 of each 16 elements (l16[16]), as vec_dot_ref (quant_iq.c) decodes them. */
+static void X86N(dec_iq2_xs)(const void *vb, int8_t *w, int32_t *l16) {
+    const struct muse_block_iq2_xs *b = vb;
+    for (int g = 0; g < 8; g++) {
+        l16[2 * g] = 2 * (b->scales[g] & 15) + 1;
+        l16[2 * g + 1] = 2 * (b->scales[g] >> 4) + 1;
+        for (int l = 0; l < 4; l++) {
+            const uint16_t v = b->qs[4 * g + l];
+            const uint64_t grid = muse_iq2xs_grid[v & 511];
+            const uint8_t sg = muse_ksigns_iq2xs[v >> 9];
+            for (int j = 0; j < 8; j++) {
+                const int m = (int)((grid >> (8 * j)) & 255);
+                w[32 * g + 8 * l + j] = (int8_t)(sg & muse_kmask_iq2xs[j] ? -m : m);
+            }
+        }
+    }
+}
+static void X86N(dec_iq2_s)(const void *vb, int8_t *w, int32_t *l16) {
+    const struct muse_block_iq2_s *b = vb;
+    for (int g = 0; g < 8; g++) {
+        l16[2 * g] = 2 * (b->scales[g] & 15) + 1;
+        l16[2 * g + 1] = 2 * (b->scales[g] >> 4) + 1;
+        for (int l = 0; l < 4; l++) {
+            const uint64_t grid = muse_iq2s_grid[b->qs[4 * g + l] | ((b->qh[g] >> (2 * l)) & 3) << 8];
+            const uint8_t sg = b->qs[32 + 4 * g + l];
+            for (int j = 0; j < 8; j++) {
+                const int m = (int)((grid >> (8 * j)) & 255);
+                w[32 * g + 8 * l + j] = (int8_t)(sg & muse_kmask_iq2xs[j] ? -m : m);
+            }
+        }
+    }
+}
+static void X86N(dec_iq3_xxs)(const void *vb, int8_t *w, int32_t *l16) {
+    const struct muse_block_iq3_xxs *b = vb;
+    for (int g = 0; g < 8; g++) {
+        const uint32_t W = muse_rd_le32(b->qs + 64 + 4 * g);
+        l16[2 * g] = l16[2 * g + 1] = 2 * (int32_t)(W >> 28) + 1;
+        for (int l = 0; l < 4; l++) {
+            const uint8_t sg = muse_ksigns_iq2xs[(W >> (7 * l)) & 127];
+            for (int j = 0; j < 8; j++) {
+                const int m = (int)((muse_iq3xxs_grid[b->qs[8 * g + 2 * l + j / 4]] >> (8 * (j % 4))) & 255);
+                w[32 * g + 8 * l + j] = (int8_t)(sg & muse_kmask_iq2xs[j] ? -m : m);
+            }
+        }
+    }
+}
+static void X86N(dec_iq3_s)(const void *vb, int8_t *w, int32_t *l16) {
+    const struct muse_block_iq3_s *b = vb;
+    for (int g = 0; g < 8; g++) {
+        l16[2 * g] = l16[2 * g + 1] = 2 * ((b->scales[g / 2] >> (4 * (g % 2))) & 15) + 1;
+        for (int l = 0; l < 4; l++) {
+            const uint8_t sg = b->signs[4 * g + l];
+            for (int j = 0; j < 8; j++) {
+                const int k = 2 * l + j / 4; /* grid entry of the group */
+                const int m = (int)((muse_iq3s_grid[b->qs[8 * g + k] | ((b->qh[g] >> k) & 1) << 8] >> (8 * (j % 4))) & 255);
+                w[32 * g + 8 * l + j] = (int8_t)(sg & muse_kmask_iq2xs[j] ? -m : m);
+            }
+        }
+    }
+}
+
+/* ggml_vec_dot_{iq2_xs,iq2_s,iq3_xxs,iq3_s}_q8_K (AVX2): per super-block d = d_w * d_a, lane l =
+ * the exact sum over the elements e with (e % 32) / 4 == l of ls(e) * w * a; acc[l] = fmaf(d, lane,
+ * acc[l]); the result c * hsum8(acc) (c = 0.125f, 0.125f, 0.25f, 1). */
+static float X86N(iq_grid_dot)(int64_t n, const void *vx, size_t block_bytes, const struct muse_block_q8_K *y,
+                               void (*dec)(const void *, int8_t *, int32_t *), float c) {
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t i = 0; i < n / 256; i++) {
+        const void *b = (const uint8_t *)vx + i * block_bytes;
+        int8_t w[256];
+        int32_t l16[16], lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        dec(b, w, l16);
+        for (int e = 0; e < 256; e++) lanes[(e % 32) / 4] += l16[e / 16] * (int32_t)w[e] * y[i].qs[e];
+        uint16_t dh;
+        memcpy(&dh, b, 2); /* d leads every one of these blocks */
+        const float d = muse_fp16_to_fp32(dh) * y[i].d;
+        for (int l = 0; l < 8; l++) acc[l] = fmaf(d, (float)lanes[l], acc[l]);
+    }
+    return c * X86N(muse_x86_hsum8)(acc);
+}
+void X86N(muse_x86_vd_iq2_xs)(int64_t n, float *s, const void *vx, const void *vy) {
+    *s = X86N(iq_grid_dot)(n, vx, sizeof(struct muse_block_iq2_xs), vy, X86N(dec_iq2_xs), 0.125f);
+}
+void X86N(muse_x86_vd_iq2_s)(int64_t n, float *s, const void *vx, const void *vy) {
+    *s = X86N(iq_grid_dot)(n, vx, sizeof(struct muse_block_iq2_s), vy, X86N(dec_iq2_s), 0.125f);
+}
+void X86N(muse_x86_vd_iq3_xxs)(int64_t n, float *s, const void *vx, const void *vy) {
+    *s = X86N(iq_grid_dot)(n, vx, sizeof(struct muse_block_iq3_xxs), vy, X86N(dec_iq3_xxs), 0.25f);
+}
+void X86N(muse_x86_vd_iq3_s)(int64_t n, float *s, const void *vx, const void *vy) {
+    *s = X86N(iq_grid_dot)(n, vx, sizeof(struct muse_block_iq3_s), vy, X86N(dec_iq3_s), 1.0f);
+}
+
 /* ggml_vec_dot_iq1_s_q8_K (AVX2): per super-block d = d_a * d_w, eight int32 lanes, lane l holding,
  * over the 8 groups, ls * (the 4 products of elements 4l..4l+3 of the grid values), and the int
  * sum1 = sum of ls * sign(delta) * (the group's two bsums); acc[l] = fma(d, lane, acc[l]) and

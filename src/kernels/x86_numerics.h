@@ -93,7 +93,8 @@ void muse_x86_kv_to_float(enum muse_type type, const void *x, float *y, int64_t 
  *   Q4_K, Q5_K, Q6_K x Q8_K (ggml's AVX2 vec_dot, not its generic one; muse's choice, the golden
  *     machine ran repacked Q4_K kernels in yet another order): per super-block d = d_a * d_w;
  *     lane l (0..7) = the exact integer sum of scale * code * a over the elements e with
- *     (e % 32) / 4 == l (Q6_K: code - 32); acc[l] = fmaf(d, lane, acc[l]). Mins of Q4_K with
+ *     (e % 32) / 4 == l (Q6_K: the code 0..63, then lane k minus 32 x the scale-weighted bsums of
+ *     sub-blocks 2k, 2k + 1); acc[l] = fmaf(d, lane, acc[l]). Mins of Q4_K with
  *     dmin = -d_a * dmin_w into four more lanes: accm[k] = fmaf(dmin, mn[2k] * (bs[4k] + bs[4k+1])
  *     + mn[2k+1] * (bs[4k+2] + bs[4k+3]), accm[k]), result muse_x86_hsum8(acc) + ((accm[0] +
  *     accm[2]) + (accm[1] + accm[3])); of Q5_K into one float, summs = fmaf(dmin, sum of mn[j] *

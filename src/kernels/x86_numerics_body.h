@@ -568,8 +568,12 @@ void X86N(muse_x86_vd_q6_K)(int64_t n, float *s, const void *vx, const void *vy)
             const uint8_t b = x[i].ql[64 * nh + l + 32 * (k & 1)];
             const int32_t lo = k < 2 ? (b & 15) : (b >> 4);
             const int32_t hi = (x[i].qh[32 * nh + l] >> (2 * k)) & 3;
-            lanes[X86_KLANE(e)] += x[i].scales[e / 16] * (((lo | hi << 4) - 32) * y[i].qs[e]);
+            lanes[X86_KLANE(e)] += x[i].scales[e / 16] * ((lo | hi << 4) * y[i].qs[e]);
         }
+        /* the codes' offset 32, per 32-element chunk k into lane k: 32 x (scale x bsum of its two
+         * 16-element sub-blocks) (ggml's q8sclsub) */
+        for (int l = 0; l < 8; l++)
+            lanes[l] -= 32 * (x[i].scales[2 * l] * y[i].bsums[2 * l] + x[i].scales[2 * l + 1] * y[i].bsums[2 * l + 1]);
         for (int l = 0; l < 8; l++) acc[l] = fmaf(d, (float)lanes[l], acc[l]);
     }
     *s = X86N(muse_x86_hsum8)(acc);

@@ -30,7 +30,7 @@ static const struct muse_kernels kernels_scalar = {
  * kernels (quantizers and attention helpers are the AVX2 ones; flash attention has an AVX-512 build
  * of its own, FLASH). EXACT: the tables without the
  * reassociating kernels (tile GEMM), bit-identical to the reference (MUSE_CPU=exact). */
-#define X86_KERNELS(LEVEL, GEMM_ENTRY, ACT_PERM8, TILE_ENTRY, TILE_BYTES, FLASH, EXACT) \
+#define X86_KERNELS(LEVEL, GEMM_ENTRY, TILE_ENTRY, TILE_BYTES, FLASH, EXACT)            \
     {                                                                                  \
         .level = LEVEL,                                                                \
         .exact_mode = EXACT,                                                           \
@@ -51,10 +51,6 @@ static const struct muse_kernels kernels_scalar = {
         },                                                                             \
         .gemv = {MUSE_X86_GEMM_TYPES(GEMM_ENTRY)},                                     \
         .gemm = {MUSE_X86_GEMM_TYPES(GEMM_ENTRY)},                                     \
-        .act_layout = {                                                                \
-            [MUSE_TYPE_Q3_K] = MUSE_ACT_Q8K_PERM8,                                     \
-        },                                                                             \
-        .act_prepare = {[MUSE_ACT_Q8K_PERM8] = ACT_PERM8},                             \
         /* the types whose forward order is ggml's x86 one (x86_numerics.h) */         \
         .order = {MUSE_X86_ORDER_TYPES(ORDER_ENTRY)},                                  \
         /* every x86 matrix kernel reproduces its order bit for bit */                 \
@@ -70,16 +66,14 @@ static const struct muse_kernels kernels_scalar = {
         .attn_pv_q8_0 = muse_attn_pv_q8_0_avx2,                                        \
     }
 
-static const struct muse_kernels kernels_avx2 = X86_KERNELS(MUSE_CPU_LEVEL_AVX2, GEMM_ENTRY_AVX2, muse_act_q8K_perm8_avx2,
-                                                           TILE_ENTRY_AVX2, TILE_BYTES_AVX2, avx2, false);
-static const struct muse_kernels kernels_avx512 = X86_KERNELS(MUSE_CPU_LEVEL_AVX512, GEMM_ENTRY_AVX512,
-                                                             muse_act_q8K_perm8_avx512, TILE_ENTRY_AVX512,
+static const struct muse_kernels kernels_avx2 = X86_KERNELS(MUSE_CPU_LEVEL_AVX2, GEMM_ENTRY_AVX2, TILE_ENTRY_AVX2,
+                                                           TILE_BYTES_AVX2, avx2, false);
+static const struct muse_kernels kernels_avx512 = X86_KERNELS(MUSE_CPU_LEVEL_AVX512, GEMM_ENTRY_AVX512, TILE_ENTRY_AVX512,
                                                              TILE_BYTES_AVX512, avx512, false);
-static const struct muse_kernels kernels_avx2_exact = X86_KERNELS(MUSE_CPU_LEVEL_AVX2, GEMM_ENTRY_AVX2,
-                                                                 muse_act_q8K_perm8_avx2, TILE_NONE, TILE_NONE, avx2, true);
-static const struct muse_kernels kernels_avx512_exact = X86_KERNELS(MUSE_CPU_LEVEL_AVX512, GEMM_ENTRY_AVX512,
-                                                                   muse_act_q8K_perm8_avx512, TILE_NONE, TILE_NONE,
-                                                                   avx512, true);
+static const struct muse_kernels kernels_avx2_exact = X86_KERNELS(MUSE_CPU_LEVEL_AVX2, GEMM_ENTRY_AVX2, TILE_NONE, TILE_NONE,
+                                                                 avx2, true);
+static const struct muse_kernels kernels_avx512_exact = X86_KERNELS(MUSE_CPU_LEVEL_AVX512, GEMM_ENTRY_AVX512, TILE_NONE,
+                                                                   TILE_NONE, avx512, true);
 
 const struct muse_kernels *muse_kernels_for(enum muse_cpu_level level) {
     if (level > muse_cpu_level_max()) return NULL;
@@ -117,6 +111,7 @@ void muse_kernels_quantize_row(const struct muse_kernels *k, enum muse_type act_
 }
 
 void muse_kernels_prepare_act(const struct muse_kernels *k, enum muse_type wtype, void *q, int64_t n) {
-    if (!k || !k->act_layout[wtype]) return;
-    k->act_prepare[k->act_layout[wtype]](q, n);
+    if (!k) return;
+    const unsigned l = k->act_layout[wtype];
+    if (l != MUSE_ACT_REF && l < MUSE_ACT_LAYOUT_COUNT && k->act_prepare[l]) k->act_prepare[l](q, n);
 }

@@ -136,11 +136,12 @@ struct muse_attn_flash {
 typedef void (*muse_attn_flash_fn)(const struct muse_attn_flash *f, void *scratch);
 typedef size_t (*muse_attn_flash_scratch_fn)(int32_t hd, int32_t max_rows, uint32_t max_cells);
 
-/* Activation layouts a level's kernels may ask for (muse_kernels.act_layout). */
+/* Activation layouts a level's kernels may ask for (muse_kernels.act_layout). Only the reference
+ * one now: Q3_K's "class" layout (its qs permuted so that int32 unit m held elements m, m+8, m+16,
+ * m+24, for ggml's generic order) went when Q3_K moved to ggml's x86 order; the hook stays for a
+ * kernel that wants its activations laid out otherwise. */
 enum muse_act_layout {
     MUSE_ACT_REF = 0,          /* the reference bytes of the vec_dot_type */
-    MUSE_ACT_Q8K_PERM8 = 1,    /* Q8_K with the qs of each 32-element group permuted so that int32 unit m
-                                  holds elements m, m+8, m+16, m+24 (d and bsums unchanged) */
     MUSE_ACT_LAYOUT_COUNT
 };
 

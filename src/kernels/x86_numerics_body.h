@@ -556,6 +556,29 @@ void X86N(muse_x86_vd_q5_K)(int64_t n, float *s, const void *vx, const void *vy)
 
 /* ggml_vec_dot_q6_K_q8_K (AVX2): lanes[l] = exact sum of scale * (code - 32) * a over the
  * elements of lane l; d = d_a * d_w; acc[l] = fmaf(d, lanes[l], acc[l]); muse_x86_hsum8(acc). */
+/* ggml_vec_dot_q3_K_q8_K (AVX2): per super-block d = d_a * d_w, lane l = the exact sum of scale *
+ * code * a over the elements e with (e % 32) / 4 == l (code = 2 low bits - 4 unless the hmask bit
+ * is set; 16 six-bit scales - 32), acc[l] = fmaf(d, lane, acc[l]); muse_x86_hsum8 at the end. */
+void X86N(muse_x86_vd_q3_K)(int64_t n, float *s, const void *vx, const void *vy) {
+    const struct muse_block_q3_K *x = vx;
+    const struct muse_block_q8_K *y = vy;
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t i = 0; i < n / 256; i++) {
+        const uint8_t *S = x[i].scales;
+        int32_t sc[16], lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (int j = 0; j < 16; j++)
+            sc[j] = ((j < 8 ? S[j] & 15 : S[j - 8] >> 4) | ((S[8 + j % 4] >> (2 * (j / 4))) & 3) << 4) - 32;
+        for (int e = 0; e < 256; e++) {
+            const int low = (x[i].qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+            const int code = low - ((x[i].hmask[e % 32] >> (e / 32)) & 1 ? 0 : 4);
+            lanes[X86_KLANE(e)] += sc[e / 16] * (code * y[i].qs[e]);
+        }
+        const float d = y[i].d * muse_fp16_to_fp32(x[i].d);
+        for (int l = 0; l < 8; l++) acc[l] = fmaf(d, (float)lanes[l], acc[l]);
+    }
+    *s = X86N(muse_x86_hsum8)(acc);
+}
+
 void X86N(muse_x86_vd_q6_K)(int64_t n, float *s, const void *vx, const void *vy) {
     const struct muse_block_q6_K *x = vx;
     const struct muse_block_q8_K *y = vy;

@@ -36,12 +36,10 @@ void muse_quantize_q8_K_avx2(const float *x, void *y, int64_t n);
 void muse_quantize_f16_avx2(const float *x, void *y, int64_t n);
 void muse_quantize_bf16_avx2(const float *x, void *y, int64_t n);
 
-void muse_act_q8K_perm8_avx2(void *q, int64_t n);
 void muse_widen_f16_avx2(const void *x, float *y, int64_t n);
 void muse_widen_bf16_avx2(const void *x, float *y, int64_t n);
 
 // ---- AVX-512 (F/BW/VL/DQ + VNNI): the gemm_<family>_avx512.c builds, below ----
-void muse_act_q8K_perm8_avx512(void *q, int64_t n);
 
 
 /* The weight types with an x86 matrix kernel, muse_gemm_<t>_avx2 and its AVX-512 twin

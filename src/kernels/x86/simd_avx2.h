@@ -230,18 +230,6 @@ MUSE_AVX2_INLINE __m256i avx2_q5_codes(const uint8_t *qs, const uint8_t *qh) {
 
 MUSE_AVX2_INLINE __m256i avx2_load(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
-/*
- * The "class" permutation of a 32-byte group: int32 unit m of the result holds the bytes of
- * elements m, m+8, m+16, m+24 (in that order). After it, maddubs + madd put into int32 lane m
- * exactly the sum over the elements e with e % 8 == m: the lanes of ggml's generic K-quant dot
- * products (aux[e % 8]), so the float part can follow their order bit for bit.
- */
-MUSE_AVX2_INLINE __m256i avx2_perm8(__m256i v) {
-    v = _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
-    return _mm256_shuffle_epi8(v, _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15,
-                                                   0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
-}
-
 /* Lane g of the result = the sum of the 8 int32 lanes of p[g] (g = 0..7). */
 MUSE_AVX2_INLINE __m256i avx2_reduce8x8_epi32(const __m256i p[8]) {
     const __m256i h01 = _mm256_hadd_epi32(p[0], p[1]), h23 = _mm256_hadd_epi32(p[2], p[3]);

@@ -556,6 +556,29 @@ void X86N(muse_x86_vd_q5_K)(int64_t n, float *s, const void *vx, const void *vy)
 
 /* ggml_vec_dot_q6_K_q8_K (AVX2): lanes[l] = exact sum of scale * (code - 32) * a over the
  * elements of lane l; d = d_a * d_w; acc[l] = fmaf(d, lanes[l], acc[l]); muse_x86_hsum8(acc). */
+/* ggml_vec_dot_iq4_xs_q8_K (AVX2): per super-block d = d_w * d_a, lane l = the exact sum of
+ * (ls_g - 32) * codebook value * a over the elements with (e % 32) / 4 == l (g = e / 32);
+ * acc[l] = fmaf(d, lane, acc[l]); muse_x86_hsum8 at the end. */
+void X86N(muse_x86_vd_iq4_xs)(int64_t n, float *s, const void *vx, const void *vy) {
+    const struct muse_block_iq4_xs *x = vx;
+    const struct muse_block_q8_K *y = vy;
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t i = 0; i < n / 256; i++) {
+        int32_t lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (int g = 0; g < 8; g++) {
+            const int32_t ls = (((x[i].scales_l[g / 2] >> (4 * (g % 2))) & 15) | ((x[i].scales_h >> (2 * g)) & 3) << 4) - 32;
+            for (int e = 0; e < 32; e++) {
+                const uint8_t q = x[i].qs[16 * g + e % 16];
+                const int32_t v = muse_kvalues_iq4nl[e < 16 ? q & 15 : q >> 4];
+                lanes[e / 4] += ls * (v * y[i].qs[32 * g + e]);
+            }
+        }
+        const float d = muse_fp16_to_fp32(x[i].d) * y[i].d;
+        for (int l = 0; l < 8; l++) acc[l] = fmaf(d, (float)lanes[l], acc[l]);
+    }
+    *s = X86N(muse_x86_hsum8)(acc);
+}
+
 /* ggml_vec_dot_q3_K_q8_K (AVX2): per super-block d = d_a * d_w, lane l = the exact sum of scale *
  * code * a over the elements e with (e % 32) / 4 == l (code = 2 low bits - 4 unless the hmask bit
  * is set; 16 six-bit scales - 32), acc[l] = fmaf(d, lane, acc[l]); muse_x86_hsum8 at the end. */

@@ -579,6 +579,27 @@ void X86N(muse_x86_vd_iq4_xs)(int64_t n, float *s, const void *vx, const void *v
     *s = X86N(muse_x86_hsum8)(acc);
 }
 
+/* ggml_vec_dot_tq2_0_q8_K (AVX2): per super-block lane l = the exact sum of code * a over the
+ * elements with (e % 32) / 4 == l (codes 0..2) minus bsums[2l] + bsums[2l + 1], d = d_a * d_w,
+ * acc[l] = fmaf(lane, d, acc[l]) (ggml's mul + add, which GCC contracts into one FMA: checked
+ * against the AVX2 build); muse_x86_hsum8 at the end. */
+void X86N(muse_x86_vd_tq2_0)(int64_t n, float *s, const void *vx, const void *vy) {
+    const struct muse_block_tq2_0 *x = vx;
+    const struct muse_block_q8_K *y = vy;
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t i = 0; i < n / 256; i++) {
+        int32_t lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (int e = 0; e < 256; e++) {
+            const int code = (x[i].qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+            lanes[X86_KLANE(e)] += code * y[i].qs[e];
+        }
+        const float d = y[i].d * muse_fp16_to_fp32(x[i].d);
+        for (int l = 0; l < 8; l++)
+            acc[l] = fmaf((float)(lanes[l] - (y[i].bsums[2 * l] + y[i].bsums[2 * l + 1])), d, acc[l]);
+    }
+    *s = X86N(muse_x86_hsum8)(acc);
+}
+
 /* ggml_vec_dot_q3_K_q8_K (AVX2): per super-block d = d_a * d_w, lane l = the exact sum of scale *
  * code * a over the elements e with (e % 32) / 4 == l (code = 2 low bits - 4 unless the hmask bit
  * is set; 16 six-bit scales - 32), acc[l] = fmaf(d, lane, acc[l]); muse_x86_hsum8 at the end. */

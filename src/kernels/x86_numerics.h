@@ -78,7 +78,7 @@ void muse_x86_kv_to_float(enum muse_type type, const void *x, float *y, int64_t 
     X(F32, f32) X(F16, f16) X(BF16, bf16) X(Q8_0, q8_0) X(Q4_0, q4_0) X(Q5_0, q5_0) X(IQ4_NL, iq4_nl) \
     X(IQ2_XXS, iq2_xxs) X(Q3_K, q3_K) X(Q4_K, q4_K) X(Q5_K, q5_K) X(Q6_K, q6_K) X(NVFP4, nvfp4) X(MXFP4, mxfp4) \
     X(Q1_0, q1_0) X(IQ1_S, iq1_s) X(IQ1_M, iq1_m) X(IQ2_XS, iq2_xs) X(IQ2_S, iq2_s) X(IQ3_XXS, iq3_xxs)      \
-    X(IQ3_S, iq3_s) X(IQ4_XS, iq4_xs) X(TQ2_0, tq2_0)
+    X(IQ3_S, iq3_s) X(IQ4_XS, iq4_xs) X(TQ2_0, tq2_0) X(TQ1_0, tq1_0)
 
 /*
  * The dot product ggml's x86 AVX2+FMA build uses for weights of `type` (the x86 kernels and
@@ -96,6 +96,7 @@ void muse_x86_kv_to_float(enum muse_type type, const void *x, float *y, int64_t 
  *     lanes, d = d_w * d_a; hsum8;
  *   TQ2_0 x Q8_K (likewise): the same lanes of code * a minus bsums[2l] + bsums[2l + 1],
  *     acc[l] = fmaf(lane, d_a * d_w, acc[l]) (ggml writes mul + add; GCC contracts it); hsum8;
+ *   TQ1_0 x Q8_K (likewise): the same with its base-3 codes;
  *   Q4_K, Q5_K, Q6_K x Q8_K (ggml's AVX2 vec_dot, not its generic one; muse's choice, the golden
  *     machine ran repacked Q4_K kernels in yet another order): per super-block d = d_a * d_w;
  *     lane l (0..7) = the exact integer sum of scale * code * a over the elements e with

@@ -600,6 +600,29 @@ void X86N(muse_x86_vd_tq2_0)(int64_t n, float *s, const void *vx, const void *vy
     *s = X86N(muse_x86_hsum8)(acc);
 }
 
+/* ggml_vec_dot_tq1_0_q8_K (AVX2): as TQ2_0 with the base-3 codes of TQ1_0 (5 trits per byte of
+ * qs[0..31] for elements 0-159, of qs[32..47] for 160-239, 4 per byte of qh for 240-255; trit n
+ * of byte b = ((uint8_t)(b * 3^n) * 3) >> 8). */
+void X86N(muse_x86_vd_tq1_0)(int64_t n, float *s, const void *vx, const void *vy) {
+    static const uint8_t pow3[5] = {1, 3, 9, 27, 81};
+    const struct muse_block_tq1_0 *x = vx;
+    const struct muse_block_q8_K *y = vy;
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t i = 0; i < n / 256; i++) {
+        int32_t lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (int e = 0; e < 256; e++) {
+            const uint8_t b = e < 160 ? x[i].qs[e % 32] : e < 240 ? x[i].qs[32 + (e - 160) % 16] : x[i].qh[(e - 240) % 4];
+            const int t = e < 160 ? e / 32 : e < 240 ? (e - 160) / 16 : (e - 240) / 4;
+            const int code = ((uint16_t)(uint8_t)(b * pow3[t]) * 3) >> 8;
+            lanes[X86_KLANE(e)] += code * y[i].qs[e];
+        }
+        const float d = y[i].d * muse_fp16_to_fp32(x[i].d);
+        for (int l = 0; l < 8; l++)
+            acc[l] = fmaf((float)(lanes[l] - (y[i].bsums[2 * l] + y[i].bsums[2 * l + 1])), d, acc[l]);
+    }
+    *s = X86N(muse_x86_hsum8)(acc);
+}
+
 /* ggml_vec_dot_q3_K_q8_K (AVX2): per super-block d = d_a * d_w, lane l = the exact sum of scale *
  * code * a over the elements e with (e % 32) / 4 == l (code = 2 low bits - 4 unless the hmask bit
  * is set; 16 six-bit scales - 32), acc[l] = fmaf(d, lane, acc[l]); muse_x86_hsum8 at the end. */

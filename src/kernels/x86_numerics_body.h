@@ -623,6 +623,29 @@ void X86N(muse_x86_vd_tq1_0)(int64_t n, float *s, const void *vx, const void *vy
     *s = X86N(muse_x86_hsum8)(acc);
 }
 
+/* ggml_vec_dot_q2_K_q8_K (AVX2): per super-block d = d_a * d_w, dmin = -d_a * dmin_w; the mins
+ * first, acc[l] = fmaf(dmin, mins[2l] * bsums[2l] + mins[2l + 1] * bsums[2l + 1], acc[l]), then
+ * lane l = the exact sum of scale * code * a over the elements with (e % 32) / 4 == l,
+ * acc[l] = fmaf(d, lane, acc[l]); muse_x86_hsum8 at the end. */
+void X86N(muse_x86_vd_q2_K)(int64_t n, float *s, const void *vx, const void *vy) {
+    const struct muse_block_q2_K *x = vx;
+    const struct muse_block_q8_K *y = vy;
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t i = 0; i < n / 256; i++) {
+        const uint8_t *S = x[i].scales;
+        const float d = y[i].d * muse_fp16_to_fp32(x[i].d), dmin = -y[i].d * muse_fp16_to_fp32(x[i].dmin);
+        for (int l = 0; l < 8; l++)
+            acc[l] = fmaf(dmin, (float)((S[2 * l] >> 4) * y[i].bsums[2 * l] + (S[2 * l + 1] >> 4) * y[i].bsums[2 * l + 1]), acc[l]);
+        int32_t lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (int e = 0; e < 256; e++) {
+            const int code = (x[i].qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+            lanes[X86_KLANE(e)] += (S[e / 16] & 15) * (code * y[i].qs[e]);
+        }
+        for (int l = 0; l < 8; l++) acc[l] = fmaf(d, (float)lanes[l], acc[l]);
+    }
+    *s = X86N(muse_x86_hsum8)(acc);
+}
+
 /* ggml_vec_dot_q3_K_q8_K (AVX2): per super-block d = d_a * d_w, lane l = the exact sum of scale *
  * code * a over the elements e with (e % 32) / 4 == l (code = 2 low bits - 4 unless the hmask bit
  * is set; 16 six-bit scales - 32), acc[l] = fmaf(d, lane, acc[l]); muse_x86_hsum8 at the end. */

@@ -78,7 +78,7 @@ void muse_x86_kv_to_float(enum muse_type type, const void *x, float *y, int64_t 
     X(F32, f32) X(F16, f16) X(BF16, bf16) X(Q8_0, q8_0) X(Q4_0, q4_0) X(Q5_0, q5_0) X(IQ4_NL, iq4_nl) \
     X(IQ2_XXS, iq2_xxs) X(Q2_K, q2_K) X(Q3_K, q3_K) X(Q4_K, q4_K) X(Q5_K, q5_K) X(Q6_K, q6_K) X(NVFP4, nvfp4) X(MXFP4, mxfp4) \
     X(Q1_0, q1_0) X(IQ1_S, iq1_s) X(IQ1_M, iq1_m) X(IQ2_XS, iq2_xs) X(IQ2_S, iq2_s) X(IQ3_XXS, iq3_xxs)      \
-    X(IQ3_S, iq3_s) X(IQ4_XS, iq4_xs) X(TQ2_0, tq2_0) X(TQ1_0, tq1_0)
+    X(IQ3_S, iq3_s) X(IQ4_XS, iq4_xs) X(TQ2_0, tq2_0) X(TQ1_0, tq1_0) X(Q4_1, q4_1) X(Q5_1, q5_1)
 
 /*
  * The dot product ggml's x86 AVX2+FMA build uses for weights of `type` (the x86 kernels and
@@ -90,6 +90,8 @@ void muse_x86_kv_to_float(enum muse_type type, const void *x, float *y, int64_t 
  *   IQ2_XXS x Q8_K: per super-block d = d_w * d_a; lane l = the exact integer sum over the 8
  *     sub-blocks of (2 * ls + 1) * (products of elements 4l..4l+3); acc[l] = fmaf(d, lane,
  *     acc[l]); the result is 0.125f * muse_x86_hsum8(acc);
+ *   Q4_1, Q5_1 x Q8_1 (ggml's AVX2 vec_dot): per block the lanes of the unsigned codes x a,
+ *     acc[l] = fmaf(d_w * d_a, lane, acc[l]), summs = fmaf(m_w, s_a, summs); hsum8(acc) + summs;
  *   Q2_K x Q8_K (ggml's AVX2 vec_dot): first the mins, acc[l] = fmaf(-d_a * dmin_w, mins[2l] *
  *     bsums[2l] + mins[2l + 1] * bsums[2l + 1], acc[l]), then the lanes as Q3_K's; hsum8;
  *   Q3_K x Q8_K (ggml's AVX2 vec_dot): lane l = the exact sum of scale * code * a over the

@@ -623,6 +623,40 @@ void X86N(muse_x86_vd_tq1_0)(int64_t n, float *s, const void *vx, const void *vy
     *s = X86N(muse_x86_hsum8)(acc);
 }
 
+/* ggml_vec_dot_q4_1_q8_1 / q5_1_q8_1 (AVX2): per block lane l = the exact sum of code * a over
+ * elements 4l..4l+3 (unsigned codes), acc[l] = fmaf(d_w * d_a, lane, acc[l]), and summs =
+ * fmaf(m_w, s_a, summs) (ggml's `summs += m * s`, contracted by GCC); hsum8(acc) + summs. */
+static float X86N(q1_dot)(int64_t n, const void *vx, int five, const struct muse_block_q8_1 *y) {
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, summs = 0.0f;
+    for (int64_t ib = 0; ib < n / 32; ib++) {
+        uint16_t d, m;
+        const uint8_t *qs, *b;
+        uint32_t qh = 0;
+        if (five) {
+            const struct muse_block_q5_1 *x = (const struct muse_block_q5_1 *)vx + ib;
+            d = x->d, m = x->m, qs = x->qs, qh = muse_rd_le32(x->qh);
+        } else {
+            const struct muse_block_q4_1 *x = (const struct muse_block_q4_1 *)vx + ib;
+            d = x->d, m = x->m, qs = x->qs;
+        }
+        b = qs;
+        const float dd = muse_fp16_to_fp32(d) * muse_fp16_to_fp32(y[ib].d);
+        for (int l = 0; l < 8; l++) {
+            int32_t t = 0;
+            for (int k = 0; k < 4; k++) {
+                const int j = 4 * l + k;
+                const int code = (j < 16 ? b[j] & 15 : b[j - 16] >> 4) | (int)((qh >> j) & 1) << 4;
+                t += code * y[ib].qs[j];
+            }
+            acc[l] = fmaf(dd, (float)t, acc[l]);
+        }
+        summs = fmaf(muse_fp16_to_fp32(m), muse_fp16_to_fp32(y[ib].s), summs);
+    }
+    return X86N(muse_x86_hsum8)(acc) + summs;
+}
+void X86N(muse_x86_vd_q4_1)(int64_t n, float *s, const void *vx, const void *vy) { *s = X86N(q1_dot)(n, vx, 0, vy); }
+void X86N(muse_x86_vd_q5_1)(int64_t n, float *s, const void *vx, const void *vy) { *s = X86N(q1_dot)(n, vx, 1, vy); }
+
 /* ggml_vec_dot_q2_K_q8_K (AVX2): per super-block d = d_a * d_w, dmin = -d_a * dmin_w; the mins
  * first, acc[l] = fmaf(dmin, mins[2l] * bsums[2l] + mins[2l + 1] * bsums[2l + 1], acc[l]), then
  * lane l = the exact sum of scale * code * a over the elements with (e % 32) / 4 == l,

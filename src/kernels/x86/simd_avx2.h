@@ -230,22 +230,6 @@ MUSE_AVX2_INLINE __m256i avx2_q5_codes(const uint8_t *qs, const uint8_t *qh) {
 
 MUSE_AVX2_INLINE __m256i avx2_load(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
-/* Lane g of the result = the sum of the 8 int32 lanes of p[g] (g = 0..7). */
-MUSE_AVX2_INLINE __m256i avx2_reduce8x8_epi32(const __m256i p[8]) {
-    const __m256i h01 = _mm256_hadd_epi32(p[0], p[1]), h23 = _mm256_hadd_epi32(p[2], p[3]);
-    const __m256i h45 = _mm256_hadd_epi32(p[4], p[5]), h67 = _mm256_hadd_epi32(p[6], p[7]);
-    const __m256i a = _mm256_hadd_epi32(h01, h23), b = _mm256_hadd_epi32(h45, h67); /* per half: p0..3 / p4..7 */
-    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
-}
-
-/* Sequential float sum start + v[0] + v[1] + ... + v[7] (the order of ggml's lane totals). */
-MUSE_AVX2_INLINE float avx2_lanes_total(float start, __m256 v) {
-    float l[8];
-    _mm256_storeu_ps(l, v);
-    for (int i = 0; i < 8; i++) start += l[i];
-    return start;
-}
-
 /*
  * Walk n_act activation rows in groups of at most NY_MAX (a constant, 1..8), calling APPLY(X, NY)
  * (MUSE_AVX2_ROW_GROUPS: CALL(NY)) with a literal group size so that each size gets its own unrolled kernel. Expects `act`,

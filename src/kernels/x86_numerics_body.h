@@ -579,48 +579,45 @@ void X86N(muse_x86_vd_iq4_xs)(int64_t n, float *s, const void *vx, const void *v
     *s = X86N(muse_x86_hsum8)(acc);
 }
 
-/* ggml_vec_dot_tq2_0_q8_K (AVX2): per super-block lane l = the exact sum of code * a over the
- * elements with (e % 32) / 4 == l (codes 0..2) minus bsums[2l] + bsums[2l + 1], d = d_a * d_w,
- * acc[l] = fmaf(lane, d, acc[l]) (ggml's mul + add, which GCC contracts into one FMA: checked
- * against the AVX2 build); muse_x86_hsum8 at the end. */
-void X86N(muse_x86_vd_tq2_0)(int64_t n, float *s, const void *vx, const void *vy) {
-    const struct muse_block_tq2_0 *x = vx;
-    const struct muse_block_q8_K *y = vy;
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (int64_t i = 0; i < n / 256; i++) {
-        int32_t lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        for (int e = 0; e < 256; e++) {
-            const int code = (x[i].qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
-            lanes[X86_KLANE(e)] += code * y[i].qs[e];
-        }
-        const float d = y[i].d * muse_fp16_to_fp32(x[i].d);
-        for (int l = 0; l < 8; l++)
-            acc[l] = fmaf((float)(lanes[l] - (y[i].bsums[2 * l] + y[i].bsums[2 * l + 1])), d, acc[l]);
-    }
-    *s = X86N(muse_x86_hsum8)(acc);
+/* The trit / 2-bit code (0..2) of element e of a TQ1_0 / TQ2_0 super-block (quant_ternary.c):
+ * TQ1_0 5 trits per byte of qs[0..31] for elements 0-159, of qs[32..47] for 160-239, 4 per byte of
+ * qh for 240-255, trit n of byte b = ((uint8_t)(b * 3^n) * 3) >> 8; TQ2_0 2 bits per element. */
+static int X86N(tq1_code)(const void *vb, int e) {
+    static const uint8_t pow3[5] = {1, 3, 9, 27, 81};
+    const struct muse_block_tq1_0 *x = vb;
+    const uint8_t b = e < 160 ? x->qs[e % 32] : e < 240 ? x->qs[32 + (e - 160) % 16] : x->qh[(e - 240) % 4];
+    const int t = e < 160 ? e / 32 : e < 240 ? (e - 160) / 16 : (e - 240) / 4;
+    return ((uint16_t)(uint8_t)(b * pow3[t]) * 3) >> 8;
+}
+static int X86N(tq2_code)(const void *vb, int e) {
+    const struct muse_block_tq2_0 *x = vb;
+    return (x->qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
 }
 
-/* ggml_vec_dot_tq1_0_q8_K (AVX2): as TQ2_0 with the base-3 codes of TQ1_0 (5 trits per byte of
- * qs[0..31] for elements 0-159, of qs[32..47] for 160-239, 4 per byte of qh for 240-255; trit n
- * of byte b = ((uint8_t)(b * 3^n) * 3) >> 8). */
-void X86N(muse_x86_vd_tq1_0)(int64_t n, float *s, const void *vx, const void *vy) {
-    static const uint8_t pow3[5] = {1, 3, 9, 27, 81};
-    const struct muse_block_tq1_0 *x = vx;
-    const struct muse_block_q8_K *y = vy;
+/* ggml_vec_dot_tq1_0_q8_K / tq2_0_q8_K (AVX2): per super-block lane l = the exact sum of code * a
+ * over the elements with (e % 32) / 4 == l minus bsums[2l] + bsums[2l + 1], d = d_a * d_w,
+ * acc[l] = fmaf(lane, d, acc[l]) (ggml's mul + add, which GCC contracts into one FMA: checked
+ * against the AVX2 build); muse_x86_hsum8 at the end. The block's d is its last field. */
+static float X86N(ternary_dot)(int64_t n, const void *vx, size_t block_bytes, const struct muse_block_q8_K *y,
+                               int (*code)(const void *, int)) {
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     for (int64_t i = 0; i < n / 256; i++) {
+        const uint8_t *b = (const uint8_t *)vx + i * block_bytes;
         int32_t lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        for (int e = 0; e < 256; e++) {
-            const uint8_t b = e < 160 ? x[i].qs[e % 32] : e < 240 ? x[i].qs[32 + (e - 160) % 16] : x[i].qh[(e - 240) % 4];
-            const int t = e < 160 ? e / 32 : e < 240 ? (e - 160) / 16 : (e - 240) / 4;
-            const int code = ((uint16_t)(uint8_t)(b * pow3[t]) * 3) >> 8;
-            lanes[X86_KLANE(e)] += code * y[i].qs[e];
-        }
-        const float d = y[i].d * muse_fp16_to_fp32(x[i].d);
+        for (int e = 0; e < 256; e++) lanes[X86_KLANE(e)] += code(b, e) * y[i].qs[e];
+        uint16_t dh;
+        memcpy(&dh, b + block_bytes - 2, 2);
+        const float d = y[i].d * muse_fp16_to_fp32(dh);
         for (int l = 0; l < 8; l++)
             acc[l] = fmaf((float)(lanes[l] - (y[i].bsums[2 * l] + y[i].bsums[2 * l + 1])), d, acc[l]);
     }
-    *s = X86N(muse_x86_hsum8)(acc);
+    return X86N(muse_x86_hsum8)(acc);
+}
+void X86N(muse_x86_vd_tq1_0)(int64_t n, float *s, const void *vx, const void *vy) {
+    *s = X86N(ternary_dot)(n, vx, sizeof(struct muse_block_tq1_0), vy, X86N(tq1_code));
+}
+void X86N(muse_x86_vd_tq2_0)(int64_t n, float *s, const void *vx, const void *vy) {
+    *s = X86N(ternary_dot)(n, vx, sizeof(struct muse_block_tq2_0), vy, X86N(tq2_code));
 }
 
 /* ggml_vec_dot_q4_1_q8_1 / q5_1_q8_1 (AVX2): per block lane l = the exact sum of code * a over

@@ -579,6 +579,10 @@ void X86N(muse_x86_vd_iq4_xs)(int64_t n, float *s, const void *vx, const void *v
     *s = X86N(muse_x86_hsum8)(acc);
 }
 
+/* The 2-bit field of element e of a 256-element super-block packed as Q2_K, Q3_K and TQ2_0 pack
+ * their low bits: byte 32 * (e / 128) + e % 32, bits 2 * ((e % 128) / 32). */
+static int X86N(plane2)(const uint8_t *qs, int e) { return (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3; }
+
 /* The trit / 2-bit code (0..2) of element e of a TQ1_0 / TQ2_0 super-block (quant_ternary.c):
  * TQ1_0 5 trits per byte of qs[0..31] for elements 0-159, of qs[32..47] for 160-239, 4 per byte of
  * qh for 240-255, trit n of byte b = ((uint8_t)(b * 3^n) * 3) >> 8; TQ2_0 2 bits per element. */
@@ -591,7 +595,7 @@ static int X86N(tq1_code)(const void *vb, int e) {
 }
 static int X86N(tq2_code)(const void *vb, int e) {
     const struct muse_block_tq2_0 *x = vb;
-    return (x->qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+    return X86N(plane2)(x->qs, e);
 }
 
 /* ggml_vec_dot_tq1_0_q8_K / tq2_0_q8_K (AVX2): per super-block lane l = the exact sum of code * a
@@ -627,16 +631,15 @@ static float X86N(q1_dot)(int64_t n, const void *vx, int five, const struct muse
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, summs = 0.0f;
     for (int64_t ib = 0; ib < n / 32; ib++) {
         uint16_t d, m;
-        const uint8_t *qs, *b;
+        const uint8_t *b;
         uint32_t qh = 0;
         if (five) {
             const struct muse_block_q5_1 *x = (const struct muse_block_q5_1 *)vx + ib;
-            d = x->d, m = x->m, qs = x->qs, qh = muse_rd_le32(x->qh);
+            d = x->d, m = x->m, b = x->qs, qh = muse_rd_le32(x->qh);
         } else {
             const struct muse_block_q4_1 *x = (const struct muse_block_q4_1 *)vx + ib;
-            d = x->d, m = x->m, qs = x->qs;
+            d = x->d, m = x->m, b = x->qs;
         }
-        b = qs;
         const float dd = muse_fp16_to_fp32(d) * muse_fp16_to_fp32(y[ib].d);
         for (int l = 0; l < 8; l++) {
             int32_t t = 0;
@@ -669,7 +672,7 @@ void X86N(muse_x86_vd_q2_K)(int64_t n, float *s, const void *vx, const void *vy)
             acc[l] = fmaf(dmin, (float)((S[2 * l] >> 4) * y[i].bsums[2 * l] + (S[2 * l + 1] >> 4) * y[i].bsums[2 * l + 1]), acc[l]);
         int32_t lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
         for (int e = 0; e < 256; e++) {
-            const int code = (x[i].qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+            const int code = X86N(plane2)(x[i].qs, e);
             lanes[X86_KLANE(e)] += (S[e / 16] & 15) * (code * y[i].qs[e]);
         }
         for (int l = 0; l < 8; l++) acc[l] = fmaf(d, (float)lanes[l], acc[l]);
@@ -690,7 +693,7 @@ void X86N(muse_x86_vd_q3_K)(int64_t n, float *s, const void *vx, const void *vy)
         for (int j = 0; j < 16; j++)
             sc[j] = ((j < 8 ? S[j] & 15 : S[j - 8] >> 4) | ((S[8 + j % 4] >> (2 * (j / 4))) & 3) << 4) - 32;
         for (int e = 0; e < 256; e++) {
-            const int low = (x[i].qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+            const int low = X86N(plane2)(x[i].qs, e);
             const int code = low - ((x[i].hmask[e % 32] >> (e / 32)) & 1 ? 0 : 4);
             lanes[X86_KLANE(e)] += sc[e / 16] * (code * y[i].qs[e]);
         }

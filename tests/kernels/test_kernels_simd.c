@@ -272,9 +272,11 @@ static void test_gemm_type(const struct muse_kernels *k, enum muse_type type) {
         n_sizes = 6;
     }
     if (type == MUSE_TYPE_IQ2_XXS) sizes[n_sizes++] = 140 * 256;  /* past the prefill decode buffer */
-    /* the 512-bit decode paths of Q1_0, MXFP4 (whole groups of 4 blocks) and NVFP4 take rows of up
+    /* the 512-bit decode paths of Q1_0, MXFP4 (whole groups of 4 blocks), NVFP4, IQ1_S and IQ1_M take rows of up
      * to 32768 elements: one size past that, and for MXFP4 a short one they take */
-    if (type == MUSE_TYPE_Q1_0 || type == MUSE_TYPE_MXFP4 || type == MUSE_TYPE_NVFP4) sizes[n_sizes++] = 33280;
+    if (type == MUSE_TYPE_Q1_0 || type == MUSE_TYPE_MXFP4 || type == MUSE_TYPE_NVFP4 || type == MUSE_TYPE_IQ1_S ||
+        type == MUSE_TYPE_IQ1_M)
+        sizes[n_sizes++] = 33280;
     if (type == MUSE_TYPE_MXFP4) sizes[n_sizes++] = 8 * 32;
     const int64_t rows_list[] = {1, 3, 6, 17};
     int cases = 0, failures = 0;

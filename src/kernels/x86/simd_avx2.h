@@ -66,6 +66,51 @@ MUSE_AVX2_INLINE __m512 avx512_i2f(__m512i v) {
 #endif
 }
 
+/* The first n < 64 bytes at p, zero-extended to 64 (a masked load: no access past p + n). */
+MUSE_AVX2_INLINE __m512i avx512_load_bytes(const void *p, int n) {
+#if defined(MUSE_EMULATE_AVX512)
+    _Alignas(64) uint8_t b[64] = {0};
+    memcpy(b, p, (size_t)n);
+    return _mm512_load_si512(b);
+#else
+    return _mm512_maskz_loadu_epi8((__mmask64)((1ull << n) - 1), p);
+#endif
+}
+/* 32 bytes zero-extended to 32 words */
+MUSE_AVX2_INLINE __m512i avx512_u8_to_u16(__m256i v) {
+#if defined(MUSE_EMULATE_AVX512)
+    const __m256i z = _mm256_setzero_si256();
+    const __m256i lo = _mm256_unpacklo_epi8(v, z), hi = _mm256_unpackhi_epi8(v, z); /* per 128-bit half */
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_permute2x128_si256(lo, hi, 0x20)),
+                              _mm256_permute2x128_si256(lo, hi, 0x31), 1);
+#else
+    return _mm512_cvtepu8_epi16(v);
+#endif
+}
+
+/* 8 qwords / 16 dwords of a table at the indices of ix (vpgatherqq / vpgatherdd; SIMDe has no
+ * AVX-512 gathers: scalar loads there). */
+MUSE_AVX2_INLINE __m512i avx512_gather_q(__m512i ix, const uint64_t *table) {
+#if defined(MUSE_EMULATE_AVX512)
+    int64_t i[8], v[8];
+    _mm512_storeu_si512(i, ix);
+    for (int k = 0; k < 8; k++) v[k] = (int64_t)table[i[k]];
+    return _mm512_loadu_si512(v);
+#else
+    return _mm512_i64gather_epi64(ix, (const void *)table, 8);
+#endif
+}
+MUSE_AVX2_INLINE __m512i avx512_gather_d(__m512i ix, const uint32_t *table) {
+#if defined(MUSE_EMULATE_AVX512)
+    int32_t i[16], v[16];
+    _mm512_storeu_si512(i, ix);
+    for (int k = 0; k < 16; k++) v[k] = (int32_t)table[i[k]];
+    return _mm512_loadu_si512(v);
+#else
+    return _mm512_i32gather_epi32(ix, (const void *)table, 4);
+#endif
+}
+
 /* The 512-bit decode paths of 32-element blocks against Q8_0 activations (gemm_fp4.inc MXFP4,
  * gemm_legacy.inc Q5_0 / IQ4_NL): the activation row laid out per group of 4 blocks as
  * [elements 0-15 of blocks 0, 1, 2, 3 | elements 16-31 of blocks 0, 1, 2, 3] (the low and high

@@ -111,6 +111,59 @@ MUSE_AVX2_INLINE __m512i avx512_gather_d(__m512i ix, const uint32_t *table) {
 #endif
 }
 
+/* Zero-extensions of the low 16 / 8 bytes of v to 16 dwords / 8 qwords */
+MUSE_AVX2_INLINE __m512i avx512_u8_to_u32(__m128i v) {
+#if defined(MUSE_EMULATE_AVX512)
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_cvtepu8_epi32(v)), _mm256_cvtepu8_epi32(_mm_srli_si128(v, 8)), 1);
+#else
+    return _mm512_cvtepu8_epi32(v);
+#endif
+}
+MUSE_AVX2_INLINE __m512i avx512_u8_to_u64(__m128i v) {
+#if defined(MUSE_EMULATE_AVX512)
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_cvtepu8_epi64(v)), _mm256_cvtepu8_epi64(_mm_srli_si128(v, 4)), 1);
+#else
+    return _mm512_cvtepu8_epi64(v);
+#endif
+}
+
+/*
+ * The 512-bit decode paths of the grid I-quants (gemm_1bit.inc IQ1_S / IQ1_M, gemm_iquants.inc
+ * IQ2_XXS .. IQ3_S) work on pairs of 32-element groups (64 elements, a zmm of activation codes)
+ * and keep per pair 16 int32 lanes: lanes 0-7 the even group's, 8-15 the odd group's, each lane
+ * 4 elements; per super-block the exact sum of both halves is the AVX2 kernels' 8 lanes.
+ * avx512_pair_ix(words, p): from 32 16-bit grid indices (one per 8 elements of a super-block), the
+ * 8 of pair p as qword indices (vpermw; the mask zeroes the upper 3 words of each qword).
+ */
+MUSE_AVX2_INLINE __m512i avx512_pair_ix(__m512i words, const int p) {
+    const __m512i ix = _mm512_set_epi64(8 * p + 7, 8 * p + 6, 8 * p + 5, 8 * p + 4, 8 * p + 3, 8 * p + 2, 8 * p + 1, 8 * p);
+    return _mm512_maskz_permutexvar_epi16(0x11111111u, ix, words);
+}
+/* dword lane l of pair p <- dword 4p + l / 4 (a scale per 16 elements) or 2p + l / 8 (per 32) of v */
+MUSE_AVX2_INLINE __m512i avx512_pair_scales16(__m512i v, const int p) {
+    const int b = 4 * p;
+    return _mm512_permutexvar_epi32(_mm512_setr_epi32(b, b, b, b, b + 1, b + 1, b + 1, b + 1, b + 2, b + 2, b + 2, b + 2,
+                                                      b + 3, b + 3, b + 3, b + 3), v);
+}
+MUSE_AVX2_INLINE __m512i avx512_pair_scales32(__m512i v, const int p) {
+    const int b = 2 * p;
+    return _mm512_permutexvar_epi32(_mm512_setr_epi32(b, b, b, b, b, b, b, b, b + 1, b + 1, b + 1, b + 1, b + 1, b + 1,
+                                                      b + 1, b + 1), v);
+}
+/* The exact sum of a pair accumulator's halves as 8 floats */
+MUSE_AVX2_INLINE __m256 avx512_pair_lanes_f(__m512i acc) {
+    return _mm256_cvtepi32_ps(_mm256_add_epi32(_mm512_castsi512_si256(acc), _mm512_extracti64x4_epi64(acc, 1)));
+}
+/* dword s (s < 2n for n bytes at p, n <= 8) = 2 x nibble s + 1, nibble s = byte s / 2 >> 4 (s % 2) */
+MUSE_AVX2_INLINE __m512i avx512_nibble_scales(const uint8_t *p, int n) {
+    uint64_t v = 0;
+    memcpy(&v, p, (size_t)n);
+    const __m128i dup = _mm_shuffle_epi8(_mm_cvtsi64_si128((long long)v), _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7));
+    const __m512i x = _mm512_srlv_epi32(_mm512_slli_epi32(avx512_u8_to_u32(dup), 1),
+                                        _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4));
+    return _mm512_ternarylogic_epi32(x, _mm512_set1_epi32(30), _mm512_set1_epi32(1), 0xEA); /* (a & b) | c */
+}
+
 /* The 512-bit decode paths of 32-element blocks against Q8_0 activations (gemm_fp4.inc MXFP4,
  * gemm_legacy.inc Q5_0 / IQ4_NL): the activation row laid out per group of 4 blocks as
  * [elements 0-15 of blocks 0, 1, 2, 3 | elements 16-31 of blocks 0, 1, 2, 3] (the low and high

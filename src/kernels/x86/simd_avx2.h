@@ -150,6 +150,17 @@ MUSE_AVX2_INLINE __m512i avx512_pair_scales32(__m512i v, const int p) {
     return _mm512_permutexvar_epi32(_mm512_setr_epi32(b, b, b, b, b, b, b, b, b + 1, b + 1, b + 1, b + 1, b + 1, b + 1,
                                                       b + 1, b + 1), v);
 }
+/* Per activation row of nb Q8_K blocks: S, the sum of each 4 codes (one int32 per 4 elements,
+ * in element order), into s (unless NULL) and -(S << shift) into ns (64-byte aligned buffers). */
+MUSE_AVX2_INLINE void avx512_q8k_sums4(const struct muse_block_q8_K *a, int64_t nb, int32_t *s, int32_t *ns, int shift) {
+    const __m512i ones = _mm512_set1_epi8(1);
+    for (int64_t ib = 0; ib < nb; ib++)
+        for (int h = 0; h < 4; h++) {
+            const __m512i v = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, _mm512_loadu_si512(a[ib].qs + 64 * h));
+            if (s) _mm512_store_si512(s + 64 * ib + 16 * h, v);
+            _mm512_store_si512(ns + 64 * ib + 16 * h, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(v, (unsigned)shift)));
+        }
+}
 /* The exact sum of a pair accumulator's halves as 8 floats */
 MUSE_AVX2_INLINE __m256 avx512_pair_lanes_f(__m512i acc) {
     return _mm256_cvtepi32_ps(_mm256_add_epi32(_mm512_castsi512_si256(acc), _mm512_extracti64x4_epi64(acc, 1)));

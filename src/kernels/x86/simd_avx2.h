@@ -111,6 +111,15 @@ MUSE_AVX2_INLINE __m512i avx512_gather_d(__m512i ix, const uint32_t *table) {
 #endif
 }
 
+/* The high 16 bits of the unsigned 16-bit products (vpmulhuw; SIMDe lacks the 512-bit form) */
+MUSE_AVX2_INLINE __m512i avx512_mulhi_epu16(__m512i a, __m512i b) {
+#if defined(MUSE_EMULATE_AVX512)
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_mulhi_epu16(_mm512_castsi512_si256(a), _mm512_castsi512_si256(b))),
+                              _mm256_mulhi_epu16(_mm512_extracti64x4_epi64(a, 1), _mm512_extracti64x4_epi64(b, 1)), 1);
+#else
+    return _mm512_mulhi_epu16(a, b);
+#endif
+}
 /* Zero-extensions of the low 16 / 8 bytes of v to 16 dwords / 8 qwords */
 MUSE_AVX2_INLINE __m512i avx512_u8_to_u32(__m128i v) {
 #if defined(MUSE_EMULATE_AVX512)

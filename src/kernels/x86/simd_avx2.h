@@ -138,12 +138,18 @@ MUSE_AVX2_INLINE __m512i avx512_u8_to_u64(__m128i v) {
 
 /*
  * The 512-bit decode paths of the grid I-quants (gemm_1bit.inc IQ1_S / IQ1_M, gemm_iquants.inc
- * IQ2_XXS .. IQ3_S) work on pairs of 32-element groups (64 elements, a zmm of activation codes)
- * and keep per pair 16 int32 lanes: lanes 0-7 the even group's, 8-15 the odd group's, each lane
- * 4 elements; per super-block the exact sum of both halves is the AVX2 kernels' 8 lanes.
- * avx512_pair_ix(words, p): from 32 16-bit grid indices (one per 8 elements of a super-block), the
- * 8 of pair p as qword indices (vpermw; the mask zeroes the upper 3 words of each qword).
+ * IQ2_XXS .. IQ3_S), of Q2_K / Q3_K (gemm_kquants.inc) and TQ1_0 (gemm_1bit.inc) work on pairs of
+ * 32-element groups (64 elements, a zmm of activation codes) and keep per pair 16 int32 lanes:
+ * lanes 0-7 the even group's, 8-15 the odd group's, each lane 4 elements; per super-block the
+ * exact sum of both halves is the AVX2 kernels' 8 lanes.
  */
+/* 16-bit word i of a zmm (i < 32) set to the constant f(i) */
+#define AVX512_WORDS(f)                                                                                      \
+    _mm512_set_epi16(f(31), f(30), f(29), f(28), f(27), f(26), f(25), f(24), f(23), f(22), f(21), f(20), f(19), \
+                     f(18), f(17), f(16), f(15), f(14), f(13), f(12), f(11), f(10), f(9), f(8), f(7), f(6), f(5),  \
+                     f(4), f(3), f(2), f(1), f(0))
+/* From 32 16-bit grid indices (one per 8 elements of a super-block), the 8 of pair p as qword
+ * indices (vpermw; the mask zeroes the upper 3 words of each qword). */
 MUSE_AVX2_INLINE __m512i avx512_pair_ix(__m512i words, const int p) {
     const __m512i ix = _mm512_set_epi64(8 * p + 7, 8 * p + 6, 8 * p + 5, 8 * p + 4, 8 * p + 3, 8 * p + 2, 8 * p + 1, 8 * p);
     return _mm512_maskz_permutexvar_epi16(0x11111111u, ix, words);

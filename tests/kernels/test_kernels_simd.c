@@ -272,11 +272,12 @@ static void test_gemm_type(const struct muse_kernels *k, enum muse_type type) {
         n_sizes = 6;
     }
     if (type == MUSE_TYPE_IQ2_XXS) sizes[n_sizes++] = 140 * 256;  /* past the prefill decode buffer */
-    /* the 512-bit decode paths with stack buffers (Q1_0, MXFP4 in whole groups of 4 blocks, NVFP4,
-     * IQ1_S, IQ1_M, Q3_K, Q4_1, Q5_1) take rows of up to 32768 elements: one size past that, and
+    /* the decode paths with stack buffers (Q1_0, MXFP4 in whole groups of 4 blocks, NVFP4, IQ1_S,
+     * IQ1_M, Q3_K, IQ4_XS, Q4_1, Q5_1) take rows of up to 32768 elements: one size past that, and
      * for MXFP4 a short one they take */
-    static const enum muse_type bounded[] = {MUSE_TYPE_Q1_0,  MUSE_TYPE_MXFP4, MUSE_TYPE_NVFP4, MUSE_TYPE_IQ1_S,
-                                             MUSE_TYPE_IQ1_M, MUSE_TYPE_Q3_K,  MUSE_TYPE_Q4_1,  MUSE_TYPE_Q5_1};
+    static const enum muse_type bounded[] = {MUSE_TYPE_Q1_0, MUSE_TYPE_MXFP4,  MUSE_TYPE_NVFP4, MUSE_TYPE_IQ1_S,
+                                             MUSE_TYPE_IQ1_M, MUSE_TYPE_Q3_K, MUSE_TYPE_IQ4_XS, MUSE_TYPE_Q4_1,
+                                             MUSE_TYPE_Q5_1};
     for (size_t bi = 0; bi < sizeof bounded / sizeof bounded[0]; bi++)
         if (type == bounded[bi]) sizes[n_sizes++] = 33280;
     if (type == MUSE_TYPE_MXFP4) sizes[n_sizes++] = 8 * 32;

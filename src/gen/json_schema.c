@@ -12,6 +12,7 @@
 
 #define MAX_DEPTH 128   /* nested schemas */
 #define MAX_REP 2000    /* the GBNF parser's repetition limit */
+#define MAX_COUNT 100000 /* the largest minItems / maxItems / minLength / maxLength accepted */
 
 /* ---- the rule set ------------------------------------------------------------------------ */
 
@@ -443,8 +444,14 @@ static bool get_count(struct conv *c, const cJSON *s, const char *key, long long
     const cJSON *x = get(s, key);
     *out = def;
     if (!x) return true;
-    if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble != floor(x->valuedouble) || x->valuedouble > 1e9) {
+    if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble != floor(x->valuedouble)) {
         cfail(c, MUSE_ERR_FORMAT, path, "'%s' must be a non-negative integer", key);
+        return false;
+    }
+    /* a count past the limit would take a chain of count / 2000 rules (and as many expansions in
+     * the parser): seconds of work for an untrusted schema (found by fuzz_json_schema) */
+    if (x->valuedouble > MAX_COUNT) {
+        cfail(c, MUSE_ERR_UNSUPPORTED, path, "'%s' %.0f is more than muse's limit of %d", key, x->valuedouble, MAX_COUNT);
         return false;
     }
     *out = (long long)x->valuedouble;

@@ -176,6 +176,13 @@ MUSE_AVX2_INLINE void avx512_q8k_sums4(const struct muse_block_q8_K *a, int64_t 
             _mm512_store_si512(ns + 64 * ib + 16 * h, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(v, (unsigned)shift)));
         }
 }
+/* Two 16-byte blocks of nibble codes y = [A | B] as 64 codes [A low nibbles | A high | B low |
+ * B high] (elements 0-31 of each block in order) */
+MUSE_AVX2_INLINE __m512i avx512_nibbles2(__m256i y) {
+    const __m256i m4 = _mm256_set1_epi8(15);
+    return _mm512_permutex2var_epi64(_mm512_castsi256_si512(_mm256_and_si256(y, m4)), _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11),
+                                     _mm512_castsi256_si512(_mm256_and_si256(_mm256_srli_epi16(y, 4), m4)));
+}
 /* The exact sum of a pair accumulator's halves as 8 floats */
 MUSE_AVX2_INLINE __m256 avx512_pair_lanes_f(__m512i acc) {
     return _mm256_cvtepi32_ps(_mm256_add_epi32(_mm512_castsi512_si256(acc), _mm512_extracti64x4_epi64(acc, 1)));

@@ -47,6 +47,16 @@ void muse_x86_swiglu(float *y, const float *g, const float *u, int64_t n) {
     }
     for (int64_t i = 0; i < n; i++) y[i] = muse_x86_silu(g[i]) * u[i];
 }
+int32_t muse_rms_sums_avx2(const float *x, int64_t stride, int32_t n_rows, int64_t n, double *sums);
+void muse_rms_sums(const float *x, int64_t stride, int32_t n_rows, int64_t n, double *sums) {
+    const int32_t done = have_avx2() ? muse_rms_sums_avx2(x, stride, n_rows, n, sums) : 0;
+    for (int32_t r = done; r < n_rows; r++) {
+        const float *v = x + (size_t)r * (size_t)stride;
+        double sum = 0.0;
+        for (int64_t i = 0; i < n; i++) sum += (double)(v[i] * v[i]);
+        sums[r] = sum;
+    }
+}
 float muse_x86_hsum8(const float l[8]) { return muse_x86_hsum8_generic(l); }
 float muse_x86_dot_tinyblas(int64_t n, const float *x, const float *y) {
     return have_fma() ? muse_x86_dot_tinyblas_fma(n, x, y) : muse_x86_dot_tinyblas_generic(n, x, y);

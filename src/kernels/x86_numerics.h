@@ -138,3 +138,12 @@ muse_vec_dot_fn muse_x86_vec_dot(enum muse_type type);
  * Q8_0/Q8_1, the reference from_float otherwise.
  */
 muse_from_float_fn muse_x86_act_from_float(enum muse_type act_type);
+
+/*
+ * The sums of ggml's rms_norm (generic C: sum += (double)(x[i] * x[i]) in increasing i) of n_rows
+ * rows of n floats, row r at x + r * stride: sums[r]. Not x86 arithmetic, but its fast build lives
+ * here: with AVX2, 8 or 16 rows side by side, one double lane per row (each lane is that row's
+ * chain of additions in the same order, so the same bits as the scalar loop, 4-8x faster: the
+ * scalar loop waits on one addition's latency per element).
+ */
+void muse_rms_sums(const float *x, int64_t stride, int32_t n_rows, int64_t n, double *sums);

@@ -109,34 +109,60 @@ void muse_run_state_free(struct muse_run_state *rs) {
 
 // ---- elementwise ops (ggml CPU numerics) --------------------------------------------------------
 
-/* y = x / sqrt(mean(x^2) + eps); y may alias x. */
-static void rms_norm(const float *x, float *y, int64_t n, float eps) {
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
-    const float mean = (float)(sum / (double)n);
-    const float scale = 1.0f / sqrtf(mean + eps);
-    for (int64_t i = 0; i < n; i++) y[i] = x[i] * scale;
-}
+/* The elementwise loops below go by 8 (a fixed inner count, which GCC's -O2 vectorizer takes;
+ * it leaves loops of unknown length scalar); distinct arrays are restrict. Same bits. */
 
 /* y *= w elementwise. */
-static void mul(float *y, const float *w, int64_t n) {
-    for (int64_t i = 0; i < n; i++) y[i] = y[i] * w[i];
+static void mul(float *restrict y, const float *restrict w, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) y[i + j] = y[i + j] * w[i + j];
+    for (; i < n; i++) y[i] = y[i] * w[i];
 }
 
 /* y += x elementwise. */
-static void add(float *y, const float *x, int64_t n) {
-    for (int64_t i = 0; i < n; i++) y[i] = y[i] + x[i];
+static void add(float *restrict y, const float *restrict x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) y[i + j] = y[i + j] + x[i + j];
+    for (; i < n; i++) y[i] = y[i] + x[i];
 }
 
-static void scale(float *y, float s, int64_t n) {
-    for (int64_t i = 0; i < n; i++) y[i] = y[i] * s;
+/* y = x * s (y == x, or another array). */
+static void scale_into(float *y, const float *x, float s, int64_t n) {
+    if (y == x) {
+        int64_t i = 0;
+        for (; i + 8 <= n; i += 8)
+            for (int j = 0; j < 8; j++) y[i + j] = y[i + j] * s;
+        for (; i < n; i++) y[i] = y[i] * s;
+        return;
+    }
+    float *restrict yo = y;
+    const float *restrict xo = x;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) yo[i + j] = xo[i + j] * s;
+    for (; i < n; i++) yo[i] = xo[i] * s;
 }
 
-/* rows of x [n_rows][n] -> y, each rms-normed with eps and multiplied by the weight w [n]. */
-static void rms_norm_rows(const float *x, float *y, int32_t n_rows, int64_t n, float eps, const float *w) {
-    for (int32_t r = 0; r < n_rows; r++) {
-        rms_norm(x + (size_t)r * n, y + (size_t)r * n, n, eps);
-        if (w) mul(y + (size_t)r * n, w, n);
+/* n_rows rows of n (row r at x + r xs) -> y (row r at y + r ys; y may alias x): y = x / sqrt(mean(x^2)
+ * + eps), then * w if w, as ggml's rms_norm (the sum of x*x in double, in element order) and mul.
+ * The sums of up to 64 rows at a time side by side (muse_rms_sums: each row's own chain of
+ * additions, the same bits as one row at a time). */
+static void rms_norm_rows(const float *x, int64_t xs, float *y, int64_t ys, int32_t n_rows, int64_t n, float eps,
+                          const float *w) {
+    double sums[64];
+    for (int32_t r0 = 0; r0 < n_rows; r0 += 64) {
+        const int32_t nr = n_rows - r0 < 64 ? n_rows - r0 : 64;
+        muse_rms_sums(x + (size_t)r0 * (size_t)xs, xs, nr, n, sums);
+        for (int32_t r = 0; r < nr; r++) {
+            const float mean = (float)(sums[r] / (double)n);
+            const float s = 1.0f / sqrtf(mean + eps);
+            const float *xr = x + (size_t)(r0 + r) * (size_t)xs;
+            float *yr = y + (size_t)(r0 + r) * (size_t)ys;
+            scale_into(yr, xr, s, n);
+            if (w) mul(yr, w, n);
+        }
     }
 }
 
@@ -258,21 +284,23 @@ static void observe(const struct fwd *f, uint32_t il) {
     if (a->trace) barrier(f);
 }
 
+/* y = rms(x, eps) (* w) on this thread's rows of [n][n_embd] (FOR_OWN_ROWS': every nth row). */
+static void norm_own_rows(const struct fwd *f, const float *x, float *y, int32_t n, float eps, const float *w) {
+    const int64_t n_embd = f->hp->n_embd, step = (int64_t)f->nth * n_embd;
+    const int32_t own = n > f->ith ? (n - 1 - f->ith) / f->nth + 1 : 0;
+    rms_norm_rows(x + (size_t)f->ith * n_embd, step, y + (size_t)f->ith * n_embd, step, own, n_embd, eps, w);
+}
+
 /* h = rms(x, eps) * w on this thread's rows (the rows it converts for the next matmul). */
 static void pre_norm(const struct fwd *f, const float *w) {
-    const int64_t n_embd = f->hp->n_embd;
-    FOR_OWN_ROWS(f, r, f->a->n_tokens)
-        rms_norm_rows(f->rs->x + (size_t)r * n_embd, f->rs->h + (size_t)r * n_embd, 1, n_embd, f->hp->f_norm_rms_eps, w);
+    norm_own_rows(f, f->rs->x, f->rs->h, f->a->n_tokens, f->hp->f_norm_rms_eps, w);
 }
 
 /* x += rms(o, post-norm eps 1e-8) * w on this thread's rows. */
 static void add_post_norm(const struct fwd *f, const float *w) {
     const int64_t n_embd = f->hp->n_embd;
-    FOR_OWN_ROWS(f, r, f->a->n_tokens) {
-        float *o = f->rs->o + (size_t)r * n_embd;
-        rms_norm_rows(o, o, 1, n_embd, f->hp->f_post_norm_eps, w);
-        add(f->rs->x + (size_t)r * n_embd, o, n_embd);
-    }
+    norm_own_rows(f, f->rs->o, f->rs->o, f->a->n_tokens, f->hp->f_post_norm_eps, w);
+    FOR_OWN_ROWS(f, r, f->a->n_tokens) add(f->rs->x + (size_t)r * n_embd, f->rs->o + (size_t)r * n_embd, n_embd);
 }
 
 // ---- the blocks ----------------------------------------------------------------------------------
@@ -293,10 +321,10 @@ static void embed_tokens(const struct fwd *f) {
             const uint8_t *row = (const uint8_t *)te->data + (size_t)f->a->tokens[r] * te->row_size;
             muse_type_traits[te->type].to_float(row, xr, n_embd);
         }
-        rms_norm(xr, xr, n_embd, hp->f_norm_rms_eps);
         rope_angles((float)f->a->pos[r], (int32_t)hp->n_rot_swa, hp->rope_freq_base_swa, hp->rope_freq_scale_swa,
                     rope_cos(f, r), rope_sin(f, r));
     }
+    norm_own_rows(f, f->rs->x, f->rs->x, f->a->n_tokens, hp->f_norm_rms_eps, NULL);
 }
 
 /* The Q, K, V projections of h into rs->q/k/v ([n][n_q], [n][n_k], [n][n_v]) as matmul jobs: three
@@ -346,15 +374,13 @@ static void attention_block(const struct fwd *f, uint32_t il) {
      * shared out one by one (decode has a single row), K/V by row. */
     int64_t i0, i1;
     share(f, (int64_t)n * n_head, &i0, &i1);
-    for (int64_t it = i0; it < i1; it++) {
-        const int32_t r = (int32_t)(it / n_head);
-        float *qh = rs->q + (size_t)it * hd; /* row r, head it % n_head */
-        rms_norm_rows(qh, qh, 1, hd, eps, l->attn_q_norm.data);
-        if (swa) rope_apply(qh, 1, hd, n_rot, rope_cos(f, r), rope_sin(f, r));
-    }
+    rms_norm_rows(rs->q + (size_t)i0 * hd, hd, rs->q + (size_t)i0 * hd, hd, (int32_t)(i1 - i0), hd, eps,
+                  l->attn_q_norm.data); /* the heads of the share are consecutive vectors */
+    for (int64_t it = i0; it < i1 && swa; it++) /* row it / n_head, head it % n_head */
+        rope_apply(rs->q + (size_t)it * hd, 1, hd, n_rot, rope_cos(f, (int32_t)(it / n_head)), rope_sin(f, (int32_t)(it / n_head)));
     FOR_OWN_ROWS(f, r, n) {
         float *kr = rs->k + (size_t)r * n_k;
-        rms_norm_rows(kr, kr, n_head_kv, hd, eps, l->attn_k_norm.data);
+        rms_norm_rows(kr, hd, kr, hd, n_head_kv, hd, eps, l->attn_k_norm.data);
         if (swa) rope_apply(kr, n_head_kv, hd, n_rot, rope_cos(f, r), rope_sin(f, r));
         muse_kv_cache_store(f->kv, il, f->a->pos[r], kr, rs->v + (size_t)r * n_v);
     }
@@ -421,16 +447,17 @@ static void output_head(const struct fwd *f) {
     if (n_out <= 0) return;
     barrier(f); /* the head's rows are counted from `first`: their owners differ from the layers' */
     float *h = rs->h + (size_t)first * n_embd;
-    FOR_OWN_ROWS(f, r, n_out)
-        rms_norm_rows(rs->x + (size_t)(first + r) * n_embd, h + (size_t)r * n_embd, 1, n_embd, hp->f_norm_rms_eps,
-                      w->output_norm.data);
+    const int64_t step = (int64_t)f->nth * n_embd;
+    const int32_t own = n_out > f->ith ? (n_out - 1 - f->ith) / f->nth + 1 : 0;
+    rms_norm_rows(rs->x + (size_t)(first + f->ith) * n_embd, step, h + (size_t)f->ith * n_embd, step, own, n_embd,
+                  hp->f_norm_rms_eps, w->output_norm.data);
     float *y = f->a->logits; /*                                             [n_out][n_vocab] */
     const struct muse_matmul_job out = {w->output, y, w->has_output_scale, w->output_scale, NULL};
     matmuls(f, &out, 1, h, n_out);
     barrier(f);
     int64_t i0, i1;
     share(f, (int64_t)n_out * n_vocab, &i0, &i1);
-    scale(y + i0, hp->f_logit_scale, i1 - i0);
+    scale_into(y + i0, y + i0, hp->f_logit_scale, i1 - i0);
     const float cap = hp->f_final_logit_softcapping;
     if (cap != 0.0f) {
         const float inv = 1.0f / cap;

@@ -8,6 +8,7 @@
  * - the x86 lane orders really differ from ggml's generic order on some rows (so the test would
  *   notice a dispatch that silently fell back to vec_dot_ref);
  * - the softmax helper: exps and a denominator equal to their sum;
+ * - rms_norm's sums of many rows side by side: the scalar loop's bits;
  * - the KV-row widening: the reference values for every F16 bit pattern.
  */
 #include <math.h>
@@ -189,6 +190,28 @@ static void test_swiglu(void) {
     TEST_CONDF(bad_alias == 0, "swiglu in place: %d values differ", bad_alias);
 }
 
+/* muse_rms_sums equals the scalar loop of ggml's rms_norm bit for bit: any row count (the 16- and
+ * 8-row groups and the rows left over), every column tail, a row stride wider than the row, and
+ * values over a wide range of magnitudes (where the order of the double additions shows). */
+static void test_rms_sums(void) {
+    enum { ROWS = 45, N = 203, STRIDE = 211 };
+    float *x = malloc(sizeof(float) * ROWS * STRIDE);
+    double sums[ROWS];
+    int bad = 0;
+    for (int rep = 0; rep < 12; rep++) {
+        for (int i = 0; i < ROWS * STRIDE; i++) x[i] = kr_float() * ldexpf(1.0f, (int)(kr_float() * 40.0f));
+        const int n_rows = ROWS - 3 * rep, n = N - rep; /* 45 .. 12 rows, tails 0..7 */
+        muse_rms_sums(x, STRIDE, n_rows, n, sums);
+        for (int r = 0; r < n_rows; r++) {
+            double want = 0.0;
+            for (int i = 0; i < n; i++) want += (double)(x[r * STRIDE + i] * x[r * STRIDE + i]);
+            bad += memcmp(&want, &sums[r], sizeof want) != 0;
+        }
+    }
+    TEST_CONDF(bad == 0, "rms sums: %d rows differ from the scalar loop", bad);
+    free(x);
+}
+
 /* The KV-row widening equals to_float for every F16 bit pattern muse can store (subnormals, inf
  * and quiet NaN included; the F16C instruction quiets a signaling NaN, which muse_fp32_to_fp16
  * never produces). */
@@ -225,6 +248,7 @@ int main(void) {
     test_quant_dot(MUSE_TYPE_Q6_K, muse_x86_vd_q6_K_generic, muse_x86_vd_q6_K_fma, NULL, fma, avx2);
     test_softmax();
     test_swiglu();
+    test_rms_sums();
     test_kv_to_float();
     return TEST_REPORT();
 }

@@ -78,10 +78,15 @@ MUSE_AVX2_INLINE void tile_pack(const struct tile_cfg c, tile_decode_fn dec, int
     const int64_t nfb = n / c.fbe;
     struct tile_row tr[PW], big[PW]; /* big: whole weight blocks (c.sub > 1) */
     for (int r = nr; r < PW; r++) memset(&tr[r], 0, sizeof tr[r]);
-    const __m256i off = _mm256_set1_epi8((char)c.o);
+    const __m256i off = _mm256_set1_epi8((char)(c.ps ? 0 : c.o));
     for (int64_t fb = 0; fb < nfb; fb++) {
         uint8_t *rec = pan + fb * L.rec;
-        for (int r = 0; r < nr; r++) td_float_block(c, dec, w + r * ws, fb, &big[r], &tr[r]);
+        for (int r = 0; r < nr; r++) {
+            td_float_block(c, dec, w + r * ws, fb, &big[r], &tr[r]);
+            for (int gi = 0; gi < c.fbe / c.ps && c.ps; gi++) /* c = v s_g + o (a byte; off is 0) */
+                for (int e = gi * c.ps; e < (gi + 1) * c.ps && c.ps; e++)
+                    tr[r].v[e] = (int8_t)(uint8_t)(tr[r].v[e] * tr[r].s[gi] + c.o);
+        }
         for (int j = 0; j < c.fbe / 32; j++)
             for (int half = 0; half < 2; half++) { /* rows 0-7, then 8-15: the two 32-byte halves */
                 __m256i x[8];
@@ -313,16 +318,35 @@ MUSE_AVX2_INLINE bool tile_gemm(const struct tile_cfg c, tile_decode_fn dec, int
     return true;
 }
 
+/*
+ * The pre-scaled packing (tile_cfg.ps) of the types whose value x group scale fits a byte with an
+ * offset: Q2_K (v 0..3, s 0..15: 0..45, offset 0) and Q3_K (v -4..3, s -32..31: -124..128, offset
+ * 127). The packing stores c = v s_g + o, and the kernel runs the float block as one scale-1
+ * group: its exact int32 sum minus o A is sum_g s_g sum v a, the very integer the grouped form
+ * computes, so the same bits, without a vpmulld + vpaddd per group of 16 (or -1: not used).
+ */
+#define TILE_PRESCALE_O(T) (MUSE_TYPE_##T == MUSE_TYPE_Q2_K ? 0 : MUSE_TYPE_##T == MUSE_TYPE_Q3_K ? 127 : -1)
+
+MUSE_AVX2_INLINE struct tile_cfg tile_prescaled(struct tile_cfg c, const int o) {
+    if (o < 0) return c;
+    c.ps = c.g;
+    c.g = 32;
+    c.o = o;
+    c.s1 = 1;
+    c.cmax = 255;
+    return c;
+}
+
 #define TILE_DEFINE(T, t, FBE, G, O, CMAX, MINS, S1)                                                               \
     static void td_##t##_fn(const uint8_t *blk, struct tile_row *r) { tdx_##t(blk, r); }                          \
     bool muse_tile_gemm_##t##_avx512(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *xp,          \
                                      size_t xps, int n_act, float *out, int64_t os, void *scratch,                 \
                                      size_t scratch_bytes) {                                                       \
-        const struct tile_cfg c = TILE_CFG(T, t, FBE, G, O, CMAX, MINS, S1);                                        \
+        const struct tile_cfg c = tile_prescaled(TILE_CFG(T, t, FBE, G, O, CMAX, MINS, S1), TILE_PRESCALE_O(T));    \
         return tile_gemm(c, td_##t##_fn, n, w, ws, n_rows, xp, xps, n_act, out, os, scratch, scratch_bytes);       \
     }                                                                                                              \
     size_t muse_tile_panel_bytes_##t##_avx512(int64_t n) {                                                         \
-        const struct tile_cfg c = TILE_CFG(T, t, FBE, G, O, CMAX, MINS, S1);                                        \
+        const struct tile_cfg c = tile_prescaled(TILE_CFG(T, t, FBE, G, O, CMAX, MINS, S1), TILE_PRESCALE_O(T));    \
         return 2 * (size_t)(n / FBE) * (size_t)tile_layout(c).rec; /* two panels */                                \
     }
 

@@ -48,14 +48,17 @@ struct tile_row {
  *          each group's exact int32 sum G_g (offset removed) is finished in float, per float
  *          block T = cvt(G_0) dg_0, T = fma(cvt(G_1), dg_1, T), then acc = fma(T, d_a, acc), the
  *          same operations in both kernels (TILE_FGS in kernels_isa.h)
+ *   ps     0, or (the AVX-512 packing's pre-scaled form, tile_prescaled in gemm_tiles_avx512.c)
+ *          the group size g of the scales that the packing multiplied into the codes,
+ *          c = v * s_g + o: the kernel then runs s1 (no per-group multiply)
  */
 struct tile_cfg {
-    int fbe, g, o, cmax, mins, s1, bpb, sub, fgs;
+    int fbe, g, o, cmax, mins, s1, bpb, sub, fgs, ps;
 };
 
 /* The packing of type T (MUSE_TILE_TYPES' fields) */
 #define TILE_CFG(T, t, FBE, G, O, CMAX, MINS, S1) \
-    ((struct tile_cfg){FBE, G, O, CMAX, MINS, S1, (int)sizeof(struct muse_block_##t), TILE_SUB(T), TILE_FGS(T)})
+    ((struct tile_cfg){FBE, G, O, CMAX, MINS, S1, (int)sizeof(struct muse_block_##t), TILE_SUB(T), TILE_FGS(T), 0})
 
 typedef void (*tile_decode_fn)(const uint8_t *blk, struct tile_row *r);
 

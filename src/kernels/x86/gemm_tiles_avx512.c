@@ -47,7 +47,7 @@ MUSE_AVX2_INLINE struct tile_lay tile_layout(const struct tile_cfg c) {
     l.dv = l.scal + (c.s1 ? 0 : (c.fbe / c.g) * 64);      /* int32 scale per row and group */
     l.mv = l.dv + (c.fgs ? c.fbe / c.g : 1) * 64; /* d, or the float scale of each group (fgs) */
     l.offp = l.mv + (c.mins ? 64 : 0);
-    l.minp = l.offp + (c.o && !c.s1 ? (c.fbe / 32) * 64 : 0);
+    l.minp = l.offp; /* (no offset planes: the sums start from -o A, tile_offsets) */
     l.rec = l.minp + (c.mins ? (c.fbe / 32) * 64 : 0);
     return l;
 }
@@ -106,13 +106,6 @@ MUSE_AVX2_INLINE void tile_pack(const struct tile_cfg c, tile_decode_fn dec, int
             if (c.mins) mv[r] = tr[r].m;
             for (int gi = 0; gi < c.fbe / c.g && c.fgs; gi++) dv[PW * gi + r] = tr[r].dg[gi];
         }
-        for (int jj = 0; jj < c.fbe / 32 && c.o && !c.s1; jj++) { /* (-o s, -o s) of the two 16-units */
-            int16_t *ov = (int16_t *)(void *)(rec + L.offp + jj * 64);
-            for (int r = 0; r < PW; r++) {
-                ov[2 * r] = (int16_t)(-c.o * tr[r].s[(32 * jj) / c.g]);
-                ov[2 * r + 1] = (int16_t)(-c.o * tr[r].s[(32 * jj + 16) / c.g]);
-            }
-        }
         for (int jj = 0; jj < c.fbe / 32 && c.mins; jj++) {
             int16_t *mp = (int16_t *)(void *)(rec + L.minp + jj * 64);
             for (int r = 0; r < PW; r++) {
@@ -167,8 +160,8 @@ MUSE_AVX2_INLINE void tile_steps(const struct tile_cfg c, const uint8_t *const *
  * per 12 vpdpbusd instead of 9 per 8). Every output element sees the same operations in the same
  * order for any P and NY (exact integer sums, then one FMA per float block). */
 MUSE_AVX2_INLINE void tile_run(const struct tile_cfg c, int64_t n, const uint8_t *const *pan, const int8_t *const *a,
-                               const int16_t *const *gs, const float *const *da, const int P, const int NY,
-                               __m512 acc[2][NY_MAX]) {
+                               const int16_t *const *gs, const float *const *da, const int32_t *const *oa, const int P,
+                               const int NY, __m512 acc[2][NY_MAX]) {
     const struct tile_lay L = tile_layout(c);
     const int64_t nfb = n / c.fbe;
     for (int64_t fb = 0; fb < nfb; fb++) {
@@ -208,7 +201,7 @@ MUSE_AVX2_INLINE void tile_run(const struct tile_cfg c, int64_t n, const uint8_t
         TILE_UNROLL
         for (int p = 0; p < P; p++)
             TILE_UNROLL
-            for (int r = 0; r < NY; r++) Isum[p][r] = _mm512_setzero_si512();
+            for (int r = 0; r < NY; r++) Isum[p][r] = c.o && c.s1 ? _mm512_set1_epi32(oa[r][fb]) : _mm512_setzero_si512();
         for (int gi = 0; gi < c.fbe / c.g; gi++) {
             const int64_t eg = e0 + (int64_t)gi * c.g;
             if (c.s1) { /* every group scale is 1: the steps add into the block's sums directly */
@@ -219,7 +212,7 @@ MUSE_AVX2_INLINE void tile_run(const struct tile_cfg c, int64_t n, const uint8_t
             TILE_UNROLL
             for (int p = 0; p < P; p++)
                 TILE_UNROLL
-                for (int r = 0; r < NY; r++) Gsum[p][r] = _mm512_setzero_si512();
+                for (int r = 0; r < NY; r++) Gsum[p][r] = c.o ? _mm512_set1_epi32(oa[r][eg / c.g]) : _mm512_setzero_si512();
             tile_steps(c, pan, L, fb, gi, a, eg, P, NY, Gsum);
             TILE_UNROLL
             for (int p = 0; p < P; p++) {
@@ -231,12 +224,6 @@ MUSE_AVX2_INLINE void tile_run(const struct tile_cfg c, int64_t n, const uint8_t
         TILE_UNROLL
         for (int p = 0; p < P; p++) {
             const uint8_t *rec = pan[p] + fb * L.rec;
-            if (c.o)
-                for (int jj = 0; jj < c.fbe / 32; jj++) {
-                    const __m512i ov = c.s1 ? _mm512_set1_epi16((short)-c.o) : _mm512_loadu_si512((const void *)(rec + L.offp + jj * 64));
-                    TILE_UNROLL
-                    for (int r = 0; r < NY; r++) Isum[p][r] = _mm512_dpwssd_epi32(Isum[p][r], ov, tile_bcast4(gs[r] + e0 / 16 + 2 * jj));
-                }
             const __m512 dv = _mm512_loadu_ps((const void *)(rec + L.dv));
             TILE_UNROLL
             for (int r = 0; r < NY; r++)
@@ -259,13 +246,40 @@ MUSE_AVX2_INLINE void tile_run(const struct tile_cfg c, int64_t n, const uint8_t
     }
 }
 
+/* The offset unit: the elements whose -o A one sum starts from (a group, or the scale-1 types' float block). */
+#define TILE_OU(c) ((c).s1 ? (c).fbe : (c).g)
+
+/* t[u] = -o A_u for the n / TILE_OU(c) units of an activation row (gs: its 16-element sums). The
+ * kernel's integer sums start from these instead of 0, which removes the offset's vpdpwssd per 32
+ * elements and the clearing per group on every accumulator (the same integers: -o s_g A_g is
+ * what that vpdpwssd added). */
+MUSE_AVX2_INLINE void tile_offsets(const struct tile_cfg c, int64_t n, const int16_t *gs, int32_t *t) {
+    const int U = TILE_OU(c);
+    const int64_t n16 = n / 16;
+    int64_t i = 0;
+    if (U == 16) {
+        for (; i + 16 <= n16; i += 16)
+            _mm512_storeu_si512((void *)(t + i), _mm512_mullo_epi32(_mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)(gs + i))),
+                                                                    _mm512_set1_epi32(-c.o)));
+    } else if (U == 32) {
+        for (; i + 32 <= n16; i += 32)
+            _mm512_storeu_si512((void *)(t + i / 2), _mm512_madd_epi16(_mm512_loadu_si512((const void *)(gs + i)), _mm512_set1_epi16((short)-c.o)));
+    }
+    for (; i < n16; i += U / 16) {
+        int32_t A = 0;
+        for (int u = 0; u < U / 16; u++) A += gs[i + u];
+        t[i / (U / 16)] = -c.o * A;
+    }
+}
+
 /* P panels against the NY activation rows at xa (xps bytes apart); the nr[p] valid columns of
  * each to the output rows at out (os floats apart). */
 MUSE_AVX2_INLINE void tile_rows(const struct tile_cfg c, int64_t n, const uint8_t *const *pan, const char *xa, size_t xps,
-                                const int P, const int NY, const int *nr, float *out, int64_t os) {
+                                const int P, const int NY, const int *nr, float *out, int64_t os, int32_t *ot) {
     const int8_t *a[NY_MAX];
     const int16_t *gs[NY_MAX];
     const float *da[NY_MAX];
+    const int32_t *oa[NY_MAX];
     __m512 acc[2][NY_MAX];
     TILE_UNROLL
     for (int r = 0; r < NY; r++) {
@@ -273,9 +287,11 @@ MUSE_AVX2_INLINE void tile_rows(const struct tile_cfg c, int64_t n, const uint8_
         a[r] = (const int8_t *)row;
         gs[r] = (const int16_t *)(const void *)(row + n);
         da[r] = (const float *)(const void *)(row + n + n / 8);
+        oa[r] = ot + (size_t)r * (size_t)(n / 16);
+        if (c.o && !c.fgs) tile_offsets(c, n, gs[r], ot + (size_t)r * (size_t)(n / 16));
         acc[0][r] = acc[1][r] = _mm512_setzero_ps();
     }
-    tile_run(c, n, pan, a, gs, da, P, NY, acc);
+    tile_run(c, n, pan, a, gs, da, oa, P, NY, acc);
     TILE_UNROLL
     for (int p = 0; p < P; p++)
         TILE_UNROLL
@@ -293,8 +309,11 @@ MUSE_AVX2_INLINE void tile_rows(const struct tile_cfg c, int64_t n, const uint8_
 
 #define NY_PAIR 6 /* activation rows per pass with two panels */
 
+/* The scratch of the offset tables of a pass's activation rows (after the two panels). */
+static inline size_t tile_offset_bytes(int64_t n) { return (size_t)NY_MAX * (size_t)(n / 16) * sizeof(int32_t); }
+
 /* tile_rows for a group of NY activation rows of MUSE_AVX2_ROW_GROUPS_WITH (a, o: its first row) */
-#define TILE_ROWS(P, NY) tile_rows(c, n, pan, a, act_stride, P, NY, nr, o + i0, out_stride)
+#define TILE_ROWS(P, NY) tile_rows(c, n, pan, a, act_stride, P, NY, nr, o + i0, out_stride, ot)
 
 MUSE_AVX2_INLINE bool tile_gemm(const struct tile_cfg c, tile_decode_fn dec, int64_t n, const void *w, size_t ws,
                                 int64_t n_rows, const void *act, size_t act_stride, int n_act, float *out,
@@ -302,8 +321,9 @@ MUSE_AVX2_INLINE bool tile_gemm(const struct tile_cfg c, tile_decode_fn dec, int
     if (n % c.fbe != 0) return false;
     const struct tile_lay L = tile_layout(c);
     const size_t pb = (size_t)(n / c.fbe) * (size_t)L.rec; /* one panel (a multiple of 64 bytes) */
-    if (2 * pb > scratch_bytes || ((uintptr_t)scratch & 31)) return false;
+    if (2 * pb + tile_offset_bytes(n) > scratch_bytes || ((uintptr_t)scratch & 31)) return false;
     const uint8_t *pan[2] = {scratch, (uint8_t *)scratch + pb};
+    int32_t *ot = (int32_t *)(void *)((uint8_t *)scratch + 2 * pb); /* tile_offsets of the pass's rows */
     for (int64_t i0 = 0; i0 < n_rows; i0 += 2 * PW) {
         const int nr[2] = {n_rows - i0 < PW ? (int)(n_rows - i0) : PW,
                            n_rows - i0 - PW <= 0 ? 0 : n_rows - i0 - PW < PW ? (int)(n_rows - i0 - PW) : PW};
@@ -347,7 +367,7 @@ MUSE_AVX2_INLINE struct tile_cfg tile_prescaled(struct tile_cfg c, const int o) 
     }                                                                                                              \
     size_t muse_tile_panel_bytes_##t##_avx512(int64_t n) {                                                         \
         const struct tile_cfg c = tile_prescaled(TILE_CFG(T, t, FBE, G, O, CMAX, MINS, S1), TILE_PRESCALE_O(T));    \
-        return 2 * (size_t)(n / FBE) * (size_t)tile_layout(c).rec; /* two panels */                                \
+        return 2 * (size_t)(n / FBE) * (size_t)tile_layout(c).rec + tile_offset_bytes(n); /* two panels, offsets */ \
     }
 
 MUSE_TILE_TYPES(TILE_DEFINE) /* defines muse_tile_gemm_<t>_avx512 and muse_tile_panel_bytes_<t>_avx512 */

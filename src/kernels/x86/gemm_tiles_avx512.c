@@ -257,13 +257,13 @@ MUSE_AVX2_INLINE void tile_offsets(const struct tile_cfg c, int64_t n, const int
     const int U = TILE_OU(c);
     const int64_t n16 = n / 16;
     int64_t i = 0;
-    if (U == 16) {
+    if (U == 16) { /* a fixed inner count: GCC vectorizes it (SIMDe has no 16-to-32-bit widening) */
         for (; i + 16 <= n16; i += 16)
-            _mm512_storeu_si512((void *)(t + i), _mm512_mullo_epi32(_mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)(gs + i))),
-                                                                    _mm512_set1_epi32(-c.o)));
+            for (int j = 0; j < 16; j++) t[i + j] = -c.o * gs[i + j];
     } else if (U == 32) {
         for (; i + 32 <= n16; i += 32)
-            _mm512_storeu_si512((void *)(t + i / 2), _mm512_madd_epi16(_mm512_loadu_si512((const void *)(gs + i)), _mm512_set1_epi16((short)-c.o)));
+            _mm512_storeu_si512((void *)(t + i / 2), _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_loadu_si512((const void *)(gs + i)),
+                                                                     _mm512_set1_epi16((short)-c.o)));
     }
     for (; i < n16; i += U / 16) {
         int32_t A = 0;

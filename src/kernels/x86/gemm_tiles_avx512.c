@@ -312,8 +312,21 @@ MUSE_AVX2_INLINE void tile_rows(const struct tile_cfg c, int64_t n, const uint8_
 /* The scratch of the offset tables of a pass's activation rows (after the two panels). */
 static inline size_t tile_offset_bytes(int64_t n) { return (size_t)NY_MAX * (size_t)(n / 16) * sizeof(int32_t); }
 
+/* Into L2: the share r0 / n_act .. (r0 + NY) / n_act of the bytes at p (the next panel pair's
+ * weight rows, read while this pair runs against the activation rows, so that its packing does not
+ * wait on memory: a model larger than the last-level cache streams its weights from DRAM). */
+MUSE_AVX2_INLINE void tile_prefetch(const uint8_t *p, size_t bytes, int r0, int NY, int n_act) {
+    const size_t lo = bytes * (size_t)r0 / (size_t)n_act;
+    const size_t hi = r0 + NY >= n_act ? bytes : bytes * (size_t)(r0 + NY) / (size_t)n_act;
+    for (size_t off = lo & ~(size_t)63; off < hi; off += 64) _mm_prefetch((const char *)p + off, _MM_HINT_T1);
+}
+
 /* tile_rows for a group of NY activation rows of MUSE_AVX2_ROW_GROUPS_WITH (a, o: its first row) */
-#define TILE_ROWS(P, NY) tile_rows(c, n, pan, a, act_stride, P, NY, nr, o + i0, out_stride, ot)
+#define TILE_ROWS(P, NY)                                                          \
+    do {                                                                          \
+        if (next_bytes) tile_prefetch(next, next_bytes, r0, NY, n_act);           \
+        tile_rows(c, n, pan, a, act_stride, P, NY, nr, o + i0, out_stride, ot);   \
+    } while (0)
 
 MUSE_AVX2_INLINE bool tile_gemm(const struct tile_cfg c, tile_decode_fn dec, int64_t n, const void *w, size_t ws,
                                 int64_t n_rows, const void *act, size_t act_stride, int n_act, float *out,
@@ -329,6 +342,8 @@ MUSE_AVX2_INLINE bool tile_gemm(const struct tile_cfg c, tile_decode_fn dec, int
                            n_rows - i0 - PW <= 0 ? 0 : n_rows - i0 - PW < PW ? (int)(n_rows - i0 - PW) : PW};
         tile_pack(c, dec, n, (const uint8_t *)w + i0 * ws, ws, nr[0], (uint8_t *)pan[0]);
         if (nr[1] > 0) tile_pack(c, dec, n, (const uint8_t *)w + (i0 + PW) * ws, ws, nr[1], (uint8_t *)pan[1]);
+        const uint8_t *next = (const uint8_t *)w + (i0 + 2 * PW) * ws;
+        const size_t next_bytes = i0 + 2 * PW >= n_rows ? 0 : (size_t)(n_rows - i0 - 2 * PW < 2 * PW ? n_rows - i0 - 2 * PW : 2 * PW) * ws;
         if (nr[1] > 0) {
             MUSE_AVX2_ROW_GROUPS_WITH(NY_PAIR, TILE_ROWS, 2)
         } else {

@@ -312,15 +312,6 @@ MUSE_AVX2_INLINE void tile_rows(const struct tile_cfg c, int64_t n, const uint8_
 /* The scratch of the offset tables of a pass's activation rows (after the two panels). */
 static inline size_t tile_offset_bytes(int64_t n) { return (size_t)NY_MAX * (size_t)(n / 16) * sizeof(int32_t); }
 
-/* Into L2: the share r0 / n_act .. (r0 + NY) / n_act of the bytes at p (the next panel pair's
- * weight rows, read while this pair runs against the activation rows, so that its packing does not
- * wait on memory: a model larger than the last-level cache streams its weights from DRAM). */
-MUSE_AVX2_INLINE void tile_prefetch(const uint8_t *p, size_t bytes, int r0, int NY, int n_act) {
-    const size_t lo = bytes * (size_t)r0 / (size_t)n_act;
-    const size_t hi = r0 + NY >= n_act ? bytes : bytes * (size_t)(r0 + NY) / (size_t)n_act;
-    for (size_t off = lo & ~(size_t)63; off < hi; off += 64) _mm_prefetch((const char *)p + off, _MM_HINT_T1);
-}
-
 /* tile_rows for a group of NY activation rows of MUSE_AVX2_ROW_GROUPS_WITH (a, o: its first row) */
 #define TILE_ROWS(P, NY)                                                          \
     do {                                                                          \

@@ -15,6 +15,16 @@
 TDX_PLAIN(q8_0)
 TDX_PLAIN(tq1_0)
 
+/* Into L2: the share r0 / n_act .. (r0 + NY) / n_act of the bytes at p: the tile GEMMs pass the
+ * weight rows of their next panel (AVX-512: panel pair) while the current one runs against the
+ * activation rows, so that its packing does not wait on memory (a model larger than the
+ * last-level cache streams its weights from DRAM). */
+MUSE_AVX2_INLINE void tile_prefetch(const uint8_t *p, size_t bytes, int r0, int NY, int n_act) {
+    const size_t lo = bytes * (size_t)r0 / (size_t)n_act;
+    const size_t hi = r0 + NY >= n_act ? bytes : bytes * (size_t)(r0 + NY) / (size_t)n_act;
+    for (size_t off = lo & ~(size_t)63; off < hi; off += 64) _mm_prefetch((const char *)p + off, _MM_HINT_T1);
+}
+
 MUSE_AVX2_INLINE void tdx_set32(struct tile_row *r, __m256i v, float d) {
     _mm256_store_si256((__m256i *)r->v, v);
     r->s[0] = 1;

@@ -287,7 +287,8 @@ static void observe(const struct fwd *f, uint32_t il) {
 /* y = rms(x, eps) (* w) on this thread's rows of [n][n_embd] (FOR_OWN_ROWS': every nth row). */
 static void norm_own_rows(const struct fwd *f, const float *x, float *y, int32_t n, float eps, const float *w) {
     const int64_t n_embd = f->hp->n_embd, step = (int64_t)f->nth * n_embd;
-    const int32_t own = n > f->ith ? (n - 1 - f->ith) / f->nth + 1 : 0;
+    if (n <= f->ith) return;
+    const int32_t own = (n - 1 - f->ith) / f->nth + 1;
     rms_norm_rows(x + (size_t)f->ith * n_embd, step, y + (size_t)f->ith * n_embd, step, own, n_embd, eps, w);
 }
 
@@ -448,9 +449,9 @@ static void output_head(const struct fwd *f) {
     barrier(f); /* the head's rows are counted from `first`: their owners differ from the layers' */
     float *h = rs->h + (size_t)first * n_embd;
     const int64_t step = (int64_t)f->nth * n_embd;
-    const int32_t own = n_out > f->ith ? (n_out - 1 - f->ith) / f->nth + 1 : 0;
-    rms_norm_rows(rs->x + (size_t)(first + f->ith) * n_embd, step, h + (size_t)f->ith * n_embd, step, own, n_embd,
-                  hp->f_norm_rms_eps, w->output_norm.data);
+    if (n_out > f->ith)
+        rms_norm_rows(rs->x + (size_t)(first + f->ith) * n_embd, step, h + (size_t)f->ith * n_embd, step,
+                      (n_out - 1 - f->ith) / f->nth + 1, n_embd, hp->f_norm_rms_eps, w->output_norm.data);
     float *y = f->a->logits; /*                                             [n_out][n_vocab] */
     const struct muse_matmul_job out = {w->output, y, w->has_output_scale, w->output_scale, NULL};
     matmuls(f, &out, 1, h, n_out);

@@ -83,8 +83,8 @@ MUSE_AVX2_INLINE void tile_pack(const struct tile_cfg c, tile_decode_fn dec, int
         uint8_t *rec = pan + fb * L.rec;
         for (int r = 0; r < nr; r++) {
             td_float_block(c, dec, w + r * ws, fb, &big[r], &tr[r]);
-            for (int gi = 0; gi < c.fbe / c.ps && c.ps; gi++) /* c = v s_g + o (a byte; off is 0) */
-                for (int e = gi * c.ps; e < (gi + 1) * c.ps && c.ps; e++)
+            for (int gi = 0; c.ps && gi < c.fbe / c.ps; gi++) /* c = v s_g + o (a byte; off is 0) */
+                for (int e = gi * c.ps; e < (gi + 1) * c.ps; e++)
                     tr[r].v[e] = (int8_t)(uint8_t)(tr[r].v[e] * tr[r].s[gi] + c.o);
         }
         for (int j = 0; j < c.fbe / 32; j++)

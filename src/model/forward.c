@@ -448,10 +448,7 @@ static void output_head(const struct fwd *f) {
     if (n_out <= 0) return;
     barrier(f); /* the head's rows are counted from `first`: their owners differ from the layers' */
     float *h = rs->h + (size_t)first * n_embd;
-    const int64_t step = (int64_t)f->nth * n_embd;
-    if (n_out > f->ith)
-        rms_norm_rows(rs->x + (size_t)(first + f->ith) * n_embd, step, h + (size_t)f->ith * n_embd, step,
-                      (n_out - 1 - f->ith) / f->nth + 1, n_embd, hp->f_norm_rms_eps, w->output_norm.data);
+    norm_own_rows(f, rs->x + (size_t)first * n_embd, h, n_out, hp->f_norm_rms_eps, w->output_norm.data);
     float *y = f->a->logits; /*                                             [n_out][n_vocab] */
     const struct muse_matmul_job out = {w->output, y, w->has_output_scale, w->output_scale, NULL};
     matmuls(f, &out, 1, h, n_out);

@@ -331,7 +331,7 @@ MUSE_AVX2_INLINE bool tile_gemm(const struct tile_cfg c, tile_decode_fn dec, int
         const int nr = n_rows - i0 < PW ? (int)(n_rows - i0) : PW;
         tile_pack(c, dec, n, (const uint8_t *)w + i0 * ws, ws, nr, pan);
         const uint8_t *next = (const uint8_t *)w + (i0 + PW) * ws; /* the next panel's rows */
-        const size_t next_bytes = i0 + PW >= n_rows ? 0 : (size_t)(n_rows - i0 - PW < PW ? n_rows - i0 - PW : PW) * ws;
+        const size_t next_bytes = tile_next_bytes(i0, PW, n_rows, ws);
         for (int r0 = 0; r0 < n_act; r0 += ny_max) {
             if (next_bytes) tile_prefetch(next, next_bytes, r0, ny_max, n_act);
             switch (n_act - r0 < ny_max ? n_act - r0 : ny_max) {

@@ -37,7 +37,7 @@
 #define NY_MAX 8 /* activation rows per pass */
 
 struct tile_lay {
-    int codes, scal, dv, mv, offp, minp, rec;
+    int codes, scal, dv, mv, minp, rec;
 };
 
 MUSE_AVX2_INLINE struct tile_lay tile_layout(const struct tile_cfg c) {
@@ -46,8 +46,7 @@ MUSE_AVX2_INLINE struct tile_lay tile_layout(const struct tile_cfg c) {
     l.scal = c.fbe * PW;                                  /* fbe/4 steps x 64 bytes */
     l.dv = l.scal + (c.s1 ? 0 : (c.fbe / c.g) * 64);      /* int32 scale per row and group */
     l.mv = l.dv + (c.fgs ? c.fbe / c.g : 1) * 64; /* d, or the float scale of each group (fgs) */
-    l.offp = l.mv + (c.mins ? 64 : 0);
-    l.minp = l.offp; /* (no offset planes: the sums start from -o A, tile_offsets) */
+    l.minp = l.mv + (c.mins ? 64 : 0); /* (no offset planes: the sums start from -o A, tile_offsets) */
     l.rec = l.minp + (c.mins ? (c.fbe / 32) * 64 : 0);
     return l;
 }
@@ -334,7 +333,7 @@ MUSE_AVX2_INLINE bool tile_gemm(const struct tile_cfg c, tile_decode_fn dec, int
         tile_pack(c, dec, n, (const uint8_t *)w + i0 * ws, ws, nr[0], (uint8_t *)pan[0]);
         if (nr[1] > 0) tile_pack(c, dec, n, (const uint8_t *)w + (i0 + PW) * ws, ws, nr[1], (uint8_t *)pan[1]);
         const uint8_t *next = (const uint8_t *)w + (i0 + 2 * PW) * ws;
-        const size_t next_bytes = i0 + 2 * PW >= n_rows ? 0 : (size_t)(n_rows - i0 - 2 * PW < 2 * PW ? n_rows - i0 - 2 * PW : 2 * PW) * ws;
+        const size_t next_bytes = tile_next_bytes(i0, 2 * PW, n_rows, ws);
         if (nr[1] > 0) {
             MUSE_AVX2_ROW_GROUPS_WITH(NY_PAIR, TILE_ROWS, 2)
         } else {

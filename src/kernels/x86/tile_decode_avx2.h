@@ -25,6 +25,13 @@ MUSE_AVX2_INLINE void tile_prefetch(const uint8_t *p, size_t bytes, int r0, int 
     for (size_t off = lo & ~(size_t)63; off < hi; off += 64) _mm_prefetch((const char *)p + off, _MM_HINT_T1);
 }
 
+/* The bytes of the weight rows after the panel (pair) of `step` rows at i0: rows i0 + step ..
+ * min(i0 + 2 step, n_rows), ws bytes each (0 when it was the last). */
+MUSE_AVX2_INLINE size_t tile_next_bytes(int64_t i0, int64_t step, int64_t n_rows, size_t ws) {
+    const int64_t left = n_rows - i0 - step;
+    return left <= 0 ? 0 : (size_t)(left < step ? left : step) * ws;
+}
+
 MUSE_AVX2_INLINE void tdx_set32(struct tile_row *r, __m256i v, float d) {
     _mm256_store_si256((__m256i *)r->v, v);
     r->s[0] = 1;

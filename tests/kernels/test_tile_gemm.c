@@ -124,9 +124,12 @@ static void check_case(const struct muse_kernels *k, enum muse_type type, const 
     }
     TEST_CONDF(is_ff(out + (int64_t)n_act * os, sizeof(float) * 16), "%s %s: wrote past the output", lv, tn);
     /* every level applies the float factors in the same order (one FMA per float block and term):
-     * the same bits as the AVX2 build */
+     * the same bits as the AVX2 build, but for the AVX-512 level's float-group form of the integer
+     * group-scaled types (tile_cfg_avx512: one FMA per group), checked against the bound only */
     const struct muse_kernels *k2 = muse_kernels_for(MUSE_CPU_LEVEL_AVX2);
-    if (ok && k2 && k2 != k) {
+    const struct tile_type *tq = tile_type_of(type);
+    const bool same_bits = !(k->level >= MUSE_CPU_LEVEL_AVX512 && tq && tile_cfg_avx512(tq->cfg, type).fg);
+    if (ok && k2 && k2 != k && same_bits) {
         const size_t sb2 = muse_matmul_tile_scratch(k2, type, ne0);
         void *s2 = aligned_alloc(64, (sb2 + 63) & ~(size_t)63);
         float *o2 = malloc(sizeof(float) * (size_t)n_act * os);

@@ -1,8 +1,9 @@
 /*
  * gemm_tiles_avx512.c - the tile GEMM for the AVX-512 level (VNNI, 512-bit registers):
  * muse_tile_gemm_<t>_avx512 for the types of MUSE_TILE_TYPES, the same function of the inputs as
- * the AVX2 build (gemm_tiles_avx2.c; both within the bound of docs/cpu-backend.md "The tile
- * GEMM"), with another packing and inner loop:
+ * the AVX2 build (gemm_tiles_avx2.c) but for the float-group types (tile_cfg_avx512 in
+ * tile_decode.h; all within the bound of docs/cpu-backend.md "The tile GEMM"), with another
+ * packing and inner loop:
  *   panels of 16 weight rows; the codes c = v + o (0..255, one plane) interleaved by 4 bytes, so a
  *   64-byte register holds elements 4k..4k+3 of the 16 rows;
  *   per step of 4 elements one vpdpbusd (codes unsigned x the activation's 4 signed bytes,
@@ -10,9 +11,10 @@
  *   saturation bound: every code width takes the same path); two panels (32 weight rows) go
  *   against 6 activation rows at a time (12 independent vpdpbusd chains, 8 loads per 12; a
  *   single panel against 8 rows only for a last odd panel), the steps of a group unrolled;
- *   per group the lanes are multiplied by the group scale (vpmulld; none for the types whose
- *   scales are all 1) and added to the float block's int32 sum; the offset o * s_g * A_g and
- *   the mins are one vpdpwssd per 32 elements each, with the activation's 16-element sums.
+ *   per group the int32 lanes are converted and FMA'd with the group's float scale s_g d into
+ *   the float block's sum (none for the types whose scales are all 1: one int32 sum per float
+ *   block); every sum starts from -o A (tile_offsets); the mins are one vpdpwssd per 32
+ *   elements, with the activation's 16-element sums.
  * The first packing stage (tile_decode_avx2.h: AVX2 decoders of the common types, the plain
  * td_<t> of tile_decode.h for the others) is shared with the AVX2 build.
  * Tested without an AVX-512 CPU by `make emu512` (SIMDe), like the other AVX-512 kernels; timed on
@@ -37,15 +39,15 @@
 #define NY_MAX 8 /* activation rows per pass */
 
 struct tile_lay {
-    int codes, scal, dv, mv, minp, rec;
+    int codes, dv, mv, minp, rec;
 };
 
+/* (the configurations of tile_cfg_avx512: s1, fgs or fg; no integer group scales) */
 MUSE_AVX2_INLINE struct tile_lay tile_layout(const struct tile_cfg c) {
     struct tile_lay l;
     l.codes = 0;
-    l.scal = c.fbe * PW;                                  /* fbe/4 steps x 64 bytes */
-    l.dv = l.scal + (c.s1 ? 0 : (c.fbe / c.g) * 64);      /* int32 scale per row and group */
-    l.mv = l.dv + (c.fgs ? c.fbe / c.g : 1) * 64; /* d, or the float scale of each group (fgs) */
+    l.dv = c.fbe * PW;                                    /* fbe/4 steps x 64 bytes */
+    l.mv = l.dv + (c.fgs || c.fg ? c.fbe / c.g : 1) * 64; /* d, or the float scale of each group (fgs, fg) */
     l.minp = l.mv + (c.mins ? 64 : 0); /* (no offset planes: the sums start from -o A, tile_offsets) */
     l.rec = l.minp + (c.mins ? (c.fbe / 32) * 64 : 0);
     return l;
@@ -94,16 +96,12 @@ MUSE_AVX2_INLINE void tile_pack(const struct tile_cfg c, tile_decode_fn dec, int
                 tile_transpose8(x);
                 for (int k = 0; k < 8; k++) _mm256_storeu_si256((__m256i *)(rec + L.codes + (j * 8 + k) * 64 + 32 * half), x[k]);
             }
-        if (!c.s1)
-            for (int gi = 0; gi < c.fbe / c.g; gi++) {
-                int32_t *sv = (int32_t *)(void *)(rec + L.scal + gi * 64);
-                for (int r = 0; r < PW; r++) sv[r] = tr[r].s[gi];
-            }
         float *dv = (float *)(void *)(rec + L.dv), *mv = (float *)(void *)(rec + L.mv);
         for (int r = 0; r < PW; r++) {
             dv[r] = tr[r].d;
             if (c.mins) mv[r] = tr[r].m;
             for (int gi = 0; gi < c.fbe / c.g && c.fgs; gi++) dv[PW * gi + r] = tr[r].dg[gi];
+            for (int gi = 0; gi < c.fbe / c.g && c.fg; gi++) dv[PW * gi + r] = (float)tr[r].s[gi] * tr[r].d; /* exact */
         }
         for (int jj = 0; jj < c.fbe / 32 && c.mins; jj++) {
             int16_t *mp = (int16_t *)(void *)(rec + L.minp + jj * 64);
@@ -165,7 +163,7 @@ MUSE_AVX2_INLINE void tile_run(const struct tile_cfg c, int64_t n, const uint8_t
     const int64_t nfb = n / c.fbe;
     for (int64_t fb = 0; fb < nfb; fb++) {
         const int64_t e0 = fb * c.fbe;
-        if (c.fgs) { /* float group scales: each group's G_g (from -o A_g) finished in float */
+        if (c.fgs || c.fg) { /* float group scales: each group's G_g (from -o A_g) finished in float */
             __m512 T[2][NY_MAX];
             TILE_UNROLL
             for (int p = 0; p < P; p++)
@@ -175,12 +173,9 @@ MUSE_AVX2_INLINE void tile_run(const struct tile_cfg c, int64_t n, const uint8_t
                 const int64_t eg = e0 + (int64_t)gi * c.g;
                 __m512i Gsum[2][NY_MAX];
                 TILE_UNROLL
-                for (int r = 0; r < NY; r++) {
-                    int32_t oa = 0;
-                    for (int u = 0; u < c.g / 16; u++) oa += c.o * gs[r][eg / 16 + u];
+                for (int r = 0; r < NY; r++)
                     TILE_UNROLL
-                    for (int p = 0; p < P; p++) Gsum[p][r] = _mm512_set1_epi32(-oa);
-                }
+                    for (int p = 0; p < P; p++) Gsum[p][r] = c.o ? _mm512_set1_epi32(oa[r][eg / c.g]) : _mm512_setzero_si512();
                 tile_steps(c, pan, L, fb, gi, a, eg, P, NY, Gsum);
                 TILE_UNROLL
                 for (int p = 0; p < P; p++) {
@@ -194,59 +189,44 @@ MUSE_AVX2_INLINE void tile_run(const struct tile_cfg c, int64_t n, const uint8_t
             for (int p = 0; p < P; p++)
                 TILE_UNROLL
                 for (int r = 0; r < NY; r++) acc[p][r] = _mm512_fmadd_ps(T[p][r], _mm512_set1_ps(da[r][e0 / 32]), acc[p][r]);
-            continue;
-        }
-        __m512i Isum[2][NY_MAX];
-        TILE_UNROLL
-        for (int p = 0; p < P; p++)
-            TILE_UNROLL
-            for (int r = 0; r < NY; r++) Isum[p][r] = c.o && c.s1 ? _mm512_set1_epi32(oa[r][fb]) : _mm512_setzero_si512();
-        for (int gi = 0; gi < c.fbe / c.g; gi++) {
-            const int64_t eg = e0 + (int64_t)gi * c.g;
-            if (c.s1) { /* every group scale is 1: the steps add into the block's sums directly */
-                tile_steps(c, pan, L, fb, gi, a, eg, P, NY, Isum);
-                continue;
-            }
-            __m512i Gsum[2][NY_MAX];
+        } else { /* every group scale is 1 (tile_cfg_avx512 leaves no integer group scales here): one
+                  * exact int32 sum per float block, from -o A */
+            __m512i Isum[2][NY_MAX];
             TILE_UNROLL
             for (int p = 0; p < P; p++)
                 TILE_UNROLL
-                for (int r = 0; r < NY; r++) Gsum[p][r] = c.o ? _mm512_set1_epi32(oa[r][eg / c.g]) : _mm512_setzero_si512();
-            tile_steps(c, pan, L, fb, gi, a, eg, P, NY, Gsum);
+                for (int r = 0; r < NY; r++) Isum[p][r] = c.o ? _mm512_set1_epi32(oa[r][fb]) : _mm512_setzero_si512();
+            for (int gi = 0; gi < c.fbe / c.g; gi++) tile_steps(c, pan, L, fb, gi, a, e0 + (int64_t)gi * c.g, P, NY, Isum);
             TILE_UNROLL
             for (int p = 0; p < P; p++) {
-                const __m512i sv = _mm512_loadu_si512((const void *)(pan[p] + fb * L.rec + L.scal + gi * 64));
+                const __m512 dv = _mm512_loadu_ps((const void *)(pan[p] + fb * L.rec + L.dv));
                 TILE_UNROLL
-                for (int r = 0; r < NY; r++) Isum[p][r] = _mm512_add_epi32(Isum[p][r], _mm512_mullo_epi32(Gsum[p][r], sv));
+                for (int r = 0; r < NY; r++)
+                    acc[p][r] = _mm512_fmadd_ps(tile_cvt(Isum[p][r]), _mm512_mul_ps(dv, _mm512_set1_ps(da[r][e0 / 32])), acc[p][r]);
             }
         }
+        if (!c.mins) continue;
         TILE_UNROLL
         for (int p = 0; p < P; p++) {
             const uint8_t *rec = pan[p] + fb * L.rec;
-            const __m512 dv = _mm512_loadu_ps((const void *)(rec + L.dv));
+            __m512i Msum[NY_MAX];
+            TILE_UNROLL
+            for (int r = 0; r < NY; r++) Msum[r] = _mm512_setzero_si512();
+            for (int jj = 0; jj < c.fbe / 32; jj++) {
+                const __m512i mp = _mm512_loadu_si512((const void *)(rec + L.minp + jj * 64));
+                TILE_UNROLL
+                for (int r = 0; r < NY; r++) Msum[r] = _mm512_dpwssd_epi32(Msum[r], mp, tile_bcast4(gs[r] + e0 / 16 + 2 * jj));
+            }
+            const __m512 mv = _mm512_loadu_ps((const void *)(rec + L.mv));
             TILE_UNROLL
             for (int r = 0; r < NY; r++)
-                acc[p][r] = _mm512_fmadd_ps(tile_cvt(Isum[p][r]), _mm512_mul_ps(dv, _mm512_set1_ps(da[r][e0 / 32])), acc[p][r]);
-            if (c.mins) {
-                __m512i Msum[NY_MAX];
-                TILE_UNROLL
-                for (int r = 0; r < NY; r++) Msum[r] = _mm512_setzero_si512();
-                for (int jj = 0; jj < c.fbe / 32; jj++) {
-                    const __m512i mp = _mm512_loadu_si512((const void *)(rec + L.minp + jj * 64));
-                    TILE_UNROLL
-                    for (int r = 0; r < NY; r++) Msum[r] = _mm512_dpwssd_epi32(Msum[r], mp, tile_bcast4(gs[r] + e0 / 16 + 2 * jj));
-                }
-                const __m512 mv = _mm512_loadu_ps((const void *)(rec + L.mv));
-                TILE_UNROLL
-                for (int r = 0; r < NY; r++)
-                    acc[p][r] = _mm512_fmadd_ps(tile_cvt(Msum[r]), _mm512_mul_ps(mv, _mm512_set1_ps(da[r][e0 / 32])), acc[p][r]);
-            }
+                acc[p][r] = _mm512_fmadd_ps(tile_cvt(Msum[r]), _mm512_mul_ps(mv, _mm512_set1_ps(da[r][e0 / 32])), acc[p][r]);
         }
     }
 }
 
 /* The offset unit: the elements whose -o A one sum starts from (a group, or the scale-1 types' float block). */
-#define TILE_OU(c) ((c).s1 ? (c).fbe : (c).g)
+#define TILE_OU(c) ((c).s1 && !(c).fgs ? (c).fbe : (c).g)
 
 /* t[u] = -o A_u for the n / TILE_OU(c) units of an activation row (gs: its 16-element sums). The
  * kernel's integer sums start from these instead of 0, which removes the offset's vpdpwssd per 32
@@ -287,7 +267,7 @@ MUSE_AVX2_INLINE void tile_rows(const struct tile_cfg c, int64_t n, const uint8_
         gs[r] = (const int16_t *)(const void *)(row + n);
         da[r] = (const float *)(const void *)(row + n + n / 8);
         oa[r] = ot + (size_t)r * (size_t)(n / 16);
-        if (c.o && !c.fgs) tile_offsets(c, n, gs[r], ot + (size_t)r * (size_t)(n / 16));
+        if (c.o) tile_offsets(c, n, gs[r], ot + (size_t)r * (size_t)(n / 16));
         acc[0][r] = acc[1][r] = _mm512_setzero_ps();
     }
     tile_run(c, n, pan, a, gs, da, oa, P, NY, acc);
@@ -343,35 +323,16 @@ MUSE_AVX2_INLINE bool tile_gemm(const struct tile_cfg c, tile_decode_fn dec, int
     return true;
 }
 
-/*
- * The pre-scaled packing (tile_cfg.ps) of the types whose value x group scale fits a byte with an
- * offset: Q2_K (v 0..3, s 0..15: 0..45, offset 0) and Q3_K (v -4..3, s -32..31: -124..128, offset
- * 127). The packing stores c = v s_g + o, and the kernel runs the float block as one scale-1
- * group: its exact int32 sum minus o A is sum_g s_g sum v a, the very integer the grouped form
- * computes, so the same bits, without a vpmulld + vpaddd per group of 16 (or -1: not used).
- */
-#define TILE_PRESCALE_O(T) (MUSE_TYPE_##T == MUSE_TYPE_Q2_K ? 0 : MUSE_TYPE_##T == MUSE_TYPE_Q3_K ? 127 : -1)
-
-MUSE_AVX2_INLINE struct tile_cfg tile_prescaled(struct tile_cfg c, const int o) {
-    if (o < 0) return c;
-    c.ps = c.g;
-    c.g = 32;
-    c.o = o;
-    c.s1 = 1;
-    c.cmax = 255;
-    return c;
-}
-
 #define TILE_DEFINE(T, t, FBE, G, O, CMAX, MINS, S1)                                                               \
     static void td_##t##_fn(const uint8_t *blk, struct tile_row *r) { tdx_##t(blk, r); }                          \
     bool muse_tile_gemm_##t##_avx512(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *xp,          \
                                      size_t xps, int n_act, float *out, int64_t os, void *scratch,                 \
                                      size_t scratch_bytes) {                                                       \
-        const struct tile_cfg c = tile_prescaled(TILE_CFG(T, t, FBE, G, O, CMAX, MINS, S1), TILE_PRESCALE_O(T));    \
+        const struct tile_cfg c = tile_cfg_avx512(TILE_CFG(T, t, FBE, G, O, CMAX, MINS, S1), MUSE_TYPE_##T);    \
         return tile_gemm(c, td_##t##_fn, n, w, ws, n_rows, xp, xps, n_act, out, os, scratch, scratch_bytes);       \
     }                                                                                                              \
     size_t muse_tile_panel_bytes_##t##_avx512(int64_t n) {                                                         \
-        const struct tile_cfg c = tile_prescaled(TILE_CFG(T, t, FBE, G, O, CMAX, MINS, S1), TILE_PRESCALE_O(T));    \
+        const struct tile_cfg c = tile_cfg_avx512(TILE_CFG(T, t, FBE, G, O, CMAX, MINS, S1), MUSE_TYPE_##T);    \
         return 2 * (size_t)(n / FBE) * (size_t)tile_layout(c).rec + tile_offset_bytes(n); /* two panels, offsets */ \
     }
 

@@ -48,17 +48,49 @@ struct tile_row {
  *          each group's exact int32 sum G_g (offset removed) is finished in float, per float
  *          block T = cvt(G_0) dg_0, T = fma(cvt(G_1), dg_1, T), then acc = fma(T, d_a, acc), the
  *          same operations in both kernels (TILE_FGS in kernels_isa.h)
- *   ps     0, or (the AVX-512 packing's pre-scaled form, tile_prescaled in gemm_tiles_avx512.c)
- *          the group size g of the scales that the packing multiplied into the codes,
- *          c = v * s_g + o: the kernel then runs s1 (no per-group multiply)
+ *   ps     0, or (the AVX-512 packing's pre-scaled form, tile_cfg_avx512) the group size g of
+ *          the scales that the packing multiplied into the codes, c = v * s_g + o: the kernel
+ *          then runs s1 (no per-group multiply)
+ *   fg     1 for the AVX-512 packing's float-group form (tile_cfg_avx512): the integer group
+ *          scales s_g times d are stored as exact floats dg_g per group and the groups finished
+ *          in float as with fgs
  */
 struct tile_cfg {
-    int fbe, g, o, cmax, mins, s1, bpb, sub, fgs, ps;
+    int fbe, g, o, cmax, mins, s1, bpb, sub, fgs, ps, fg;
 };
 
 /* The packing of type T (MUSE_TILE_TYPES' fields) */
 #define TILE_CFG(T, t, FBE, G, O, CMAX, MINS, S1) \
-    ((struct tile_cfg){FBE, G, O, CMAX, MINS, S1, (int)sizeof(struct muse_block_##t), TILE_SUB(T), TILE_FGS(T), 0})
+    ((struct tile_cfg){FBE, G, O, CMAX, MINS, S1, (int)sizeof(struct muse_block_##t), TILE_SUB(T), TILE_FGS(T), 0, 0})
+
+/*
+ * How the AVX-512 level (gemm_tiles_avx512.c) packs and runs type t, from the shared c:
+ *  - pre-scaled (ps): Q2_K (v 0..3, s 0..15: 0..45, offset 0) and Q3_K (v -4..3, s -32..31:
+ *    -124..128, offset 127), whose value x group scale fits a byte with an offset. The packing
+ *    stores c = v s_g + o and the kernel runs the float block as one scale-1 group: its exact
+ *    int32 sum minus o A is sum_g s_g sum v a, the very integer of the grouped form, without a
+ *    vpmulld + vpaddd per group.
+ *  - float groups (fg): the other types with integer group scales (Q4_K..Q6_K, IQ4_XS, the IQ2,
+ *    IQ3 and IQ1 types; Q6_K 63 x 127, Q4_K 15 x 63, the IQ grids 43 x 31 leave a byte). Each
+ *    group's exact int32 sum G_g is converted and accumulated as T = fma(cvt(G_g), s_g d, T)
+ *    (s_g d: an exact float, at most 8 + 11 significant bits), acc = fma(T, d_a, acc): one
+ *    conversion + FMA per group instead of vpmulld (2 slots) + vpaddd, and no conversion and
+ *    multiply per float block. Not the AVX2 level's bits (it widens int16 sums with the scale
+ *    in one madd and converts per float block); both are within 2 gamma(ne0/16 + 8) T of the
+ *    reference (docs/cpu-backend.md, "The tile GEMM").
+ */
+static inline struct tile_cfg tile_cfg_avx512(struct tile_cfg c, enum muse_type t) {
+    if (t == MUSE_TYPE_Q2_K || t == MUSE_TYPE_Q3_K) {
+        c.ps = c.g;
+        c.g = 32;
+        c.o = t == MUSE_TYPE_Q2_K ? 0 : 127;
+        c.s1 = 1;
+        c.cmax = 255;
+    } else if (!c.s1 && !c.fgs) {
+        c.fg = 1;
+    }
+    return c;
+}
 
 typedef void (*tile_decode_fn)(const uint8_t *blk, struct tile_row *r);
 

@@ -236,9 +236,23 @@ MUSE_AVX2_INLINE void tile_offsets(const struct tile_cfg c, int64_t n, const int
     const int U = TILE_OU(c);
     const int64_t n16 = n / 16;
     int64_t i = 0;
-    if (U == 16) { /* a fixed inner count: GCC vectorizes it (SIMDe has no 16-to-32-bit widening) */
+    if (U == 16) { /* each sum widened, times -o (the emulation build: AVX2, SIMDe has no 512-bit widening) */
+#if !defined(MUSE_EMULATE_AVX512)
         for (; i + 16 <= n16; i += 16)
-            for (int j = 0; j < 16; j++) t[i + j] = -c.o * gs[i + j];
+            _mm512_storeu_si512((void *)(t + i), _mm512_mullo_epi32(_mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(gs + i))),
+                                                                    _mm512_set1_epi32(-c.o)));
+#endif
+        for (; i + 8 <= n16; i += 8)
+            _mm256_storeu_si256((__m256i *)(void *)(t + i), _mm256_mullo_epi32(_mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(gs + i))),
+                                                                               _mm256_set1_epi32(-c.o)));
+    } else if (U == 256) { /* 16 sums per unit: madd pairs, then the 8 lanes added up */
+        for (; i + 16 <= n16; i += 16) {
+            const __m256i p = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(gs + i)), _mm256_set1_epi16(1));
+            __m128i h = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
+            h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+            h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
+            t[i / 16] = -c.o * _mm_cvtsi128_si32(h);
+        }
     } else if (U == 32) {
         for (; i + 32 <= n16; i += 32)
             _mm512_storeu_si512((void *)(t + i / 2), _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_loadu_si512((const void *)(gs + i)),

@@ -305,9 +305,10 @@ MUSE_AVX2_INLINE void tdx_iq3_s(const uint8_t *blk, struct tile_row *r) {
     for (int g = 0; g < 8; g++) {
         const uint8_t *q = b->qs + 8 * g;
         const int h = b->qh[g];
-        int32_t e[8];
-        for (int k = 0; k < 8; k++) e[k] = (int32_t)muse_iq3s_grid[q[k] | ((h >> k) & 1) << 8];
-        const __m256i m = _mm256_loadu_si256((const __m256i *)e);
+#define TDX_IQ3S(k) (int)muse_iq3s_grid[q[k] | ((h >> (k)) & 1) << 8]
+        const __m256i m = _mm256_setr_epi32(TDX_IQ3S(0), TDX_IQ3S(1), TDX_IQ3S(2), TDX_IQ3S(3), TDX_IQ3S(4), TDX_IQ3S(5),
+                                            TDX_IQ3S(6), TDX_IQ3S(7));
+#undef TDX_IQ3S
         _mm256_store_si256((__m256i *)(r->v + 32 * g), tdx_signed(m, muse_rd_le32(b->signs + 4 * g)));
         r->s[g] = (int16_t)(2 * ((b->scales[g / 2] >> (4 * (g % 2))) & 15) + 1);
     }

@@ -49,7 +49,7 @@ MUSE_AVX2_INLINE struct tile_lay tile_layout(const struct tile_cfg c) {
     l.dv = c.fbe * PW;                                    /* fbe/4 steps x 64 bytes */
     l.mv = l.dv + (c.fgs || c.fg ? c.fbe / c.g : 1) * 64; /* d, or the float scale of each group (fgs, fg) */
     l.minp = l.mv + (c.mins ? 64 : 0); /* (no offset planes: the sums start from -o A, tile_offsets) */
-    l.rec = l.minp + (c.mins ? (c.fbe / 32) * 64 : 0);
+    l.rec = l.minp + (c.mins || c.dm ? (c.fbe / 32) * 64 : 0);
     return l;
 }
 
@@ -72,6 +72,15 @@ MUSE_AVX2_INLINE void tile_transpose8(__m256i x[8]) {
     }
 }
 
+/* v[0..15] = (v - delta) s + o, each a byte 0..255 (the pre-scaled packing) */
+MUSE_AVX2_INLINE void tile_prescale16(int8_t *v, int delta, int s, int o) {
+    const __m256i x = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)v));
+    const __m256i y = _mm256_add_epi16(_mm256_mullo_epi16(_mm256_sub_epi16(x, _mm256_set1_epi16((short)delta)), _mm256_set1_epi16((short)s)),
+                                       _mm256_set1_epi16((short)o));
+    const __m256i b = _mm256_packus_epi16(y, y); /* bytes 0-7 | 8-15 in the two lanes */
+    _mm_storeu_si128((__m128i *)(void *)v, _mm256_castsi256_si128(_mm256_permute4x64_epi64(b, 0x08)));
+}
+
 /* Pack rows [0, nr) of n elements (nr <= PW; the others as zero rows) into pan. */
 MUSE_AVX2_INLINE void tile_pack(const struct tile_cfg c, tile_decode_fn dec, int64_t n, const uint8_t *w, size_t ws,
                                 int nr, uint8_t *pan) {
@@ -84,9 +93,14 @@ MUSE_AVX2_INLINE void tile_pack(const struct tile_cfg c, tile_decode_fn dec, int
         uint8_t *rec = pan + fb * L.rec;
         for (int r = 0; r < nr; r++) {
             td_float_block(c, dec, w + r * ws, fb, &big[r], &tr[r]);
-            for (int gi = 0; c.ps && gi < c.fbe / c.ps; gi++) /* c = v s_g + o (a byte; off is 0) */
-                for (int e = gi * c.ps; e < (gi + 1) * c.ps; e++)
-                    tr[r].v[e] = (int8_t)(uint8_t)(tr[r].v[e] * tr[r].s[gi] + c.o);
+            for (int gi = 0; c.ps && gi < c.fbe / c.ps; gi++) { /* c = v s_g + o (a byte; off is 0) */
+                /* dm (IQ1_S): the group's delta (v = 8 q + delta: v mod 8 is 1 or 7) left out of c
+                 * and kept as the min delta s_g of both 16-units (0 for a zero row) */
+                const int delta = c.dm ? ((tr[r].v[gi * c.ps] % 8 + 8) % 8 == 1 ? 1 : -1) : 0;
+                if (c.dm) tr[r].mn[2 * gi] = tr[r].mn[2 * gi + 1] = (int16_t)(delta * tr[r].s[gi]);
+                for (int e = gi * c.ps; e < (gi + 1) * c.ps; e += 16)
+                    tile_prescale16(tr[r].v + e, delta, tr[r].s[gi], c.o);
+            }
         }
         for (int j = 0; j < c.fbe / 32; j++)
             for (int half = 0; half < 2; half++) { /* rows 0-7, then 8-15: the two 32-byte halves */
@@ -103,7 +117,7 @@ MUSE_AVX2_INLINE void tile_pack(const struct tile_cfg c, tile_decode_fn dec, int
             for (int gi = 0; gi < c.fbe / c.g && c.fgs; gi++) dv[PW * gi + r] = tr[r].dg[gi];
             for (int gi = 0; gi < c.fbe / c.g && c.fg; gi++) dv[PW * gi + r] = (float)tr[r].s[gi] * tr[r].d; /* exact */
         }
-        for (int jj = 0; jj < c.fbe / 32 && c.mins; jj++) {
+        for (int jj = 0; jj < c.fbe / 32 && (c.mins || c.dm); jj++) {
             int16_t *mp = (int16_t *)(void *)(rec + L.minp + jj * 64);
             for (int r = 0; r < PW; r++) {
                 mp[2 * r] = tr[r].mn[2 * jj];
@@ -196,7 +210,16 @@ MUSE_AVX2_INLINE void tile_run(const struct tile_cfg c, int64_t n, const uint8_t
             for (int p = 0; p < P; p++)
                 TILE_UNROLL
                 for (int r = 0; r < NY; r++) Isum[p][r] = c.o ? _mm512_set1_epi32(oa[r][fb]) : _mm512_setzero_si512();
-            for (int gi = 0; gi < c.fbe / c.g; gi++) tile_steps(c, pan, L, fb, gi, a, e0 + (int64_t)gi * c.g, P, NY, Isum);
+            for (int gi = 0; gi < c.fbe / c.g; gi++) {
+                tile_steps(c, pan, L, fb, gi, a, e0 + (int64_t)gi * c.g, P, NY, Isum);
+                if (!c.dm) continue;
+                TILE_UNROLL
+                for (int p = 0; p < P; p++) { /* + delta s_g A_g (both 16-units of the 32-element group) */
+                    const __m512i mp = _mm512_loadu_si512((const void *)(pan[p] + fb * L.rec + L.minp + gi * 64));
+                    TILE_UNROLL
+                    for (int r = 0; r < NY; r++) Isum[p][r] = _mm512_dpwssd_epi32(Isum[p][r], mp, tile_bcast4(gs[r] + (e0 + gi * c.g) / 16));
+                }
+            }
             TILE_UNROLL
             for (int p = 0; p < P; p++) {
                 const __m512 dv = _mm512_loadu_ps((const void *)(pan[p] + fb * L.rec + L.dv));

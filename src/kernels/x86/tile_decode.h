@@ -54,14 +54,16 @@ struct tile_row {
  *   fg     1 for the AVX-512 packing's float-group form (tile_cfg_avx512): the integer group
  *          scales s_g times d are stored as exact floats dg_g per group and the groups finished
  *          in float as with fgs
+ *   dm     1 for the AVX-512 packing's IQ1_S (tile_cfg_avx512): pre-scaled without its group's
+ *          delta, which goes into the integer sum as a min term (delta s_g times A_g)
  */
 struct tile_cfg {
-    int fbe, g, o, cmax, mins, s1, bpb, sub, fgs, ps, fg;
+    int fbe, g, o, cmax, mins, s1, bpb, sub, fgs, ps, fg, dm;
 };
 
 /* The packing of type T (MUSE_TILE_TYPES' fields) */
 #define TILE_CFG(T, t, FBE, G, O, CMAX, MINS, S1) \
-    ((struct tile_cfg){FBE, G, O, CMAX, MINS, S1, (int)sizeof(struct muse_block_##t), TILE_SUB(T), TILE_FGS(T), 0, 0})
+    ((struct tile_cfg){FBE, G, O, CMAX, MINS, S1, (int)sizeof(struct muse_block_##t), TILE_SUB(T), TILE_FGS(T), 0, 0, 0})
 
 /*
  * How the AVX-512 level (gemm_tiles_avx512.c) packs and runs type t, from the shared c:
@@ -70,8 +72,13 @@ struct tile_cfg {
  *    stores c = v s_g + o and the kernel runs the float block as one scale-1 group: its exact
  *    int32 sum minus o A is sum_g s_g sum v a, the very integer of the grouped form, without a
  *    vpmulld + vpaddd per group.
+ *  - IQ1_S pre-scaled with its delta as a min (ps, dm): v = 8 q + delta with q in {-1, 0, 1}
+ *    and one delta = +-1 per 32-element group, so s_g sum v a = s_g 8 sum q a + delta s_g A_g:
+ *    the packing stores c = 8 q s_g + 120 (0..240) and delta s_g on both 16-units of the group,
+ *    and the kernel adds delta s_g A_g into the float block's int32 sum (one vpdpwssd per
+ *    group): the grouped form's integer, so the same bits as the AVX2 level.
  *  - float groups (fg): the other types with integer group scales (Q4_K..Q6_K, IQ4_XS, the IQ2,
- *    IQ3 and IQ1 types; Q6_K 63 x 127, Q4_K 15 x 63, the IQ grids 43 x 31 leave a byte). Each
+ *    IQ3 types and IQ1_M; Q6_K 63 x 127, Q4_K 15 x 63, the IQ grids 43 x 31 leave a byte). Each
  *    group's exact int32 sum G_g is converted and accumulated as T = fma(cvt(G_g), s_g d, T)
  *    (s_g d: an exact float, at most 8 + 11 significant bits), acc = fma(T, d_a, acc): one
  *    conversion + FMA per group instead of vpmulld (2 slots) + vpaddd, and no conversion and
@@ -86,6 +93,12 @@ static inline struct tile_cfg tile_cfg_avx512(struct tile_cfg c, enum muse_type 
         c.o = t == MUSE_TYPE_Q2_K ? 0 : 127;
         c.s1 = 1;
         c.cmax = 255;
+    } else if (t == MUSE_TYPE_IQ1_S) {
+        c.ps = c.g;
+        c.o = 120;
+        c.s1 = 1;
+        c.cmax = 255;
+        c.dm = 1;
     } else if (!c.s1 && !c.fgs) {
         c.fg = 1;
     }

@@ -107,25 +107,6 @@ void muse_x86_swiglu_avx2(float *y, const float *g, const float *u, int64_t n) {
     for (; i < n; i++) y[i] = muse_x86_silu_fma(g[i]) * u[i];
 }
 
-/* 8 x 8 floats: c[j] becomes column j of the rows c[0..7] (c[j] lane r = row r's element j). */
-static inline void transpose8_ps(__m256 c[8]) {
-    __m256 t[8], u[8];
-    for (int i = 0; i < 4; i++) {
-        t[2 * i] = _mm256_unpacklo_ps(c[2 * i], c[2 * i + 1]);
-        t[2 * i + 1] = _mm256_unpackhi_ps(c[2 * i], c[2 * i + 1]);
-    }
-    for (int i = 0; i < 2; i++) {
-        u[4 * i + 0] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
-        u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
-        u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-        u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
-    }
-    for (int k = 0; k < 4; k++) {
-        c[k] = _mm256_permute2f128_ps(u[k], u[4 + k], 0x20);
-        c[k + 4] = _mm256_permute2f128_ps(u[k], u[4 + k], 0x31);
-    }
-}
-
 /* muse_rms_sums of 8 G rows (G 1 or 2): columns in blocks of 8, transposed so that each double
  * lane adds its row's squares in element order; the n % 8 tail per row afterwards. */
 MUSE_AVX2_INLINE void rms_sums_rows(const float *x, int64_t stride, int64_t n, double *sums, const int G) {
@@ -133,9 +114,9 @@ MUSE_AVX2_INLINE void rms_sums_rows(const float *x, int64_t stride, int64_t n, d
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
         for (int g = 0; g < G; g++) {
-            __m256 c[8];
+            __m256 c[8]; /* after the transpose c[j] lane r = row r's element i + j */
             for (int r = 0; r < 8; r++) c[r] = _mm256_loadu_ps(x + (size_t)(8 * g + r) * (size_t)stride + i);
-            transpose8_ps(c);
+            avx2_transpose8_ps(c);
             for (int j = 0; j < 8; j++) {
                 const __m256 sq = _mm256_mul_ps(c[j], c[j]);
                 acc[g][0] = _mm256_add_pd(acc[g][0], _mm256_cvtps_pd(_mm256_castps256_ps128(sq)));

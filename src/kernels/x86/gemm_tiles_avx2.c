@@ -60,24 +60,6 @@ MUSE_AVX2_INLINE struct tile_lay tile_layout(const struct tile_cfg c) {
     return l;
 }
 
-/* out[k] = dword k of each of x[0..7] (an 8 x 8 transpose of 32-bit units) */
-MUSE_AVX2_INLINE void tile_transpose8(__m256i x[8]) {
-    __m256i t[8], u[8];
-    for (int i = 0; i < 4; i++) {
-        t[2 * i] = _mm256_unpacklo_epi32(x[2 * i], x[2 * i + 1]);
-        t[2 * i + 1] = _mm256_unpackhi_epi32(x[2 * i], x[2 * i + 1]);
-    }
-    for (int i = 0; i < 2; i++) {
-        u[4 * i + 0] = _mm256_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-        u[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-        u[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-        u[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-    }
-    for (int k = 0; k < 4; k++) {
-        x[k] = _mm256_permute2x128_si256(u[k], u[4 + k], 0x20);
-        x[k + 4] = _mm256_permute2x128_si256(u[k], u[4 + k], 0x31);
-    }
-}
 
 /* 8 int16 at p as 8 int32 lanes (p[i], p[i]) */
 MUSE_AVX2_INLINE __m256i tile_dup_pairs(const int16_t *p) {
@@ -101,7 +83,7 @@ MUSE_AVX2_INLINE void tile_pack(const struct tile_cfg c, tile_decode_fn dec, int
             __m256i x[PW];
             for (int r = 0; r < PW; r++) x[r] = _mm256_add_epi8(_mm256_load_si256((const __m256i *)(tr[r].v + 32 * j)), off);
             if (pl == 1) {
-                tile_transpose8(x);
+                avx2_transpose8x32(x);
                 for (int k = 0; k < 8; k++) _mm256_store_si256((__m256i *)(rec + L.codes + (j * 8 + k) * 32), x[k]);
             } else {
                 __m256i h[PW];
@@ -109,8 +91,8 @@ MUSE_AVX2_INLINE void tile_pack(const struct tile_cfg c, tile_decode_fn dec, int
                     h[r] = _mm256_and_si256(_mm256_srli_epi16(x[r], 4), m4);
                     x[r] = _mm256_and_si256(x[r], m4);
                 }
-                tile_transpose8(h);
-                tile_transpose8(x);
+                avx2_transpose8x32(h);
+                avx2_transpose8x32(x);
                 for (int k = 0; k < 8; k++) {
                     _mm256_store_si256((__m256i *)(rec + L.codes + ((j * 2 + 0) * 8 + k) * 32), h[k]);
                     _mm256_store_si256((__m256i *)(rec + L.codes + ((j * 2 + 1) * 8 + k) * 32), x[k]);
@@ -121,7 +103,7 @@ MUSE_AVX2_INLINE void tile_pack(const struct tile_cfg c, tile_decode_fn dec, int
             for (int half = 0; half < c.fbe / c.g / 8; half++) {
                 __m256i x[PW];
                 for (int r = 0; r < PW; r++) x[r] = tile_dup_pairs(tr[r].s + 8 * half);
-                tile_transpose8(x);
+                avx2_transpose8x32(x);
                 for (int k = 0; k < 8; k++)
                     for (int p = 0; p < pl; p++)
                         _mm256_store_si256((__m256i *)(rec + L.scal + ((8 * half + k) * pl + p) * 32),
@@ -133,7 +115,7 @@ MUSE_AVX2_INLINE void tile_pack(const struct tile_cfg c, tile_decode_fn dec, int
                 for (int r = 0; r < PW; r++)
                     x[r] = _mm256_mullo_epi16(o16, c.g == 16 ? _mm256_loadu_si256((const __m256i *)tr[r].s)
                                                              : tile_dup_pairs(tr[r].s));
-                tile_transpose8(x);
+                avx2_transpose8x32(x);
                 for (int k = 0; k < c.fbe / 32; k++) _mm256_store_si256((__m256i *)(rec + L.offp + k * 32), x[k]);
             }
         }
@@ -146,7 +128,7 @@ MUSE_AVX2_INLINE void tile_pack(const struct tile_cfg c, tile_decode_fn dec, int
         if (c.mins) { /* per 32 elements: (mn of its first 16, mn of its second 16) */
             __m256i x[PW];
             for (int r = 0; r < PW; r++) x[r] = _mm256_loadu_si256((const __m256i *)tr[r].mn);
-            tile_transpose8(x);
+            avx2_transpose8x32(x);
             for (int k = 0; k < c.fbe / 32; k++) _mm256_store_si256((__m256i *)(rec + L.minp + k * 32), x[k]);
         }
     }

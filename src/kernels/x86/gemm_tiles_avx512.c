@@ -53,24 +53,6 @@ MUSE_AVX2_INLINE struct tile_lay tile_layout(const struct tile_cfg c) {
     return l;
 }
 
-/* out[k] = dword k of each of x[0..7] (an 8 x 8 transpose of 32-bit units) */
-MUSE_AVX2_INLINE void tile_transpose8(__m256i x[8]) {
-    __m256i t[8], u[8];
-    for (int i = 0; i < 4; i++) {
-        t[2 * i] = _mm256_unpacklo_epi32(x[2 * i], x[2 * i + 1]);
-        t[2 * i + 1] = _mm256_unpackhi_epi32(x[2 * i], x[2 * i + 1]);
-    }
-    for (int i = 0; i < 2; i++) {
-        u[4 * i + 0] = _mm256_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-        u[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-        u[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-        u[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-    }
-    for (int k = 0; k < 4; k++) {
-        x[k] = _mm256_permute2x128_si256(u[k], u[4 + k], 0x20);
-        x[k + 4] = _mm256_permute2x128_si256(u[k], u[4 + k], 0x31);
-    }
-}
 
 /* v[0..15] = (v - delta) s + o, each a byte 0..255 (the pre-scaled packing) */
 MUSE_AVX2_INLINE void tile_prescale16(int8_t *v, int delta, int s, int o) {
@@ -107,13 +89,13 @@ MUSE_AVX2_INLINE void tile_pack(const struct tile_cfg c, tile_decode_fn dec, int
                 __m256i x[8];
                 for (int r = 0; r < 8; r++)
                     x[r] = _mm256_add_epi8(_mm256_load_si256((const __m256i *)(tr[8 * half + r].v + 32 * j)), off);
-                tile_transpose8(x);
+                avx2_transpose8x32(x);
                 for (int k = 0; k < 8; k++) _mm256_storeu_si256((__m256i *)(rec + L.codes + (j * 8 + k) * 64 + 32 * half), x[k]);
             }
         float *dv = (float *)(void *)(rec + L.dv), *mv = (float *)(void *)(rec + L.mv);
         for (int r = 0; r < PW; r++) {
-            dv[r] = tr[r].d;
             if (c.mins) mv[r] = tr[r].m;
+            if (!c.fgs && !c.fg) dv[r] = tr[r].d;
             for (int gi = 0; gi < c.fbe / c.g && c.fgs; gi++) dv[PW * gi + r] = tr[r].dg[gi];
             for (int gi = 0; gi < c.fbe / c.g && c.fg; gi++) dv[PW * gi + r] = (float)tr[r].s[gi] * tr[r].d; /* exact */
         }

@@ -8,7 +8,7 @@
 #   make test            build + asan + fuzz + emu512, then scripts/run-tests.sh (ends with "N passed, N failed")
 #
 # Sources are found by directory, so adding a file never needs a Makefile edit:
-#   src/**.c             -> libmuse.a   (files named *_avx2.c / *_avx512.c get their ISA flags;
+#   src/**.c             -> libmuse.a   (files named *_avx2.c / *_avx512.c / *_amx.c get their ISA flags;
 #                                        nothing else is compiled with -m flags, never -march=native)
 #   tools/*.c            -> build/muse  (the CLI)
 #   tests/**/test_*.c    -> build/tests/<dir>/test_*   (each a program; exit status = verdict)
@@ -37,6 +37,7 @@ LIB_LDLIBS := $(shell pkg-config --libs $(LIB_PKGS) 2>/dev/null || echo -lpcre2-
 
 ISA_AVX2   := -mavx2 -mfma -mf16c -mbmi2
 ISA_AVX512 := -mavx2 -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mfma -mf16c -mbmi2
+ISA_AMX    := $(ISA_AVX512) -mamx-tile -mamx-int8
 
 LIB_SRC   := $(shell find src -name '*.c' | sort)
 TOOL_SRC  := $(sort $(wildcard tools/*.c))
@@ -95,6 +96,11 @@ $(BUILD)/obj/%_avx512.o: %_avx512.c
 	@echo "CC $<"
 	$(Q)$(CC) $(ISA_CFLAGS) $(ISA_AVX512) -c $< -o $@
 
+$(BUILD)/obj/%_amx.o: %_amx.c
+	@mkdir -p $(@D)
+	@echo "CC $<"
+	$(Q)$(CC) $(ISA_CFLAGS) $(ISA_AMX) -c $< -o $@
+
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	@echo "CC $<"
@@ -113,6 +119,11 @@ $(BUILD)/pic/%_avx512.o: %_avx512.c
 	@mkdir -p $(@D)
 	@echo "CC -fPIC $<"
 	$(Q)$(CC) $(ISA_CFLAGS) $(ISA_AVX512) -fPIC -c $< -o $@
+
+$(BUILD)/pic/%_amx.o: %_amx.c
+	@mkdir -p $(@D)
+	@echo "CC -fPIC $<"
+	$(Q)$(CC) $(ISA_CFLAGS) $(ISA_AMX) -fPIC -c $< -o $@
 
 $(BUILD)/pic/%.o: %.c
 	@mkdir -p $(@D)
@@ -183,7 +194,9 @@ fuzz:
 # emulation of the AVX-512 intrinsics (libsimde-dev), the CPU check told to count AVX2 as AVX-512
 # VNNI. Slow; for the tests only (the kernel tests, test_forward and cpu == ref at MUSE_CPU=avx512).
 emu512:
-	$(MAKE) BUILD=build-emu512 ISA_AVX512="$(ISA_AVX2) -DMUSE_EMULATE_AVX512" SAN="-DMUSE_CPU_EMULATE_AVX512" \
+	$(MAKE) BUILD=build-emu512 ISA_AVX512="$(ISA_AVX2) -DMUSE_EMULATE_AVX512" \
+	    ISA_AMX="$(ISA_AVX2) -DMUSE_EMULATE_AVX512 -DMUSE_EMULATE_AMX" \
+	    SAN="-DMUSE_CPU_EMULATE_AVX512 -DMUSE_CPU_EMULATE_AMX" \
 	    build-emu512/muse build-emu512/tests/kernels/test_kernels_simd build-emu512/tests/kernels/test_tile_gemm \
 	    build-emu512/tests/kernels/test_attn_flash \
 	    build-emu512/tests/model/test_forward build-emu512/tests/model/test_tile_forward

@@ -39,19 +39,23 @@ if [ -d build-asan/tests ]; then
         MUSE_SANITIZER=1 run "asan/${t#build-asan/}" 900 "$t"
     done
 fi
-# The AVX-512 level on SIMDe's emulation (make emu512): its kernels against _ref (the tile GEMM
-# within its bound), and the whole forward at MUSE_CPU=avx512 (with ",exact": identical to
-# --backend ref; the script's scalar variant still runs).
+# The AVX-512 and AMX levels on emulation (make emu512: SIMDe for the AVX-512 intrinsics,
+# amx_tiles.h's C model for the tile instructions): their kernels against _ref (the tile GEMM
+# within its bound; AMX bit for bit against AVX-512), and the whole forward at MUSE_CPU=avx512
+# (with ",exact": identical to --backend ref; the script's scalar variant still runs) and amx.
 if [ -x build-emu512/muse ]; then
     run "emu512/tests/kernels/test_kernels_simd" 600 bash -c 'out=$(build-emu512/tests/kernels/test_kernels_simd); st=$?
-        echo "$out"; [ $st -eq 0 ] && grep -q "^cpu level: max avx512, active avx512" <<<"$out"'
+        echo "$out"; [ $st -eq 0 ] && grep -q "^cpu level: max amx, active amx" <<<"$out"'
     run "emu512/tests/kernels/test_tile_gemm" 600 bash -c 'out=$(build-emu512/tests/kernels/test_tile_gemm); st=$?
-        echo "$out"; [ $st -eq 0 ] && grep -q "^avx512: [0-9]* tile GEMM cases" <<<"$out"'
+        echo "$out"; [ $st -eq 0 ] && grep -q "^avx512: [0-9]* tile GEMM cases" <<<"$out" && grep -q "^amx: [0-9]* tile GEMM cases" <<<"$out"'
     run "emu512/tests/kernels/test_attn_flash" 600 bash -c 'out=$(build-emu512/tests/kernels/test_attn_flash); st=$?
         echo "$out"; [ $st -eq 0 ] && ! grep -q "^SKIP: avx512" <<<"$out"'
     MUSE_CPU=avx512 run "emu512/tests/model/test_forward" 600 build-emu512/tests/model/test_forward
     MUSE_CPU=avx512 run "emu512/tests/model/test_tile_forward" 600 bash -c 'out=$(build-emu512/tests/model/test_tile_forward); st=$?
         echo "$out"; [ $st -eq 0 ] && grep -q "^level avx512" <<<"$out"'
+    MUSE_CPU=amx run "emu512/tests/model/test_forward (amx)" 600 build-emu512/tests/model/test_forward
+    MUSE_CPU=amx run "emu512/tests/model/test_tile_forward (amx)" 600 bash -c 'out=$(build-emu512/tests/model/test_tile_forward); st=$?
+        echo "$out"; [ $st -eq 0 ] && grep -q "^level amx" <<<"$out"'
     MUSE="$PWD/build-emu512/muse" MUSE_CPU=avx512 run "emu512/tests/model/test_backend_cpu.sh" 900 bash tests/model/test_backend_cpu.sh
 fi
 for t in $(find tests -name 'test_*.sh' | sort); do

@@ -179,8 +179,8 @@ void model_opts_usage(FILE *f) {
     fprintf(f, "model and context:\n");
     cli_opts_usage(f, rows, sizeof rows / sizeof rows[0]);
     fprintf(f, "environment: MUSE_LAYER_TRACE=1 prints a residual checksum per layer for the first\n"
-               "  MUSE_LAYER_TRACE_POS (default 4) positions on stderr; MUSE_CPU=scalar|avx2|avx512 forces\n"
-               "  a SIMD level, MUSE_CPU=exact (or avx2,exact ...) the kernels bit-identical to --backend ref\n");
+               "  MUSE_LAYER_TRACE_POS (default 4) positions on stderr; MUSE_CPU=scalar|avx2|avx512|amx\n"
+               "  forces a SIMD level, MUSE_CPU=exact (or avx2,exact ...) the kernels bit-identical to --backend ref\n");
 }
 
 bool model_opts_progress(const struct model_opts *o) { return o->verbosity >= 0 && cli_stderr_tty(); }

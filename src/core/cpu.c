@@ -10,6 +10,9 @@
 #include <cpuid.h>
 #define MUSE_X86 1
 #endif
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#endif
 
 static struct muse_cpu_features features;
 static int features_ready;
@@ -21,6 +24,23 @@ static uint64_t read_xcr0(void) {
     return ((uint64_t)edx << 32) | eax;
 }
 #endif
+
+/*
+ * Whether this process may use the AMX tile data (XTILEDATA, state component 18). Linux enables
+ * it per process on request (arch_prctl ARCH_REQ_XCOMP_PERM, kernel 5.16+): without the
+ * permission the first tile instruction dies with SIGILL, so a refusal (an older kernel, a
+ * seccomp filter) means no AMX level, never a crash. Asked once, by detection.
+ */
+static bool amx_permitted(void) {
+#if defined(__linux__) && defined(__x86_64__) && defined(SYS_arch_prctl)
+    enum { ARCH_GET_XCOMP_PERM = 0x1022, ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18 };
+    if (syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) != 0) return false;
+    unsigned long perm = 0;
+    return syscall(SYS_arch_prctl, ARCH_GET_XCOMP_PERM, &perm) == 0 && ((perm >> XFEATURE_XTILEDATA) & 1);
+#else
+    return false;
+#endif
+}
 
 /* Count distinct (physical id, core id) pairs in /proc/cpuinfo; 0 when unknown. */
 static int count_physical_cores(void) {
@@ -66,7 +86,12 @@ static void detect(void) {
         f.avx512bw = f.avx512f && ((b >> 30) & 1);
         f.avx512vl = f.avx512f && ((b >> 31) & 1);
         f.avx512vnni = f.avx512f && ((c >> 11) & 1);
+        /* AMX-TILE (EDX bit 24), AMX-INT8 (bit 25); the OS saves the tile config and data
+         * (XCR0 bits 17, 18); the process holds the permission for the data */
+        const bool amx_cpu = ((d >> 24) & 1) && ((d >> 25) & 1);
         if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx512bf16 = f.avx512f && ((a >> 5) & 1);
+        if (amx_cpu && f.os_avx512 && (read_xcr0() & 0x60000) == 0x60000 && amx_permitted())
+            f.amx_tile = f.amx_int8 = true;
     }
 #endif
 #ifdef MUSE_CPU_EMULATE_AVX512
@@ -74,6 +99,10 @@ static void detect(void) {
      * AVX-512 intrinsics, so an AVX2 machine counts as an AVX-512 VNNI one */
     if (f.avx2 && f.fma && f.f16c)
         f.avx512f = f.avx512dq = f.avx512bw = f.avx512vl = f.avx512vnni = true;
+#endif
+#ifdef MUSE_CPU_EMULATE_AMX
+    /* the same build's AMX level: its tile instructions are emulated in C (amx_emulate.h) */
+    if (f.avx512f && f.avx512vnni) f.amx_tile = f.amx_int8 = true;
 #endif
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     f.n_logical = n > 0 ? (int)n : 1;
@@ -93,7 +122,7 @@ const struct muse_cpu_features *muse_cpu_features(void) {
 enum muse_cpu_level muse_cpu_level_max(void) {
     const struct muse_cpu_features *f = muse_cpu_features();
     if (f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq && f->avx512vnni && f->fma && f->f16c)
-        return MUSE_CPU_LEVEL_AVX512;
+        return f->amx_tile && f->amx_int8 ? MUSE_CPU_LEVEL_AMX : MUSE_CPU_LEVEL_AVX512;
     if (f->avx2 && f->fma && f->f16c) return MUSE_CPU_LEVEL_AVX2;
     return MUSE_CPU_LEVEL_SCALAR;
 }
@@ -131,6 +160,7 @@ const char *muse_cpu_level_name(enum muse_cpu_level level) {
     case MUSE_CPU_LEVEL_SCALAR: return "scalar";
     case MUSE_CPU_LEVEL_AVX2: return "avx2";
     case MUSE_CPU_LEVEL_AVX512: return "avx512";
+    case MUSE_CPU_LEVEL_AMX: return "amx";
     default: return "unknown";
     }
 }

@@ -9,6 +9,8 @@
 struct muse_cpu_features {
     bool sse42, avx, fma, f16c, avx2;                     /* usable: CPU and OS both support */
     bool avx512f, avx512bw, avx512vl, avx512dq, avx512vnni, avx512bf16;
+    bool amx_tile, amx_int8; /* usable: CPU, OS state (XCR0 bits 17, 18) and the process's
+                                permission for the tile data (Linux arch_prctl, asked for once) */
     bool os_avx;     /* OS saves YMM state (XCR0 bits 1,2) */
     bool os_avx512;  /* OS saves opmask/ZMM state (XCR0 bits 5,6,7) */
     int n_logical;   /* online logical CPUs */
@@ -20,6 +22,7 @@ enum muse_cpu_level {
     MUSE_CPU_LEVEL_SCALAR = 0,  /* plain C (the _ref kernels) */
     MUSE_CPU_LEVEL_AVX2   = 1,  /* AVX2 + FMA + F16C */
     MUSE_CPU_LEVEL_AVX512 = 2,  /* AVX-512 F/BW/VL/DQ + VNNI (Ice Lake, Zen 4 and later) */
+    MUSE_CPU_LEVEL_AMX    = 3,  /* the AVX-512 level + AMX-TILE/INT8 (Sapphire Rapids and later) */
     MUSE_CPU_LEVEL_COUNT
 };
 
@@ -30,7 +33,7 @@ const struct muse_cpu_features *muse_cpu_features(void);
 enum muse_cpu_level muse_cpu_level_max(void);
 
 /*
- * The level to use: the environment variable MUSE_CPU=scalar|avx2|avx512 forces a level
+ * The level to use: the environment variable MUSE_CPU=scalar|avx2|avx512|amx forces a level
  * (clamped to what the machine supports; a comma-separated list may add "exact"), otherwise
  * the highest supported one.
  */
@@ -43,5 +46,5 @@ enum muse_cpu_level muse_cpu_level_active(void);
  */
 bool muse_cpu_exact_active(void);
 
-/* "scalar", "avx2", "avx512". */
+/* "scalar", "avx2", "avx512", "amx". */
 const char *muse_cpu_level_name(enum muse_cpu_level level);

@@ -208,7 +208,7 @@ const struct muse_kernels *muse_kernels_for(enum muse_cpu_level level);
 /* The same without the reassociating kernels: bit-identical to the reference (the exact mode). */
 const struct muse_kernels *muse_kernels_exact_for(enum muse_cpu_level level);
 
-/* The table of muse_cpu_level_active() (MUSE_CPU=scalar|avx2|avx512 forces a lower level), the
+/* The table of muse_cpu_level_active() (MUSE_CPU=scalar|avx2|avx512|amx forces a lower level), the
  * exact one when muse_cpu_exact_active() (MUSE_CPU=exact, alone or with a level: avx2,exact). */
 const struct muse_kernels *muse_kernels_active(void);
 

@@ -58,8 +58,12 @@ static void test_cpu(void) {
     enum muse_cpu_level max = muse_cpu_level_max();
     setenv("MUSE_CPU", "scalar", 1);
     TEST_COND("MUSE_CPU=scalar", muse_cpu_level_active() == MUSE_CPU_LEVEL_SCALAR);
-    setenv("MUSE_CPU", "avx512", 1);
+    setenv("MUSE_CPU", "amx", 1);
     TEST_COND("MUSE_CPU clamps to max", muse_cpu_level_active() == max);
+    setenv("MUSE_CPU", "avx512", 1);
+    TEST_COND("MUSE_CPU=avx512 below AMX", muse_cpu_level_active() == (max < MUSE_CPU_LEVEL_AVX512 ? max : MUSE_CPU_LEVEL_AVX512));
+    TEST_COND("amx implies avx512 and the tile state", !f->amx_int8 || (f->avx512f && f->amx_tile && f->os_avx512));
+    TEST_COND("the amx level needs amx", (max == MUSE_CPU_LEVEL_AMX) == (f->amx_int8 && max >= MUSE_CPU_LEVEL_AVX512));
     unsetenv("MUSE_CPU");
     TEST_COND("default = max", muse_cpu_level_active() == max);
     printf("cpu level: %s (%d logical, %d physical)\n", muse_cpu_level_name(max), f->n_logical, f->n_physical);

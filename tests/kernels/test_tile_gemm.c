@@ -13,6 +13,8 @@
  *     row counts (1..24, not multiples of the panel), 1..33 activation rows, with NaN-poisoned
  *     bytes around every activation row and output row (a read of padding shows up as NaN, a
  *     write outside the output as a changed poison value);
+ *   - the AMX level (gemm_tiles_amx.c; under `make emu512` on amx_tiles.h's C model of the
+ *     tile instructions) gives the AVX-512 level's bits for every type and shape;
  *   - the exact mode (muse_kernels_exact_for) has no tile GEMM, the fast table at least the
  *     three target families.
  * Levels the machine lacks are reported as skipped, never as passed.
@@ -139,6 +141,19 @@ static void check_case(const struct muse_kernels *k, enum muse_type type, const 
         free(s2);
         free(o2);
     }
+    /* the AMX level: the AVX-512 level's integers on the tile unit, finished in its float order */
+    const struct muse_kernels *k5 = muse_kernels_for(MUSE_CPU_LEVEL_AVX512);
+    if (ok && k->level == MUSE_CPU_LEVEL_AMX && k5) {
+        const size_t sb5 = muse_matmul_tile_scratch(k5, type, ne0);
+        void *s5 = aligned_alloc(64, (sb5 + 63) & ~(size_t)63);
+        float *o5 = malloc(sizeof(float) * (size_t)n_act * os);
+        memcpy(o5, out, sizeof(float) * (size_t)n_act * os);
+        k5->tile_gemm[type](ne0, w, ws, n_rows, xp + pad, xps, n_act, o5, os, s5, sb5);
+        TEST_CONDF(!memcmp(o5, out, sizeof(float) * (size_t)n_act * os), "%s %s %lldx%lld x %d: not the AVX-512 level's bits",
+                   lv, tn, (long long)ne0, (long long)n_rows, n_act);
+        free(s5);
+        free(o5);
+    }
     free(w);
     free(q);
     free(xp);
@@ -158,7 +173,7 @@ static void test_level(enum muse_cpu_level level) {
     CHECK(k->tile_gemm[MUSE_TYPE_Q8_0] && k->tile_gemm[MUSE_TYPE_Q4_K] && k->tile_gemm[MUSE_TYPE_IQ2_XXS]);
     CHECK(k->tile_gemm[MUSE_TYPE_F32] && k->tile_gemm[MUSE_TYPE_F16] && k->tile_gemm[MUSE_TYPE_BF16]);
     static const int64_t rows[] = {1, 8, 13, 24};
-    static const int acts[] = {1, 2, 3, 4, 5, 7, 9, 17, 33};
+    static const int acts[] = {1, 2, 3, 4, 5, 7, 9, 17, 33, 40}; /* (AMX: blocks of 16 and tails) */
     int n = 0;
     for (int ti = 0; ti < N_TILE_TYPES; ti++) {
         const struct tile_type *tt = &tile_types[ti];

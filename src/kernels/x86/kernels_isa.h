@@ -1,8 +1,8 @@
 /*
  * kernels_isa.h - prototypes of the per-ISA x86 kernels that kernels.c puts into the tables of
  * kernels.h. Internal to src/kernels. Each kernel follows the muse_gemm_fn / muse_from_float_fn
- * contracts of kernels.h. The files of src/kernels/x86 (a file named *_avx2.c / *_avx512.c is
- * compiled with that level's flags):
+ * contracts of kernels.h. The files of src/kernels/x86 (a file named *_avx2.c / *_avx512.c /
+ * *_amx.c is compiled with that level's flags):
  *   quantize_avx2.c        activation quantizers (bit-identical to the reference ones), F16/BF16
  *                          rows widened to f32
  *   attn_avx2.c            attention over an F16, F32 or Q8_0 KV cache
@@ -67,6 +67,11 @@ MUSE_X86_GEMM_TYPES(MUSE_DECLARE_X86_GEMM)
                                      size_t xps, int n_act, float *out, int64_t os, void *scratch, size_t sb); \
     size_t muse_tile_panel_bytes_##t##_avx2(int64_t n);                                                       \
     size_t muse_tile_panel_bytes_##t##_avx512(int64_t n);
+/* The AMX level's tile GEMM (gemm_tiles_amx.c) for the types of MUSE_TILE_TYPES. */
+#define MUSE_DECLARE_TILE_AMX(T, t, ...)                                                                      \
+    bool muse_tile_gemm_##t##_amx(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *xp,        \
+                                  size_t xps, int n_act, float *out, int64_t os, void *scratch, size_t sb);   \
+    size_t muse_tile_panel_bytes_##t##_amx(int64_t n);
 
 /* The float weight types with a tile GEMM (gemm_floats.inc; f32 activation rows in the tile layout). */
 #define MUSE_TILE_FLOAT_TYPES(X) X(F32, f32) X(F16, f16) X(BF16, bf16)
@@ -96,6 +101,7 @@ MUSE_TILE_FLOAT_TYPES(MUSE_DECLARE_TILE)
 /* Float group scales (tile_cfg.fgs): NVFP4's UE4M3 scale per 16 elements. */
 #define TILE_FGS(T) (MUSE_TYPE_##T == MUSE_TYPE_NVFP4)
 MUSE_TILE_TYPES(MUSE_DECLARE_TILE)
+MUSE_TILE_TYPES(MUSE_DECLARE_TILE_AMX)
 
 struct muse_attn_flash;
 void muse_attn_flash_f16_avx2(const struct muse_attn_flash *f, void *scratch);

@@ -123,7 +123,22 @@ MUSE_AVX2_INLINE void tile_offsets(const struct tile_cfg c, int64_t n, const int
         for (; i + 8 <= n16; i += 8)
             _mm256_storeu_si256((__m256i *)(void *)(t + i), _mm256_mullo_epi32(_mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(gs + i))),
                                                                                _mm256_set1_epi32(-c.o)));
-    } else if (U == 256) { /* 16 sums per unit: madd pairs, then the 8 lanes added up */
+    } else if (U == 256) { /* 16 sums per unit: madd pairs (times -o), then the 8 lanes of each unit
+                            * added up, 8 units at a time (a transposing sum), the rest one by one */
+        const __m512i mo = _mm512_set1_epi16((short)-c.o);
+        for (; i + 128 <= n16; i += 128) {
+            __m512i x[4]; /* x[k]: units 2k (lanes 0-7) and 2k + 1 (lanes 8-15), 8 pair sums each */
+            for (int k = 0; k < 4; k++) x[k] = _mm512_madd_epi16(_mm512_loadu_si512((const void *)(gs + i + 32 * k)), mo);
+            const __m512i s01 = _mm512_add_epi32(_mm512_unpacklo_epi32(x[0], x[1]), _mm512_unpackhi_epi32(x[0], x[1]));
+            const __m512i s23 = _mm512_add_epi32(_mm512_unpacklo_epi32(x[2], x[3]), _mm512_unpackhi_epi32(x[2], x[3]));
+            /* 128-bit lane L: the 4-lane sums of quarter L of x[0..3] */
+            const __m512i q = _mm512_add_epi32(_mm512_unpacklo_epi64(s01, s23), _mm512_unpackhi_epi64(s01, s23));
+            /* lanes 0 / 2: the unit sums of units 0, 2, 4, 6 / 1, 3, 5, 7 */
+            const __m512i u = _mm512_add_epi32(q, _mm512_shuffle_i32x4(q, q, 0xb1));
+            const __m128i ev = _mm512_castsi512_si128(u), od = _mm512_extracti32x4_epi32(u, 2);
+            _mm_storeu_si128((__m128i *)(void *)(t + i / 16), _mm_unpacklo_epi32(ev, od));
+            _mm_storeu_si128((__m128i *)(void *)(t + i / 16 + 4), _mm_unpackhi_epi32(ev, od));
+        }
         for (; i + 16 <= n16; i += 16) {
             const __m256i p = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(gs + i)), _mm256_set1_epi16(1));
             __m128i h = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));

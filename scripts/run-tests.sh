@@ -57,6 +57,7 @@ if [ -x build-emu512/muse ]; then
     MUSE_CPU=amx run "emu512/tests/model/test_tile_forward (amx)" 600 bash -c 'out=$(build-emu512/tests/model/test_tile_forward); st=$?
         echo "$out"; [ $st -eq 0 ] && grep -q "^level amx" <<<"$out"'
     MUSE="$PWD/build-emu512/muse" MUSE_CPU=avx512 run "emu512/tests/model/test_backend_cpu.sh" 900 bash tests/model/test_backend_cpu.sh
+    MUSE="$PWD/build-emu512/muse" MUSE_CPU=amx run "emu512/tests/model/test_backend_cpu.sh (amx)" 900 bash tests/model/test_backend_cpu.sh
 fi
 for t in $(find tests -name 'test_*.sh' | sort); do
     run "$t" 900 bash "$t"

@@ -123,12 +123,13 @@ MUSE_AVX2_INLINE void tile_offsets(const struct tile_cfg c, int64_t n, const int
         for (; i + 8 <= n16; i += 8)
             _mm256_storeu_si256((__m256i *)(void *)(t + i), _mm256_mullo_epi32(_mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(gs + i))),
                                                                                _mm256_set1_epi32(-c.o)));
-    } else if (U == 256) { /* 16 sums per unit: madd pairs (times -o), then the 8 lanes of each unit
+    } else if (U == 256) { /* 16 sums per unit: pair sums times -o (vpdpwssd from 0: SIMDe's
+                            * _mm512_madd_epi16 is broken), then the 8 lanes of each unit
                             * added up, 8 units at a time (a transposing sum), the rest one by one */
         const __m512i mo = _mm512_set1_epi16((short)-c.o);
         for (; i + 128 <= n16; i += 128) {
             __m512i x[4]; /* x[k]: units 2k (lanes 0-7) and 2k + 1 (lanes 8-15), 8 pair sums each */
-            for (int k = 0; k < 4; k++) x[k] = _mm512_madd_epi16(_mm512_loadu_si512((const void *)(gs + i + 32 * k)), mo);
+            for (int k = 0; k < 4; k++) x[k] = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_loadu_si512((const void *)(gs + i + 32 * k)), mo);
             const __m512i s01 = _mm512_add_epi32(_mm512_unpacklo_epi32(x[0], x[1]), _mm512_unpackhi_epi32(x[0], x[1]));
             const __m512i s23 = _mm512_add_epi32(_mm512_unpacklo_epi32(x[2], x[3]), _mm512_unpackhi_epi32(x[2], x[3]));
             /* 128-bit lane L: the 4-lane sums of quarter L of x[0..3] */

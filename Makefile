@@ -192,7 +192,9 @@ fuzz:
 
 # AVX-512 without an AVX-512 CPU: the *_avx512.c kernels built with the AVX2 flags and SIMDe's
 # emulation of the AVX-512 intrinsics (libsimde-dev), the CPU check told to count AVX2 as AVX-512
-# VNNI. Slow; for the tests only (the kernel tests, test_forward and cpu == ref at MUSE_CPU=avx512).
+# VNNI; the *_amx.c kernels likewise, their tile instructions on a C model (amx_tiles.h), the CPU
+# check told that AMX is there. For the tests only (the kernel tests, test_forward and cpu == ref
+# at MUSE_CPU=avx512 and amx).
 emu512:
 	$(MAKE) BUILD=build-emu512 ISA_AVX512="$(ISA_AVX2) -DMUSE_EMULATE_AVX512" \
 	    ISA_AMX="$(ISA_AVX2) -DMUSE_EMULATE_AVX512 -DMUSE_EMULATE_AMX" \

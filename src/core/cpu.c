@@ -101,7 +101,7 @@ static void detect(void) {
         f.avx512f = f.avx512dq = f.avx512bw = f.avx512vl = f.avx512vnni = true;
 #endif
 #ifdef MUSE_CPU_EMULATE_AMX
-    /* the same build's AMX level: its tile instructions are emulated in C (amx_emulate.h) */
+    /* the same build's AMX level: its tile instructions are emulated in C (kernels/x86/amx_tiles.h) */
     if (f.avx512f && f.avx512vnni) f.amx_tile = f.amx_int8 = true;
 #endif
     long n = sysconf(_SC_NPROCESSORS_ONLN);

@@ -30,9 +30,9 @@ static const struct muse_kernels kernels_scalar = {
 
 /* The x86 tables: the AVX2 one, and the AVX-512 one with the VNNI builds of the same matrix
  * kernels (quantizers and attention helpers are the AVX2 ones; flash attention has an AVX-512 build
- * of its own, FLASH). EXACT: the tables without the
- * reassociating kernels (tile GEMM), bit-identical to the reference (MUSE_CPU=exact). */
-#define X86_KERNELS(LEVEL, GEMM_ENTRY, TILE_ENTRY, TILE_BYTES, FLOAT_ENTRY, FLOAT_BYTES, FLASH, EXACT)            \
+ * of its own, FLASH). TILE_*: the quant types' tile GEMM, FLOAT_*: the float types'. EXACT: the
+ * tables without the reassociating kernels (tile GEMM), bit-identical to the reference (MUSE_CPU=exact). */
+#define X86_KERNELS(LEVEL, GEMM_ENTRY, TILE_ENTRY, TILE_BYTES, FLOAT_ENTRY, FLOAT_BYTES, FLASH, EXACT) \
     {                                                                                  \
         .level = LEVEL,                                                                \
         .exact_mode = EXACT,                                                           \

@@ -385,13 +385,22 @@ static int64_t first_non_finite(const float *x, int64_t n) {
     return -1;
 }
 
-/* Index of the first fp16 (mask 0x7c00) or bf16 (0x7f80) NaN or infinity among n halves, or -1. */
-static int64_t first_non_finite_half(const uint16_t *h, int64_t n, int64_t stride, uint16_t mask) {
+/* The half at byte p (any alignment: a source tensor's data need not be 2-aligned). */
+static uint16_t half_at(const uint8_t *p) {
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+
+/* Index of the first fp16 (mask 0x7c00) or bf16 (0x7f80) NaN or infinity among n halves (stride
+ * halves apart from h), or -1. */
+static int64_t first_non_finite_half(const void *h, int64_t n, int64_t stride, uint16_t mask) {
+    const uint8_t *b = h;
     uint32_t any = 0;
-    for (int64_t i = 0; i < n; i++) any |= (h[i * stride] & mask) == mask;
+    for (int64_t i = 0; i < n; i++) any |= (half_at(b + 2 * i * stride) & mask) == mask;
     if (!any) return -1;
     for (int64_t i = 0; i < n; i++)
-        if ((h[i * stride] & mask) == mask) return i;
+        if ((half_at(b + 2 * i * stride) & mask) == mask) return i;
     return -1;
 }
 
@@ -406,8 +415,8 @@ static int64_t output_non_finite(enum muse_type type, const uint8_t *q, int64_t 
     int n_off = 1;
     switch (type) {
     case MUSE_TYPE_F32: return first_non_finite((const float *)q, n);
-    case MUSE_TYPE_F16: return first_non_finite_half((const uint16_t *)q, n, 1, 0x7c00);
-    case MUSE_TYPE_BF16: return first_non_finite_half((const uint16_t *)q, n, 1, 0x7f80);
+    case MUSE_TYPE_F16: return first_non_finite_half(q, n, 1, 0x7c00);
+    case MUSE_TYPE_BF16: return first_non_finite_half(q, n, 1, 0x7f80);
     case MUSE_TYPE_Q4_0: case MUSE_TYPE_Q5_0: case MUSE_TYPE_Q8_0: case MUSE_TYPE_Q1_0: break;
     case MUSE_TYPE_Q4_1: case MUSE_TYPE_Q5_1: case MUSE_TYPE_Q4_K: case MUSE_TYPE_Q5_K: off[1] = 2; n_off = 2; break;
     case MUSE_TYPE_Q2_K: off[0] = 80; off[1] = 82; n_off = 2; break;
@@ -422,7 +431,7 @@ static int64_t output_non_finite(enum muse_type type, const uint8_t *q, int64_t 
     const struct muse_type_layout *lay = &muse_type_layouts[type];
     const int64_t nb = n / lay->block_size, stride = (int64_t)(lay->type_size / 2);
     for (int k = 0; k < n_off; k++) {
-        const int64_t b = first_non_finite_half((const uint16_t *)(q + off[k]), nb, stride, 0x7c00);
+        const int64_t b = first_non_finite_half(q + off[k], nb, stride, 0x7c00);
         if (b >= 0) return b * lay->block_size;
     }
     return -1;
@@ -483,7 +492,7 @@ static muse_status write_output(struct run *r, const char *out_path, struct muse
     const struct muse_gguf *in = r->in;
     struct muse_gguf_writer *w = NULL;
     struct muse_threadpool *pool = NULL;
-    uint8_t *buf = NULL;
+    uint8_t *buf = NULL, *src_copy = NULL; /* src_copy: an aligned copy of a misaligned source tensor */
     float **scratch = NULL;
     int nth = 1;
     muse_status st = muse_gguf_writer_open(out_path, &w, err);
@@ -549,6 +558,14 @@ static muse_status write_output(struct run *r, const char *out_path, struct muse
             }
             if ((st = muse_gguf_writer_write_data(w, t->data, (size_t)t->nbytes))) goto fail_writer;
         } else if (t->n_elements > 0) {   /* (an empty tensor has no bytes to write) */
+            /* a file with general.alignment below 8 can place a tensor at any address; the
+             * dequantizers read typed fields, so such a tensor is converted from an aligned copy */
+            const uint8_t *data = t->data;
+            if ((uintptr_t)data & 7) {
+                if (!(src_copy = malloc((size_t)t->nbytes))) goto nomem;
+                memcpy(src_copy, t->data, (size_t)t->nbytes);
+                data = src_copy;
+            }
             struct convert_job j = {
                 .from = (enum muse_type)t->type, .to = pl->type_out, .ne0 = t->ne[0],
                 .rs_src = muse_type_row_size((enum muse_type)t->type, t->ne[0]),
@@ -559,7 +576,7 @@ static muse_status write_output(struct run *r, const char *out_path, struct muse
             const int64_t slab = (int64_t)(buf_size / j.rs_dst);
             for (int64_t r0 = 0; r0 < rows; r0 += slab) {
                 j.nrows = rows - r0 < slab ? rows - r0 : slab;
-                j.src = (const uint8_t *)t->data + (size_t)r0 * j.rs_src;
+                j.src = data + (size_t)r0 * j.rs_src;
                 j.dst = buf;
                 region_or_direct(pool, convert_rows, &j);
                 for (int k = 0; k < nth; k++) {
@@ -574,6 +591,8 @@ static muse_status write_output(struct run *r, const char *out_path, struct muse
                 }
                 if ((st = muse_gguf_writer_write_data(w, buf, (size_t)j.nrows * j.rs_dst))) goto fail_writer;
             }
+            free(src_copy);
+            src_copy = NULL;
         }
         if (r->p->progress) {
             char b1[16], b2[16];
@@ -603,6 +622,7 @@ fail_writer:
     muse_gguf_writer_close(w, err);            /* reports the writer's first error, removes the file */
     w = NULL;
 done:
+    free(src_copy);
     if (scratch)
         for (int k = 0; k < nth; k++) free(scratch[k]);
     free(scratch);

@@ -73,8 +73,8 @@ static inline void amx_step(const uint8_t *const *pan, size_t cb, const char *xa
 
 /* P packed panels against ny activation rows at xa (xps apart; ot: their offset tables): accb[p][r]
  * (16 floats) += panel p's dots with row r, in the AVX-512 level's float order. */
-MUSE_AVX2_INLINE void amx_block(const struct tile_cfg c, int64_t n, const uint8_t *const *pan, const char *xa, size_t xps,
-                      const int P, const int ny, const int32_t *ot, int32_t *cbuf, float *accb) {
+MUSE_AVX2_INLINE void amx_block(const struct tile_cfg c, int64_t n, const uint8_t *const *pan, const char *xa,
+                                size_t xps, const int P, const int ny, const int32_t *ot, int32_t *cbuf, float *accb) {
     const struct tile_lay L = tile_layout(c);
     const int K = amx_k(c), fgx = c.fg || c.fgs;
     const int64_t nfb = n / c.fbe;
@@ -139,8 +139,9 @@ MUSE_AVX2_INLINE void amx_block(const struct tile_cfg c, int64_t n, const uint8_
     }
 }
 
-MUSE_AVX2_INLINE bool amx_gemm(const struct tile_cfg c, tile_decode_fn dec, int64_t n, const void *w, size_t ws, int64_t n_rows,
-                     const void *act, size_t xps, int n_act, float *out, int64_t os, void *scratch, size_t scratch_bytes) {
+MUSE_AVX2_INLINE bool amx_gemm(const struct tile_cfg c, tile_decode_fn dec, int64_t n, const void *w, size_t ws,
+                               int64_t n_rows, const void *act, size_t xps, int n_act, float *out, int64_t os,
+                               void *scratch, size_t scratch_bytes) {
     if (n % c.fbe != 0 || c.fbe / amx_k(c) > GMAX) return false;
     const struct tile_lay L = tile_layout(c);
     const size_t pb = (size_t)(n / c.fbe) * (size_t)L.rec; /* one panel (a multiple of 64 bytes) */

@@ -50,14 +50,13 @@ if [ -x build-emu512/muse ]; then
         echo "$out"; [ $st -eq 0 ] && grep -q "^avx512: [0-9]* tile GEMM cases" <<<"$out" && grep -q "^amx: [0-9]* tile GEMM cases" <<<"$out"'
     run "emu512/tests/kernels/test_attn_flash" 600 bash -c 'out=$(build-emu512/tests/kernels/test_attn_flash); st=$?
         echo "$out"; [ $st -eq 0 ] && ! grep -q "^SKIP: avx512" <<<"$out"'
-    MUSE_CPU=avx512 run "emu512/tests/model/test_forward" 600 build-emu512/tests/model/test_forward
-    MUSE_CPU=avx512 run "emu512/tests/model/test_tile_forward" 600 bash -c 'out=$(build-emu512/tests/model/test_tile_forward); st=$?
-        echo "$out"; [ $st -eq 0 ] && grep -q "^level avx512" <<<"$out"'
-    MUSE_CPU=amx run "emu512/tests/model/test_forward (amx)" 600 build-emu512/tests/model/test_forward
-    MUSE_CPU=amx run "emu512/tests/model/test_tile_forward (amx)" 600 bash -c 'out=$(build-emu512/tests/model/test_tile_forward); st=$?
-        echo "$out"; [ $st -eq 0 ] && grep -q "^level amx" <<<"$out"'
-    MUSE="$PWD/build-emu512/muse" MUSE_CPU=avx512 run "emu512/tests/model/test_backend_cpu.sh" 900 bash tests/model/test_backend_cpu.sh
-    MUSE="$PWD/build-emu512/muse" MUSE_CPU=amx run "emu512/tests/model/test_backend_cpu.sh (amx)" 900 bash tests/model/test_backend_cpu.sh
+    for lv in avx512 amx; do
+        sfx=""; [ "$lv" = amx ] && sfx=" (amx)"
+        MUSE_CPU=$lv run "emu512/tests/model/test_forward$sfx" 600 build-emu512/tests/model/test_forward
+        MUSE_CPU=$lv run "emu512/tests/model/test_tile_forward$sfx" 600 bash -c 'out=$(build-emu512/tests/model/test_tile_forward); st=$?
+            echo "$out"; [ $st -eq 0 ] && grep -q "^level $MUSE_CPU" <<<"$out"'
+        MUSE="$PWD/build-emu512/muse" MUSE_CPU=$lv run "emu512/tests/model/test_backend_cpu.sh$sfx" 900 bash tests/model/test_backend_cpu.sh
+    done
 fi
 for t in $(find tests -name 'test_*.sh' | sort); do
     run "$t" 900 bash "$t"

@@ -67,11 +67,12 @@ static void detect(void) {
     memset(&f, 0, sizeof(f));
 #ifdef MUSE_X86
     unsigned a, b, c, d;
+    uint64_t xcr0 = 0; /* the OS's enabled state components (0 without OSXSAVE) */
     if (__get_cpuid(1, &a, &b, &c, &d)) {
         bool osxsave = (c >> 27) & 1;
         f.sse42 = (c >> 20) & 1;
         if (osxsave) {
-            uint64_t xcr0 = read_xcr0();
+            xcr0 = read_xcr0();
             f.os_avx = (xcr0 & 0x6) == 0x6;
             f.os_avx512 = f.os_avx && (xcr0 & 0xe0) == 0xe0;
         }
@@ -90,7 +91,7 @@ static void detect(void) {
          * (XCR0 bits 17, 18); the process holds the permission for the data */
         const bool amx_cpu = ((d >> 24) & 1) && ((d >> 25) & 1);
         if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx512bf16 = f.avx512f && ((a >> 5) & 1);
-        if (amx_cpu && f.os_avx512 && (read_xcr0() & 0x60000) == 0x60000 && amx_permitted())
+        if (amx_cpu && f.os_avx512 && (xcr0 & 0x60000) == 0x60000 && amx_permitted())
             f.amx_tile = f.amx_int8 = true;
     }
 #endif

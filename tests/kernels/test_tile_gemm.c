@@ -77,6 +77,21 @@ static bool is_ff(const void *p, size_t n) {
     return true;
 }
 
+/* Whether table k2's tile GEMM gives exactly the n_act x os outputs `out` (its padding included)
+ * for the same inputs. */
+static bool same_output(const struct muse_kernels *k2, enum muse_type type, int64_t ne0, const uint8_t *w, size_t ws,
+                        int64_t n_rows, const uint8_t *xp, size_t xps, int n_act, const float *out, int64_t os) {
+    const size_t sb2 = muse_matmul_tile_scratch(k2, type, ne0), bytes = sizeof(float) * (size_t)n_act * (size_t)os;
+    void *s2 = aligned_alloc(64, (sb2 + 63) & ~(size_t)63);
+    float *o2 = malloc(bytes);
+    memcpy(o2, out, bytes);
+    k2->tile_gemm[type](ne0, w, ws, n_rows, xp, xps, n_act, o2, os, s2, sb2);
+    const bool same = !memcmp(o2, out, bytes);
+    free(s2);
+    free(o2);
+    return same;
+}
+
 /* One shape of weight type `type` (tt: its packing, NULL for the float types). */
 static void check_case(const struct muse_kernels *k, enum muse_type type, const struct tile_type *tt, int64_t ne0,
                        int64_t n_rows, int n_act, double *worst) {
@@ -131,29 +146,14 @@ static void check_case(const struct muse_kernels *k, enum muse_type type, const 
     const struct muse_kernels *k2 = muse_kernels_for(MUSE_CPU_LEVEL_AVX2);
     const struct tile_type *tq = tile_type_of(type);
     const bool same_bits = !(k->level >= MUSE_CPU_LEVEL_AVX512 && tq && tile_cfg_avx512(tq->cfg, type).fg);
-    if (ok && k2 && k2 != k && same_bits) {
-        const size_t sb2 = muse_matmul_tile_scratch(k2, type, ne0);
-        void *s2 = aligned_alloc(64, (sb2 + 63) & ~(size_t)63);
-        float *o2 = malloc(sizeof(float) * (size_t)n_act * os);
-        memcpy(o2, out, sizeof(float) * (size_t)n_act * os);
-        k2->tile_gemm[type](ne0, w, ws, n_rows, xp + pad, xps, n_act, o2, os, s2, sb2);
-        TEST_CONDF(!memcmp(o2, out, sizeof(float) * (size_t)n_act * os), "%s %s: not the AVX2 build's bits", lv, tn);
-        free(s2);
-        free(o2);
-    }
+    if (ok && k2 && k2 != k && same_bits)
+        TEST_CONDF(same_output(k2, type, ne0, w, ws, n_rows, xp + pad, xps, n_act, out, os), "%s %s: not the AVX2 build's bits",
+                   lv, tn);
     /* the AMX level: the AVX-512 level's integers on the tile unit, finished in its float order */
     const struct muse_kernels *k5 = muse_kernels_for(MUSE_CPU_LEVEL_AVX512);
-    if (ok && k->level == MUSE_CPU_LEVEL_AMX && k5) {
-        const size_t sb5 = muse_matmul_tile_scratch(k5, type, ne0);
-        void *s5 = aligned_alloc(64, (sb5 + 63) & ~(size_t)63);
-        float *o5 = malloc(sizeof(float) * (size_t)n_act * os);
-        memcpy(o5, out, sizeof(float) * (size_t)n_act * os);
-        k5->tile_gemm[type](ne0, w, ws, n_rows, xp + pad, xps, n_act, o5, os, s5, sb5);
-        TEST_CONDF(!memcmp(o5, out, sizeof(float) * (size_t)n_act * os), "%s %s %lldx%lld x %d: not the AVX-512 level's bits",
-                   lv, tn, (long long)ne0, (long long)n_rows, n_act);
-        free(s5);
-        free(o5);
-    }
+    if (ok && k->level == MUSE_CPU_LEVEL_AMX && k5)
+        TEST_CONDF(same_output(k5, type, ne0, w, ws, n_rows, xp + pad, xps, n_act, out, os),
+                   "%s %s %lldx%lld x %d: not the AVX-512 level's bits", lv, tn, (long long)ne0, (long long)n_rows, n_act);
     free(w);
     free(q);
     free(xp);

@@ -10,6 +10,9 @@ static void digit_range(struct gbuf *b, char from, char to) {
 }
 
 static void more_digits(struct gbuf *b, int min_digits, int max_digits) {
+    /* a bound beyond the 16-digit integers (a minimum of 10^17 and up) asks for more digits than
+     * the decimal cap allows: its own digit count then, not an inverted {min,max} */
+    if (max_digits < min_digits) max_digits = min_digits;
     gbuf_puts(b, "[0-9]");
     if (min_digits == max_digits && min_digits == 1) return;
     gbuf_printf(b, "{%d", min_digits);

@@ -165,10 +165,18 @@ struct muse_context_params {
     int32_t trace_n_pos;          /* trace positions 0..trace_n_pos-1 */
     muse_layer_capture_fn capture; /* NULL = none */
     void *capture_user;
+    uint32_t n_seq_max;           /* sequences the context holds (muse_decode), each with its own KV
+                                     cache of n_ctx positions; 0 = 1. The muse_eval family and muse_kv_*
+                                     work on sequence 0. At most MUSE_MAX_SEQ */
 };
+
+#define MUSE_MAX_SEQ 256
 
 /* Defaults for muse_context_create. */
 struct muse_context_params muse_context_default_params(void);
+/* The thread count a context made with params runs on: n_threads, or the backend's default for 0
+ * (every physical core; 1 for "ref"); 0 for an unknown backend. */
+uint32_t muse_context_params_threads(struct muse_context_params params);
 
 /*
  * Bytes of KV cache one more position costs a context made with params (the full-attention
@@ -207,6 +215,39 @@ uint32_t muse_context_n_threads(const struct muse_context *ctx);
 int32_t muse_context_n_past(const struct muse_context *ctx);
 /* Name of the backend in use ("ref", ...). */
 const char *muse_context_backend(const struct muse_context *ctx);
+/* Sequences the context holds (as resolved at creation, >= 1). */
+uint32_t muse_context_n_seq_max(const struct muse_context *ctx);
+
+/*
+ * A batch of rows from one or more sequences of a context, run as ONE forward: every matmul reads
+ * the weights once for all rows; each row's key and value go to its own sequence's cache, and its
+ * attention reads only that sequence (like llama_batch's seq_id, one sequence per row).
+ */
+struct muse_batch {
+    int32_t n_tokens;       /* rows: 1..n_batch */
+    const int32_t *token;   /* [n_tokens] token ids */
+    const int32_t *seq_id;  /* [n_tokens] 0..n_seq_max-1; NULL: every row of sequence 0 */
+    const int32_t *pos;     /* [n_tokens] or NULL. A sequence's rows take its next positions in batch
+                               order (its n_past, n_past + 1, ...); given positions must be exactly those */
+    const int8_t *logits;   /* [n_tokens] nonzero: this row's logits are wanted; NULL: the last row of
+                               each sequence in the batch */
+};
+
+/*
+ * Evaluate a batch. logits: [rows asked for][n_vocab], in batch order (NULL: none written). Gives
+ * each row exactly what evaluating its sequence alone gives it with the exact kernels (MUSE_CPU=exact,
+ * the ref backend); the fast kernels may pick another kernel for a batch of a different size (within
+ * their tested bound). Errors: MUSE_ERR_INVALID_ARG (an empty or too large batch, a bad sequence id,
+ * token or position), MUSE_ERR_CONTEXT (a sequence would outgrow n_ctx); nothing is evaluated then.
+ */
+muse_status muse_decode(struct muse_context *ctx, const struct muse_batch *batch, float *logits, struct muse_error *err);
+
+/* Positions stored for sequence seq (0 for an id out of range). */
+int32_t muse_seq_n_past(const struct muse_context *ctx, int32_t seq);
+/* muse_kv_clear / muse_kv_truncate for sequence seq. Errors: MUSE_ERR_INVALID_ARG (bad id, or as
+ * muse_kv_truncate). */
+muse_status muse_seq_clear(struct muse_context *ctx, int32_t seq, struct muse_error *err);
+muse_status muse_seq_truncate(struct muse_context *ctx, int32_t seq, int32_t n_keep, struct muse_error *err);
 
 /*
  * Evaluate n_tokens tokens at positions n_past, n_past+1, ... (chunked by n_batch; every chunk

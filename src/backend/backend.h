@@ -118,6 +118,10 @@ struct muse_backend_ops {
     void (*attention)(void *state, const struct muse_attn_args *args, int ith, int nth);
 };
 
+/* Store one position's k [n_embd_k] and v [n_embd_v] (f32) into its cell (pos % n_cells) of KV
+ * layer l, converted to the cache type (F16 by rounding, F32 as is, else the type's from_float). */
+void muse_kv_layer_store(struct muse_kv_layer *l, int32_t pos, const float *k, const float *v);
+
 /* View of rows [r0, r0 + n) of weight w (a slice of a fused tensor). */
 struct muse_weight muse_weight_rows(const struct muse_weight *w, int64_t r0, int64_t n);
 

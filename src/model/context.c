@@ -96,6 +96,10 @@ struct muse_context_params muse_context_default_params(void) {
     return p;
 }
 
+uint32_t muse_context_params_threads(struct muse_context_params params) {
+    return (uint32_t)muse_device_threads(params.backend ? params.backend : "cpu", (int32_t)params.n_threads);
+}
+
 uint64_t muse_context_bytes_per_pos(const struct muse_model *model, struct muse_context_params params) {
     const struct muse_hparams *hp = &model->hp;
     const enum muse_type type = (unsigned)params.kv_type < MUSE_KV_TYPE_COUNT ? kv_type_ids[params.kv_type] : MUSE_TYPE_F16;
@@ -141,10 +145,13 @@ uint32_t muse_context_auto_n_ctx(const struct muse_model *model, struct muse_con
 
 void muse_context_free(struct muse_context *ctx) {
     if (!ctx) return;
-    if (ctx->ops && ctx->backend_state) ctx->ops->free(ctx->backend_state);
-    muse_run_state_free(ctx->rs);
-    muse_kv_cache_free(ctx->kv);
+    for (uint32_t s = 0; ctx->kv && s < ctx->params.n_seq_max; s++) muse_kv_cache_free(ctx->kv[s]);
+    free(ctx->kv);
+    free(ctx->kv_layers);
+    muse_program_free(&ctx->prog);
+    muse_device_close(ctx->dev);
     free(ctx->pos);
+    free(ctx->out_rows);
     free(ctx);
 }
 
@@ -153,45 +160,53 @@ muse_status muse_context_create(struct muse_model *model, struct muse_context_pa
     const struct muse_hparams *hp = &model->hp;
     muse_status st;
     *out = NULL;
-    const char *bname = params.backend ? params.backend : "cpu";
-    const struct muse_backend_ops *ops = muse_backend_find(bname);
-    if (!ops) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "unknown backend '%s'", bname);
     if ((unsigned)params.kv_type >= MUSE_KV_TYPE_COUNT)
         return muse_error_set(err, MUSE_ERR_INVALID_ARG, "bad KV cache type %d", (int)params.kv_type);
-    if (params.n_ctx == 0) params.n_ctx = muse_context_auto_n_ctx(model, params, 1);
+    if (params.n_seq_max == 0) params.n_seq_max = 1;
+    if (params.n_seq_max > MUSE_MAX_SEQ)
+        return muse_error_set(err, MUSE_ERR_INVALID_ARG, "%u sequences exceed the most a context holds (%d)",
+                              params.n_seq_max, MUSE_MAX_SEQ);
+    if (params.n_ctx == 0) params.n_ctx = muse_context_auto_n_ctx(model, params, (int32_t)params.n_seq_max);
     if (params.n_ctx > hp->n_ctx_train)
         return muse_error_set(err, MUSE_ERR_INVALID_ARG, "context size %u exceeds the model's context_length %u",
                               params.n_ctx, hp->n_ctx_train);
     if (params.n_ctx > INT32_MAX / 2) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "context size %u is too large", params.n_ctx);
     if (params.n_batch == 0) params.n_batch = 512;
     if (params.n_batch > params.n_ctx) params.n_batch = params.n_ctx;
-    if (params.n_threads == 0) params.n_threads = ops == &muse_backend_ref_ops ? 1 : (uint32_t)muse_cpu_features()->n_physical;
 
     struct muse_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
     ctx->model = model;
-    ctx->ops = ops;
-    params.backend = ops->name;
+    if ((st = muse_device_open(params.backend ? params.backend : "cpu", (int32_t)params.n_threads, params.no_repack != 0,
+                               &ctx->dev, err))) {
+        free(ctx);
+        return st;
+    }
+    params.backend = muse_device_name(ctx->dev);
+    params.n_threads = (uint32_t)muse_device_n_threads(ctx->dev);
     ctx->params = params;
     ctx->pos = malloc(sizeof(int32_t) * params.n_batch);
-    if (!ctx->pos) {
+    ctx->out_rows = malloc(sizeof(int32_t) * params.n_batch);
+    ctx->kv = calloc(params.n_seq_max, sizeof *ctx->kv);
+    ctx->kv_layers = calloc(params.n_seq_max, sizeof *ctx->kv_layers);
+    if (!ctx->pos || !ctx->out_rows || !ctx->kv || !ctx->kv_layers) {
         st = muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
         goto fail;
     }
-    if ((st = muse_kv_cache_create(hp, params.n_ctx, params.n_batch, kv_type_ids[params.kv_type], params.swa_full != 0,
-                                   &ctx->kv, err)))
-        goto fail;
-    if ((st = muse_run_state_create(hp, &model->w, (int32_t)params.n_batch, &ctx->rs, err))) goto fail;
-    struct muse_backend_plan plan = {
+    for (uint32_t s = 0; s < params.n_seq_max; s++) {
+        if ((st = muse_kv_cache_create(ctx->dev, hp, params.n_ctx, params.n_batch, kv_type_ids[params.kv_type],
+                                       params.swa_full != 0, &ctx->kv[s], err)))
+            goto fail;
+        ctx->kv_layers[s] = ctx->kv[s]->layers;
+    }
+    if ((st = muse_text_program_build(hp, &model->w, (int32_t)params.n_batch, &ctx->prog, err))) goto fail;
+    const struct muse_backend_plan plan = {
         .n_batch = (int32_t)params.n_batch,
         .max_ne0 = muse_weights_max_ne0(hp, &model->w),
         .max_cells = params.n_ctx,
         .max_head_dim = (int32_t)(hp->n_embd_head_k > hp->n_embd_head_k_swa ? hp->n_embd_head_k : hp->n_embd_head_k_swa),
-        .n_threads = (int32_t)params.n_threads,
-        .no_repack = params.no_repack != 0,
     };
-    if ((st = ops->init(&plan, &ctx->backend_state, err))) goto fail;
-    ctx->plan = plan;
+    if ((st = muse_device_reserve(ctx->dev, &plan, ctx->prog.workspace_floats, err))) goto fail;
     *out = ctx;
     return MUSE_OK;
 fail:
@@ -200,29 +215,26 @@ fail:
 }
 
 muse_status muse_context_reserve(struct muse_context *ctx, const struct muse_backend_plan *need, struct muse_error *err) {
-    struct muse_backend_plan p = ctx->plan;
-    bool grow = false;
-#define GROW(f) if (need->f > p.f) p.f = need->f, grow = true
-    GROW(n_batch);
-    GROW(max_ne0);
-    GROW(max_cells);
-    GROW(max_head_dim);
-#undef GROW
-    if (!grow) return MUSE_OK;
-    void *state = NULL;
-    muse_status st = ctx->ops->init(&p, &state, err);
-    if (st) return st;
-    ctx->ops->free(ctx->backend_state);
-    ctx->backend_state = state;
-    ctx->plan = p;
-    return MUSE_OK;
+    return muse_device_reserve(ctx->dev, need, 0, err);
 }
 
 uint32_t muse_context_n_ctx(const struct muse_context *ctx) { return ctx->params.n_ctx; }
 uint32_t muse_context_n_batch(const struct muse_context *ctx) { return ctx->params.n_batch; }
 uint32_t muse_context_n_threads(const struct muse_context *ctx) { return ctx->params.n_threads; }
-int32_t muse_context_n_past(const struct muse_context *ctx) { return ctx->kv->n_past; }
-const char *muse_context_backend(const struct muse_context *ctx) { return ctx->ops->name; }
+int32_t muse_context_n_past(const struct muse_context *ctx) { return ctx->kv[0]->n_past; }
+const char *muse_context_backend(const struct muse_context *ctx) { return muse_device_name(ctx->dev); }
+uint32_t muse_context_n_seq_max(const struct muse_context *ctx) { return ctx->params.n_seq_max; }
+
+/* The run arguments every batch of ctx shares (the rows, positions and outputs are the caller's). */
+static struct muse_prog_run run_args(const struct muse_context *ctx) {
+    const struct muse_model *m = ctx->model;
+    return (struct muse_prog_run){
+        .pos = ctx->pos, .kv = ctx->kv_layers, .out_rows = ctx->out_rows,
+        .trace = ctx->params.trace, .trace_user = ctx->params.trace_user, .trace_n_pos = ctx->params.trace_n_pos,
+        .capture = ctx->params.capture, .capture_user = ctx->params.capture_user,
+        .capture_layers = ctx->capture_layers, .n_layers = (int32_t)m->hp.n_layer, .n_embd = m->hp.n_embd,
+    };
+}
 
 /* Shared body of muse_eval / muse_eval_embd / muse_eval_rows / muse_eval_mixed: exactly one of
  * tokens / embd is non-NULL; with tokens, rows (may be NULL) replaces the token of every position
@@ -233,7 +245,7 @@ static muse_status eval(struct muse_context *ctx, const int32_t *tokens, const f
     const struct muse_model *m = ctx->model;
     const int32_t n_vocab = (int32_t)m->w.n_vocab;
     const int64_t n_embd = m->hp.n_embd;
-    struct muse_kv_cache *kv = ctx->kv;
+    struct muse_kv_cache *kv = ctx->kv[0];
     if (n_tokens < 1) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "nothing to evaluate (0 tokens)");
     for (int32_t i = 0; tokens && i < n_tokens; i++)
         if ((!rows || !rows[i]) && (tokens[i] < 0 || tokens[i] >= n_vocab))
@@ -247,19 +259,17 @@ static muse_status eval(struct muse_context *ctx, const int32_t *tokens, const f
     for (int32_t done = 0; done < n_tokens;) {
         const int32_t n = n_tokens - done < n_batch ? n_tokens - done : n_batch;
         for (int32_t i = 0; i < n; i++) ctx->pos[i] = kv->n_past + i;
-        struct muse_forward_args a = {
-            .tokens = tokens ? tokens + done : NULL, .embd = embd ? embd + (size_t)done * n_embd : NULL,
-            .rows = rows ? rows + done : NULL,
-            .pos = ctx->pos, .n_tokens = n, .first_logit_row = n, .logits = NULL,
-            .trace = ctx->params.trace, .trace_user = ctx->params.trace_user, .trace_n_pos = ctx->params.trace_n_pos,
-            .capture = ctx->params.capture, .capture_user = ctx->params.capture_user,
-            .capture_layers = ctx->capture_layers,
-        };
+        struct muse_prog_run a = run_args(ctx);
+        a.tokens = tokens ? tokens + done : NULL;
+        a.embd = embd ? embd + (size_t)done * n_embd : NULL;
+        a.rows = rows ? rows + done : NULL;
+        a.n_rows = n;
         if (logits && first_row < done + n) {
-            a.first_logit_row = first_row > done ? first_row - done : 0;
-            a.logits = logits + (size_t)(done + a.first_logit_row - first_row) * n_vocab;
+            const int32_t first = first_row > done ? first_row - done : 0;
+            for (int32_t i = first; i < n; i++) ctx->out_rows[a.n_out++] = i;
+            a.logits = logits + (size_t)(done + first - first_row) * n_vocab;
         }
-        muse_forward(&m->hp, &m->w, ctx->ops, ctx->backend_state, ctx->rs, kv, &a);
+        muse_device_run(ctx->dev, &ctx->prog, &a);
         kv->n_past += n;
         if (kv->n_past > kv->n_high) kv->n_high = kv->n_past;
         done += n;
@@ -293,18 +303,85 @@ muse_status muse_eval_mixed(struct muse_context *ctx, const int32_t *tokens, con
     return eval(ctx, tokens, NULL, rows, n_tokens, logits, logits_all ? 0 : n_tokens - 1, err);
 }
 
-void muse_kv_clear(struct muse_context *ctx) { muse_kv_cache_clear(ctx->kv); }
+void muse_kv_clear(struct muse_context *ctx) { muse_kv_cache_clear(ctx->kv[0]); }
 
 muse_status muse_kv_truncate(struct muse_context *ctx, int32_t n_keep, struct muse_error *err) {
-    return muse_kv_cache_truncate(ctx->kv, n_keep, err);
+    return muse_kv_cache_truncate(ctx->kv[0], n_keep, err);
 }
 
 int muse_kv_can_truncate(const struct muse_context *ctx, int32_t n_past, int32_t n_keep) {
     if (n_keep < 0 || n_keep > n_past || (uint32_t)n_past > ctx->params.n_ctx) return 0;
-    return muse_kv_cache_can_truncate(ctx->kv, n_past, n_keep);
+    return muse_kv_cache_can_truncate(ctx->kv[0], n_past, n_keep);
 }
 
 muse_status muse_kv_checkpoint_create(struct muse_context *ctx, struct muse_kv_checkpoint **out,
                                       struct muse_error *err) {
-    return muse_kv_cache_checkpoint_create(ctx->kv, out, err);
+    return muse_kv_cache_checkpoint_create(ctx->kv[0], out, err);
+}
+
+// ---- batches of several sequences ---------------------------------------------------------------
+
+muse_status muse_decode(struct muse_context *ctx, const struct muse_batch *b, float *logits, struct muse_error *err) {
+    const struct muse_model *m = ctx->model;
+    const int32_t n = b ? b->n_tokens : 0, n_seq = (int32_t)ctx->params.n_seq_max;
+    if (n < 1 || !b->token) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "nothing to evaluate (0 tokens)");
+    if (n > (int32_t)ctx->params.n_batch)
+        return muse_error_set(err, MUSE_ERR_INVALID_ARG, "a batch of %d rows exceeds the context's batch size %u", n,
+                              ctx->params.n_batch);
+    int32_t next[MUSE_MAX_SEQ]; /* each sequence's next position while the rows are checked */
+    int32_t last[MUSE_MAX_SEQ]; /* each sequence's last row in the batch */
+    for (int32_t s = 0; s < n_seq; s++) next[s] = ctx->kv[s]->n_past, last[s] = -1;
+    for (int32_t i = 0; i < n; i++) {
+        const int32_t s = b->seq_id ? b->seq_id[i] : 0;
+        if (s < 0 || s >= n_seq)
+            return muse_error_set(err, MUSE_ERR_INVALID_ARG, "row %d: sequence id %d outside 0..%d", i, s, n_seq - 1);
+        if (b->token[i] < 0 || b->token[i] >= (int32_t)m->w.n_vocab)
+            return muse_error_set(err, MUSE_ERR_INVALID_ARG, "token id %d at index %d is out of range (vocabulary %d)",
+                                  b->token[i], i, (int)m->w.n_vocab);
+        if (b->pos && b->pos[i] != next[s])
+            return muse_error_set(err, MUSE_ERR_INVALID_ARG, "row %d: position %d of sequence %d, expected %d", i,
+                                  b->pos[i], s, next[s]);
+        if (next[s] >= (int32_t)ctx->params.n_ctx)
+            return muse_error_set(err, MUSE_ERR_CONTEXT, "sequence %d: position %d exceeds the context size %u", s,
+                                  next[s], ctx->params.n_ctx);
+        ctx->pos[i] = next[s]++;
+        last[s] = i;
+    }
+    struct muse_prog_run a = run_args(ctx);
+    a.tokens = b->token;
+    a.seq = b->seq_id;
+    a.n_rows = n;
+    for (int32_t i = 0; i < n && logits; i++) {
+        const int32_t s = b->seq_id ? b->seq_id[i] : 0;
+        if (b->logits ? b->logits[i] != 0 : last[s] == i) ctx->out_rows[a.n_out++] = i;
+    }
+    a.logits = logits;
+    muse_device_run(ctx->dev, &ctx->prog, &a);
+    for (int32_t s = 0; s < n_seq; s++) {
+        struct muse_kv_cache *kv = ctx->kv[s];
+        kv->n_past = next[s];
+        if (kv->n_past > kv->n_high) kv->n_high = kv->n_past;
+    }
+    return MUSE_OK;
+}
+
+static muse_status seq_check(const struct muse_context *ctx, int32_t seq, struct muse_error *err) {
+    if (seq < 0 || seq >= (int32_t)ctx->params.n_seq_max)
+        return muse_error_set(err, MUSE_ERR_INVALID_ARG, "sequence id %d outside 0..%u", seq, ctx->params.n_seq_max - 1);
+    return MUSE_OK;
+}
+
+int32_t muse_seq_n_past(const struct muse_context *ctx, int32_t seq) {
+    return seq >= 0 && seq < (int32_t)ctx->params.n_seq_max ? ctx->kv[seq]->n_past : 0;
+}
+
+muse_status muse_seq_clear(struct muse_context *ctx, int32_t seq, struct muse_error *err) {
+    muse_status st = seq_check(ctx, seq, err);
+    if (!st) muse_kv_cache_clear(ctx->kv[seq]);
+    return st;
+}
+
+muse_status muse_seq_truncate(struct muse_context *ctx, int32_t seq, int32_t n_keep, struct muse_error *err) {
+    muse_status st = seq_check(ctx, seq, err);
+    return st ? st : muse_kv_cache_truncate(ctx->kv[seq], n_keep, err);
 }

@@ -21,14 +21,14 @@ struct muse_kv_checkpoint {
 void muse_kv_cache_free(struct muse_kv_cache *kv) {
     if (!kv) return;
     for (struct muse_kv_checkpoint *ck = kv->checkpoints; ck; ck = ck->next) ck->kv = NULL, ck->pos = -1;
-    free(kv->buf);
+    muse_buffer_free(kv->mem);
     free(kv->layers);
     free(kv->n_swa);
     free(kv);
 }
 
-muse_status muse_kv_cache_create(const struct muse_hparams *hp, uint32_t n_ctx, uint32_t n_batch, enum muse_type type,
-                                 bool swa_full, struct muse_kv_cache **out, struct muse_error *err) {
+muse_status muse_kv_cache_create(struct muse_device *dev, const struct muse_hparams *hp, uint32_t n_ctx, uint32_t n_batch,
+                                 enum muse_type type, bool swa_full, struct muse_kv_cache **out, struct muse_error *err) {
     struct muse_kv_cache *kv = NULL;
     muse_status st;
     *out = NULL;
@@ -72,8 +72,8 @@ muse_status muse_kv_cache_create(const struct muse_hparams *hp, uint32_t n_ctx, 
         total = (total + 63) & ~(size_t)63;
     }
     kv->size = total;
-    kv->buf = calloc(1, total ? total : 1);
-    if (!kv->buf) goto nomem;
+    if (muse_device_alloc(dev, total, &kv->mem, err)) goto nomem;
+    kv->buf = muse_buffer_host(kv->mem);
     uint8_t *p = kv->buf;
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         struct muse_kv_layer *l = &kv->layers[il];
@@ -219,21 +219,7 @@ int32_t muse_kv_checkpoint_pos(const struct muse_kv_checkpoint *ck) { return ck 
 
 size_t muse_kv_checkpoint_size(const struct muse_kv_checkpoint *ck) { return ck ? ck->size : 0; }
 
-static void store_row(enum muse_type type, const float *x, void *dst, int32_t n) {
-    if (type == MUSE_TYPE_F32) {
-        memcpy(dst, x, sizeof(float) * (size_t)n);
-    } else if (type == MUSE_TYPE_F16) {
-        uint16_t *h = dst;
-        for (int32_t i = 0; i < n; i++) h[i] = muse_fp32_to_fp16(x[i]);
-    } else {
-        muse_type_traits[type].from_float(x, dst, n);
-    }
-}
-
 void muse_kv_cache_store(struct muse_kv_cache *kv, uint32_t il, int32_t pos, const float *k, const float *v) {
-    struct muse_kv_layer *l = &kv->layers[il];
     MUSE_ASSERT(il < kv->n_layer && pos >= 0 && (uint32_t)pos < kv->n_ctx);
-    uint32_t cell = (uint32_t)pos % l->n_cells;
-    store_row(l->type, k, (uint8_t *)l->k + (size_t)cell * l->k_row_size, l->n_embd_k);
-    store_row(l->type, v, (uint8_t *)l->v + (size_t)cell * l->v_row_size, l->n_embd_v);
+    muse_kv_layer_store(&kv->layers[il], pos, k, v);
 }

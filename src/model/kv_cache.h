@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
+#include "backend/device.h"
 #include "model/hparams.h"
 
 struct muse_kv_cache {
@@ -26,19 +27,21 @@ struct muse_kv_cache {
                                      rows beyond are still zero, so a clear zeroes only these */
     struct muse_kv_layer *layers; /* [n_layer] */
     uint32_t *n_swa;              /* [n_layer] window of each layer, 0 for full layers */
-    void *buf;                    /* the storage every layer points into */
+    struct muse_buffer *mem;      /* the storage, owned by the device */
+    void *buf;                    /* its host view: every layer points into it */
     size_t size;                  /* bytes of buf */
     struct muse_kv_checkpoint *checkpoints; /* live checkpoints of this cache (a list through ->next) */
 };
 
 /*
- * Create an empty cache for `hp` with n_ctx positions and batches of at most n_batch tokens.
+ * Create an empty cache for `hp` with n_ctx positions and batches of at most n_batch tokens, its
+ * storage a buffer of device dev.
  * swa_full: give SWA layers n_ctx cells too (like llama.cpp --swa-full). The type must be
  * F16, F32 or Q8_0 (Q8_0 needs head sizes that are multiples of 32). Errors: INVALID_ARG, NOMEM.
  * Free with muse_kv_cache_free.
  */
-muse_status muse_kv_cache_create(const struct muse_hparams *hp, uint32_t n_ctx, uint32_t n_batch, enum muse_type type,
-                                 bool swa_full, struct muse_kv_cache **out, struct muse_error *err);
+muse_status muse_kv_cache_create(struct muse_device *dev, const struct muse_hparams *hp, uint32_t n_ctx, uint32_t n_batch,
+                                 enum muse_type type, bool swa_full, struct muse_kv_cache **out, struct muse_error *err);
 
 /* Free the cache (NULL is fine); its checkpoints stay to be freed by their owners, detached. */
 void muse_kv_cache_free(struct muse_kv_cache *kv);

@@ -6,6 +6,7 @@
 
 #include "gguf/gguf.h"
 #include "backend/backend.h"
+#include "backend/device.h"
 #include "model/forward.h"
 #include "model/hparams.h"
 #include "model/kv_cache.h"
@@ -20,22 +21,21 @@ struct muse_model {
 
 struct muse_context {
     struct muse_model *model;
-    struct muse_context_params params;  /* as resolved (n_ctx, n_batch, backend filled in) */
-    const struct muse_backend_ops *ops;
-    void *backend_state;
-    struct muse_run_state *rs;
-    struct muse_kv_cache *kv;
+    struct muse_context_params params;  /* as resolved (n_ctx, n_batch, n_seq_max, backend filled in) */
+    struct muse_device *dev;            /* shared with every other user of the same device */
+    struct muse_program prog;           /* the text forward for batches of up to n_batch rows */
+    struct muse_kv_cache **kv;          /* [n_seq_max] each sequence's cache; kv[0] is the context's own */
+    struct muse_kv_layer **kv_layers;   /* [n_seq_max] kv[s]->layers, bound to every run */
     int32_t *pos;                       /* [n_batch] positions of the current micro-batch */
-    struct muse_backend_plan plan;      /* what backend_state was created for */
-    const uint8_t *capture_layers;      /* forwarded to muse_forward_args (NULL: every layer); set around
+    int32_t *out_rows;                  /* [n_batch] its output rows */
+    const uint8_t *capture_layers;      /* forwarded to the run (NULL: every layer); set around
                                            its own capture by the DFlash drafter (speculative/draft_ctx.c) */
 };
 
 /*
- * Grow the context's backend scratch so that it also covers `need` (every size the maximum of
- * both; n_threads is the context's): for a second network that runs on the same backend state
- * and thread pool (the DFlash drafter). Re-creates the backend state only when something grows;
- * not while the context is in use. Errors: those of the backend's init (the old state is kept).
+ * Grow the context's device scratch so that it also covers `need` (every size the maximum of
+ * both; n_threads is the device's): for a second network that runs on the same device (the DFlash
+ * drafter). Errors: those of muse_device_reserve (the old scratch is kept).
  */
 muse_status muse_context_reserve(struct muse_context *ctx, const struct muse_backend_plan *need, struct muse_error *err);
 

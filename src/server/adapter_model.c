@@ -472,10 +472,7 @@ muse_status muse_srv_model_adapter_create(const char *model_path, const struct m
     muse_model_desc(r->model, r->info.desc, sizeof r->info.desc);
     snprintf(r->info.kv_type, sizeof r->info.kv_type, "%s", muse_kv_type_name(r->cp.kv_type));
     r->info.n_batch = (int)(r->cp.n_batch ? r->cp.n_batch : muse_context_default_params().n_batch);
-    /* what muse_context_create resolves 0 to (context.c): the ref backend 1, else the physical cores */
-    r->info.n_threads = r->cp.n_threads ? (int)r->cp.n_threads
-                        : r->cp.backend && !strcmp(r->cp.backend, "ref") ? 1
-                                                                          : muse_cpu_features()->n_physical;
+    r->info.n_threads = (int)muse_context_params_threads(r->cp);
     r->info.n_embd = muse_model_n_embd(r->model);
     r->info.n_layer = muse_model_n_layer(r->model);
     if (params->mmproj) {

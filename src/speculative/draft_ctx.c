@@ -122,7 +122,6 @@ muse_status muse_draft_ctx_create(const struct muse_drafter *d, struct muse_cont
         .max_ne0 = max64(max64(H, muse_dflash_n_features(hp)), max64(muse_dflash_n_q(hp), hp->n_ff)),
         .max_cells = dc->n_cells,
         .max_head_dim = (int32_t)hp->head_dim,
-        .n_threads = target->plan.n_threads,
     };
     if ((st = muse_context_reserve(target, &need, err))) goto fail;
     *out = dc;

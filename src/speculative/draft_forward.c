@@ -24,6 +24,7 @@
 #include "core/assert.h"
 #include "core/fp16.h"
 #include "kernels/types.h"
+#include "backend/device.h"
 #include "kernels/x86_numerics.h"
 #include "speculative/drafter.h"
 
@@ -73,28 +74,12 @@ static void swiglu_cols(float *y, const float *g, const float *u, int64_t n, int
     for (int64_t i = c0; i < c1; i++) y[i] = (i < n8 ? muse_x86_silu(g[i]) : g[i] / (1.0f + expf(-g[i]))) * u[i];
 }
 
-/* Store one position's k [n_kv] and v [n_kv] (f32) into its cell of a ring layer, converted. */
-static void ring_store(struct muse_kv_layer *l, uint32_t cell, const float *k, const float *v) {
-    uint8_t *kd = (uint8_t *)l->k + (size_t)cell * l->k_row_size, *vd = (uint8_t *)l->v + (size_t)cell * l->v_row_size;
-    if (l->type == MUSE_TYPE_F32) {
-        memcpy(kd, k, sizeof(float) * (size_t)l->n_embd_k);
-        memcpy(vd, v, sizeof(float) * (size_t)l->n_embd_v);
-    } else if (l->type == MUSE_TYPE_F16) {
-        for (int32_t i = 0; i < l->n_embd_k; i++) ((uint16_t *)(void *)kd)[i] = muse_fp32_to_fp16(k[i]);
-        for (int32_t i = 0; i < l->n_embd_v; i++) ((uint16_t *)(void *)vd)[i] = muse_fp32_to_fp16(v[i]);
-    } else {
-        muse_type_traits[l->type].from_float(k, kd, l->n_embd_k);
-        muse_type_traits[l->type].from_float(v, vd, l->n_embd_v);
-    }
-}
-
 // ---- the region: who does what -------------------------------------------------------------------
 
 struct dfw {
     struct muse_draft_ctx *dc;
     const struct muse_drafter *d;
-    const struct muse_backend_ops *ops;
-    void *bs;
+    struct muse_device *dev;
     const float *features; /* inject: [n][n_features] */
     int32_t n;             /* rows */
     int32_t pos0;          /* position of row 0 */
@@ -109,10 +94,10 @@ static void share(const struct dfw *f, int64_t n, int64_t *i0, int64_t *i1) {
     *i1 = n * (f->ith + 1) / f->nth;
 }
 
-static void barrier(const struct dfw *f) { f->ops->barrier(f->bs); }
+static void barrier(const struct dfw *f) { muse_device_barrier(f->dev); }
 
 static void matmuls(const struct dfw *f, const struct muse_matmul_job *jobs, int n_jobs, const float *x, int32_t n_rows) {
-    f->ops->matmul(f->bs, jobs, n_jobs, x, n_rows, f->ith, f->nth);
+    muse_device_matmul(f->dev, jobs, n_jobs, x, n_rows, f->ith, f->nth);
 }
 
 static struct muse_matmul_job linear(const struct muse_weight *w, float *y) {
@@ -166,7 +151,7 @@ static void inject_region(int ith, int nth, void *ctx) {
             for (int32_t h = 0; h < n_head_kv; h++)
                 rms_norm(k + (size_t)h * hd, k + (size_t)h * hd, hd, hp->eps, d->w.layers[il].attn_k_norm.data);
             rope_neox(k, n_head_kv, hd, (int32_t)hp->n_rot, rope_c(&f, r), rope_s(&f, r));
-            ring_store(&dc->ring[il], (uint32_t)p % dc->n_cells, k, v);
+            muse_kv_layer_store(&dc->ring[il], p, k, v); /* cell p % n_cells */
         }
     }
 }
@@ -174,8 +159,8 @@ static void inject_region(int ith, int nth, void *ctx) {
 void muse_draft_forward_inject(struct muse_draft_ctx *dc, const float *features, int32_t n, int32_t pos0) {
     MUSE_ASSERT(n >= 1 && n <= dc->n_batch);
     struct muse_context *t = dc->target;
-    const struct dfw f = {dc, dc->d, t->ops, t->backend_state, features, n, pos0, 0, 1, 0, 0};
-    t->ops->parallel(t->backend_state, inject_region, (void *)&f);
+    const struct dfw f = {dc, dc->d, t->dev, features, n, pos0, 0, 1, 0, 0};
+    muse_device_region(t->dev, inject_region, (void *)&f);
 }
 
 // ---- pass C: draft a block -------------------------------------------------------------------------
@@ -209,7 +194,7 @@ static void block_attention(const struct dfw *f, uint32_t il) {
         float *k = dc->kb + (size_t)r * n_kv;
         for (int32_t h = 0; h < n_head_kv; h++) rms_norm(k + (size_t)h * hd, k + (size_t)h * hd, hd, hp->eps, l->attn_k_norm.data);
         rope_neox(k, n_head_kv, hd, n_rot, rope_c(f, r), rope_s(f, r));
-        ring_store(&dc->ring[il], (uint32_t)(P + r) % dc->n_cells, k, dc->vb + (size_t)r * n_kv);
+        muse_kv_layer_store(&dc->ring[il], P + r, k, dc->vb + (size_t)r * n_kv);
     }
     barrier(f);
     /* att = softmax(q.K^T / sqrt(hd)) . V, row r over ring positions P + r - window + 1 .. P - 1 and
@@ -226,7 +211,7 @@ static void block_attention(const struct dfw *f, uint32_t il) {
             .n_tokens = 1, .n_head = n_head, .n_head_kv = n_head_kv, .head_dim = hd,
             .n_swa = w, .scale = 1.0f / sqrtf((float)hd), .gate = NULL,
         };
-        f->ops->attention(f->bs, &aa, f->ith, f->nth);
+        muse_device_attention(f->dev, &aa, f->ith, f->nth);
     }
     barrier(f);
     /* o = Wo . att; x += o (no post-norm)                                      [n][H] */
@@ -321,8 +306,8 @@ void muse_draft_forward_block(struct muse_draft_ctx *dc, int32_t n_rows, int32_t
     MUSE_ASSERT(n_rows >= 1 && (uint32_t)n_rows <= dc->d->hp.block_size);
     MUSE_ASSERT(head_lo >= 0 && head_lo <= head_hi && head_hi <= n_rows);
     struct muse_context *t = dc->target;
-    struct dfw f = {dc, dc->d, t->ops, t->backend_state, NULL, n_rows, P, 0, 1, head_lo, head_hi};
-    t->ops->parallel(t->backend_state, block_region, (void *)&f);
+    struct dfw f = {dc, dc->d, t->dev, NULL, n_rows, P, 0, 1, head_lo, head_hi};
+    muse_device_region(t->dev, block_region, (void *)&f);
 }
 
 // ---- confidences ----------------------------------------------------------------------------------

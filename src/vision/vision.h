@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
+#include "backend/device.h"
 #include "gguf/gguf.h"
 #include "muse.h"
 
@@ -199,11 +200,10 @@ struct muse_vision {
     struct muse_vision_hparams hp;
     struct muse_vision_weights w;
     struct muse_vision_params params;
-    const struct muse_backend_ops *ops;
-    void *backend_state;
-    int32_t n_threads;
-    int32_t chunk;             /* activation rows per matmul step (the backend's n_batch) */
-    bool simd_attn;            /* the AVX2 attention kernels (cpu backend on an AVX2 machine) */
+    struct muse_device *dev;   /* shared with the text context of the same kind and threads */
+    int32_t n_threads;         /* the device's */
+    int32_t chunk;             /* activation rows per matmul step (the device's n_batch) */
+    bool simd_attn;            /* the AVX2 attention kernels (muse_device_simd) */
 };
 
 /* Replace the progress hook of muse_vision_params (the media cache routes it per encode). Not while

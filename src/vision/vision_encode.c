@@ -93,10 +93,10 @@ struct thr {
 
 #define FOR_OWN_ROWS(t, r, n) for (int32_t r = (t)->ith; r < (n); r += (t)->nth)
 
-static void barrier(const struct thr *t) { t->e->v->ops->barrier(t->e->v->backend_state); }
+static void barrier(const struct thr *t) { muse_device_barrier(t->e->v->dev); }
 
 static void matmuls(const struct thr *t, const struct muse_matmul_job *jobs, int n_jobs, const float *x, int32_t n_rows) {
-    t->e->v->ops->matmul(t->e->v->backend_state, jobs, n_jobs, x, n_rows, t->ith, t->nth);
+    muse_device_matmul(t->e->v->dev, jobs, n_jobs, x, n_rows, t->ith, t->nth);
 }
 
 static struct muse_matmul_job job(const struct muse_weight *wt, const struct muse_weight *bias, float *y) {
@@ -546,7 +546,7 @@ muse_status muse_vision_encode(struct muse_vision *v, const struct muse_vision_i
         enc_free(&e);
         return st;
     }
-    v->ops->parallel(v->backend_state, region, &e);
+    muse_device_region(v->dev, region, &e);
     const int cancelled = e.cancelled;
     enc_free(&e);
     if (cancelled) return muse_error_set(err, MUSE_ERR_CANCELLED, "image encoding cancelled");

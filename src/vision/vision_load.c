@@ -42,30 +42,23 @@ muse_status muse_vision_load(const char *path, struct muse_vision_params params,
         muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
         goto fail;
     }
-    const char *bname = params.backend ? params.backend : "cpu";
-    v->ops = muse_backend_find(bname);
-    if (!v->ops) {
-        st = muse_error_set(err, MUSE_ERR_INVALID_ARG, "unknown backend '%s' (cpu or ref)", bname);
+    if ((st = muse_device_open(params.backend ? params.backend : "cpu", (int32_t)params.n_threads, false, &v->dev, err)))
         goto fail;
-    }
     if ((st = muse_gguf_open(path, &v->gguf, err))) goto fail;
     if ((st = muse_vision_hparams_load(v->gguf, &v->hp, err))) goto fail_named;
     if ((st = muse_vision_weights_bind(v->gguf, &v->hp, &v->w, err))) goto fail_named;
     v->params = params;
-    v->params.backend = v->ops->name;
-    v->n_threads = v->ops == &muse_backend_ref_ops ? 1
-                   : params.n_threads ? (int32_t)params.n_threads
-                                      : muse_cpu_features()->n_physical;
+    v->params.backend = muse_device_name(v->dev);
+    v->n_threads = muse_device_n_threads(v->dev);
     v->chunk = VISION_CHUNK_ROWS;
-    v->simd_attn = v->ops != &muse_backend_ref_ops && muse_cpu_level_active() >= MUSE_CPU_LEVEL_AVX2;
+    v->simd_attn = muse_device_simd(v->dev);
     const struct muse_backend_plan plan = {
         .n_batch = v->chunk,
         .max_ne0 = max_ne0(v),
         .max_cells = 1,
         .max_head_dim = (int32_t)v->hp.head_dim,
-        .n_threads = v->n_threads,
     };
-    if ((st = v->ops->init(&plan, &v->backend_state, err))) goto fail;
+    if ((st = muse_device_reserve(v->dev, &plan, 0, err))) goto fail;
     *out = v;
     return MUSE_OK;
 fail_named:
@@ -77,7 +70,7 @@ fail:
 
 void muse_vision_free(struct muse_vision *v) {
     if (!v) return;
-    if (v->ops && v->backend_state) v->ops->free(v->backend_state);
+    muse_device_close(v->dev);
     muse_vision_weights_free(&v->w);
     muse_gguf_free(v->gguf);
     free(v);
@@ -110,7 +103,7 @@ void muse_vision_get_info(const struct muse_vision *v, struct muse_vision_info *
     memcpy(out->image_mean, hp->image_mean, sizeof out->image_mean);
     memcpy(out->image_std, hp->image_std, sizeof out->image_std);
     out->n_threads = v->n_threads;
-    out->backend = v->ops->name;
+    out->backend = muse_device_name(v->dev);
 }
 
 int32_t muse_vision_n_embd_out(const struct muse_vision *v) { return (int32_t)v->hp.n_embd_out; }

@@ -205,16 +205,18 @@ static void run_case(const char *types, int32_t head_dim, uint32_t threads) {
         unlink(path);
         return;
     }
-    struct verify v = {.cpu = ctx->ops, .cs = ctx->backend_state, .k = muse_kernels_active()};
-    const int64_t ne0 = ctx->plan.max_ne0, nb = ctx->plan.n_batch;
+    struct verify v = {.k = muse_kernels_active()};
+    const struct muse_backend_plan *plan = muse_device_plan(ctx->dev);
+    const int64_t ne0 = plan->max_ne0, nb = plan->n_batch;
     v.q = malloc((size_t)nb * muse_type_row_size(MUSE_TYPE_F32, ne0));
     v.xp = malloc((size_t)nb * muse_matmul_tile_act_bytes_max(v.k, ne0));
     v.save = malloc(sizeof(float) * (size_t)nb * cfg.n_head * head_dim);
-    v.scores = malloc(sizeof(float) * ctx->plan.max_cells);
+    v.scores = malloc(sizeof(float) * plan->max_cells);
     v.fscratch = malloc(sizeof(float) * 10 * (size_t)head_dim);
     v.qc = malloc(4 * (size_t)head_dim + 64);
-    ctx->ops = &verify_ops;
-    ctx->backend_state = &v;
+    v.cpu = &verify_ops; /* the device runs the wrapper; v gets the cpu device's own ops and state */
+    v.cs = &v;
+    muse_device_swap_ops(ctx->dev, &v.cpu, &v.cs);
     int32_t toks[84];
     for (int i = 0; i < 84; i++) toks[i] = (int32_t)((i * 37 + 11) % (cfg.n_vocab - 3));
     float *logits = malloc(sizeof(float) * (size_t)cfg.n_vocab * 84);
@@ -222,8 +224,9 @@ static void run_case(const char *types, int32_t head_dim, uint32_t threads) {
     /* a second batch at depth: the SWA rings (8 + 64 cells) wrap, the windows start off the tiles */
     TEST_COND("prompt 2", muse_eval(ctx, toks + 44, 36, logits, 1, &err) == MUSE_OK);
     for (int i = 80; i < 83; i++) TEST_COND("decode", muse_eval(ctx, toks + i, 1, logits, 0, &err) == MUSE_OK);
-    ctx->ops = v.cpu;
-    ctx->backend_state = v.cs;
+    const struct muse_backend_ops *cpu = v.cpu;
+    void *cs = v.cs;
+    muse_device_swap_ops(ctx->dev, &cpu, &cs);
     TEST_CONDF(v.bad == 0, "%s (head_dim %d, %u threads): %ld ops outside their bound", types, head_dim, threads, v.bad);
     TEST_CONDF(v.mm_tile > 0 && v.mm_exact > 0 && v.at_flash > 0 && v.at_exact > 0,
                "%s: both paths ran (tile %ld, exact %ld, flash %ld, exact attention %ld)", types, v.mm_tile, v.mm_exact,

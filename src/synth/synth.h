@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "gguf/tensor_type.h"
+#include "model/tensors.h"
 #include "muse.h"
 
 #define MUSE_SYNTH_MAX_RULES 32
@@ -109,6 +110,23 @@ struct muse_synth_tensor {
  */
 muse_status muse_synth_plan(const struct muse_synth_config *cfg, struct muse_synth_tensor **out, size_t *n_out,
                             struct muse_error *err);
+
+/* One tensor a converter writes: a required entry of a tensor table (model/tensors.h) for one layer. */
+struct muse_synth_entry {
+    int id;               /* the entry's index in its table */
+    uint32_t il;          /* its layer (0 for a global entry) */
+    char name[64];
+    int n_dims;
+    int64_t ne[4];        /* 1 past n_dims */
+};
+
+/*
+ * The required entries of net's table (model/tensors.h) in file order, with net's dimensions: what
+ * the three synthetic writers (text model, mmproj, drafter) write. net->weights is NULL. On success
+ * *out is a malloc'd array of *n_out entries (caller frees).
+ */
+muse_status muse_synth_entries(struct muse_tensor_net *net, struct muse_synth_entry **out, size_t *n_out,
+                               struct muse_error *err);
 
 /* The general.file_type (llama_ftype) label for a plan: the type holding most matrix elements. */
 uint32_t muse_synth_file_type(const struct muse_synth_tensor *tensors, size_t n);

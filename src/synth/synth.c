@@ -250,35 +250,42 @@ static void value_scale(const struct muse_synth_config *cfg, int id, int64_t ne0
 }
 
 struct entries_state {
-    struct muse_synth_entry *e; /* NULL: count only */
-    size_t n;
+    char *elems; /* NULL: count only */
+    size_t elem_size, n;
+    muse_synth_fill_fn fill;
+    const void *ctx;
 };
 
 static muse_status entry_visit(struct muse_tensor_net *net, const struct muse_tensor_visit *v, void *user) {
     struct entries_state *s = user;
     if (v->desc->optional) return MUSE_OK;
-    if (s->e) {
-        struct muse_synth_entry *e = &s->e[s->n];
-        e->id = v->id;
-        e->il = v->il;
-        snprintf(e->name, sizeof e->name, "%s", v->name);
-        e->n_dims = v->n_dims;
-        memcpy(e->ne, v->ne, sizeof e->ne);
-    }
+    if (s->elems) s->fill(v, s->elems + s->n * s->elem_size, s->ctx);
     s->n++;
     return MUSE_OK;
 }
 
-muse_status muse_synth_entries(struct muse_tensor_net *net, struct muse_synth_entry **out, size_t *n_out,
-                               struct muse_error *err) {
-    struct entries_state s = {NULL, 0};
+muse_status muse_synth_entries(struct muse_tensor_net *net, size_t elem_size, muse_synth_fill_fn fill, const void *ctx,
+                               void **out, size_t *n_out, struct muse_error *err) {
+    struct entries_state s = {NULL, elem_size, 0, fill, ctx};
     muse_tensors_walk(net, MUSE_TENSOR_ORDER_FILE, entry_visit, &s);
     *n_out = s.n;
-    *out = s.e = calloc(s.n ? s.n : 1, sizeof *s.e);
-    if (!s.e) return muse_error_set(err, MUSE_ERR_NOMEM, "synth: out of memory");
+    *out = s.elems = calloc(s.n ? s.n : 1, elem_size);
+    if (!s.elems) return muse_error_set(err, MUSE_ERR_NOMEM, "synth: out of memory");
     s.n = 0;
     muse_tensors_walk(net, MUSE_TENSOR_ORDER_FILE, entry_visit, &s);
     return MUSE_OK;
+}
+
+/* One tensor of a text model's plan: its name, shape, type (the config's rules) and value recipe. */
+static void fill_tensor(const struct muse_tensor_visit *v, void *elem, const void *ctx) {
+    const struct muse_synth_config *cfg = ctx;
+    struct muse_synth_tensor *t = elem;
+    snprintf(t->name, sizeof t->name, "%s", v->name);
+    t->n_dims = (uint32_t)v->n_dims;
+    t->ne[0] = v->ne[0];
+    t->ne[1] = v->ne[1];
+    t->type = t->n_dims == 2 ? matrix_type(cfg, t->name) : MUSE_TYPE_F32; /* 1-D tensors (norms) are always F32 */
+    value_scale(cfg, v->id, t->ne[0], &t->mean, &t->std);
 }
 
 /* The tensors a converter writes (the table's required entries) in file order. */
@@ -290,23 +297,10 @@ muse_status muse_synth_plan(const struct muse_synth_config *cfg, struct muse_syn
     if (st) return st;
     struct muse_tensor_net net = {.table = &muse_glimmer_table, .n_layer = (uint32_t)cfg->n_layer};
     muse_glimmer_dims_uniform(net.dims, cfg->n_embd, cfg->n_vocab, cfg->n_head, cfg->n_head_kv, cfg->head_dim, cfg->n_ff);
-    struct muse_synth_entry *e;
+    void *plan;
     size_t n;
-    if ((st = muse_synth_entries(&net, &e, &n, err))) return st;
-    struct muse_synth_tensor *t = calloc(n, sizeof(struct muse_synth_tensor));
-    if (!t) {
-        free(e);
-        return muse_error_set(err, MUSE_ERR_NOMEM, "synth: out of memory");
-    }
-    for (size_t i = 0; i < n; i++) {
-        memcpy(t[i].name, e[i].name, sizeof t[i].name);
-        t[i].n_dims = (uint32_t)e[i].n_dims;
-        t[i].ne[0] = e[i].ne[0];
-        t[i].ne[1] = e[i].ne[1];
-        t[i].type = t[i].n_dims == 2 ? matrix_type(cfg, t[i].name) : MUSE_TYPE_F32; /* 1-D tensors (norms) are always F32 */
-        value_scale(cfg, e[i].id, t[i].ne[0], &t[i].mean, &t[i].std);
-    }
-    free(e);
+    if ((st = muse_synth_entries(&net, sizeof(struct muse_synth_tensor), fill_tensor, cfg, &plan, &n, err))) return st;
+    struct muse_synth_tensor *t = plan;
     for (size_t i = 0; i < n; i++) {
         const struct muse_type_layout *l = muse_type_layout_get(t[i].type);
         if (t[i].ne[0] % l->block_size) {

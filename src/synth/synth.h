@@ -111,22 +111,17 @@ struct muse_synth_tensor {
 muse_status muse_synth_plan(const struct muse_synth_config *cfg, struct muse_synth_tensor **out, size_t *n_out,
                             struct muse_error *err);
 
-/* One tensor a converter writes: a required entry of a tensor table (model/tensors.h) for one layer. */
-struct muse_synth_entry {
-    int id;               /* the entry's index in its table */
-    uint32_t il;          /* its layer (0 for a global entry) */
-    char name[64];
-    int n_dims;
-    int64_t ne[4];        /* 1 past n_dims */
-};
+/* Fills elem (zeroed, of the caller's element type) for one tensor a converter writes. */
+typedef void (*muse_synth_fill_fn)(const struct muse_tensor_visit *v, void *elem, const void *ctx);
 
 /*
- * The required entries of net's table (model/tensors.h) in file order, with net's dimensions: what
- * the three synthetic writers (text model, mmproj, drafter) write. net->weights is NULL. On success
- * *out is a malloc'd array of *n_out entries (caller frees).
+ * The plan of a synthetic file: the required entries of net's table (model/tensors.h) in file
+ * order with net's dimensions (net->weights NULL), one element of elem_size bytes each, filled by
+ * fill(visit, element, ctx). What the three writers (text model, mmproj, drafter) write. On success
+ * *out is a malloc'd array of *n_out elements (caller frees).
  */
-muse_status muse_synth_entries(struct muse_tensor_net *net, struct muse_synth_entry **out, size_t *n_out,
-                               struct muse_error *err);
+muse_status muse_synth_entries(struct muse_tensor_net *net, size_t elem_size, muse_synth_fill_fn fill, const void *ctx,
+                               void **out, size_t *n_out, struct muse_error *err);
 
 /* The general.file_type (llama_ftype) label for a plan: the type holding most matrix elements. */
 uint32_t muse_synth_file_type(const struct muse_synth_tensor *tensors, size_t n);

@@ -105,6 +105,14 @@ static muse_status resolve(struct muse_synth_dflash_config *c, const struct muse
     return MUSE_OK;
 }
 
+/* One tensor of a drafter's plan: its name and shape (its type comes after, from the rules). */
+static void fill_tensor(const struct muse_tensor_visit *v, void *elem, const void *ctx) {
+    struct dtensor *t = elem;
+    snprintf(t->name, sizeof t->name, "%s", v->name);
+    t->ne0 = v->ne[0];
+    t->ne1 = v->n_dims == 2 ? v->ne[1] : 0;
+}
+
 /* The tensor list: the required entries of the drafter table (speculative/dflash_tensors.h) in file
  * order (fc, enc.output_norm, output_norm, blk.*). *n = 3 + 11 * n_layer. */
 static muse_status plan(const struct muse_synth_dflash_config *c, int64_t E, struct dtensor **out, size_t *n,
@@ -114,21 +122,11 @@ static muse_status plan(const struct muse_synth_dflash_config *c, int64_t E, str
                                      .head_dim = (uint32_t)c->head_dim, .n_target_layers = (uint32_t)c->n_target_layers};
     struct muse_tensor_net net = {.table = &muse_dflash_table, .n_layer = hp.n_layer};
     muse_dflash_dims(net.dims, &hp, 0);
-    struct muse_synth_entry *e;
+    void *plan;
     size_t k;
-    muse_status st = muse_synth_entries(&net, &e, &k, err);
+    muse_status st = muse_synth_entries(&net, sizeof(struct dtensor), fill_tensor, NULL, &plan, &k, err);
     if (st) return st;
-    struct dtensor *t = calloc(k, sizeof *t);
-    if (!t) {
-        free(e);
-        return muse_error_set(err, MUSE_ERR_NOMEM, "synth: out of memory");
-    }
-    for (size_t i = 0; i < k; i++) {
-        memcpy(t[i].name, e[i].name, sizeof t[i].name);
-        t[i].ne0 = e[i].ne[0];
-        t[i].ne1 = e[i].n_dims == 2 ? e[i].ne[1] : 0;
-    }
-    free(e);
+    struct dtensor *t = plan;
     for (size_t i = 0; i < k; i++) {
         t[i].type = t[i].ne1 ? matrix_type(c, t[i].name) : MUSE_TYPE_F32;
         const struct muse_type_layout *l = muse_type_layout_get(t[i].type);

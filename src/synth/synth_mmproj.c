@@ -98,8 +98,32 @@ struct tensor {
     float scale;
 };
 
-/* The tensors of c: the required entries of the mmproj table (vision/vision.h) in file order, with
- * c's types and value scales. On success *out is a malloc'd array of *n (caller frees). */
+/* One tensor of an mmproj's plan: its name, shape, type and value scale under config ctx. */
+static void fill_tensor(const struct muse_tensor_visit *v, void *elem, const void *ctx) {
+    const struct muse_synth_mmproj_config *c = ctx;
+    struct tensor *t = elem;
+    snprintf(t->name, sizeof t->name, "%s", v->name);
+    t->n_dims = (uint32_t)v->n_dims;
+    memcpy(t->ne, v->ne, sizeof t->ne);
+    t->type = MUSE_TYPE_F32;
+    switch (v->desc->kind) {
+    case MUSE_TENSOR_MATRIX: /* the tower's matrices in c->type, the adapter's (mm.*) in c->mm_type */
+        t->type = v->desc->per_layer ? c->type : c->mm_type;
+        t->kind = VAL_MATRIX;
+        t->scale = 1.0f / sqrtf((float)t->ne[0]);
+        break;
+    case MUSE_TENSOR_FLOAT: /* the patch kernel (4-D) and the position table */
+        t->kind = VAL_TABLE;
+        t->scale = t->n_dims == 4 ? 1.0f / sqrtf((float)(t->ne[0] * t->ne[1] * t->ne[2])) : 0.5f;
+        break;
+    default: /* LayerNorm weights ("*.weight") and biases */
+        t->kind = strstr(t->name, ".weight") ? VAL_NORM_W : VAL_SMALL;
+        t->scale = t->kind == VAL_NORM_W ? 0.1f : 0.02f;
+    }
+}
+
+/* The tensors of c: the required entries of the mmproj table (vision/vision.h) in file order. On
+ * success *out is a malloc'd array of *n (caller frees). */
 static muse_status plan(const struct muse_synth_mmproj_config *c, struct tensor **out, int *n, struct muse_error *err) {
     struct muse_tensor_net net = {.table = &muse_vision_table, .n_layer = (uint32_t)c->n_layer};
     int64_t *dims = net.dims;
@@ -113,39 +137,12 @@ static muse_status plan(const struct muse_synth_mmproj_config *c, struct tensor 
     dims[MUSE_VISION_DIM_MM0] = c->n_mm0;
     dims[MUSE_VISION_DIM_MM1] = c->n_mm1;
     dims[MUSE_VISION_DIM_OUT] = c->n_out;
-    struct muse_synth_entry *e;
-    size_t ne;
-    muse_status st = muse_synth_entries(&net, &e, &ne, err);
-    if (st) return st;
-    struct tensor *t = calloc(ne, sizeof *t);
-    if (!t) {
-        free(e);
-        return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
-    }
-    for (size_t i = 0; i < ne; i++) {
-        const struct muse_tensor_desc *d = &muse_vision_table.desc[e[i].id];
-        memcpy(t[i].name, e[i].name, sizeof t[i].name);
-        t[i].n_dims = (uint32_t)e[i].n_dims;
-        memcpy(t[i].ne, e[i].ne, sizeof t[i].ne);
-        t[i].type = MUSE_TYPE_F32;
-        switch (d->kind) {
-        case MUSE_TENSOR_MATRIX: /* the tower's matrices in c->type, the adapter's (mm.*) in c->mm_type */
-            t[i].type = d->per_layer ? c->type : c->mm_type;
-            t[i].kind = VAL_MATRIX, t[i].scale = 1.0f / sqrtf((float)t[i].ne[0]);
-            break;
-        case MUSE_TENSOR_FLOAT: /* the patch kernel (4-D) and the position table */
-            t[i].kind = VAL_TABLE;
-            t[i].scale = t[i].n_dims == 4 ? 1.0f / sqrtf((float)(t[i].ne[0] * t[i].ne[1] * t[i].ne[2])) : 0.5f;
-            break;
-        default: /* LayerNorm weights ("*.weight") and biases */
-            if (strstr(t[i].name, ".weight")) t[i].kind = VAL_NORM_W, t[i].scale = 0.1f;
-            else t[i].kind = VAL_SMALL, t[i].scale = 0.02f;
-        }
-    }
-    free(e);
+    void *t;
+    size_t nt;
+    muse_status st = muse_synth_entries(&net, sizeof(struct tensor), fill_tensor, c, &t, &nt, err);
     *out = t;
-    *n = (int)ne;
-    return MUSE_OK;
+    *n = (int)nt;
+    return st;
 }
 
 static uint64_t tensor_bytes(const struct tensor *t) {

@@ -154,8 +154,9 @@ typedef muse_status (*muse_tensor_visit_fn)(struct muse_tensor_net *net, const s
 
 /*
  * Call fn for every tensor of net in `order`, skipping the entries whose `when` rules them out
- * (deps are read from the bound views, so a walk that binds sees its own earlier binds). The
- * first status other than MUSE_OK stops the walk and is returned.
+ * (deps are read from the bound views, so a walk that binds sees its own earlier binds). An
+ * optional entry the file lacks is visited too: its view's data is NULL (a device upload skips
+ * it). The first status other than MUSE_OK stops the walk and is returned.
  */
 muse_status muse_tensors_walk(struct muse_tensor_net *net, enum muse_tensor_order order, muse_tensor_visit_fn fn,
                               void *user);

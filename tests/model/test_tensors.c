@@ -25,6 +25,7 @@ static void check_table(const char *what, const struct muse_tensor_table *table)
     const struct muse_tensor_desc *tab = table->desc;
     const int n = table->n_desc, n_dim_ids = table->n_dim_ids;
     int first_layer = -1, last_layer = -1;
+    TEST_CONDF(n_dim_ids <= MUSE_TENSOR_MAX_DIM_IDS && table->layer_size > 0, "%s: %d dimension ids fit", what, n_dim_ids);
     for (int i = 0; i < n; i++) {
         const struct muse_tensor_desc *d = &tab[i];
         TEST_CONDF(d->name && d->role && d->role[0], "%s[%d]: name and role set", what, i);

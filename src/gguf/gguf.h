@@ -149,6 +149,21 @@ muse_status muse_gguf_get_str(const struct muse_gguf *gguf, const char *key, cha
 muse_status muse_gguf_get_arr(const struct muse_gguf *gguf, const char *key, const struct muse_gguf_value **out, struct muse_error *err);
 
 /*
+ * The hyperparameter loaders' key reads (gguf_keys.c), over the getters above. A required key that
+ * is absent is MUSE_ERR_MISSING "missing required key 'K'" (muse_gguf_key_missing); an optional
+ * key that is absent leaves *out untouched, clears err and returns MUSE_OK (*found, when not NULL,
+ * says whether it was there); a key of the wrong type is MUSE_ERR_FORMAT either way.
+ * muse_gguf_arch_key writes "<arch>.<suffix>" into buf and returns buf.
+ */
+muse_status muse_gguf_key_missing(struct muse_error *err, const char *key);
+muse_status muse_gguf_req_u32(const struct muse_gguf *gguf, const char *key, uint32_t *out, struct muse_error *err);
+muse_status muse_gguf_opt_u32(const struct muse_gguf *gguf, const char *key, uint32_t *out, struct muse_error *err);
+muse_status muse_gguf_req_f32(const struct muse_gguf *gguf, const char *key, float *out, struct muse_error *err);
+muse_status muse_gguf_opt_f32(const struct muse_gguf *gguf, const char *key, float *out, bool *found,
+                              struct muse_error *err);
+const char *muse_gguf_arch_key(char *buf, size_t size, const char *arch, const char *suffix);
+
+/*
  * llama.cpp's get_key_or_arr for a per-layer u32: a scalar (any integer type whose value fits) is
  * broadcast to out[0..n); an array must hold exactly n integers, each fitting in u32. Returns
  * MUSE_OK (*per_layer tells the form), MUSE_ERR_MISSING when absent (out untouched, err left

@@ -11,43 +11,7 @@
 
 /* "<arch>.<suffix>" into buf. */
 static const char *arch_key(char *buf, size_t size, const char *suffix) {
-    snprintf(buf, size, "%s.%s", MUSE_ARCH_MUSE_GLIMMER, suffix);
-    return buf;
-}
-
-static muse_status missing(struct muse_error *err, const char *key) {
-    return muse_error_set(err, MUSE_ERR_MISSING, "missing required key '%s'", key);
-}
-
-/* Optional u32: absent leaves *out untouched and returns OK; wrong type is an error. */
-static muse_status opt_u32(const struct muse_gguf *g, const char *key, uint32_t *out, struct muse_error *err) {
-    muse_status st = muse_gguf_get_u32(g, key, out, err);
-    if (st == MUSE_ERR_MISSING) {
-        muse_error_clear(err);
-        return MUSE_OK;
-    }
-    return st;
-}
-
-static muse_status req_u32(const struct muse_gguf *g, const char *key, uint32_t *out, struct muse_error *err) {
-    muse_status st = muse_gguf_get_u32(g, key, out, err);
-    return st == MUSE_ERR_MISSING ? missing(err, key) : st;
-}
-
-static muse_status opt_f32(const struct muse_gguf *g, const char *key, float *out, bool *found,
-                           struct muse_error *err) {
-    muse_status st = muse_gguf_get_f32(g, key, out, err);
-    if (found) *found = st == MUSE_OK;
-    if (st == MUSE_ERR_MISSING) {
-        muse_error_clear(err);
-        return MUSE_OK;
-    }
-    return st;
-}
-
-static muse_status req_f32(const struct muse_gguf *g, const char *key, float *out, struct muse_error *err) {
-    muse_status st = muse_gguf_get_f32(g, key, out, err);
-    return st == MUSE_ERR_MISSING ? missing(err, key) : st;
+    return muse_gguf_arch_key(buf, size, MUSE_ARCH_MUSE_GLIMMER, suffix);
 }
 
 /* Element i of an integer or bool array, widened. */
@@ -86,7 +50,7 @@ static muse_status load_swa_pattern(struct muse_hparams *hp, const struct muse_g
     char key[128];
     arch_key(key, sizeof key, "attention.sliding_window_pattern");
     const struct muse_gguf_kv *kv = muse_gguf_find_kv(g, key);
-    if (!kv) return missing(err, key); /* the array read is required: no period-4 default */
+    if (!kv) return muse_gguf_key_missing(err, key); /* the array read is required: no period-4 default */
     if (kv->value.type != MUSE_GGUF_TYPE_ARRAY) {
         uint32_t p;
         muse_status st = muse_gguf_get_u32(g, key, &p, err);
@@ -115,7 +79,7 @@ static muse_status load_swa_pattern(struct muse_hparams *hp, const struct muse_g
 static muse_status check_arch(struct muse_hparams *hp, const struct muse_gguf *g, struct muse_error *err) {
     char arch[64];
     muse_status st = muse_gguf_get_str(g, "general.architecture", arch, sizeof arch, err);
-    if (st == MUSE_ERR_MISSING) return missing(err, "general.architecture");
+    if (st == MUSE_ERR_MISSING) return muse_gguf_key_missing(err, "general.architecture");
     if (st != MUSE_OK) return st;
     if (!strcmp(arch, MUSE_ARCH_MUSE_GLIMMER)) {
         memcpy(hp->arch, MUSE_ARCH_MUSE_GLIMMER, sizeof MUSE_ARCH_MUSE_GLIMMER);
@@ -152,9 +116,9 @@ muse_status muse_hparams_load(struct muse_hparams *hp, const struct muse_gguf *g
     }
 
     /* generic keys (llama_model_base::load_hparams) */
-    if ((st = req_u32(g, arch_key(key, sizeof key, "context_length"), &hp->n_ctx_train, err))) return st;
-    if ((st = req_u32(g, arch_key(key, sizeof key, "embedding_length"), &hp->n_embd, err))) return st;
-    if ((st = req_u32(g, arch_key(key, sizeof key, "block_count"), &hp->n_layer, err))) return st;
+    if ((st = muse_gguf_req_u32(g, arch_key(key, sizeof key, "context_length"), &hp->n_ctx_train, err))) return st;
+    if ((st = muse_gguf_req_u32(g, arch_key(key, sizeof key, "embedding_length"), &hp->n_embd, err))) return st;
+    if ((st = muse_gguf_req_u32(g, arch_key(key, sizeof key, "block_count"), &hp->n_layer, err))) return st;
     if (hp->n_layer == 0 || hp->n_layer > MUSE_HPARAMS_MAX_LAYERS)
         return muse_error_set(err, MUSE_ERR_FORMAT, "key '%s' = %u is out of range (1..%d)", key, hp->n_layer,
                               MUSE_HPARAMS_MAX_LAYERS);
@@ -174,23 +138,23 @@ muse_status muse_hparams_load(struct muse_hparams *hp, const struct muse_gguf *g
     uint32_t def_head = hp->n_head[0] ? hp->n_embd / hp->n_head[0] : 0;
     hp->n_embd_head_k = def_head;
     hp->n_embd_head_v = def_head;
-    if ((st = opt_u32(g, arch_key(key, sizeof key, "attention.key_length"), &hp->n_embd_head_k, err))) return st;
-    if ((st = opt_u32(g, arch_key(key, sizeof key, "attention.value_length"), &hp->n_embd_head_v, err))) return st;
+    if ((st = muse_gguf_opt_u32(g, arch_key(key, sizeof key, "attention.key_length"), &hp->n_embd_head_k, err))) return st;
+    if ((st = muse_gguf_opt_u32(g, arch_key(key, sizeof key, "attention.value_length"), &hp->n_embd_head_v, err))) return st;
     hp->n_rot = hp->n_embd_head_k;
-    if ((st = opt_u32(g, arch_key(key, sizeof key, "rope.dimension_count"), &hp->n_rot, err))) return st;
+    if ((st = muse_gguf_opt_u32(g, arch_key(key, sizeof key, "rope.dimension_count"), &hp->n_rot, err))) return st;
     hp->n_embd_head_k_swa = hp->n_embd_head_k;
     hp->n_embd_head_v_swa = hp->n_embd_head_v;
     hp->n_rot_swa = hp->n_rot;
-    if ((st = opt_u32(g, arch_key(key, sizeof key, "attention.key_length_swa"), &hp->n_embd_head_k_swa, err))) return st;
-    if ((st = opt_u32(g, arch_key(key, sizeof key, "attention.value_length_swa"), &hp->n_embd_head_v_swa, err)))
+    if ((st = muse_gguf_opt_u32(g, arch_key(key, sizeof key, "attention.key_length_swa"), &hp->n_embd_head_k_swa, err))) return st;
+    if ((st = muse_gguf_opt_u32(g, arch_key(key, sizeof key, "attention.value_length_swa"), &hp->n_embd_head_v_swa, err)))
         return st;
-    if ((st = opt_u32(g, arch_key(key, sizeof key, "rope.dimension_count_swa"), &hp->n_rot_swa, err))) return st;
+    if ((st = muse_gguf_opt_u32(g, arch_key(key, sizeof key, "rope.dimension_count_swa"), &hp->n_rot_swa, err))) return st;
 
     /* rope */
     hp->rope_freq_base = 10000.0f;
-    if ((st = opt_f32(g, arch_key(key, sizeof key, "rope.freq_base"), &hp->rope_freq_base, NULL, err))) return st;
+    if ((st = muse_gguf_opt_f32(g, arch_key(key, sizeof key, "rope.freq_base"), &hp->rope_freq_base, NULL, err))) return st;
     hp->rope_freq_base_swa = hp->rope_freq_base;
-    if ((st = opt_f32(g, arch_key(key, sizeof key, "rope.freq_base_swa"), &hp->rope_freq_base_swa, NULL, err)))
+    if ((st = muse_gguf_opt_f32(g, arch_key(key, sizeof key, "rope.freq_base_swa"), &hp->rope_freq_base_swa, NULL, err)))
         return st;
     char scaling[32] = "linear";
     st = muse_gguf_get_str(g, arch_key(key, sizeof key, "rope.scaling.type"), scaling, sizeof scaling, err);
@@ -202,12 +166,12 @@ muse_status muse_hparams_load(struct muse_hparams *hp, const struct muse_gguf *g
         return muse_error_set(err, MUSE_ERR_UNSUPPORTED, "key '%s' = '%s': only 'none' and 'linear' rope scaling are supported",
                               key, scaling);
     float factor = 0.0f;
-    if ((st = opt_f32(g, arch_key(key, sizeof key, "rope.scaling.factor"), &factor, &found, err))) return st;
-    if (!found && (st = opt_f32(g, arch_key(key, sizeof key, "rope.scale_linear"), &factor, NULL, err))) return st;
+    if ((st = muse_gguf_opt_f32(g, arch_key(key, sizeof key, "rope.scaling.factor"), &factor, &found, err))) return st;
+    if (!found && (st = muse_gguf_opt_f32(g, arch_key(key, sizeof key, "rope.scale_linear"), &factor, NULL, err))) return st;
     hp->rope_freq_scale = factor == 0.0f ? 1.0f : 1.0f / factor;
     hp->rope_freq_scale_swa = hp->rope_freq_scale;
     hp->n_ctx_orig_yarn = hp->n_ctx_train;
-    if ((st = opt_u32(g, arch_key(key, sizeof key, "rope.scaling.original_context_length"), &hp->n_ctx_orig_yarn, err)))
+    if ((st = muse_gguf_opt_u32(g, arch_key(key, sizeof key, "rope.scaling.original_context_length"), &hp->n_ctx_orig_yarn, err)))
         return st;
     hp->causal_attn = true;
     st = muse_gguf_get_bool(g, arch_key(key, sizeof key, "attention.causal"), &hp->causal_attn, err);
@@ -217,15 +181,15 @@ muse_status muse_hparams_load(struct muse_hparams *hp, const struct muse_gguf *g
         return muse_error_set(err, MUSE_ERR_UNSUPPORTED, "key '%s' = false: non-causal attention is not supported", key);
 
     /* arch-specific keys (llama_model_muse_glimmer::load_arch_hparams) */
-    if ((st = req_f32(g, arch_key(key, sizeof key, "attention.layer_norm_rms_epsilon"), &hp->f_norm_rms_eps, err)))
+    if ((st = muse_gguf_req_f32(g, arch_key(key, sizeof key, "attention.layer_norm_rms_epsilon"), &hp->f_norm_rms_eps, err)))
         return st;
     hp->f_post_norm_eps = 1e-8f;
-    if ((st = opt_u32(g, arch_key(key, sizeof key, "attention.sliding_window"), &hp->n_swa, err))) return st;
+    if ((st = muse_gguf_opt_u32(g, arch_key(key, sizeof key, "attention.sliding_window"), &hp->n_swa, err))) return st;
     hp->f_final_logit_softcapping = 30.0f; /* absent means 30, not "off" */
-    if ((st = opt_f32(g, arch_key(key, sizeof key, "final_logit_softcapping"), &hp->f_final_logit_softcapping, NULL,
+    if ((st = muse_gguf_opt_f32(g, arch_key(key, sizeof key, "final_logit_softcapping"), &hp->f_final_logit_softcapping, NULL,
                       err)))
         return st;
-    if ((st = req_f32(g, arch_key(key, sizeof key, "logit_scale"), &hp->f_logit_scale, err))) return st;
+    if ((st = muse_gguf_req_f32(g, arch_key(key, sizeof key, "logit_scale"), &hp->f_logit_scale, err))) return st;
     if ((st = load_swa_pattern(hp, g, err))) return st;
 
     /* vocabulary size and special tokens */

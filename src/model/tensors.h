@@ -7,25 +7,28 @@
  * terms of the hyperparameters, what its data may be (an f32 vector or a matrix), and whether a
  * file must have it. Everything that walks the tensors of a file reads the table instead of
  * spelling the list again:
- *   - the loader binds by walking it (model/weights.c),
- *   - the synthetic writer writes the entries a converter writes (synth/synth.c),
+ *   - the loader binds by walking it (muse_tensors_bind),
+ *   - the synthetic writers write the entries a converter writes (muse_tensors_walk in file order),
+ *   - a device upload (or a split over devices) can walk the bound views the same way,
  *   - the model tests' fixture builds its files from it (tests/model/model_fixture.h).
- * The Muse-Glimmer text model's table is below (muse_glimmer_tensors, spec text-model.md §4);
- * the vision projector (mmproj) and the DFlash drafter get tables of the same type.
+ * Three tables, one type, one binder, one walk: the Muse-Glimmer text model's is below
+ * (muse_glimmer_tensors, spec text-model.md §4), the vision projector's (mmproj) is
+ * muse_vision_table (vision/vision.h, spec vision.md §3.3), the DFlash drafter's
+ * muse_dflash_table (speculative/dflash_tensors.h, spec dflash.md §2.3).
  *
  * Conventions every table keeps (tests/model/test_tensors.c checks them for each table):
  *   - Order: entries stand in the order a converter writes the tensors. The per-layer entries
  *     form one contiguous run; a file holds the global entries before that run, then layer 0's
- *     tensors, layer 1's, ..., then the global entries after the run. The loader binds (and
- *     reports the first error) in the order globals first, then layer by layer.
+ *     tensors, layer 1's, ..., then the global entries after the run. A loader binds (and
+ *     reports the first error) in its table's bind_order.
  *   - The entries a converter writes are exactly the required ones (!optional); the optional
  *     entries are variants the loader accepts (fused projections, biases, scales).
  *   - An entry with `when` != MUSE_TENSOR_ALWAYS is looked at only when the entry `dep`, which
  *     stands earlier in the table and in the same scope (global or the same layer), is present
  *     (IF_PRESENT) or absent (IF_ABSENT). A fused variant and the tensors it replaces are one
  *     optional entry and the required entries IF_ABSENT on it.
- *   - Shapes are in GGUF `ne` order (ne[0] = row length = a matrix's input dim), as two ids of
- *     the table's own dimension enum (0 = none, so dims[1] == 0 is a 1-D tensor); the table's
+ *   - Shapes are in GGUF `ne` order (ne[0] = row length = a matrix's input dim), as ids of the
+ *     table's own dimension enum (0 = none, so dims[1] == 0 is a 1-D tensor); the table's
  *     dimension function gives the values of those ids for a file, muse_tensor_shape the shape.
  *
  * Tables and the functions here are constant and pure: thread-safe.
@@ -40,14 +43,20 @@
 #include "gguf/gguf.h"
 #include "model/hparams.h"
 
-/* What a tensor's data may be; the loader's type checks follow from it (muse_tensor_bind). */
+#define MUSE_TENSOR_MAX_DIMS 4      /* dims of a table entry (the tower's patch kernel has 4) */
+#define MUSE_TENSOR_MAX_DIM_IDS 16  /* ids of a table's dimension enum */
+
+/* What a tensor's data may be; the binder's type checks follow from it (muse_tensors_bind). */
 enum muse_tensor_kind {
     MUSE_TENSOR_VECTOR = 0, /* 1-D f32 only: a norm weight or a bias */
-    MUSE_TENSOR_SCALE,      /* {1} f32 only: a per-tensor scale multiplying a matrix's product */
+    MUSE_TENSOR_SCALE,      /* {1} f32 only: a per-tensor scale multiplying a matrix's product; binds its
+                               value (1.0 when absent) and a found flag, not a view */
     MUSE_TENSOR_MATRIX,     /* a matmul weight: any type with a dot product, rows a whole number of
                                blocks of its type and of its activation (vec_dot) type */
     MUSE_TENSOR_ROWS,       /* a table read by rows (token embedding): any type with a dequantizer,
                                rows a whole number of blocks */
+    MUSE_TENSOR_FLOAT,      /* f32, f16 or bf16 only (the tower's patch kernel and position table,
+                               converted to f32 by their loader) */
     MUSE_TENSOR_KIND_COUNT
 };
 
@@ -68,10 +77,99 @@ struct muse_tensor_desc {
     enum muse_tensor_kind kind;
     bool per_layer;              /* one tensor per layer (else one per file) */
     bool optional;               /* a file may lack it (the converter never writes it) */
-    uint8_t dims[2];             /* {ne0, ne1} as ids of the table's dimension enum; dims[1] = 0: 1-D */
+    uint8_t dims[MUSE_TENSOR_MAX_DIMS]; /* ne0, ne1, ... as ids of the table's dimension enum; the
+                                    first 0 ends the shape ({a} is 1-D, {a, b} 2-D) */
     enum muse_tensor_when when;
     uint16_t dep;                /* the entry `when` depends on (an index into the same table) */
+    uint16_t offset;             /* where it binds: offsetof its struct muse_weight in the owning
+                                    struct (the weights struct; per-layer entries: the layer struct);
+                                    a SCALE: offsetof its float value */
+    uint16_t found;              /* a SCALE: offsetof its bool found flag */
 };
+
+/* The order of a walk over a table's tensors. */
+enum muse_tensor_order {
+    MUSE_TENSOR_ORDER_FILE = 0,      /* as a converter writes them: the global entries before the
+                                        per-layer run, layer 0's run, layer 1's, ..., the global
+                                        entries after the run */
+    MUSE_TENSOR_ORDER_GLOBALS_FIRST, /* every global entry, then layer by layer */
+    MUSE_TENSOR_ORDER_ENTRIES,       /* table order, a per-layer entry for every layer at once */
+    MUSE_TENSOR_ORDER_COUNT
+};
+
+/* How a loader words its type errors (each kept as it has always been; the checks are the same):
+ * TEXT and DFLASH report a type without a matmul kernel as MUSE_ERR_UNSUPPORTED, VISION as
+ * MUSE_ERR_SHAPE; the row-length messages differ in the block sizes they name. */
+enum muse_tensor_wording {
+    MUSE_TENSOR_WORDING_TEXT = 0,
+    MUSE_TENSOR_WORDING_VISION,
+    MUSE_TENSOR_WORDING_DFLASH,
+    MUSE_TENSOR_WORDING_COUNT
+};
+
+/* A network's table: its entries and what the binder needs to know about them. */
+struct muse_tensor_table {
+    const struct muse_tensor_desc *desc;
+    uint16_t n_desc;
+    uint8_t n_dim_ids;           /* ids of its dimension enum (0 = none, then 1 .. n_dim_ids - 1) */
+    bool bind_dims;              /* a dimension whose value is 0 is taken from the first tensor that
+                                    has it and must agree everywhere else (the mmproj's adapter widths) */
+    const char *const *dim_names; /* [n_dim_ids] names for shape errors ("expected {64} = {n_embd}"), or NULL */
+    enum muse_tensor_order bind_order; /* the order the loader binds in (and so reports the first error) */
+    enum muse_tensor_wording wording;
+    size_t layer_size;           /* sizeof the per-layer struct the per-layer entries bind into */
+};
+
+/* One use of a table: a file's (or a synthetic writer's) layers and dimensions, and where the views
+ * go. */
+struct muse_tensor_net {
+    const struct muse_tensor_table *table;
+    uint32_t n_layer;
+    int64_t dims[MUSE_TENSOR_MAX_DIM_IDS]; /* the value of each dimension id (dims[0] unused) */
+    /* when the dimensions vary by layer: rewrites dims for layer il (0 for the global entries); NULL
+     * when they do not */
+    void (*layer_dims)(int64_t *dims, uint32_t il, const void *ctx);
+    const void *dims_ctx;
+    void *weights;               /* the owning struct the global entries bind into, or NULL (a walk
+                                    over names and shapes only: every optional entry counts as absent) */
+    void *layers;                /* [n_layer] structs of table->layer_size (with weights) */
+};
+
+/* What a walk hands its function for one tensor. */
+struct muse_tensor_visit {
+    int id;                      /* the entry's index in the table */
+    const struct muse_tensor_desc *desc;
+    uint32_t il;                 /* the layer (0 for a global entry) */
+    const char *name;
+    int n_dims;
+    int64_t ne[MUSE_TENSOR_MAX_DIMS]; /* the expected shape (1 past n_dims; 0 for a dimension bind_dims
+                                         has not bound yet) */
+    char *base;                  /* the struct the entry binds into (weights or layer il), or NULL */
+};
+
+/* The view of a bound entry (NULL for a walk without weights and for a SCALE). */
+struct muse_weight *muse_tensor_view(const struct muse_tensor_visit *v);
+
+typedef muse_status (*muse_tensor_visit_fn)(struct muse_tensor_net *net, const struct muse_tensor_visit *v, void *user);
+
+/*
+ * Call fn for every tensor of net in `order`, skipping the entries whose `when` rules them out
+ * (deps are read from the bound views, so a walk that binds sees its own earlier binds). An
+ * optional entry the file lacks is visited too: its view's data is NULL (a device upload skips
+ * it). The first status other than MUSE_OK stops the walk and is returned.
+ */
+muse_status muse_tensors_walk(struct muse_tensor_net *net, enum muse_tensor_order order, muse_tensor_visit_fn fn,
+                              void *user);
+
+/*
+ * Bind every tensor of net->table found in `gguf` into net->weights / net->layers (which the
+ * caller allocates, zeroed), in the table's bind_order, checking each as muse_tensor_bind does;
+ * with bind_dims, a dimension that is 0 in net->dims takes its value from the file. used, when not
+ * NULL, is [gguf->n_tensors] and gets true for every tensor bound (a loader that refuses tensors it
+ * does not know reports the others). Stops at the first error. Views point into `gguf`.
+ */
+muse_status muse_tensors_bind(struct muse_tensor_net *net, const struct muse_gguf *gguf, bool *used,
+                              struct muse_error *err);
 
 /*
  * The GGUF name of entry d (for layer il when d->per_layer; il is ignored otherwise) into buf.
@@ -81,15 +179,15 @@ int muse_tensor_name(const struct muse_tensor_desc *d, uint32_t il, char *buf, s
 
 /*
  * The expected shape of entry d, given dims[id] = the value of each dimension id of its table
- * (for the layer in question). Writes ne[0], ne[1] (ne[1] = 1 for a 1-D tensor) and returns
- * the number of dimensions, 1 or 2.
+ * (for the layer in question). Writes ne[0 .. MUSE_TENSOR_MAX_DIMS) (1 past the entry's
+ * dimensions) and returns the number of dimensions.
  */
-int muse_tensor_shape(const struct muse_tensor_desc *d, const int64_t *dims, int64_t ne[2]);
+int muse_tensor_shape(const struct muse_tensor_desc *d, const int64_t *dims, int64_t *ne);
 
 /*
  * Find the tensor `name` (entry d) in `gguf` and bind it to *w, checking the shape (ne, n_dims;
- * every further dimension must be 1, llama.cpp's rule) and the type against d->kind. Errors
- * name the tensor:
+ * every further dimension must be 1, llama.cpp's rule) and the type against d->kind, worded as
+ * the text loader words it. Errors name the tensor:
  *   MUSE_ERR_MISSING      a required entry is absent;
  *   MUSE_ERR_SHAPE        "tensor 'X' has wrong shape: expected {a, b}, found {c, d}", a vector or
  *                         scale that is not f32, a row length that is not a whole number of blocks;
@@ -98,7 +196,7 @@ int muse_tensor_shape(const struct muse_tensor_desc *d, const int64_t *dims, int
  * *w points into `gguf`, which must outlive it.
  */
 muse_status muse_tensor_bind(const struct muse_gguf *gguf, const struct muse_tensor_desc *d, const char *name,
-                             int n_dims, const int64_t ne[2], struct muse_weight *w, struct muse_error *err);
+                             int n_dims, const int64_t *ne, struct muse_weight *w, struct muse_error *err);
 
 /* ---- Muse-Glimmer (text model, spec text-model.md §4) ---------------------------------------- */
 
@@ -156,6 +254,7 @@ enum muse_glimmer_dim {
  * not looked at).
  */
 extern const struct muse_tensor_desc muse_glimmer_tensors[MUSE_GLIMMER_TENSOR_COUNT];
+extern const struct muse_tensor_table muse_glimmer_table; /* binds into struct muse_weights (model/weights.h) */
 
 /*
  * dims[MUSE_GLIMMER_DIM_COUNT] for layer il of a file with hyperparameters hp (il < hp->n_layer)

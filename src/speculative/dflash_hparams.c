@@ -11,37 +11,7 @@
 
 /* "dflash.<suffix>" into buf. */
 static const char *key_of(char *buf, size_t size, const char *suffix) {
-    snprintf(buf, size, "%s.%s", MUSE_ARCH_DFLASH, suffix);
-    return buf;
-}
-
-static muse_status missing(struct muse_error *err, const char *key) {
-    return muse_error_set(err, MUSE_ERR_MISSING, "missing required key '%s'", key);
-}
-
-static muse_status req_u32(const struct muse_gguf *g, const char *key, uint32_t *out, struct muse_error *err) {
-    muse_status st = muse_gguf_get_u32(g, key, out, err);
-    return st == MUSE_ERR_MISSING ? missing(err, key) : st;
-}
-
-/* Optional u32: absent leaves *out untouched and returns OK. */
-static muse_status opt_u32(const struct muse_gguf *g, const char *key, uint32_t *out, struct muse_error *err) {
-    muse_status st = muse_gguf_get_u32(g, key, out, err);
-    if (st == MUSE_ERR_MISSING) {
-        muse_error_clear(err);
-        return MUSE_OK;
-    }
-    return st;
-}
-
-static muse_status opt_f32(const struct muse_gguf *g, const char *key, float *out, bool *found, struct muse_error *err) {
-    muse_status st = muse_gguf_get_f32(g, key, out, err);
-    if (found) *found = st == MUSE_OK;
-    if (st == MUSE_ERR_MISSING) {
-        muse_error_clear(err);
-        return MUSE_OK;
-    }
-    return st;
+    return muse_gguf_arch_key(buf, size, MUSE_ARCH_DFLASH, suffix);
 }
 
 /* A scalar or per-layer u32 key that must hold one value for every layer (absent: untouched). */
@@ -98,7 +68,7 @@ static muse_status check_variant(const struct muse_gguf *g, struct muse_error *e
     static const char *const scales[] = {"embedding_scale", "attention.scale", "attention.value_scale"};
     for (size_t i = 0; i < sizeof scales / sizeof scales[0]; i++) {
         float v = 0.0f;
-        if ((st = opt_f32(g, key_of(key, sizeof key, scales[i]), &v, NULL, err))) return st;
+        if ((st = muse_gguf_opt_f32(g, key_of(key, sizeof key, scales[i]), &v, NULL, err))) return st;
         if (v != 0.0f) return muse_error_set(err, MUSE_ERR_UNSUPPORTED, "key '%s' = %g is not supported", key, v);
     }
     char scaling[32] = "linear";
@@ -117,7 +87,7 @@ static muse_status load_target_layers(struct muse_dflash_hparams *hp, const stru
     char key[128];
     key_of(key, sizeof key, "target_layers");
     const struct muse_gguf_kv *kv = muse_gguf_find_kv(g, key);
-    if (!kv) return missing(err, key);
+    if (!kv) return muse_gguf_key_missing(err, key);
     const struct muse_gguf_value *v = &kv->value;
     if (v->type != MUSE_GGUF_TYPE_ARRAY || !muse_gguf_type_is_int(v->v.arr.elem_type))
         return muse_error_set(err, MUSE_ERR_FORMAT, "key '%s' is not an array of integers", key);
@@ -173,7 +143,7 @@ muse_status muse_dflash_hparams_load(struct muse_dflash_hparams *hp, const struc
 
     char arch[64];
     st = muse_gguf_get_str(g, "general.architecture", arch, sizeof arch, err);
-    if (st == MUSE_ERR_MISSING) return missing(err, "general.architecture");
+    if (st == MUSE_ERR_MISSING) return muse_gguf_key_missing(err, "general.architecture");
     if (st) return st;
     if (strcmp(arch, MUSE_ARCH_DFLASH))
         return muse_error_set(err, MUSE_ERR_UNSUPPORTED, "general.architecture is '%s', not a DFlash drafter ('%s')", arch,
@@ -182,34 +152,34 @@ muse_status muse_dflash_hparams_load(struct muse_dflash_hparams *hp, const struc
     muse_error_clear(err);
     if ((st = check_variant(g, err))) return st;
 
-    if ((st = req_u32(g, key_of(key, sizeof key, "block_count"), &hp->n_layer, err))) return st;
+    if ((st = muse_gguf_req_u32(g, key_of(key, sizeof key, "block_count"), &hp->n_layer, err))) return st;
     if (hp->n_layer == 0 || hp->n_layer > MUSE_DFLASH_MAX_LAYERS)
         return muse_error_set(err, MUSE_ERR_FORMAT, "key '%s' = %u is out of range (1..%d)", key, hp->n_layer,
                               MUSE_DFLASH_MAX_LAYERS);
-    if ((st = opt_u32(g, key_of(key, sizeof key, "context_length"), &hp->n_ctx_train, err))) return st;
-    if ((st = req_u32(g, key_of(key, sizeof key, "embedding_length"), &hp->n_embd, err))) return st;
+    if ((st = muse_gguf_opt_u32(g, key_of(key, sizeof key, "context_length"), &hp->n_ctx_train, err))) return st;
+    if ((st = muse_gguf_req_u32(g, key_of(key, sizeof key, "embedding_length"), &hp->n_embd, err))) return st;
     if ((st = uniform_u32(g, "feed_forward_length", hp->n_layer, &hp->n_ff, err))) return st;
     if ((st = uniform_u32(g, "attention.head_count", hp->n_layer, &hp->n_head, err))) return st;
     hp->n_head_kv = hp->n_head;
     if ((st = uniform_u32(g, "attention.head_count_kv", hp->n_layer, &hp->n_head_kv, err))) return st;
     hp->head_dim = hp->n_head ? hp->n_embd / hp->n_head : 0;
     uint32_t v_len = hp->head_dim;
-    if ((st = opt_u32(g, key_of(key, sizeof key, "attention.key_length"), &hp->head_dim, err))) return st;
+    if ((st = muse_gguf_opt_u32(g, key_of(key, sizeof key, "attention.key_length"), &hp->head_dim, err))) return st;
     v_len = hp->head_dim;
-    if ((st = opt_u32(g, key_of(key, sizeof key, "attention.value_length"), &v_len, err))) return st;
+    if ((st = muse_gguf_opt_u32(g, key_of(key, sizeof key, "attention.value_length"), &v_len, err))) return st;
     hp->n_rot = hp->head_dim;
-    if ((st = opt_u32(g, key_of(key, sizeof key, "rope.dimension_count"), &hp->n_rot, err))) return st;
+    if ((st = muse_gguf_opt_u32(g, key_of(key, sizeof key, "rope.dimension_count"), &hp->n_rot, err))) return st;
     hp->rope_freq_base = 10000.0f;
-    if ((st = opt_f32(g, key_of(key, sizeof key, "rope.freq_base"), &hp->rope_freq_base, NULL, err))) return st;
+    if ((st = muse_gguf_opt_f32(g, key_of(key, sizeof key, "rope.freq_base"), &hp->rope_freq_base, NULL, err))) return st;
     float factor = 0.0f;
-    if ((st = opt_f32(g, key_of(key, sizeof key, "rope.scaling.factor"), &factor, &found, err))) return st;
+    if ((st = muse_gguf_opt_f32(g, key_of(key, sizeof key, "rope.scaling.factor"), &factor, &found, err))) return st;
     hp->rope_freq_scale = factor == 0.0f ? 1.0f : 1.0f / factor;
     st = muse_gguf_get_f32(g, key_of(key, sizeof key, "attention.layer_norm_rms_epsilon"), &hp->eps, err);
-    if (st == MUSE_ERR_MISSING) return missing(err, key);
+    if (st == MUSE_ERR_MISSING) return muse_gguf_key_missing(err, key);
     if (st) return st;
     hp->block_size = 16; /* llama.cpp's default when the key is absent */
-    if ((st = opt_u32(g, key_of(key, sizeof key, "block_size"), &hp->block_size, err))) return st;
-    if ((st = req_u32(g, key_of(key, sizeof key, "attention.sliding_window"), &hp->n_swa, err))) return st;
+    if ((st = muse_gguf_opt_u32(g, key_of(key, sizeof key, "block_size"), &hp->block_size, err))) return st;
+    if ((st = muse_gguf_req_u32(g, key_of(key, sizeof key, "attention.sliding_window"), &hp->n_swa, err))) return st;
     if ((st = load_pattern(hp, g, err))) return st;
     if ((st = load_target_layers(hp, g, err))) return st;
 

@@ -1,8 +1,9 @@
 /*
  * dflash_tensors.h - the tensors of a DFlash drafter GGUF (dflash.md section 2.3) as read-only
- * views into the mapped file, bound from ONE table of descriptors: the name (with "%u" for the
- * layer of per-layer tensors), the kind (an f32 vector, a matrix that needs a dot product, a
- * row-gathered table), the shape in terms of the hyperparameters, and whether it is required.
+ * views into the mapped file, bound from ONE table of descriptors (model/tensors.h, the type the
+ * text model and the mmproj use too): the name (with "%u" for the layer of per-layer tensors), the
+ * kind (an f32 vector, a matrix that needs a dot product, a row-gathered table), the shape in terms
+ * of the hyperparameters, whether it is optional and where its view goes.
  * The shipped drafter has 3 + 11 * block_count tensors (58 for 5 layers). A tensor the table does
  * not know is an error (a DFlash2/DSpark/other variant, named), as in llama.cpp's loader.
  */
@@ -14,6 +15,7 @@
 
 #include "backend/backend.h"
 #include "gguf/gguf.h"
+#include "model/tensors.h"
 #include "speculative/dflash_hparams.h"
 
 struct muse_dflash_layer_weights {
@@ -40,9 +42,10 @@ struct muse_dflash_weights {
     struct muse_dflash_layer_weights *layers; /* [n_layer], owned */
 };
 
-/* Dimensions a descriptor's shape is written in. */
+/* The dimension ids of the tensor table muse_dflash_table. */
 enum muse_dflash_dim {
-    MUSE_DFLASH_DIM_ONE = 0,  /* 1 (vectors have ne1 = 1) */
+    MUSE_DFLASH_DIM_NONE = 0,
+    MUSE_DFLASH_DIM_ONE,      /* 1 (fc.scale) */
     MUSE_DFLASH_DIM_EMBD,     /* n_embd */
     MUSE_DFLASH_DIM_FEAT,     /* n_target_layers * n_embd */
     MUSE_DFLASH_DIM_Q,        /* n_head * head_dim */
@@ -53,23 +56,13 @@ enum muse_dflash_dim {
     MUSE_DFLASH_DIM_COUNT
 };
 
-enum muse_dflash_kind {
-    MUSE_DFLASH_KIND_VECTOR = 0, /* 1-D f32 (norm weight, scale) */
-    MUSE_DFLASH_KIND_MATRIX,     /* a matmul weight: any type with a dot product and a matmul path */
-    MUSE_DFLASH_KIND_TABLE,      /* a row-gathered table: any type with a dequantizer */
-};
+/* The tensors of a drafter (dflash.md 2.3) in file order, then the optional tensors llama.cpp's
+ * dflash loader also accepts; binding into struct muse_dflash_weights / muse_dflash_layer_weights:
+ * a table of model/tensors.h, bound in table order (each per-layer entry for every layer at once). */
+extern const struct muse_tensor_table muse_dflash_table;
 
-struct muse_dflash_tensor_desc {
-    const char *name;            /* GGUF name; "%u" = the layer for per-layer tensors */
-    bool per_layer;
-    enum muse_dflash_kind kind;
-    enum muse_dflash_dim ne0, ne1;
-    bool required;
-    size_t offset;               /* of the struct muse_weight in muse_dflash_weights / _layer_weights */
-};
-
-/* The table (a constant array of *n entries). */
-const struct muse_dflash_tensor_desc *muse_dflash_tensor_table(size_t *n);
+/* dims[MUSE_DFLASH_DIM_COUNT] of a drafter with hyperparameters hp for a target of n_vocab tokens. */
+void muse_dflash_dims(int64_t *dims, const struct muse_dflash_hparams *hp, int64_t n_vocab);
 
 /*
  * Bind every tensor of `gguf` described by `hp` (n_vocab: the target's vocabulary, the rows an

@@ -249,46 +249,58 @@ static void value_scale(const struct muse_synth_config *cfg, int id, int64_t ne0
     }
 }
 
-static void add_tensor(const struct muse_synth_config *cfg, const int64_t *dims, int id, uint32_t il,
-                       struct muse_synth_tensor *t) {
-    const struct muse_tensor_desc *d = &muse_glimmer_tensors[id];
-    muse_tensor_name(d, il, t->name, sizeof(t->name));
-    t->n_dims = (uint32_t)muse_tensor_shape(d, dims, t->ne);
-    t->type = t->n_dims == 2 ? matrix_type(cfg, t->name) : MUSE_TYPE_F32; /* 1-D tensors (norms) are always F32 */
-    value_scale(cfg, id, t->ne[0], &t->mean, &t->std);
+struct entries_state {
+    char *elems; /* NULL: count only */
+    size_t elem_size, n;
+    muse_synth_fill_fn fill;
+    const void *ctx;
+};
+
+static muse_status entry_visit(struct muse_tensor_net *net, const struct muse_tensor_visit *v, void *user) {
+    struct entries_state *s = user;
+    if (v->desc->optional) return MUSE_OK;
+    if (s->elems) s->fill(v, s->elems + s->n * s->elem_size, s->ctx);
+    s->n++;
+    return MUSE_OK;
 }
 
-/*
- * The tensors a converter writes (the table's required entries) in file order: the global
- * entries before the per-layer run, every layer's, then the global entries after the run.
- */
+muse_status muse_synth_entries(struct muse_tensor_net *net, size_t elem_size, muse_synth_fill_fn fill, const void *ctx,
+                               void **out, size_t *n_out, struct muse_error *err) {
+    struct entries_state s = {NULL, elem_size, 0, fill, ctx};
+    muse_tensors_walk(net, MUSE_TENSOR_ORDER_FILE, entry_visit, &s);
+    *n_out = s.n;
+    *out = s.elems = calloc(s.n ? s.n : 1, elem_size);
+    if (!s.elems) return muse_error_set(err, MUSE_ERR_NOMEM, "synth: out of memory");
+    s.n = 0;
+    muse_tensors_walk(net, MUSE_TENSOR_ORDER_FILE, entry_visit, &s);
+    return MUSE_OK;
+}
+
+/* One tensor of a text model's plan: its name, shape, type (the config's rules) and value recipe. */
+static void fill_tensor(const struct muse_tensor_visit *v, void *elem, const void *ctx) {
+    const struct muse_synth_config *cfg = ctx;
+    struct muse_synth_tensor *t = elem;
+    snprintf(t->name, sizeof t->name, "%s", v->name);
+    t->n_dims = (uint32_t)v->n_dims;
+    t->ne[0] = v->ne[0];
+    t->ne[1] = v->ne[1];
+    t->type = t->n_dims == 2 ? matrix_type(cfg, t->name) : MUSE_TYPE_F32; /* 1-D tensors (norms) are always F32 */
+    value_scale(cfg, v->id, t->ne[0], &t->mean, &t->std);
+}
+
+/* The tensors a converter writes (the table's required entries) in file order. */
 muse_status muse_synth_plan(const struct muse_synth_config *cfg, struct muse_synth_tensor **out, size_t *n_out,
                             struct muse_error *err) {
     *out = NULL;
     *n_out = 0;
     muse_status st = validate_dims(cfg, err);
     if (st) return st;
-    const struct muse_tensor_desc *tab = muse_glimmer_tensors;
-    size_t n_global = 0, n_layer = 0;
-    for (int id = 0; id < MUSE_GLIMMER_TENSOR_COUNT; id++)
-        if (!tab[id].optional) tab[id].per_layer ? n_layer++ : n_global++;
-    struct muse_synth_tensor *t = calloc(n_global + n_layer * (size_t)cfg->n_layer, sizeof(struct muse_synth_tensor));
-    if (!t) return muse_error_set(err, MUSE_ERR_NOMEM, "synth: out of memory");
-    int64_t dims[MUSE_GLIMMER_DIM_COUNT];
-    muse_glimmer_dims_uniform(dims, cfg->n_embd, cfg->n_vocab, cfg->n_head, cfg->n_head_kv, cfg->head_dim, cfg->n_ff);
-    size_t n = 0;
-    bool layers_done = false;
-    for (int id = 0; id < MUSE_GLIMMER_TENSOR_COUNT; id++) {
-        if (tab[id].optional || (tab[id].per_layer && layers_done)) continue;
-        if (!tab[id].per_layer) {
-            add_tensor(cfg, dims, id, 0, &t[n++]);
-            continue;
-        }
-        for (int32_t il = 0; il < cfg->n_layer; il++) /* the whole per-layer run, layer by layer */
-            for (int j = id; j < MUSE_GLIMMER_TENSOR_COUNT && tab[j].per_layer; j++)
-                if (!tab[j].optional) add_tensor(cfg, dims, j, (uint32_t)il, &t[n++]);
-        layers_done = true;
-    }
+    struct muse_tensor_net net = {.table = &muse_glimmer_table, .n_layer = (uint32_t)cfg->n_layer};
+    muse_glimmer_dims_uniform(net.dims, cfg->n_embd, cfg->n_vocab, cfg->n_head, cfg->n_head_kv, cfg->head_dim, cfg->n_ff);
+    void *plan;
+    size_t n;
+    if ((st = muse_synth_entries(&net, sizeof(struct muse_synth_tensor), fill_tensor, cfg, &plan, &n, err))) return st;
+    struct muse_synth_tensor *t = plan;
     for (size_t i = 0; i < n; i++) {
         const struct muse_type_layout *l = muse_type_layout_get(t[i].type);
         if (t[i].ne[0] % l->block_size) {

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "gguf/tensor_type.h"
+#include "model/tensors.h"
 #include "muse.h"
 
 #define MUSE_SYNTH_MAX_RULES 32
@@ -109,6 +110,18 @@ struct muse_synth_tensor {
  */
 muse_status muse_synth_plan(const struct muse_synth_config *cfg, struct muse_synth_tensor **out, size_t *n_out,
                             struct muse_error *err);
+
+/* Fills elem (zeroed, of the caller's element type) for one tensor a converter writes. */
+typedef void (*muse_synth_fill_fn)(const struct muse_tensor_visit *v, void *elem, const void *ctx);
+
+/*
+ * The plan of a synthetic file: the required entries of net's table (model/tensors.h) in file
+ * order with net's dimensions (net->weights NULL), one element of elem_size bytes each, filled by
+ * fill(visit, element, ctx). What the three writers (text model, mmproj, drafter) write. On success
+ * *out is a malloc'd array of *n_out elements (caller frees).
+ */
+muse_status muse_synth_entries(struct muse_tensor_net *net, size_t elem_size, muse_synth_fill_fn fill, const void *ctx,
+                               void **out, size_t *n_out, struct muse_error *err);
 
 /* The general.file_type (llama_ftype) label for a plan: the type holding most matrix elements. */
 uint32_t muse_synth_file_type(const struct muse_synth_tensor *tensors, size_t n);

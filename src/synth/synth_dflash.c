@@ -18,6 +18,8 @@
 #include "gguf/gguf.h"
 #include "kernels/quant_random.h"
 #include "model/hparams.h"
+#include "speculative/dflash_tensors.h"
+#include "synth/synth.h"
 
 #define ARCH "dflash"
 
@@ -103,37 +105,34 @@ static muse_status resolve(struct muse_synth_dflash_config *c, const struct muse
     return MUSE_OK;
 }
 
-/* The tensor list in file order (fc, enc.output_norm, output_norm, blk.*). *n = 3 + 11 * n_layer. */
+/* One tensor of a drafter's plan: its name and shape (its type comes after, from the rules). */
+static void fill_tensor(const struct muse_tensor_visit *v, void *elem, const void *ctx) {
+    struct dtensor *t = elem;
+    snprintf(t->name, sizeof t->name, "%s", v->name);
+    t->ne0 = v->ne[0];
+    t->ne1 = v->n_dims == 2 ? v->ne[1] : 0;
+}
+
+/* The tensor list: the required entries of the drafter table (speculative/dflash_tensors.h) in file
+ * order (fc, enc.output_norm, output_norm, blk.*). *n = 3 + 11 * n_layer. */
 static muse_status plan(const struct muse_synth_dflash_config *c, int64_t E, struct dtensor **out, size_t *n,
                         struct muse_error *err) {
-    struct dtensor *t = calloc(3 + 11 * (size_t)c->n_layer, sizeof *t);
-    if (!t) return muse_error_set(err, MUSE_ERR_NOMEM, "synth: out of memory");
-    size_t k = 0;
-    const int64_t nq = (int64_t)c->n_head * c->head_dim, nkv = (int64_t)c->n_head_kv * c->head_dim;
-#define ADD(ne0_, ne1_, ...) (snprintf(t[k].name, sizeof t[k].name, __VA_ARGS__), t[k].ne0 = ne0_, t[k].ne1 = ne1_, k++)
-    ADD(E * c->n_target_layers, E, "fc.weight");
-    ADD(E, 0, "enc.output_norm.weight");
-    ADD(E, 0, "output_norm.weight");
-    for (int32_t il = 0; il < c->n_layer; il++) {
-        ADD(E, 0, "blk.%d.attn_norm.weight", il);
-        ADD(E, nq, "blk.%d.attn_q.weight", il);
-        ADD(E, nkv, "blk.%d.attn_k.weight", il);
-        ADD(E, nkv, "blk.%d.attn_v.weight", il);
-        ADD(nq, E, "blk.%d.attn_output.weight", il);
-        ADD(c->head_dim, 0, "blk.%d.attn_q_norm.weight", il);
-        ADD(c->head_dim, 0, "blk.%d.attn_k_norm.weight", il);
-        ADD(E, 0, "blk.%d.ffn_norm.weight", il);
-        ADD(E, c->n_ff, "blk.%d.ffn_gate.weight", il);
-        ADD(E, c->n_ff, "blk.%d.ffn_up.weight", il);
-        ADD(c->n_ff, E, "blk.%d.ffn_down.weight", il);
-    }
-#undef ADD
+    struct muse_dflash_hparams hp = {.n_layer = (uint32_t)c->n_layer, .n_embd = (uint32_t)E, .n_ff = (uint32_t)c->n_ff,
+                                     .n_head = (uint32_t)c->n_head, .n_head_kv = (uint32_t)c->n_head_kv,
+                                     .head_dim = (uint32_t)c->head_dim, .n_target_layers = (uint32_t)c->n_target_layers};
+    struct muse_tensor_net net = {.table = &muse_dflash_table, .n_layer = hp.n_layer};
+    muse_dflash_dims(net.dims, &hp, 0);
+    void *plan;
+    size_t k;
+    muse_status st = muse_synth_entries(&net, sizeof(struct dtensor), fill_tensor, NULL, &plan, &k, err);
+    if (st) return st;
+    struct dtensor *t = plan;
     for (size_t i = 0; i < k; i++) {
         t[i].type = t[i].ne1 ? matrix_type(c, t[i].name) : MUSE_TYPE_F32;
         const struct muse_type_layout *l = muse_type_layout_get(t[i].type);
         if (t[i].ne0 % l->block_size) {
-            muse_status st = muse_error_set(err, MUSE_ERR_INVALID_ARG, "%s: row length %lld is not a multiple of the %s block size %lld",
-                                            t[i].name, (long long)t[i].ne0, l->name, (long long)l->block_size);
+            st = muse_error_set(err, MUSE_ERR_INVALID_ARG, "%s: row length %lld is not a multiple of the %s block size %lld",
+                                t[i].name, (long long)t[i].ne0, l->name, (long long)l->block_size);
             free(t);
             return st;
         }

@@ -21,6 +21,7 @@
 #include "backend/backend.h"
 #include "kernels/types.h"
 #include "synth/synth.h"
+#include "vision/vision.h"
 
 #define MAX_DIM (1 << 20)
 
@@ -97,47 +98,51 @@ struct tensor {
     float scale;
 };
 
-/* The tensors of c in file order; returns the count (writes when t != NULL). */
-static int plan(const struct muse_synth_mmproj_config *c, struct tensor *t) {
-    int n = 0;
-    const int64_t D = c->n_embd, F = c->n_ff, P = c->patch_size;
-#define ADD(nm, ty, nd, a, b, cc, d, k, s)                                                                  \
-    do {                                                                                                   \
-        if (t) t[n] = (struct tensor){"", ty, nd, {a, b, cc, d}, k, s}, snprintf(t[n].name, 64, "%s", nm); \
-        n++;                                                                                               \
-    } while (0)
-    char nm[64];
-    ADD("v.patch_embd.weight", MUSE_TYPE_F32, 4, P, P, 3, D, VAL_TABLE, 1.0f / sqrtf((float)(3 * P * P)));
-    ADD("v.position_embd.weight", MUSE_TYPE_F32, 2, D, (int64_t)c->pos_side * c->pos_side, 1, 1, VAL_TABLE, 0.5f);
-    ADD("v.pre_ln.weight", MUSE_TYPE_F32, 1, D, 1, 1, 1, VAL_NORM_W, 0.1f);
-    ADD("v.pre_ln.bias", MUSE_TYPE_F32, 1, D, 1, 1, 1, VAL_SMALL, 0.02f);
-    static const char *const mats[] = {"attn_q", "attn_k", "attn_v", "attn_out"};
-    for (int il = 0; il < c->n_layer; il++) {
-#define BLK(suffix) (snprintf(nm, sizeof nm, "v.blk.%d.%s", il, suffix), nm)
-        ADD(BLK("ln1.weight"), MUSE_TYPE_F32, 1, D, 1, 1, 1, VAL_NORM_W, 0.1f);
-        ADD(BLK("ln1.bias"), MUSE_TYPE_F32, 1, D, 1, 1, 1, VAL_SMALL, 0.02f);
-        for (int m = 0; m < 4; m++) {
-            char w[32], b[32];
-            snprintf(w, sizeof w, "%s.weight", mats[m]);
-            snprintf(b, sizeof b, "%s.bias", mats[m]);
-            ADD(BLK(w), c->type, 2, D, D, 1, 1, VAL_MATRIX, 1.0f / sqrtf((float)D));
-            ADD(BLK(b), MUSE_TYPE_F32, 1, D, 1, 1, 1, VAL_SMALL, 0.02f);
-        }
-        ADD(BLK("ln2.weight"), MUSE_TYPE_F32, 1, D, 1, 1, 1, VAL_NORM_W, 0.1f);
-        ADD(BLK("ln2.bias"), MUSE_TYPE_F32, 1, D, 1, 1, 1, VAL_SMALL, 0.02f);
-        ADD(BLK("ffn_up.weight"), c->type, 2, D, F, 1, 1, VAL_MATRIX, 1.0f / sqrtf((float)D));
-        ADD(BLK("ffn_up.bias"), MUSE_TYPE_F32, 1, F, 1, 1, 1, VAL_SMALL, 0.02f);
-        ADD(BLK("ffn_down.weight"), c->type, 2, F, D, 1, 1, VAL_MATRIX, 1.0f / sqrtf((float)F));
-        ADD(BLK("ffn_down.bias"), MUSE_TYPE_F32, 1, D, 1, 1, 1, VAL_SMALL, 0.02f);
-#undef BLK
+/* One tensor of an mmproj's plan: its name, shape, type and value scale under config ctx. */
+static void fill_tensor(const struct muse_tensor_visit *v, void *elem, const void *ctx) {
+    const struct muse_synth_mmproj_config *c = ctx;
+    struct tensor *t = elem;
+    snprintf(t->name, sizeof t->name, "%s", v->name);
+    t->n_dims = (uint32_t)v->n_dims;
+    memcpy(t->ne, v->ne, sizeof t->ne);
+    t->type = MUSE_TYPE_F32;
+    switch (v->desc->kind) {
+    case MUSE_TENSOR_MATRIX: /* the tower's matrices in c->type, the adapter's (mm.*) in c->mm_type */
+        t->type = v->desc->per_layer ? c->type : c->mm_type;
+        t->kind = VAL_MATRIX;
+        t->scale = 1.0f / sqrtf((float)t->ne[0]);
+        break;
+    case MUSE_TENSOR_FLOAT: /* the patch kernel (4-D) and the position table */
+        t->kind = VAL_TABLE;
+        t->scale = t->n_dims == 4 ? 1.0f / sqrtf((float)(t->ne[0] * t->ne[1] * t->ne[2])) : 0.5f;
+        break;
+    default: /* LayerNorm weights ("*.weight") and biases */
+        t->kind = strstr(t->name, ".weight") ? VAL_NORM_W : VAL_SMALL;
+        t->scale = t->kind == VAL_NORM_W ? 0.1f : 0.02f;
     }
-    ADD("v.post_ln.weight", MUSE_TYPE_F32, 1, D, 1, 1, 1, VAL_NORM_W, 0.1f);
-    ADD("v.post_ln.bias", MUSE_TYPE_F32, 1, D, 1, 1, 1, VAL_SMALL, 0.02f);
-    ADD("mm.0.weight", c->mm_type, 2, 4 * D, c->n_mm0, 1, 1, VAL_MATRIX, 1.0f / sqrtf((float)(4 * D)));
-    ADD("mm.1.weight", c->mm_type, 2, c->n_mm0, c->n_mm1, 1, 1, VAL_MATRIX, 1.0f / sqrtf((float)c->n_mm0));
-    ADD("mm.2.weight", c->mm_type, 2, c->n_mm1, c->n_out, 1, 1, VAL_MATRIX, 1.0f / sqrtf((float)c->n_mm1));
-#undef ADD
-    return n;
+}
+
+/* The tensors of c: the required entries of the mmproj table (vision/vision.h) in file order. On
+ * success *out is a malloc'd array of *n (caller frees). */
+static muse_status plan(const struct muse_synth_mmproj_config *c, struct tensor **out, int *n, struct muse_error *err) {
+    struct muse_tensor_net net = {.table = &muse_vision_table, .n_layer = (uint32_t)c->n_layer};
+    int64_t *dims = net.dims;
+    dims[MUSE_VISION_DIM_ONE] = 1;
+    dims[MUSE_VISION_DIM_EMBD] = c->n_embd;
+    dims[MUSE_VISION_DIM_FF] = c->n_ff;
+    dims[MUSE_VISION_DIM_PATCH] = c->patch_size;
+    dims[MUSE_VISION_DIM_RGB] = 3;
+    dims[MUSE_VISION_DIM_MERGED] = 4 * (int64_t)c->n_embd; /* spatial_merge_size 2 */
+    dims[MUSE_VISION_DIM_POS] = (int64_t)c->pos_side * c->pos_side;
+    dims[MUSE_VISION_DIM_MM0] = c->n_mm0;
+    dims[MUSE_VISION_DIM_MM1] = c->n_mm1;
+    dims[MUSE_VISION_DIM_OUT] = c->n_out;
+    void *t;
+    size_t nt;
+    muse_status st = muse_synth_entries(&net, sizeof(struct tensor), fill_tensor, c, &t, &nt, err);
+    *out = t;
+    *n = (int)nt;
+    return st;
 }
 
 static uint64_t tensor_bytes(const struct tensor *t) {
@@ -146,10 +151,10 @@ static uint64_t tensor_bytes(const struct tensor *t) {
 }
 
 uint64_t muse_synth_mmproj_data_bytes(const struct muse_synth_mmproj_config *c) {
-    const int n = plan(c, NULL);
-    struct tensor *t = malloc(sizeof *t * (size_t)n);
-    if (!t) return 0;
-    plan(c, t);
+    struct muse_error err;
+    struct tensor *t;
+    int n;
+    if (plan(c, &t, &n, &err)) return 0;
     uint64_t s = 0;
     for (int i = 0; i < n; i++) s += tensor_bytes(&t[i]);
     free(t);
@@ -205,12 +210,11 @@ static muse_status set_keys(struct muse_gguf_writer *w, const struct muse_synth_
 muse_status muse_synth_mmproj_write(const struct muse_synth_mmproj_config *c, const char *path, struct muse_error *err) {
     muse_status st = muse_synth_mmproj_validate(c, err);
     if (st) return st;
-    const int n = plan(c, NULL);
-    struct tensor *t = malloc(sizeof *t * (size_t)n);
+    struct tensor *t;
+    int n;
     struct muse_gguf_writer *w = NULL;
     void *row = NULL;
-    if (!t) return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
-    plan(c, t);
+    if ((st = plan(c, &t, &n, err))) return st;
     if ((st = muse_gguf_writer_open(path, &w, err))) goto fail;
     if ((st = set_keys(w, c))) goto fail_writer;
     size_t max_row = 0;

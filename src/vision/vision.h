@@ -5,7 +5,7 @@
  * (muse_vision_*, muse_image_*); this header is for the files of src/vision, the CLI's `info`,
  * the synthetic writer and the tests.
  *
- * Files: vision_hparams.c (clip.* keys), vision_tensors.c (the tensor table and its binder),
+ * Files: vision_hparams.c (clip.* keys), vision_tensors.c (the tensor table, bound by model/tensors.c),
  * vision_load.c (muse_vision_load and the facts), image_decode.c (stb_image / libwebp),
  * image_resize.c (Pillow's Lanczos-3), vision_preprocess.c (grid, geometry, normalisation,
  * permutations), vision_encode.c (the tower forward), vision_attn.c + vision_attn_avx2.c (window
@@ -20,6 +20,7 @@
 #include "backend/backend.h"
 #include "backend/device.h"
 #include "gguf/gguf.h"
+#include "model/tensors.h"
 #include "muse.h"
 
 #define MUSE_VISION_PROJECTOR "muse-glimmer"
@@ -87,10 +88,11 @@ struct muse_vision_weights {
     float *owned;                         /* F32 copies of the patch kernel / position table when the file's are F16/BF16 */
 };
 
-/* Symbolic dimensions of the tensor table: the first five follow from the keys, the rest are bound
- * by the first tensor that has them and must agree everywhere else. */
+/* The dimension ids of the tensor table muse_vision_table: the first ones follow from the keys,
+ * POS .. OUT are bound by the first tensor that has them and must agree everywhere else. */
 enum muse_vision_dim {
-    MUSE_VISION_DIM_ONE = 0,
+    MUSE_VISION_DIM_NONE = 0,
+    MUSE_VISION_DIM_ONE,      /* 1 */
     MUSE_VISION_DIM_EMBD,     /* n_embd */
     MUSE_VISION_DIM_FF,       /* n_ff */
     MUSE_VISION_DIM_PATCH,    /* patch_size */
@@ -103,31 +105,13 @@ enum muse_vision_dim {
     MUSE_VISION_DIM_COUNT
 };
 
-/* What a tensor may be stored as. */
-enum muse_vision_tensor_kind {
-    MUSE_VISION_TENSOR_VECTOR = 0, /* 1-D, F32 (norm weights, biases) */
-    MUSE_VISION_TENSOR_MATRIX,     /* 2-D weight of a matmul: any type the backends multiply, rows a whole number of blocks */
-    MUSE_VISION_TENSOR_TABLE,      /* F32, F16 or BF16; converted to F32 at load (patch kernel, position table) */
-    MUSE_VISION_TENSOR_KIND_COUNT
-};
+/* The tensors of an mmproj (spec 3.3) in file order, binding into struct muse_vision_weights /
+ * muse_vision_layer: a table of model/tensors.h, bound in table order (each per-layer entry for
+ * every layer at once). */
+extern const struct muse_tensor_table muse_vision_table;
 
-/* One row of the table: a tensor name (a printf pattern with one %u for the layer when
- * per_layer), its shape in symbolic dims (ne order), and where its view goes. */
-struct muse_vision_tensor_desc {
-    const char *name;
-    bool per_layer;
-    bool required;
-    uint8_t kind;                     /* enum muse_vision_tensor_kind */
-    uint8_t n_dims;
-    uint8_t ne[4];                    /* enum muse_vision_dim */
-    uint16_t offset;                  /* offsetof(struct muse_vision_layer or muse_vision_weights, field) */
-};
-
-extern const struct muse_vision_tensor_desc muse_vision_tensor_table[];
-extern const size_t muse_vision_n_tensor_descs;
-
-/* Human name of a symbolic dim ("n_embd", "n_ff", ...). */
-const char *muse_vision_dim_name(enum muse_vision_dim d);
+/* dims[MUSE_VISION_DIM_COUNT] from the keys of hp; the bound dimensions (POS .. OUT) are 0. */
+void muse_vision_dims(int64_t *dims, const struct muse_vision_hparams *hp);
 
 /*
  * Bind every tensor of the table to w (views into g, which must outlive w), checking presence,

@@ -1,160 +1,95 @@
 /*
- * vision_tensors.c - the tensor table of a Muse-Glimmer mmproj (spec 3.3) and the binder that
- * checks a file against it. Each row names a tensor (per layer or global), whether it must be
- * there, what it may be stored as, and its shape in symbolic dimensions; the binder walks the
- * table once, so every check (presence, shape, type, block alignment, consistency of the dims
- * that only the tensors tell, such as the adapter widths) has one code path and one message
- * format. A tensor the table does not know is refused, not ignored.
+ * vision_tensors.c - the tensor table of a Muse-Glimmer mmproj (spec 3.3) and its loader. Each row
+ * names a tensor (per layer or global), whether it must be there, what it may be stored as, its
+ * shape in dimension ids and where its view goes; the one binder of model/tensors.c walks it, so
+ * every check (presence, shape, type, block alignment, consistency of the dims that only the
+ * tensors tell, such as the adapter widths) has one code path and one message format. A tensor the
+ * table does not know is refused, not ignored.
  */
 #include "vision/vision.h"
 
 #include <stddef.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
 #include "kernels/types.h"
 
-#define L(field) ((uint16_t)offsetof(struct muse_vision_layer, field))
-#define G(field) ((uint16_t)offsetof(struct muse_vision_weights, field))
-#define VEC MUSE_VISION_TENSOR_VECTOR
-#define MAT MUSE_VISION_TENSOR_MATRIX
-#define TAB MUSE_VISION_TENSOR_TABLE
-#define D_1 MUSE_VISION_DIM_ONE
-#define D_EMBD MUSE_VISION_DIM_EMBD
-#define D_FF MUSE_VISION_DIM_FF
-#define D_P MUSE_VISION_DIM_PATCH
-#define D_RGB MUSE_VISION_DIM_RGB
-#define D_MERGED MUSE_VISION_DIM_MERGED
-#define D_POS MUSE_VISION_DIM_POS
-#define D_MM0 MUSE_VISION_DIM_MM0
-#define D_MM1 MUSE_VISION_DIM_MM1
-#define D_OUT MUSE_VISION_DIM_OUT
+/* Short spellings for the table below (undefined after it). */
+#define VEC .kind = MUSE_TENSOR_VECTOR
+#define MAT .kind = MUSE_TENSOR_MATRIX
+#define TAB .kind = MUSE_TENSOR_FLOAT
+#define LAYER .per_layer = true
+#define OPT .optional = true
+#define SHAPE1(a) .dims = {MUSE_VISION_DIM_##a}
+#define SHAPE2(a, b) .dims = {MUSE_VISION_DIM_##a, MUSE_VISION_DIM_##b}
+#define L(f) .offset = offsetof(struct muse_vision_layer, f)
+#define G(f) .offset = offsetof(struct muse_vision_weights, f)
 
-/* name, per_layer, required, kind, n_dims, {ne0, ne1, ne2, ne3}, offset */
-const struct muse_vision_tensor_desc muse_vision_tensor_table[] = {
-    {"v.patch_embd.weight", false, true, TAB, 4, {D_P, D_P, D_RGB, D_EMBD}, G(patch)},
-    {"v.patch_embd.bias", false, false, VEC, 1, {D_EMBD}, G(patch_b)},
-    {"v.position_embd.weight", false, true, TAB, 2, {D_EMBD, D_POS}, G(pos)},
-    {"v.pre_ln.weight", false, true, VEC, 1, {D_EMBD}, G(pre_ln_w)},
-    {"v.pre_ln.bias", false, true, VEC, 1, {D_EMBD}, G(pre_ln_b)},
-    {"v.blk.%u.ln1.weight", true, true, VEC, 1, {D_EMBD}, L(ln1_w)},
-    {"v.blk.%u.ln1.bias", true, true, VEC, 1, {D_EMBD}, L(ln1_b)},
-    {"v.blk.%u.attn_q.weight", true, true, MAT, 2, {D_EMBD, D_EMBD}, L(q)},
-    {"v.blk.%u.attn_q.bias", true, true, VEC, 1, {D_EMBD}, L(q_b)},
-    {"v.blk.%u.attn_k.weight", true, true, MAT, 2, {D_EMBD, D_EMBD}, L(k)},
-    {"v.blk.%u.attn_k.bias", true, true, VEC, 1, {D_EMBD}, L(k_b)},
-    {"v.blk.%u.attn_v.weight", true, true, MAT, 2, {D_EMBD, D_EMBD}, L(v)},
-    {"v.blk.%u.attn_v.bias", true, true, VEC, 1, {D_EMBD}, L(v_b)},
-    {"v.blk.%u.attn_out.weight", true, true, MAT, 2, {D_EMBD, D_EMBD}, L(o)},
-    {"v.blk.%u.attn_out.bias", true, true, VEC, 1, {D_EMBD}, L(o_b)},
-    {"v.blk.%u.ln2.weight", true, true, VEC, 1, {D_EMBD}, L(ln2_w)},
-    {"v.blk.%u.ln2.bias", true, true, VEC, 1, {D_EMBD}, L(ln2_b)},
-    {"v.blk.%u.ffn_up.weight", true, true, MAT, 2, {D_EMBD, D_FF}, L(up)},
-    {"v.blk.%u.ffn_up.bias", true, true, VEC, 1, {D_FF}, L(up_b)},
-    {"v.blk.%u.ffn_down.weight", true, true, MAT, 2, {D_FF, D_EMBD}, L(down)},
-    {"v.blk.%u.ffn_down.bias", true, true, VEC, 1, {D_EMBD}, L(down_b)},
-    {"v.post_ln.weight", false, true, VEC, 1, {D_EMBD}, G(post_ln_w)},
-    {"v.post_ln.bias", false, true, VEC, 1, {D_EMBD}, G(post_ln_b)},
-    {"mm.0.weight", false, true, MAT, 2, {D_MERGED, D_MM0}, G(mm0)},
-    {"mm.1.weight", false, true, MAT, 2, {D_MM0, D_MM1}, G(mm1)},
-    {"mm.2.weight", false, true, MAT, 2, {D_MM1, D_OUT}, G(mm2)},
+static const struct muse_tensor_desc vision_tensors[] = {
+    {.name = "v.patch_embd.weight", TAB, .dims = {MUSE_VISION_DIM_PATCH, MUSE_VISION_DIM_PATCH, MUSE_VISION_DIM_RGB,
+                                                  MUSE_VISION_DIM_EMBD},
+     .role = "patch embedding: a conv kernel (p x p x 3 -> n_embd), a matrix at load", G(patch)},
+    {.name = "v.patch_embd.bias", VEC, SHAPE1(EMBD), OPT, .role = "patch embedding bias", G(patch_b)},
+    {.name = "v.position_embd.weight", TAB, SHAPE2(EMBD, POS), .role = "learned positions, row y*side + x", G(pos)},
+    {.name = "v.pre_ln.weight", VEC, SHAPE1(EMBD), .role = "pre-tower LayerNorm weight", G(pre_ln_w)},
+    {.name = "v.pre_ln.bias", VEC, SHAPE1(EMBD), .role = "pre-tower LayerNorm bias", G(pre_ln_b)},
+    {.name = "v.blk.%u.ln1.weight", VEC, SHAPE1(EMBD), LAYER, .role = "pre-attention LayerNorm weight", L(ln1_w)},
+    {.name = "v.blk.%u.ln1.bias", VEC, SHAPE1(EMBD), LAYER, .role = "pre-attention LayerNorm bias", L(ln1_b)},
+    {.name = "v.blk.%u.attn_q.weight", MAT, SHAPE2(EMBD, EMBD), LAYER, .role = "Q projection", L(q)},
+    {.name = "v.blk.%u.attn_q.bias", VEC, SHAPE1(EMBD), LAYER, .role = "Q bias", L(q_b)},
+    {.name = "v.blk.%u.attn_k.weight", MAT, SHAPE2(EMBD, EMBD), LAYER, .role = "K projection", L(k)},
+    {.name = "v.blk.%u.attn_k.bias", VEC, SHAPE1(EMBD), LAYER, .role = "K bias", L(k_b)},
+    {.name = "v.blk.%u.attn_v.weight", MAT, SHAPE2(EMBD, EMBD), LAYER, .role = "V projection", L(v)},
+    {.name = "v.blk.%u.attn_v.bias", VEC, SHAPE1(EMBD), LAYER, .role = "V bias", L(v_b)},
+    {.name = "v.blk.%u.attn_out.weight", MAT, SHAPE2(EMBD, EMBD), LAYER, .role = "attention output projection", L(o)},
+    {.name = "v.blk.%u.attn_out.bias", VEC, SHAPE1(EMBD), LAYER, .role = "attention output bias", L(o_b)},
+    {.name = "v.blk.%u.ln2.weight", VEC, SHAPE1(EMBD), LAYER, .role = "pre-FFN LayerNorm weight", L(ln2_w)},
+    {.name = "v.blk.%u.ln2.bias", VEC, SHAPE1(EMBD), LAYER, .role = "pre-FFN LayerNorm bias", L(ln2_b)},
+    {.name = "v.blk.%u.ffn_up.weight", MAT, SHAPE2(EMBD, FF), LAYER, .role = "FFN up projection (GELU)", L(up)},
+    {.name = "v.blk.%u.ffn_up.bias", VEC, SHAPE1(FF), LAYER, .role = "FFN up bias", L(up_b)},
+    {.name = "v.blk.%u.ffn_down.weight", MAT, SHAPE2(FF, EMBD), LAYER, .role = "FFN down projection", L(down)},
+    {.name = "v.blk.%u.ffn_down.bias", VEC, SHAPE1(EMBD), LAYER, .role = "FFN down bias", L(down_b)},
+    {.name = "v.post_ln.weight", VEC, SHAPE1(EMBD), .role = "post-tower LayerNorm weight", G(post_ln_w)},
+    {.name = "v.post_ln.bias", VEC, SHAPE1(EMBD), .role = "post-tower LayerNorm bias", G(post_ln_b)},
+    {.name = "mm.0.weight", MAT, SHAPE2(MERGED, MM0), .role = "adapter layer 0 (merged tokens in)", G(mm0)},
+    {.name = "mm.1.weight", MAT, SHAPE2(MM0, MM1), .role = "adapter layer 1", G(mm1)},
+    {.name = "mm.2.weight", MAT, SHAPE2(MM1, OUT), .role = "adapter layer 2 (the text model's n_embd out)", G(mm2)},
 };
-const size_t muse_vision_n_tensor_descs = sizeof muse_vision_tensor_table / sizeof muse_vision_tensor_table[0];
+
+#undef VEC
+#undef MAT
+#undef TAB
+#undef LAYER
+#undef OPT
+#undef SHAPE1
+#undef SHAPE2
+#undef L
+#undef G
 
 static const char *const dim_names[MUSE_VISION_DIM_COUNT] = {
-    "1", "n_embd", "n_ff", "patch_size", "3", "n_embd*merge^2", "n_pos", "mm.0 rows", "mm.1 rows", "mm.2 rows",
+    "?", "1", "n_embd", "n_ff", "patch_size", "3", "n_embd*merge^2", "n_pos", "mm.0 rows", "mm.1 rows", "mm.2 rows",
 };
 
-const char *muse_vision_dim_name(enum muse_vision_dim d) {
-    return (unsigned)d < MUSE_VISION_DIM_COUNT ? dim_names[d] : "?";
-}
+const struct muse_tensor_table muse_vision_table = {
+    .desc = vision_tensors,
+    .n_desc = sizeof vision_tensors / sizeof vision_tensors[0],
+    .n_dim_ids = MUSE_VISION_DIM_COUNT,
+    .bind_dims = true,
+    .dim_names = dim_names,
+    .bind_order = MUSE_TENSOR_ORDER_ENTRIES,
+    .wording = MUSE_TENSOR_WORDING_VISION,
+    .layer_size = sizeof(struct muse_vision_layer),
+};
 
-static int fmt_shape(char *buf, size_t size, const int64_t *ne, int n) {
-    int len = snprintf(buf, size, "{");
-    for (int i = 0; i < n; i++) len += snprintf(buf + len, size - (size_t)len, "%s%lld", i ? ", " : "", (long long)ne[i]);
-    return len + snprintf(buf + len, size - (size_t)len, "}");
-}
-
-static int fmt_dims(char *buf, size_t size, const uint8_t *ne, int n) {
-    int len = snprintf(buf, size, "{");
-    for (int i = 0; i < n; i++)
-        len += snprintf(buf + len, size - (size_t)len, "%s%s", i ? ", " : "", dim_names[ne[i]]);
-    return len + snprintf(buf + len, size - (size_t)len, "}");
-}
-
-/* The table's storage rule for kind, or an error naming the tensor. */
-static muse_status check_type(const struct muse_gguf_tensor *t, enum muse_vision_tensor_kind kind,
-                              struct muse_error *err) {
-    const struct muse_type_layout *lay = muse_type_layout_get(t->type);
-    const char *tname = lay ? lay->name : "?";
-    switch (kind) {
-    case MUSE_VISION_TENSOR_VECTOR:
-        if (t->type != MUSE_TYPE_F32)
-            return muse_error_set(err, MUSE_ERR_SHAPE, "tensor '%s' has type %s, expected f32", t->name, tname);
-        return MUSE_OK;
-    case MUSE_VISION_TENSOR_TABLE:
-        if (t->type != MUSE_TYPE_F32 && t->type != MUSE_TYPE_F16 && t->type != MUSE_TYPE_BF16)
-            return muse_error_set(err, MUSE_ERR_SHAPE, "tensor '%s' has type %s, expected f32, f16 or bf16", t->name, tname);
-        return MUSE_OK;
-    case MUSE_VISION_TENSOR_MATRIX: {
-        if (!lay || !muse_backend_type_supported((enum muse_type)t->type))
-            return muse_error_set(err, MUSE_ERR_SHAPE, "tensor '%s' has type %s, which has no matmul kernel", t->name, tname);
-        const enum muse_type vt = muse_type_traits[t->type].vec_dot_type;
-        if (t->ne[0] % lay->block_size || t->ne[0] % muse_type_layouts[vt].block_size)
-            return muse_error_set(err, MUSE_ERR_SHAPE,
-                                  "tensor '%s': row length %lld is not a multiple of the %s/%s block size (%lld)",
-                                  t->name, (long long)t->ne[0], tname, muse_type_layouts[vt].name,
-                                  (long long)(lay->block_size > muse_type_layouts[vt].block_size
-                                                  ? lay->block_size
-                                                  : muse_type_layouts[vt].block_size));
-        return MUSE_OK;
-    }
-    default: return muse_error_set(err, MUSE_ERR_INTERNAL, "bad tensor kind");
-    }
-}
-
-/* Check one tensor against its row (dims[] holds the known and bound values; 0 = not bound yet)
- * and fill *w. */
-static muse_status bind_one(const struct muse_gguf *g, const struct muse_vision_tensor_desc *d, const char *name,
-                            int64_t dims[MUSE_VISION_DIM_COUNT], bool *claimed, struct muse_weight *w,
-                            struct muse_error *err) {
-    memset(w, 0, sizeof *w);
-    const struct muse_gguf_tensor *t = muse_gguf_find_tensor(g, name);
-    if (!t) {
-        if (!d->required) return MUSE_OK;
-        return muse_error_set(err, MUSE_ERR_MISSING, "missing tensor '%s'", name);
-    }
-    claimed[t - g->tensors] = true;
-    int64_t want[MUSE_GGUF_MAX_DIMS] = {1, 1, 1, 1};
-    bool ok = true;
-    for (int i = 0; i < MUSE_GGUF_MAX_DIMS; i++) {
-        if (i >= d->n_dims) {
-            ok = ok && t->ne[i] == 1;
-            continue;
-        }
-        const enum muse_vision_dim dim = (enum muse_vision_dim)d->ne[i];
-        want[i] = dims[dim] ? dims[dim] : t->ne[i];
-        ok = ok && t->ne[i] == want[i];
-    }
-    if (!ok) {
-        char a[128], b[128], c[160];
-        fmt_shape(a, sizeof a, want, d->n_dims);
-        fmt_shape(b, sizeof b, t->ne, (int)(t->n_dims ? t->n_dims : 1));
-        fmt_dims(c, sizeof c, d->ne, d->n_dims);
-        return muse_error_set(err, MUSE_ERR_SHAPE, "tensor '%s' has wrong shape: expected %s = %s, found %s", name, a, c, b);
-    }
-    muse_status st = check_type(t, (enum muse_vision_tensor_kind)d->kind, err);
-    if (st) return st;
-    for (int i = 0; i < d->n_dims; i++) dims[d->ne[i]] = t->ne[i]; /* bind what was free */
-    w->data = t->data;
-    w->type = (enum muse_type)t->type;
-    w->ne0 = t->ne[0];
-    w->ne1 = t->n_elements / t->ne[0]; /* a 4-D conv kernel is a matrix of rows of ne0*ne1*ne2 ... see below */
-    w->row_size = muse_type_row_size(w->type, w->ne0);
-    w->name = t->name;
-    return MUSE_OK;
+void muse_vision_dims(int64_t *dims, const struct muse_vision_hparams *hp) {
+    memset(dims, 0, sizeof(int64_t) * MUSE_VISION_DIM_COUNT);
+    dims[MUSE_VISION_DIM_ONE] = 1;
+    dims[MUSE_VISION_DIM_EMBD] = hp->n_embd;
+    dims[MUSE_VISION_DIM_FF] = hp->n_ff;
+    dims[MUSE_VISION_DIM_PATCH] = hp->patch_size;
+    dims[MUSE_VISION_DIM_RGB] = 3;
+    dims[MUSE_VISION_DIM_MERGED] = muse_vision_n_embd_merged(hp);
 }
 
 /* An F32 copy of a TABLE tensor viewed as rows of `row` elements (the patch kernel: rows of
@@ -188,28 +123,15 @@ muse_status muse_vision_weights_bind(const struct muse_gguf *g, struct muse_visi
         muse_error_set(err, MUSE_ERR_NOMEM, "out of memory for the vision weights");
         goto fail;
     }
-    int64_t dims[MUSE_VISION_DIM_COUNT] = {0};
-    dims[MUSE_VISION_DIM_ONE] = 1;
-    dims[MUSE_VISION_DIM_EMBD] = hp->n_embd;
-    dims[MUSE_VISION_DIM_FF] = hp->n_ff;
-    dims[MUSE_VISION_DIM_PATCH] = hp->patch_size;
-    dims[MUSE_VISION_DIM_RGB] = 3;
-    dims[MUSE_VISION_DIM_MERGED] = muse_vision_n_embd_merged(hp);
-    char name[MUSE_GGUF_MAX_NAME + 16];
-    for (size_t i = 0; i < muse_vision_n_tensor_descs; i++) {
-        const struct muse_vision_tensor_desc *d = &muse_vision_tensor_table[i];
-        for (uint32_t il = 0; il < (d->per_layer ? hp->n_layer : 1); il++) {
-            char *base = d->per_layer ? (char *)&w->layers[il] : (char *)w;
-            if (d->per_layer) snprintf(name, sizeof name, d->name, il);
-            else snprintf(name, sizeof name, "%s", d->name);
-            if ((st = bind_one(g, d, name, dims, claimed, (struct muse_weight *)(base + d->offset), err))) goto fail;
-        }
-    }
+    struct muse_tensor_net net = {.table = &muse_vision_table, .n_layer = hp->n_layer, .weights = w, .layers = w->layers};
+    muse_vision_dims(net.dims, hp);
+    if ((st = muse_tensors_bind(&net, g, claimed, err))) goto fail;
+    const int64_t *dims = net.dims;
     for (uint64_t i = 0; i < g->n_tensors; i++)
         if (!claimed[i]) {
             st = muse_error_set(err, MUSE_ERR_UNSUPPORTED,
-                                "unexpected tensor '%s': not part of a Muse-Glimmer projector (%zu tensors known per "
-                                "file: spec 3.3)", g->tensors[i].name, muse_vision_n_tensor_descs);
+                                "unexpected tensor '%s': not part of a Muse-Glimmer projector (%u tensors known per "
+                                "file: spec 3.3)", g->tensors[i].name, (unsigned)muse_vision_table.n_desc);
             goto fail;
         }
     /* the position table is a square grid: its side is the window side */

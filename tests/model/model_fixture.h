@@ -104,7 +104,7 @@ static int fx_tensors(const struct fx_spec *s, struct fx_tensor *t) {
                 const struct muse_tensor_desc *d = &muse_glimmer_tensors[id];
                 if (d->optional || d->per_layer != (pass == 1)) continue;
                 struct fx_tensor *x = &t[n++];
-                int64_t ne[2];
+                int64_t ne[MUSE_TENSOR_MAX_DIMS];
                 muse_tensor_name(d, (uint32_t)il, x->name, sizeof x->name);
                 bool two_d = muse_tensor_shape(d, dims, ne) == 2;
                 x->id = id, x->il = (uint32_t)il, x->ne0 = ne[0], x->ne1 = two_d ? ne[1] : 0;

@@ -1,8 +1,9 @@
 /*
  * test_tensors.c - the tensor tables (model/tensors.h):
- *   - every table keeps the conventions tensors.h states: names (one %u exactly on per-layer
- *     entries, unique), kinds and their dimensionality, one contiguous per-layer run, `dep`
- *     pointing back to an optional entry of the same scope;
+ *   - every table (text model, mmproj, drafter) keeps the conventions tensors.h states: names (one
+ *     %u exactly on per-layer entries, unique), kinds and their dimensionality, one slot per entry,
+ *     one contiguous per-layer run, `dep` pointing back to an optional entry of the same scope;
+ *   - muse_tensors_walk visits in each of its three orders, and skips by `when`;
  *   - the Muse-Glimmer table gives the 30B shapes of text-model.md §4 (base list and optional
  *     variants) and its counts: 731 tensors = 313 F32 norms + 418 matrices;
  *   - muse_glimmer_dims_uniform agrees with muse_glimmer_dims on a file of the same sizes;
@@ -15,11 +16,16 @@
 #include "gguf/gguf.h"
 #include "kernels/types.h"
 #include "model/tensors.h"
+#include "speculative/dflash_tensors.h"
+#include "vision/vision.h"
 #include "test.h"
 
 /* The conventions of tensors.h for any table of n entries whose dimension enum has n_dim_ids ids. */
-static void check_table(const char *what, const struct muse_tensor_desc *tab, int n, int n_dim_ids) {
+static void check_table(const char *what, const struct muse_tensor_table *table) {
+    const struct muse_tensor_desc *tab = table->desc;
+    const int n = table->n_desc, n_dim_ids = table->n_dim_ids;
     int first_layer = -1, last_layer = -1;
+    TEST_CONDF(n_dim_ids <= MUSE_TENSOR_MAX_DIM_IDS && table->layer_size > 0, "%s: %d dimension ids fit", what, n_dim_ids);
     for (int i = 0; i < n; i++) {
         const struct muse_tensor_desc *d = &tab[i];
         TEST_CONDF(d->name && d->role && d->role[0], "%s[%d]: name and role set", what, i);
@@ -30,14 +36,26 @@ static void check_table(const char *what, const struct muse_tensor_desc *tab, in
         TEST_CONDF(d->per_layer ? n_pct == 1 && only_u : n_pct == 0, "%s: '%s': one %%u exactly when per layer", what,
                    d->name);
         TEST_CONDF((unsigned)d->kind < MUSE_TENSOR_KIND_COUNT, "%s: '%s': kind", what, d->name);
-        bool two_d = d->kind == MUSE_TENSOR_MATRIX || d->kind == MUSE_TENSOR_ROWS;
-        TEST_CONDF(d->dims[0] != 0 && d->dims[0] < n_dim_ids && d->dims[1] < n_dim_ids && (d->dims[1] != 0) == two_d,
-                   "%s: '%s': dims {%d, %d} fit its kind", what, d->name, d->dims[0], d->dims[1]);
+        int n_dims = 0;
+        bool dims_ok = true;
+        for (int k = 0; k < MUSE_TENSOR_MAX_DIMS; k++) {
+            dims_ok = dims_ok && d->dims[k] < n_dim_ids && (d->dims[k] == 0 || n_dims == k);
+            if (d->dims[k]) n_dims++;
+        }
+        bool fits = d->kind == MUSE_TENSOR_MATRIX || d->kind == MUSE_TENSOR_ROWS ? n_dims == 2
+                    : d->kind == MUSE_TENSOR_FLOAT                                ? n_dims >= 2
+                                                                                  : n_dims == 1;
+        TEST_CONDF(dims_ok && fits, "%s: '%s': dims {%d, %d, %d, %d} fit its kind", what, d->name, d->dims[0], d->dims[1],
+                   d->dims[2], d->dims[3]);
         TEST_CONDF((unsigned)d->when < MUSE_TENSOR_WHEN_COUNT, "%s: '%s': when", what, d->name);
         if (d->when != MUSE_TENSOR_ALWAYS)
             TEST_CONDF(d->dep < i && tab[d->dep].optional && tab[d->dep].per_layer == d->per_layer &&
                            tab[d->dep].when == MUSE_TENSOR_ALWAYS,
                        "%s: '%s': dep is an earlier optional entry of the same scope", what, d->name);
+        TEST_CONDF(d->kind == MUSE_TENSOR_SCALE ? d->found && d->offset != d->found : !d->found,
+                   "%s: '%s': a scale binds a value and a flag, anything else a view", what, d->name);
+        for (int j = 0; j < i; j++)
+            TEST_CONDF(tab[j].per_layer != d->per_layer || tab[j].offset != d->offset, "%s: '%s': its own slot", what, d->name);
         if (d->per_layer) {
             if (first_layer < 0) first_layer = i;
             TEST_CONDF(last_layer < 0 || last_layer == i - 1, "%s: '%s': the per-layer run is contiguous", what, d->name);
@@ -85,7 +103,7 @@ static void test_glimmer_30b(void) {
         TEST_CONDF(!memcmp(dims, uni, sizeof dims), "layer %u: dims_uniform == dims", il);
         for (size_t k = 0; k < sizeof spec / sizeof spec[0]; k++) {
             const struct muse_tensor_desc *d = &muse_glimmer_tensors[spec[k].id];
-            int64_t ne[2];
+            int64_t ne[MUSE_TENSOR_MAX_DIMS];
             int n_dims = muse_tensor_shape(d, dims, ne);
             bool ok = n_dims == (spec[k].ne1 ? 2 : 1) && ne[0] == spec[k].ne0 && ne[1] == (spec[k].ne1 ? spec[k].ne1 : 1);
             TEST_CONDF(ok, "layer %u: '%s' is {%lld, %lld} (%d-D), spec {%lld, %lld}", il, d->name, (long long)ne[0],
@@ -187,8 +205,73 @@ static void test_bind(void) {
     unlink(path);
 }
 
+/* The three orders of muse_tensors_walk on the drafter table (3 globals, an 11-entry run, 3 optional
+ * globals after it) with 2 layers: the sequence of (entry, layer) visited. */
+struct walk_log {
+    int n;
+    int id[64];
+    uint32_t il[64];
+};
+
+static muse_status log_visit(struct muse_tensor_net *net, const struct muse_tensor_visit *v, void *user) {
+    struct walk_log *l = user;
+    if (l->n < 64) l->id[l->n] = v->id, l->il[l->n] = v->il;
+    l->n++;
+    char name[64];
+    muse_tensor_name(v->desc, v->il, name, sizeof name);
+    TEST_CONDF(!strcmp(name, v->name) && !v->base, "walk: '%s' named, no weights", v->name);
+    return MUSE_OK;
+}
+
+static void test_walk_order(void) {
+    struct muse_tensor_net net = {.table = &muse_dflash_table, .n_layer = 2};
+    for (int k = 1; k < MUSE_DFLASH_DIM_COUNT; k++) net.dims[k] = 16 * k;
+    /* the entry ids of each order, written out (the run is ids 3..13; its k-th visit of an entry is layer k) */
+    static const int file[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+    static const int globals[] = {0, 1, 2, 14, 15, 16, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13};
+    static const int entries[] = {0, 1, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 15, 16};
+    static const struct { enum muse_tensor_order order; const int *ids; const char *what; } cases[] = {
+        {MUSE_TENSOR_ORDER_FILE, file, "file"},
+        {MUSE_TENSOR_ORDER_GLOBALS_FIRST, globals, "globals first"},
+        {MUSE_TENSOR_ORDER_ENTRIES, entries, "entries"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        struct walk_log l = {0};
+        muse_tensors_walk(&net, cases[c].order, log_visit, &l);
+        TEST_CONDF(l.n == 28, "%s: 3 + 11 * 2 + 3 visits, got %d", cases[c].what, l.n);
+        bool same = l.n == 28;
+        int seen_run[2] = {0, 0};
+        for (int i = 0; same && i < 28; i++) {
+            same = l.id[i] == cases[c].ids[i];
+            if (muse_dflash_table.desc[l.id[i]].per_layer) {
+                /* the layer of the k-th visit of a run entry is k (its layers in order) */
+                int k = 0;
+                for (int j = 0; j < i; j++) k += l.id[j] == l.id[i];
+                same = same && l.il[i] == (uint32_t)k && k < 2;
+                seen_run[k]++;
+            } else {
+                same = same && l.il[i] == 0;
+            }
+        }
+        TEST_CONDF(same && seen_run[0] == 11 && seen_run[1] == 11, "%s: the order of the visits", cases[c].what);
+    }
+    /* a `when` on an absent dep: without weights the split Q/K/V are visited, the fused bias is not */
+    struct muse_tensor_net text = {.table = &muse_glimmer_table, .n_layer = 1};
+    struct walk_log l = {0};
+    muse_tensors_walk(&text, MUSE_TENSOR_ORDER_FILE, log_visit, &l);
+    bool q = false, qkv_bias = false;
+    for (int i = 0; i < l.n && i < 64; i++)
+        q |= l.id[i] == MUSE_GLIMMER_ATTN_Q, qkv_bias |= l.id[i] == MUSE_GLIMMER_ATTN_QKV_BIAS;
+    TEST_CONDF(q && !qkv_bias && l.n == MUSE_GLIMMER_TENSOR_COUNT - 2, "text walk: Q visited, QKV bias and scale not (%d)", l.n);
+}
+
 int main(void) {
-    check_table("muse_glimmer_tensors", muse_glimmer_tensors, MUSE_GLIMMER_TENSOR_COUNT, MUSE_GLIMMER_DIM_COUNT);
+    check_table("muse_glimmer_table", &muse_glimmer_table);
+    check_table("muse_vision_table", &muse_vision_table);
+    check_table("muse_dflash_table", &muse_dflash_table);
+    TEST_COND("the text table is muse_glimmer_tensors",
+              muse_glimmer_table.desc == muse_glimmer_tensors && muse_glimmer_table.n_desc == MUSE_GLIMMER_TENSOR_COUNT);
+    test_walk_order();
     test_glimmer_30b();
     test_bind();
     return TEST_REPORT();

@@ -7,6 +7,7 @@
 #include <stdarg.h>
 
 #include "core/error.h"
+#include "core/utf8.h"
 #include "gen/gbnf_buf.h"
 #include "gen/gbnf_rules.h"
 #include "gen/json_regex.h"
@@ -1201,26 +1202,10 @@ muse_status muse_json_schema_to_gbnf_json(const cJSON *schema, char **gbnf, stru
     return st;
 }
 
-/* Offset of the first byte that is not well-formed UTF-8, or len. */
-static size_t utf8_bad(const unsigned char *s, size_t len) {
-    for (size_t i = 0; i < len;) {
-        const unsigned c = s[i];
-        size_t k = c < 0x80 ? 1 : (c >= 0xc2 && c <= 0xdf) ? 2 : (c >= 0xe0 && c <= 0xef) ? 3 : (c >= 0xf0 && c <= 0xf4) ? 4 : 0;
-        if (!k || i + k > len) return i;
-        for (size_t j = 1; j < k; j++)
-            if ((s[i + j] & 0xc0) != 0x80) return i;
-        if (k > 2 && ((c == 0xe0 && s[i + 1] < 0xa0) || (c == 0xed && s[i + 1] > 0x9f) || (c == 0xf0 && s[i + 1] < 0x90) ||
-                      (c == 0xf4 && s[i + 1] > 0x8f)))
-            return i;
-        i += k;
-    }
-    return len;
-}
-
 muse_status muse_json_schema_to_gbnf(const char *text, size_t len, char **gbnf, struct muse_error *err) {
     *gbnf = NULL;
     /* strings of the schema become GBNF literals, which are UTF-8 */
-    const size_t bad = utf8_bad((const unsigned char *)text, len);
+    const size_t bad = muse_utf8_valid_prefix((const uint8_t *)text, len);
     if (bad < len) return muse_error_set(err, MUSE_ERR_FORMAT, "JSON schema: invalid UTF-8 at byte %zu", bad);
     const char *end = NULL;
     cJSON *j = cJSON_ParseWithLengthOpts(text, len, &end, false);

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "core/timer.h"
+#include "core/utf8.h"
 #include "server/server_int.h"
 
 #define MAX_STOPS 16
@@ -257,20 +258,13 @@ char *muse_srv_utf8_clean(const char *s, size_t n) {
     char *out = malloc(3 * n + 1);
     if (!out) return NULL;
     size_t o = 0;
-    const unsigned char *p = (const unsigned char *)s;
+    const uint8_t *p = (const uint8_t *)s;
     for (size_t i = 0; i < n;) {
-        unsigned c = p[i];
-        size_t k = c < 0x80 ? 1 : (c >= 0xc2 && c <= 0xdf) ? 2 : (c >= 0xe0 && c <= 0xef) ? 3 : (c >= 0xf0 && c <= 0xf4) ? 4 : 0;
-        bool ok = k > 0 && i + k <= n;
-        for (size_t j = 1; ok && j < k; j++) ok = (p[i + j] & 0xc0) == 0x80;
-        /* no overlong forms, surrogates or code points above U+10FFFF */
-        if (ok && k > 2)
-            ok = c == 0xe0 ? p[i + 1] >= 0xa0 : c == 0xed ? p[i + 1] <= 0x9f : c == 0xf0 ? p[i + 1] >= 0x90
-                 : c == 0xf4 ? p[i + 1] <= 0x8f : true;
-        if (ok) {
-            memcpy(out + o, s + i, k);
-            o += k;
-            i += k;
+        const int k = muse_utf8_seq(p + i, n - i); /* core/utf8.h: one U+FFFD per byte outside a character */
+        if (k > 0) {
+            memcpy(out + o, s + i, (size_t)k);
+            o += (size_t)k;
+            i += (size_t)k;
         } else {
             memcpy(out + o, "\xef\xbf\xbd", 3);
             o += 3;

@@ -1,5 +1,5 @@
 /*
- * gbnf_buf.h - a growable string for the grammar writers of src/gen (json_schema.c,
+ * gbnf_buf.h - a growable string for the grammar writers of src/gen (gbnf_rules.c, json_schema.c,
  * json_regex.c, tool_grammar.c). Internal; static inline so each file keeps its own copy.
  * Errors are sticky: after a failed allocation every append is a no-op and `oom` stays set.
  */

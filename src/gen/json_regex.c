@@ -1,6 +1,6 @@
 /*
  * json_regex.c - a JSON Schema `pattern` (an ECMA/Python regex subset) -> GBNF for the JSON
- * string content of its full matches (json_schema.h: muse_json_regex_to_gbnf).
+ * string content of its full matches (json_regex.h).
  *
  * Recursive descent that writes GBNF as it goes (as llama.cpp's _visit_pattern does): a sequence
  * is a list of items, a quantifier rewrites the last one, consecutive plain characters merge
@@ -14,7 +14,7 @@
 
 #include "core/error.h"
 #include "gen/gbnf_buf.h"
-#include "gen/json_schema.h"
+#include "gen/json_regex.h"
 
 #define MAX_RDEPTH 100      /* nested groups (llama.cpp's MAX_PATTERN_DEPTH) */
 #define MAX_PATTERN 65536   /* bytes */

@@ -1,5 +1,5 @@
-/* json_schema.c - JSON Schema -> GBNF (json_schema.h): the rule set and the schema walk (bounded
- * integers: json_schema_int.c). */
+/* json_schema.c - JSON Schema -> GBNF (json_schema.h): the schema walk, into a rule set (gbnf_rules.c);
+ * patterns: json_regex.c; bounded integers: json_schema_int.c. */
 #include "gen/json_schema.h"
 
 #include <cJSON.h>
@@ -7,131 +7,14 @@
 #include <stdarg.h>
 
 #include "core/error.h"
+#include "core/utf8.h"
 #include "gen/gbnf_buf.h"
+#include "gen/gbnf_rules.h"
+#include "gen/json_regex.h"
 #include "gen/json_schema_int.h"
 
 #define MAX_DEPTH 128   /* nested schemas */
-#define MAX_REP 2000    /* the GBNF parser's repetition limit */
 #define MAX_COUNT 100000 /* the largest minItems / maxItems / minLength / maxLength accepted */
-
-/* ---- the rule set ------------------------------------------------------------------------ */
-
-struct rule {
-    char *name, *body;
-};
-
-struct muse_gbnf_rules {
-    struct rule *r;
-    size_t n, cap;
-};
-
-struct muse_gbnf_rules *muse_gbnf_rules_create(void) { return calloc(1, sizeof(struct muse_gbnf_rules)); }
-
-void muse_gbnf_rules_free(struct muse_gbnf_rules *r) {
-    if (!r) return;
-    for (size_t i = 0; i < r->n; i++) {
-        free(r->r[i].name);
-        free(r->r[i].body);
-    }
-    free(r->r);
-    free(r);
-}
-
-static struct rule *find_rule(const struct muse_gbnf_rules *r, const char *name) {
-    for (size_t i = 0; i < r->n; i++)
-        if (!strcmp(r->r[i].name, name)) return &r->r[i];
-    return NULL;
-}
-
-static const char *put_rule(struct muse_gbnf_rules *r, const char *name, const char *body) {
-    struct rule *e = find_rule(r, name);
-    char *b = strdup(body);
-    if (!b) return NULL;
-    if (e) {
-        free(e->body);
-        e->body = b;
-        return e->name;
-    }
-    if (r->n == r->cap) {
-        size_t cap = r->cap ? r->cap * 2 : 32;
-        struct rule *nr = realloc(r->r, cap * sizeof *nr);
-        if (!nr) {
-            free(b);
-            return NULL;
-        }
-        r->r = nr;
-        r->cap = cap;
-    }
-    char *n = strdup(name);
-    if (!n) {
-        free(b);
-        return NULL;
-    }
-    r->r[r->n].name = n;
-    r->r[r->n].body = b;
-    return r->r[r->n++].name;
-}
-
-const char *muse_gbnf_rules_add(struct muse_gbnf_rules *r, const char *name, const char *body) {
-    struct gbuf esc = {0};
-    bool run = false; /* llama.cpp replaces each run of [^a-zA-Z0-9-] by one '-' */
-    for (const char *p = name; *p; p++) {
-        char ch = *p;
-        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '-';
-        if (ok) gbuf_putc(&esc, ch);
-        else if (!run) gbuf_putc(&esc, '-');
-        run = !ok;
-    }
-    const char *e = gbuf_str(&esc);
-    const char *out = NULL;
-    if (e) {
-        struct rule *have = find_rule(r, e);
-        if (!have || !strcmp(have->body, body)) {
-            out = put_rule(r, e, body);
-        } else {
-            char key[600];
-            for (int i = 0;; i++) {
-                snprintf(key, sizeof key, "%.580s%d", e, i);
-                have = find_rule(r, key);
-                if (!have || !strcmp(have->body, body)) break;
-            }
-            out = put_rule(r, key, body);
-        }
-    }
-    gbuf_free(&esc);
-    return out;
-}
-
-static int cmp_rule(const void *a, const void *b) {
-    return strcmp(((const struct rule *)a)->name, ((const struct rule *)b)->name);
-}
-
-char *muse_gbnf_rules_format(const struct muse_gbnf_rules *r) {
-    struct rule *sorted = malloc((r->n ? r->n : 1) * sizeof *sorted);
-    if (!sorted) return NULL;
-    memcpy(sorted, r->r, r->n * sizeof *sorted);
-    qsort(sorted, r->n, sizeof *sorted, cmp_rule);
-    struct gbuf b = {0};
-    for (size_t i = 0; i < r->n; i++) gbuf_printf(&b, "%s ::= %s\n", sorted[i].name, sorted[i].body);
-    free(sorted);
-    return gbuf_take(&b);
-}
-
-char *muse_gbnf_literal(const char *text, size_t len) {
-    struct gbuf b = {0};
-    gbuf_putc(&b, '"');
-    for (size_t i = 0; i < len; i++) {
-        char c = text[i];
-        if (c == '\r') gbuf_puts(&b, "\\r");
-        else if (c == '\n') gbuf_puts(&b, "\\n");
-        else if (c == '"') gbuf_puts(&b, "\\\"");
-        else if (c == '\\') gbuf_puts(&b, "\\\\");
-        else if (c == 0) gbuf_puts(&b, "\\x00");
-        else gbuf_putc(&b, c);
-    }
-    gbuf_putc(&b, '"');
-    return gbuf_take(&b);
-}
 
 /* ---- primitives (llama.cpp's, except `char`: no \u escapes of UTF-16 surrogates) ---------- */
 
@@ -213,7 +96,7 @@ static const char *add_prim(struct conv *c, const char *name) {
     const struct prim *p = find_prim(name);
     const char *n = add_rule(c, name, p->body);
     for (int i = 0; n && i < 6 && p->deps[i]; i++)
-        if (!find_rule(c->r, p->deps[i]) && !add_prim(c, p->deps[i])) return NULL;
+        if (!muse_gbnf_rules_has(c->r, p->deps[i]) && !add_prim(c, p->deps[i])) return NULL;
     return n;
 }
 
@@ -294,61 +177,15 @@ static bool only_siblings(struct conv *c, const cJSON *s, const char *what, cons
 
 /* ---- repetitions ----------------------------------------------------------------------- */
 
-/*
- * item{min,max} (max < 0: unbounded) as GBNF text, with counts above the parser's limit of 2000
- * split into exact chunks (x{m,n} = x{m} x{0,n-m}; x{0,r} = x{2000} x{0,r-2000} | x{0,1999}, an
- * unambiguous chain of rules named after `base`).
- */
-static void rep_braces(struct conv *c, struct gbuf *b, const char *item, long long min, long long max, const char *base) {
-    if (min <= MAX_REP && (max < 0 || max <= MAX_REP)) {
-        if (max < 0) gbuf_printf(b, "%s{%lld,}", item, min);
-        else gbuf_printf(b, "%s{%lld,%lld}", item, min, max);
+/* item{min,max} appended to b (muse_gbnf_repeat: large counts become a chain of rules). */
+static void repeat_braces(struct conv *c, struct gbuf *b, const char *item, long long min, long long max, const char *base) {
+    char *rep = muse_gbnf_repeat(c->r, item, min, max, base);
+    if (!rep) {
+        cnomem(c);
         return;
     }
-    long long fixed = min;
-    bool first = true;
-    while (fixed > 0) {
-        long long k = fixed > MAX_REP ? MAX_REP : fixed;
-        gbuf_printf(b, "%s%s{%lld}", first ? "" : " ", item, k);
-        first = false;
-        fixed -= k;
-    }
-    if (max < 0) {
-        gbuf_printf(b, "%s%s*", first ? "" : " ", item);
-        return;
-    }
-    long long r = max - min;
-    if (r == 0) return;
-    /* x{0,r} for r > 2000: a chain of rules, innermost first */
-    const char *inner = NULL;
-    char inner_text[64];
-    long long lo = r % MAX_REP ? r % MAX_REP : MAX_REP; /* the last link's own x{0,lo} */
-    snprintf(inner_text, sizeof inner_text, "{0,%lld}", lo);
-    struct gbuf t = {0};
-    gbuf_printf(&t, "%s%s", item, inner_text);
-    for (long long have = lo; have < r; have += MAX_REP) {
-        struct gbuf body = {0};
-        gbuf_printf(&body, "%s{%d} %s | %s{0,%d}", item, MAX_REP, gbuf_str(&t) ? gbuf_str(&t) : "", item, MAX_REP - 1);
-        char nm[320];
-        snprintf(nm, sizeof nm, "%.280s-upto-%lld", base, have + MAX_REP);
-        inner = add_rule(c, nm, gbuf_str(&body));
-        gbuf_free(&body);
-        gbuf_free(&t);
-        if (!inner) return;
-        gbuf_puts(&t, inner);
-    }
-    gbuf_printf(b, "%s%s", first ? "" : " ", gbuf_str(&t) ? gbuf_str(&t) : "");
-    if (t.oom) b->oom = true;
-    gbuf_free(&t);
-}
-
-char *muse_gbnf_repeat(struct muse_gbnf_rules *r, const char *item, long long min, long long max, const char *base) {
-    struct conv c = {0};
-    c.r = r;
-    struct gbuf b = {0};
-    rep_braces(&c, &b, item, min, max, base);
-    if (c.st != MUSE_OK) b.oom = true;
-    return gbuf_take(&b);
+    gbuf_puts(b, rep);
+    free(rep);
 }
 
 /* llama.cpp's build_repetition (with the large-count split above). */
@@ -362,7 +199,7 @@ static void build_repetition(struct conv *c, struct gbuf *b, const char *item, l
     if (!sep) {
         if (min == 1 && max < 0) gbuf_printf(b, "%s+", item);
         else if (min == 0 && max < 0) gbuf_printf(b, "%s*", item);
-        else rep_braces(c, b, item, min, max, base);
+        else repeat_braces(c, b, item, min, max, base);
         return;
     }
     struct gbuf inner = {0}, rest = {0};
@@ -1066,7 +903,7 @@ static const char *visit_ref(struct conv *c, const cJSON *s, const char *rule_na
         cnomem(c);
         return NULL;
     }
-    bool busy = find_rule(c->r, esc_name) != NULL;
+    bool busy = muse_gbnf_rules_has(c->r, esc_name);
     for (int i = 0; i < c->n_resolving && !busy; i++) busy = !strcmp(c->resolving[i], ref->valuestring);
     const char *target_rule = NULL;
     char *keep = strdup(esc_name);
@@ -1343,7 +1180,7 @@ muse_status muse_gbnf_rules_add_schema(struct muse_gbnf_rules *r, const cJSON *s
     c.r = r;
     c.doc = doc ? doc : schema;
     c.err = err;
-    if (!find_rule(r, "space") && !put_rule(r, "space", SPACE_RULE)) return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
+    if (!muse_gbnf_rules_has(r, "space") && !muse_gbnf_rules_add(r, "space", SPACE_RULE)) return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
     const char *n = visit(&c, schema, name ? name : "", "#");
     if (c.st != MUSE_OK) return c.st;
     if (!n) return muse_error_set(err, MUSE_ERR_NOMEM, "JSON schema: out of memory");
@@ -1358,33 +1195,17 @@ muse_status muse_json_schema_to_gbnf_json(const cJSON *schema, char **gbnf, stru
     const char *root = NULL;
     muse_status st = muse_gbnf_rules_add_schema(r, schema, NULL, "", &root, err);
     if (st == MUSE_OK && strcmp(root, "root")) { /* e.g. a $ref at the top: root ::= ref-... */
-        if (!find_rule(r, "root") && !muse_gbnf_rules_add(r, "root", root)) st = muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
+        if (!muse_gbnf_rules_has(r, "root") && !muse_gbnf_rules_add(r, "root", root)) st = muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
     }
     if (st == MUSE_OK && !(*gbnf = muse_gbnf_rules_format(r))) st = muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
     muse_gbnf_rules_free(r);
     return st;
 }
 
-/* Offset of the first byte that is not well-formed UTF-8, or len. */
-static size_t utf8_bad(const unsigned char *s, size_t len) {
-    for (size_t i = 0; i < len;) {
-        const unsigned c = s[i];
-        size_t k = c < 0x80 ? 1 : (c >= 0xc2 && c <= 0xdf) ? 2 : (c >= 0xe0 && c <= 0xef) ? 3 : (c >= 0xf0 && c <= 0xf4) ? 4 : 0;
-        if (!k || i + k > len) return i;
-        for (size_t j = 1; j < k; j++)
-            if ((s[i + j] & 0xc0) != 0x80) return i;
-        if (k > 2 && ((c == 0xe0 && s[i + 1] < 0xa0) || (c == 0xed && s[i + 1] > 0x9f) || (c == 0xf0 && s[i + 1] < 0x90) ||
-                      (c == 0xf4 && s[i + 1] > 0x8f)))
-            return i;
-        i += k;
-    }
-    return len;
-}
-
 muse_status muse_json_schema_to_gbnf(const char *text, size_t len, char **gbnf, struct muse_error *err) {
     *gbnf = NULL;
     /* strings of the schema become GBNF literals, which are UTF-8 */
-    const size_t bad = utf8_bad((const unsigned char *)text, len);
+    const size_t bad = muse_utf8_valid_prefix((const uint8_t *)text, len);
     if (bad < len) return muse_error_set(err, MUSE_ERR_FORMAT, "JSON schema: invalid UTF-8 at byte %zu", bad);
     const char *end = NULL;
     cJSON *j = cJSON_ParseWithLengthOpts(text, len, &end, false);

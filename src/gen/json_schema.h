@@ -32,23 +32,10 @@
 
 #include <stddef.h>
 
+#include "gen/gbnf_rules.h"
 #include "muse.h"
 
 struct cJSON;
-
-/* A grammar under construction: named rules with GBNF bodies. One thread at a time. */
-struct muse_gbnf_rules;
-
-/* NULL on NOMEM. */
-struct muse_gbnf_rules *muse_gbnf_rules_create(void);
-void muse_gbnf_rules_free(struct muse_gbnf_rules *r);
-
-/*
- * Add rule NAME ::= BODY; NAME's characters outside [a-zA-Z0-9-] become '-', and a name already
- * holding another body gets a numeric suffix (llama.cpp's _add_rule). Returns the name used,
- * owned by r; NULL on NOMEM.
- */
-const char *muse_gbnf_rules_add(struct muse_gbnf_rules *r, const char *name, const char *body);
 
 /*
  * Add the rules of a schema (a JSON object or boolean). name: the rule for the schema itself
@@ -59,12 +46,6 @@ const char *muse_gbnf_rules_add(struct muse_gbnf_rules *r, const char *name, con
 muse_status muse_gbnf_rules_add_schema(struct muse_gbnf_rules *r, const struct cJSON *schema, const struct cJSON *doc,
                                        const char *name, const char **rule, struct muse_error *err);
 
-/* The grammar text: one "NAME ::= BODY" line per rule, sorted by name. malloc'd; NULL on NOMEM. */
-char *muse_gbnf_rules_format(const struct muse_gbnf_rules *r);
-
-/* Literal text as a GBNF string ("..." with \r \n \" \\ escaped). malloc'd; NULL on NOMEM. */
-char *muse_gbnf_literal(const char *text, size_t len);
-
 /*
  * Convert a JSON Schema given as text (len bytes) to GBNF text (*gbnf malloc'd, root rule
  * "root"). Errors: FORMAT for text that is not JSON ("line L, column C"), those of
@@ -74,19 +55,3 @@ muse_status muse_json_schema_to_gbnf(const char *text, size_t len, char **gbnf, 
 
 /* The same from a parsed schema. */
 muse_status muse_json_schema_to_gbnf_json(const struct cJSON *schema, char **gbnf, struct muse_error *err);
-
-/* ---- internal: the pattern converter (json_regex.c) ---------------------------------------- */
-
-/*
- * The GBNF body matching the JSON string content of the full matches of regex `pattern` (no
- * quotes around); sub-rules go into r named NAME-N. Errors: UNSUPPORTED (a construct outside the
- * subset), FORMAT (not a regex), each naming the position in the pattern. *body malloc'd.
- */
-/*
- * item{min,max} (max < 0: unbounded) as GBNF text, counts above the parser's 2000 split into an
- * unambiguous chain of rules named BASE-upto-N added to r. malloc'd; NULL on NOMEM.
- */
-char *muse_gbnf_repeat(struct muse_gbnf_rules *r, const char *item, long long min, long long max, const char *base);
-
-muse_status muse_json_regex_to_gbnf(struct muse_gbnf_rules *r, const char *pattern, const char *name, char **body,
-                                    struct muse_error *err);

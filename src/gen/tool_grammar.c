@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "gen/gbnf_buf.h"
+#include "gen/gbnf_rules.h"
 #include "gen/json_schema.h"
 #include "text/output_parser.h"
 

@@ -3,9 +3,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/timer.h"
+#include "core/utf8.h"
 #include "server/server_int.h"
 
 #define MAX_STOPS 16
@@ -257,20 +257,13 @@ char *muse_srv_utf8_clean(const char *s, size_t n) {
     char *out = malloc(3 * n + 1);
     if (!out) return NULL;
     size_t o = 0;
-    const unsigned char *p = (const unsigned char *)s;
+    const uint8_t *p = (const uint8_t *)s;
     for (size_t i = 0; i < n;) {
-        unsigned c = p[i];
-        size_t k = c < 0x80 ? 1 : (c >= 0xc2 && c <= 0xdf) ? 2 : (c >= 0xe0 && c <= 0xef) ? 3 : (c >= 0xf0 && c <= 0xf4) ? 4 : 0;
-        bool ok = k > 0 && i + k <= n;
-        for (size_t j = 1; ok && j < k; j++) ok = (p[i + j] & 0xc0) == 0x80;
-        /* no overlong forms, surrogates or code points above U+10FFFF */
-        if (ok && k > 2)
-            ok = c == 0xe0 ? p[i + 1] >= 0xa0 : c == 0xed ? p[i + 1] <= 0x9f : c == 0xf0 ? p[i + 1] >= 0x90
-                 : c == 0xf4 ? p[i + 1] <= 0x8f : true;
-        if (ok) {
-            memcpy(out + o, s + i, k);
-            o += k;
-            i += k;
+        const int k = muse_utf8_seq(p + i, n - i); /* core/utf8.h: one U+FFFD per byte outside a character */
+        if (k > 0) {
+            memcpy(out + o, s + i, (size_t)k);
+            o += (size_t)k;
+            i += (size_t)k;
         } else {
             memcpy(out + o, "\xef\xbf\xbd", 3);
             o += 3;
@@ -294,33 +287,7 @@ cJSON *muse_srv_piece_json(struct muse_server *srv, int32_t tok) {
 
 /* ---- formatting ---- */
 
-static const char *chat_finish(const struct muse_srv_job *job) {
-    switch (job->finish) {
-    case MUSE_SRV_FINISH_LENGTH: return "length";
-    default: return job->n_calls > 0 ? "tool_calls" : "stop";
-    }
-}
-
-static const char *native_stop_type(const struct muse_srv_job *job) {
-    switch (job->finish) {
-    case MUSE_SRV_FINISH_EOG: return "eos";
-    case MUSE_SRV_FINISH_WORD: return "word";
-    case MUSE_SRV_FINISH_LENGTH: return "limit";
-    default: return "none";
-    }
-}
-
-static cJSON *usage_json(const struct muse_srv_job *job) {
-    cJSON *u = cJSON_CreateObject();
-    cJSON_AddNumberToObject(u, "prompt_tokens", job->n_prompt);
-    cJSON_AddNumberToObject(u, "completion_tokens", job->n_out);
-    cJSON_AddNumberToObject(u, "total_tokens", job->n_prompt + job->n_out);
-    cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
-    cJSON_AddNumberToObject(d, "cached_tokens", job->n_cached);
-    return u;
-}
-
-static cJSON *timings_json(const struct muse_srv_job *job) {
+cJSON *muse_srv_timings_json(const struct muse_srv_job *job) {
     cJSON *t = cJSON_CreateObject();
     double pms = (double)(job->t_prefill_end_us - job->t_start_us) / 1000.0;
     double dms = (double)(job->t_end_us - job->t_prefill_end_us) / 1000.0;
@@ -336,78 +303,6 @@ static cJSON *timings_json(const struct muse_srv_job *job) {
     return t;
 }
 
-static cJSON *tool_call_json(const struct muse_srv_tool_call *c, int index, bool with_index) {
-    cJSON *o = cJSON_CreateObject();
-    if (with_index) cJSON_AddNumberToObject(o, "index", index);
-    cJSON_AddStringToObject(o, "id", c->id);
-    cJSON_AddStringToObject(o, "type", "function");
-    cJSON *fn = cJSON_AddObjectToObject(o, "function");
-    cJSON_AddStringToObject(fn, "name", c->name);
-    cJSON_AddStringToObject(fn, "arguments", c->arguments);
-    return o;
-}
-
-/*
- * The completion_probabilities entries of tokens [from, to) as JSON text appended to out: one
- * token's objects at a time, so memory stays about the size of the text (a cJSON tree of the whole
- * list costs ~400 bytes per entry). False when out of memory.
- */
-static bool probs_text(struct muse_server *srv, const struct muse_srv_job *job, int from, int to, struct muse_srv_buf *out) {
-    bool ok = muse_srv_buf_puts(out, "[");
-    for (int i = from; ok && i < to; i++) {
-        const struct muse_srv_prob *pr = job->probs + (size_t)i * (size_t)(job->n_probs + 1);
-        int32_t tok = job->out_toks[i];
-        cJSON *e = cJSON_CreateObject();
-        cJSON_AddNumberToObject(e, "id", tok);
-        cJSON_AddItemToObject(e, "token", muse_srv_piece_json(srv, tok));
-        double p = pr[job->n_probs].prob; /* the sampled token's own, also outside the top n */
-        cJSON_AddNumberToObject(e, "prob", p);
-        if (p > 0) cJSON_AddNumberToObject(e, "logprob", log(p));
-        cJSON *top = cJSON_AddArrayToObject(e, "top_probs");
-        for (int k = 0; k < job->n_probs; k++) {
-            cJSON *t = cJSON_CreateObject();
-            cJSON_AddNumberToObject(t, "id", pr[k].token);
-            cJSON_AddItemToObject(t, "token", muse_srv_piece_json(srv, pr[k].token));
-            cJSON_AddNumberToObject(t, "prob", pr[k].prob);
-            if (pr[k].prob > 0) cJSON_AddNumberToObject(t, "logprob", log(pr[k].prob));
-            cJSON_AddItemToArray(top, t);
-        }
-        char *text = cJSON_PrintUnformatted(e);
-        cJSON_Delete(e);
-        ok = text && (i == from || muse_srv_buf_puts(out, ",")) && muse_srv_buf_puts(out, text);
-        free(text);
-    }
-    return ok && muse_srv_buf_puts(out, "]");
-}
-
-/*
- * root printed as JSON text (malloc'd; root is freed), with "completion_probabilities" of tokens
- * [from, to) spliced in as the last member when the job has n_probs. NULL when out of memory.
- */
-static char *print_with_probs(struct muse_server *srv, const struct muse_srv_job *job, cJSON *root, int from, int to) {
-    char *text = cJSON_PrintUnformatted(root);
-    cJSON_Delete(root);
-    if (!text || job->n_probs <= 0) return text;
-    struct muse_srv_buf b = {0};
-    size_t n = strlen(text); /* text ends with the object's '}' */
-    bool ok = n >= 2 && muse_srv_buf_append(&b, text, n - 1) &&
-              muse_srv_buf_puts(&b, n > 2 ? ",\"completion_probabilities\":" : "\"completion_probabilities\":") &&
-              probs_text(srv, job, from, to, &b) && muse_srv_buf_puts(&b, "}");
-    free(text);
-    if (!ok) {
-        muse_srv_buf_free(&b);
-        return NULL;
-    }
-    return b.p;
-}
-
-/* root printed (and freed); NULL when out of memory. */
-static char *print_root(cJSON *root) {
-    char *text = cJSON_PrintUnformatted(root);
-    cJSON_Delete(root);
-    return text;
-}
-
 /* Reply with JSON text (malloc'd, ownership moves; NULL = out of memory). */
 static enum MHD_Result reply_text(struct srv_req *r, unsigned status, char *text) {
     if (!text) return muse_srv_reply_error(r, 500, "server_error", NULL, "out of memory");
@@ -416,100 +311,9 @@ static enum MHD_Result reply_text(struct srv_req *r, unsigned status, char *text
     return muse_srv_reply_response(r, status, resp, "application/json; charset=utf-8");
 }
 
-static cJSON *openai_base(struct muse_server *srv, const struct srv_gen_opts *o, const char *object) {
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "id", o->id);
-    cJSON_AddStringToObject(root, "object", object);
-    cJSON_AddNumberToObject(root, "created", (double)time(NULL));
-    cJSON_AddStringToObject(root, "model", srv->info.model_name);
-    char fp[64];
-    snprintf(fp, sizeof fp, "muse-%s", muse_version());
-    cJSON_AddStringToObject(root, "system_fingerprint", fp);
-    return root;
-}
-
-/* The whole answer of a finished job as one JSON document (job->mu held); echo: the prompt text
- * put before a completion's text (NULL: none). */
-static cJSON *final_json(struct muse_server *srv, const struct muse_srv_job *job, const struct srv_gen_opts *o,
-                         const char *echo) {
-    if (SRV_API_IS_OLLAMA(o->api)) return muse_srv_ollama_final(srv, job, o);
-    if (o->api == SRV_API_NATIVE) {
-        cJSON *root = cJSON_CreateObject();
-        cJSON_AddStringToObject(root, "content", muse_srv_buf_str(&job->content));
-        cJSON_AddStringToObject(root, "model", srv->info.model_name);
-        cJSON_AddNumberToObject(root, "id_slot", job->slot);
-        cJSON_AddBoolToObject(root, "stop", true);
-        cJSON_AddStringToObject(root, "stop_type", native_stop_type(job));
-        cJSON_AddStringToObject(root, "stopping_word", job->stop_word);
-        cJSON_AddNumberToObject(root, "tokens_predicted", job->n_out);
-        cJSON_AddNumberToObject(root, "tokens_evaluated", job->n_prompt);
-        cJSON_AddNumberToObject(root, "tokens_cached", job->n_cached);
-        cJSON_AddBoolToObject(root, "truncated", false);
-        if (o->return_tokens) cJSON_AddItemToObject(root, "tokens", cJSON_CreateIntArray(job->out_toks, job->n_out));
-        cJSON_AddItemToObject(root, "timings", timings_json(job)); /* completion_probabilities: print_with_probs */
-        return root;
-    }
-    bool chat = o->api == SRV_API_CHAT;
-    cJSON *root = openai_base(srv, o, chat ? "chat.completion" : "text_completion");
-    cJSON *choices = cJSON_AddArrayToObject(root, "choices"), *c = cJSON_CreateObject();
-    cJSON_AddItemToArray(choices, c);
-    cJSON_AddNumberToObject(c, "index", 0);
-    if (chat) {
-        cJSON *m = cJSON_AddObjectToObject(c, "message");
-        cJSON_AddStringToObject(m, "role", "assistant");
-        if (job->n_calls > 0 && !job->content.len) cJSON_AddNullToObject(m, "content");
-        else cJSON_AddStringToObject(m, "content", muse_srv_buf_str(&job->content));
-        if (job->reasoning.len) cJSON_AddStringToObject(m, "reasoning_content", muse_srv_buf_str(&job->reasoning));
-        if (job->n_calls > 0) {
-            cJSON *calls = cJSON_AddArrayToObject(m, "tool_calls");
-            for (int i = 0; i < job->n_calls; i++) cJSON_AddItemToArray(calls, tool_call_json(&job->calls[i], i, false));
-        }
-        cJSON_AddStringToObject(c, "finish_reason", chat_finish(job));
-    } else if (echo) {
-        size_t ne = strlen(echo);
-        char *text = malloc(ne + job->content.len + 1);
-        if (text) {
-            memcpy(text, echo, ne);
-            memcpy(text + ne, muse_srv_buf_str(&job->content), job->content.len + 1);
-        }
-        cJSON_AddStringToObject(c, "text", text ? text : "");
-        free(text);
-        cJSON_AddStringToObject(c, "finish_reason", job->finish == MUSE_SRV_FINISH_LENGTH ? "length" : "stop");
-    } else {
-        cJSON_AddStringToObject(c, "text", muse_srv_buf_str(&job->content));
-        cJSON_AddStringToObject(c, "finish_reason", job->finish == MUSE_SRV_FINISH_LENGTH ? "length" : "stop");
-    }
-    if (!o->logprobs) cJSON_AddNullToObject(c, "logprobs");
-    else if (chat)
-        cJSON_AddItemToObject(c, "logprobs", muse_srv_chat_logprobs(srv, job, 0, muse_srv_logprobs_end(srv, job), o->top_logprobs));
-    else
-        cJSON_AddItemToObject(c, "logprobs", muse_srv_completion_logprobs(srv, job, 0, muse_srv_logprobs_end(srv, job),
-                                                                         o->top_logprobs, echo ? strlen(echo) : 0));
-    cJSON_AddItemToObject(root, "usage", usage_json(job));
-    cJSON_AddItemToObject(root, "timings", timings_json(job));
-    return root;
-}
-
 /* ---- streaming ---- */
 
-/*
- * A streaming reply: MHD's content reader. It runs on the connection's event loop and never
- * blocks: with nothing new it parks the connection (suspended until the scheduler's news hook
- * wakes it). Holds a reference on the request (for parking) and on the job.
- */
-struct srv_stream {
-    struct muse_server *srv;
-    struct srv_req *r;
-    struct muse_srv_job *job;
-    struct srv_gen_opts o;
-    size_t sent_content, sent_reasoning;
-    int sent_calls, sent_toks, sent_lp; /* sent_lp: tokens whose logprobs were sent */
-    bool sent_role, sent_echo, finished;
-    struct muse_srv_buf out;
-    size_t out_pos;
-};
-
-static void sse_text(struct srv_stream *st, char *text) {
+void muse_srv_sse_text(struct srv_stream *st, char *text) {
     if (!text) return;
     muse_srv_buf_puts(&st->out, "data: ");
     muse_srv_buf_puts(&st->out, text);
@@ -517,156 +321,26 @@ static void sse_text(struct srv_stream *st, char *text) {
     free(text);
 }
 
-static void sse(struct srv_stream *st, cJSON *obj) {
+void muse_srv_sse(struct srv_stream *st, cJSON *obj) {
     char *text = cJSON_PrintUnformatted(obj);
     cJSON_Delete(obj);
-    sse_text(st, text);
+    muse_srv_sse_text(st, text);
 }
 
-/* A chat/completions chunk with one choice; returns the root and the delta (chat) or the choice. */
-static cJSON *chunk(struct srv_stream *st, cJSON **slot) {
-    bool chat = st->o.api == SRV_API_CHAT;
-    cJSON *root = openai_base(st->srv, &st->o, chat ? "chat.completion.chunk" : "text_completion");
-    cJSON *choices = cJSON_AddArrayToObject(root, "choices"), *c = cJSON_CreateObject();
-    cJSON_AddItemToArray(choices, c);
-    cJSON_AddNumberToObject(c, "index", 0);
-    *slot = chat ? cJSON_AddObjectToObject(c, "delta") : c;
-    cJSON_AddNullToObject(c, "logprobs");
-    cJSON_AddNullToObject(c, "finish_reason");
-    return root;
-}
-
-static void set_finish(cJSON *root, const char *reason) {
-    cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "choices"), 0);
-    cJSON_ReplaceItemInObjectCaseSensitive(c, "finish_reason", cJSON_CreateString(reason));
-}
-
-/* Put the log probabilities of the tokens not yet reported (up to lp_end) on root's choice. */
-static void attach_logprobs(struct srv_stream *st, cJSON *root, int lp_end) {
-    if (!st->o.logprobs || lp_end <= st->sent_lp) return;
-    cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "choices"), 0);
-    cJSON *lp = st->o.api == SRV_API_CHAT ? muse_srv_chat_logprobs(st->srv, st->job, st->sent_lp, lp_end, st->o.top_logprobs)
-                                          : muse_srv_completion_logprobs(st->srv, st->job, st->sent_lp, lp_end, st->o.top_logprobs,
-                                                                         st->r->echo ? strlen(st->r->echo) : 0);
-    cJSON_ReplaceItemInObjectCaseSensitive(c, "logprobs", lp);
-    st->sent_lp = lp_end;
-}
-
-/* Format what is new in the job (job->mu held). */
-static void stream_collect(struct srv_stream *st) {
-    struct muse_srv_job *job = st->job;
-    struct muse_server *srv = st->srv;
-    if (SRV_API_IS_OLLAMA(st->o.api)) {
-        st->finished = muse_srv_ollama_collect(srv, job, &st->o, &st->sent_content, &st->sent_reasoning, &st->sent_calls,
-                                               &st->out);
-        return;
-    }
-    if (st->o.api == SRV_API_NATIVE) {
-        if (job->n_out > st->sent_toks || job->content.len > st->sent_content) {
-            cJSON *root = cJSON_CreateObject();
-            cJSON_AddStringToObject(root, "content", job->content.p ? job->content.p + st->sent_content : "");
-            cJSON_AddBoolToObject(root, "stop", false);
-            cJSON_AddNumberToObject(root, "id_slot", job->slot);
-            if (st->o.return_tokens)
-                cJSON_AddItemToObject(root, "tokens", cJSON_CreateIntArray(job->out_toks + st->sent_toks, job->n_out - st->sent_toks));
-            sse_text(st, print_with_probs(srv, job, root, st->sent_toks, job->n_out));
-            st->sent_toks = job->n_out;
-            st->sent_content = job->content.len;
-        }
-        if (job->done) {
-            if (job->finish == MUSE_SRV_FINISH_ERROR || job->finish == MUSE_SRV_FINISH_CANCELLED) goto error;
-            cJSON *root = final_json(srv, job, &st->o, NULL);
-            cJSON_ReplaceItemInObjectCaseSensitive(root, "content", cJSON_CreateString(""));
-            sse(st, root);
-            st->finished = true;
-        }
-        return;
-    }
-    bool chat = st->o.api == SRV_API_CHAT;
-    int lp_end = st->o.logprobs ? muse_srv_logprobs_end(srv, job) : 0;
-    cJSON *slot;
-    if (!chat && st->r->echo && !st->sent_echo) {
-        cJSON *root = chunk(st, &slot);
-        cJSON_AddStringToObject(slot, "text", st->r->echo);
-        sse(st, root);
-        st->sent_echo = true;
-    }
-    if (chat && !st->sent_role) {
-        cJSON *root = chunk(st, &slot);
-        cJSON_AddStringToObject(slot, "role", "assistant");
-        cJSON_AddStringToObject(slot, "content", "");
-        sse(st, root);
-        st->sent_role = true;
-    }
-    if (chat && job->reasoning.len > st->sent_reasoning) {
-        cJSON *root = chunk(st, &slot);
-        cJSON_AddStringToObject(slot, "reasoning_content", job->reasoning.p + st->sent_reasoning);
-        st->sent_reasoning = job->reasoning.len;
-        attach_logprobs(st, root, lp_end);
-        sse(st, root);
-    }
-    if (job->content.len > st->sent_content) {
-        cJSON *root = chunk(st, &slot);
-        cJSON_AddStringToObject(slot, chat ? "content" : "text", job->content.p + st->sent_content);
-        st->sent_content = job->content.len;
-        attach_logprobs(st, root, lp_end);
-        sse(st, root);
-    }
-    while (chat && st->sent_calls < job->n_calls) {
-        cJSON *root = chunk(st, &slot);
-        cJSON *arr = cJSON_AddArrayToObject(slot, "tool_calls");
-        cJSON_AddItemToArray(arr, tool_call_json(&job->calls[st->sent_calls], st->sent_calls, true));
-        st->sent_calls++;
-        attach_logprobs(st, root, lp_end);
-        sse(st, root);
-    }
-    if (st->o.logprobs && lp_end > st->sent_lp) { /* tokens whose text is held back (or no text): their own chunk */
-        cJSON *root = chunk(st, &slot);
-        if (!chat) cJSON_AddStringToObject(slot, "text", "");
-        attach_logprobs(st, root, lp_end);
-        sse(st, root);
-    }
-    if (!job->done) return;
-    if (job->finish == MUSE_SRV_FINISH_ERROR) goto error;
-    /*
-     * The last chunk carries finish_reason. A generation cut short by shutdown (the only
-     * cancellation a client still sees) ends the same way, with finish_reason "error", so that
-     * OpenAI clients end the stream normally instead of failing on its last event.
-     */
-    cJSON *root = chunk(st, &slot);
-    if (!chat) cJSON_AddStringToObject(slot, "text", "");
-    set_finish(root, job->finish == MUSE_SRV_FINISH_CANCELLED ? "error"
-                     : chat                                    ? chat_finish(job)
-                     : job->finish == MUSE_SRV_FINISH_LENGTH   ? "length"
-                                                               : "stop");
-    cJSON_AddItemToObject(root, "usage", usage_json(job));
-    cJSON_AddItemToObject(root, "timings", timings_json(job));
-    sse(st, root);
-    if (st->o.include_usage) {
-        root = openai_base(srv, &st->o, chat ? "chat.completion.chunk" : "text_completion");
-        cJSON_AddArrayToObject(root, "choices");
-        cJSON_AddItemToObject(root, "usage", usage_json(job));
-        sse(st, root);
-    }
-    muse_srv_buf_puts(&st->out, "data: [DONE]\n\n");
-    st->finished = true;
-    return;
-error:;
+void muse_srv_sse_error(struct srv_stream *st) {
+    const struct muse_srv_job *job = st->job;
     cJSON *e = cJSON_CreateObject(), *eo = cJSON_AddObjectToObject(e, "error");
     bool cancelled = job->finish == MUSE_SRV_FINISH_CANCELLED;
     cJSON_AddStringToObject(eo, "message", cancelled ? "generation cancelled (server shutting down)" : job->err);
     cJSON_AddStringToObject(eo, "type", cancelled ? "unavailable_error" : "server_error");
     cJSON_AddNumberToObject(eo, "code", cancelled ? 503 : 500);
-    sse(st, e);
-    if (st->o.api != SRV_API_NATIVE) muse_srv_buf_puts(&st->out, "data: [DONE]\n\n");
-    st->finished = true;
+    muse_srv_sse(st, e);
 }
 
 static bool job_has_news(const struct srv_stream *st) {
     const struct muse_srv_job *job = st->job;
     return job->done || job->content.len > st->sent_content || job->reasoning.len > st->sent_reasoning ||
-           job->n_calls > st->sent_calls || (st->o.api == SRV_API_NATIVE && job->n_out > st->sent_toks) ||
-           (st->o.api == SRV_API_CHAT && !st->sent_role) ||
+           job->n_calls > st->sent_calls || (st->o.dialect->more_news && st->o.dialect->more_news(st)) ||
            (st->o.logprobs && muse_srv_logprobs_end(st->srv, job) > st->sent_lp);
 }
 
@@ -686,7 +360,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         struct muse_srv_job *job = st->job;
         pthread_mutex_lock(&job->mu);
         bool news = job_has_news(st);
-        if (news) stream_collect(st);
+        if (news) st->o.dialect->collect(st);
         pthread_mutex_unlock(&job->mu);
         if (news) continue;
         switch (muse_srv_park(st->r)) {
@@ -749,8 +423,7 @@ enum MHD_Result muse_srv_run_job(struct srv_req *r, struct muse_srv_job *job, co
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
     MHD_add_response_header(resp, "X-Accel-Buffering", "no");
-    return muse_srv_reply_response(r, 200, resp,
-                                   SRV_API_IS_OLLAMA(o->api) ? "application/x-ndjson" : "text/event-stream; charset=utf-8");
+    return muse_srv_reply_response(r, 200, resp, o->dialect->stream_type);
 }
 
 enum MHD_Result muse_srv_reply_job(struct srv_req *r) {
@@ -763,8 +436,7 @@ enum MHD_Result muse_srv_reply_job(struct srv_req *r) {
     } else if (job->finish == MUSE_SRV_FINISH_CANCELLED) {
         ret = muse_srv_reply_error(r, 503, "unavailable_error", NULL, "generation cancelled (server shutting down)");
     } else {
-        cJSON *root = final_json(srv, job, &r->o, r->echo);
-        ret = reply_text(r, 200, r->o.api == SRV_API_NATIVE ? print_with_probs(srv, job, root, 0, job->n_out) : print_root(root));
+        ret = reply_text(r, 200, r->o.dialect->reply(srv, job, &r->o, r->echo));
     }
     pthread_mutex_unlock(&job->mu);
     return ret;

@@ -1,4 +1,5 @@
 /* api_native.c - llama.cpp-style native endpoints: POST /completion, /tokenize, /detokenize. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +33,7 @@ enum MHD_Result muse_srv_api_completion(struct srv_req *r) {
     cJSON *req = muse_srv_parse_body(r);
     if (!req) return MHD_YES;
     enum MHD_Result ret = MHD_YES;
-    struct srv_gen_opts o = {.api = SRV_API_NATIVE};
+    struct srv_gen_opts o = {.dialect = &muse_srv_dialect_native};
     struct muse_srv_job *job = muse_srv_completion_job(r, req, false, &o, &ret);
     if (!job) goto out;
     const cJSON *np = cJSON_GetObjectItemCaseSensitive(req, "n_probs");
@@ -252,3 +253,130 @@ enum MHD_Result muse_srv_api_detokenize(struct srv_req *r) {
     cJSON_Delete(req);
     return muse_srv_reply_json(r, 200, root);
 }
+
+/* ---- replies (the native dialect; api_common.c calls them, job->mu held) ---- */
+
+static const char *native_stop_type(const struct muse_srv_job *job) {
+    switch (job->finish) {
+    case MUSE_SRV_FINISH_EOG: return "eos";
+    case MUSE_SRV_FINISH_WORD: return "word";
+    case MUSE_SRV_FINISH_LENGTH: return "limit";
+    default: return "none";
+    }
+}
+
+/*
+ * The completion_probabilities entries of tokens [from, to) as JSON text appended to out: one
+ * token's objects at a time, so memory stays about the size of the text (a cJSON tree of the whole
+ * list costs ~400 bytes per entry). False when out of memory.
+ */
+static bool probs_text(struct muse_server *srv, const struct muse_srv_job *job, int from, int to, struct muse_srv_buf *out) {
+    bool ok = muse_srv_buf_puts(out, "[");
+    for (int i = from; ok && i < to; i++) {
+        const struct muse_srv_prob *pr = job->probs + (size_t)i * (size_t)(job->n_probs + 1);
+        int32_t tok = job->out_toks[i];
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "id", tok);
+        cJSON_AddItemToObject(e, "token", muse_srv_piece_json(srv, tok));
+        double p = pr[job->n_probs].prob; /* the sampled token's own, also outside the top n */
+        cJSON_AddNumberToObject(e, "prob", p);
+        if (p > 0) cJSON_AddNumberToObject(e, "logprob", log(p));
+        cJSON *top = cJSON_AddArrayToObject(e, "top_probs");
+        for (int k = 0; k < job->n_probs; k++) {
+            cJSON *t = cJSON_CreateObject();
+            cJSON_AddNumberToObject(t, "id", pr[k].token);
+            cJSON_AddItemToObject(t, "token", muse_srv_piece_json(srv, pr[k].token));
+            cJSON_AddNumberToObject(t, "prob", pr[k].prob);
+            if (pr[k].prob > 0) cJSON_AddNumberToObject(t, "logprob", log(pr[k].prob));
+            cJSON_AddItemToArray(top, t);
+        }
+        char *text = cJSON_PrintUnformatted(e);
+        cJSON_Delete(e);
+        ok = text && (i == from || muse_srv_buf_puts(out, ",")) && muse_srv_buf_puts(out, text);
+        free(text);
+    }
+    return ok && muse_srv_buf_puts(out, "]");
+}
+
+/*
+ * root printed as JSON text (malloc'd; root is freed), with "completion_probabilities" of tokens
+ * [from, to) spliced in as the last member when the job has n_probs. NULL when out of memory.
+ */
+static char *print_with_probs(struct muse_server *srv, const struct muse_srv_job *job, cJSON *root, int from, int to) {
+    char *text = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    if (!text || job->n_probs <= 0) return text;
+    struct muse_srv_buf b = {0};
+    size_t n = strlen(text); /* text ends with the object's '}' */
+    bool ok = n >= 2 && muse_srv_buf_append(&b, text, n - 1) &&
+              muse_srv_buf_puts(&b, n > 2 ? ",\"completion_probabilities\":" : "\"completion_probabilities\":") &&
+              probs_text(srv, job, from, to, &b) && muse_srv_buf_puts(&b, "}");
+    free(text);
+    if (!ok) {
+        muse_srv_buf_free(&b);
+        return NULL;
+    }
+    return b.p;
+}
+
+/* The native answer of a finished job, without its completion_probabilities (print_with_probs). */
+static cJSON *native_json(struct muse_server *srv, const struct muse_srv_job *job, const struct srv_gen_opts *o) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "content", muse_srv_buf_str(&job->content));
+    cJSON_AddStringToObject(root, "model", srv->info.model_name);
+    cJSON_AddNumberToObject(root, "id_slot", job->slot);
+    cJSON_AddBoolToObject(root, "stop", true);
+    cJSON_AddStringToObject(root, "stop_type", native_stop_type(job));
+    cJSON_AddStringToObject(root, "stopping_word", job->stop_word);
+    cJSON_AddNumberToObject(root, "tokens_predicted", job->n_out);
+    cJSON_AddNumberToObject(root, "tokens_evaluated", job->n_prompt);
+    cJSON_AddNumberToObject(root, "tokens_cached", job->n_cached);
+    cJSON_AddBoolToObject(root, "truncated", false);
+    if (o->return_tokens) cJSON_AddItemToObject(root, "tokens", cJSON_CreateIntArray(job->out_toks, job->n_out));
+    cJSON_AddItemToObject(root, "timings", muse_srv_timings_json(job)); /* completion_probabilities: print_with_probs */
+    return root;
+}
+
+static char *native_reply(struct muse_server *srv, const struct muse_srv_job *job, const struct srv_gen_opts *o,
+                          const char *echo) {
+    (void)echo;
+    return print_with_probs(srv, job, native_json(srv, job, o), 0, job->n_out);
+}
+
+/* Each new piece as {content, stop: false}, then the final answer with empty content. */
+static void native_collect(struct srv_stream *st) {
+    struct muse_srv_job *job = st->job;
+    struct muse_server *srv = st->srv;
+    if (job->n_out > st->sent_toks || job->content.len > st->sent_content) {
+        cJSON *root = cJSON_CreateObject();
+        cJSON_AddStringToObject(root, "content", job->content.p ? job->content.p + st->sent_content : "");
+        cJSON_AddBoolToObject(root, "stop", false);
+        cJSON_AddNumberToObject(root, "id_slot", job->slot);
+        if (st->o.return_tokens)
+            cJSON_AddItemToObject(root, "tokens", cJSON_CreateIntArray(job->out_toks + st->sent_toks, job->n_out - st->sent_toks));
+        muse_srv_sse_text(st, print_with_probs(srv, job, root, st->sent_toks, job->n_out));
+        st->sent_toks = job->n_out;
+        st->sent_content = job->content.len;
+    }
+    if (job->done) {
+        if (job->finish == MUSE_SRV_FINISH_ERROR || job->finish == MUSE_SRV_FINISH_CANCELLED) {
+            muse_srv_sse_error(st); /* llama-server's streams end without [DONE] */
+            st->finished = true;
+            return;
+        }
+        cJSON *root = native_json(srv, job, &st->o);
+        cJSON_ReplaceItemInObjectCaseSensitive(root, "content", cJSON_CreateString(""));
+        muse_srv_sse(st, root);
+        st->finished = true;
+    }
+}
+
+/* Tokens without text yet still make an event (their ids and probabilities). */
+static bool native_news(const struct srv_stream *st) { return st->job->n_out > st->sent_toks; }
+
+const struct srv_dialect muse_srv_dialect_native = {
+    .stream_type = "text/event-stream; charset=utf-8",
+    .reply = native_reply,
+    .collect = native_collect,
+    .more_news = native_news,
+};

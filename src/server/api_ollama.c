@@ -377,7 +377,7 @@ enum MHD_Result muse_srv_api_ollama_chat(struct srv_req *r) {
     cJSON *req = muse_srv_parse_body(r);
     if (!req) return MHD_YES;
     enum MHD_Result ret = MHD_YES;
-    struct srv_gen_opts o = {.api = SRV_API_OLLAMA_CHAT};
+    struct srv_gen_opts o = {.dialect = &muse_srv_dialect_ollama_chat};
     const cJSON *messages = cJSON_GetObjectItemCaseSensitive(req, "messages");
     const cJSON *tools = cJSON_GetObjectItemCaseSensitive(req, "tools");
     char msg[300] = "";
@@ -404,7 +404,7 @@ enum MHD_Result muse_srv_api_ollama_generate(struct srv_req *r) {
     cJSON *req = muse_srv_parse_body(r);
     if (!req) return MHD_YES;
     enum MHD_Result ret = MHD_YES;
-    struct srv_gen_opts o = {.api = SRV_API_OLLAMA_GENERATE};
+    struct srv_gen_opts o = {.dialect = &muse_srv_dialect_ollama_generate};
     const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(req, "prompt");
     const cJSON *system = cJSON_GetObjectItemCaseSensitive(req, "system");
     const cJSON *images = cJSON_GetObjectItemCaseSensitive(req, "images");
@@ -453,7 +453,7 @@ enum MHD_Result muse_srv_api_ollama_generate(struct srv_req *r) {
     return ret;
 }
 
-/* ---- replies (api_common.c calls these for the Ollama APIs, job->mu held) ---- */
+/* ---- replies (the Ollama dialects; api_common.c calls them, job->mu held) ---- */
 
 static void add_stats(cJSON *root, const struct muse_srv_job *job) {
     cJSON_AddStringToObject(root, "done_reason", job->finish == MUSE_SRV_FINISH_LENGTH ? "length" : "stop");
@@ -474,7 +474,7 @@ static cJSON *piece(struct muse_server *srv, const struct muse_srv_job *job, con
     cJSON *root = base(srv);
     const char *content = job->content.p ? job->content.p + content_from : "";
     const char *thinking = !o->hide_thinking && job->reasoning.len > reasoning_from ? job->reasoning.p + reasoning_from : NULL;
-    if (o->api == SRV_API_OLLAMA_CHAT) {
+    if (o->dialect->chat) {
         cJSON *m = cJSON_AddObjectToObject(root, "message");
         cJSON_AddStringToObject(m, "role", "assistant");
         cJSON_AddStringToObject(m, "content", content);
@@ -497,11 +497,16 @@ static cJSON *piece(struct muse_server *srv, const struct muse_srv_job *job, con
     return root;
 }
 
-cJSON *muse_srv_ollama_final(struct muse_server *srv, const struct muse_srv_job *job, const struct srv_gen_opts *o) {
+/* The whole answer, done: true with the statistics. */
+static char *ollama_reply(struct muse_server *srv, const struct muse_srv_job *job, const struct srv_gen_opts *o,
+                          const char *echo) {
+    (void)echo;
     cJSON *root = piece(srv, job, o, 0, 0, 0);
     cJSON_AddBoolToObject(root, "done", true);
     add_stats(root, job);
-    return root;
+    char *text = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return text;
 }
 
 static void line(struct muse_srv_buf *out, cJSON *obj) {
@@ -513,29 +518,45 @@ static void line(struct muse_srv_buf *out, cJSON *obj) {
     free(text);
 }
 
-bool muse_srv_ollama_collect(struct muse_server *srv, const struct muse_srv_job *job, const struct srv_gen_opts *o,
-                             size_t *sent_content, size_t *sent_reasoning, int *sent_calls, struct muse_srv_buf *out) {
-    if (job->content.len > *sent_content || (!o->hide_thinking && job->reasoning.len > *sent_reasoning) ||
-        job->n_calls > *sent_calls) {
-        cJSON *root = piece(srv, job, o, *sent_content, *sent_reasoning, *sent_calls);
+/* NDJSON lines of what is new past the cursors, then the last one (done, or an error). */
+static void ollama_collect(struct srv_stream *st) {
+    const struct muse_srv_job *job = st->job;
+    const struct srv_gen_opts *o = &st->o;
+    struct muse_srv_buf *out = &st->out;
+    if (job->content.len > st->sent_content || (!o->hide_thinking && job->reasoning.len > st->sent_reasoning) ||
+        job->n_calls > st->sent_calls) {
+        cJSON *root = piece(st->srv, job, o, st->sent_content, st->sent_reasoning, st->sent_calls);
         cJSON_AddBoolToObject(root, "done", false);
         line(out, root);
-        *sent_content = job->content.len;
-        *sent_reasoning = job->reasoning.len;
-        *sent_calls = job->n_calls;
+        st->sent_content = job->content.len;
+        st->sent_reasoning = job->reasoning.len;
+        st->sent_calls = job->n_calls;
     }
-    *sent_reasoning = job->reasoning.len;
-    if (!job->done) return false;
+    st->sent_reasoning = job->reasoning.len;
+    if (!job->done) return;
+    st->finished = true;
     if (job->finish == MUSE_SRV_FINISH_ERROR || job->finish == MUSE_SRV_FINISH_CANCELLED) {
         cJSON *e = cJSON_CreateObject();
         cJSON_AddStringToObject(e, "error", job->finish == MUSE_SRV_FINISH_CANCELLED ? "generation cancelled (server shutting down)"
                                                                                       : job->err);
         line(out, e);
-        return true;
+        return;
     }
-    cJSON *root = piece(srv, job, o, job->content.len, job->reasoning.len, job->n_calls);
+    cJSON *root = piece(st->srv, job, o, job->content.len, job->reasoning.len, job->n_calls);
     cJSON_AddBoolToObject(root, "done", true);
     add_stats(root, job);
     line(out, root);
-    return true;
 }
+
+const struct srv_dialect muse_srv_dialect_ollama_chat = {
+    .chat = true,
+    .stream_type = "application/x-ndjson",
+    .reply = ollama_reply,
+    .collect = ollama_collect,
+};
+
+const struct srv_dialect muse_srv_dialect_ollama_generate = {
+    .stream_type = "application/x-ndjson",
+    .reply = ollama_reply,
+    .collect = ollama_collect,
+};

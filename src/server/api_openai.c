@@ -2,144 +2,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gen/tool_grammar.h"
 #include "text/chat.h"
-#include "server/data_uri.h"
 #include "server/server_int.h"
 
 static const char *const roles[] = {"system", "developer", "user", "assistant", "tool"};
 
-/* ---- images: image_url content parts ------------------------------------------------------------ */
-
-#define MEDIA_MARKER "<__media__>" /* llama.cpp's media marker; the adapter splits the prompt there */
-
-/* The url of an image_url part: {"image_url": {"url": "..."}} or {"image_url": "..."}. */
-static const char *part_url(const cJSON *part) {
-    const cJSON *iu = cJSON_GetObjectItemCaseSensitive(part, "image_url");
-    if (cJSON_IsString(iu)) return iu->valuestring;
-    const cJSON *url = cJSON_GetObjectItemCaseSensitive(iu, "url");
-    return cJSON_IsString(url) ? url->valuestring : NULL;
-}
-
-/* The decoded pixels all the images of one request may have: what one image may have in muse image
- * (2^26, 192 MiB as RGB), so a request of many small PNGs of huge blank images cannot make the
- * server allocate more (a queued request holds its pixels until its rows are made). */
-#define REQUEST_MAX_PIXELS MUSE_IMAGE_MAX_PIXELS_DEFAULT
-
-/* Decode one data: URI image within *budget pixels (decremented). On failure writes msg. */
-static bool decode_data_uri(const char *url, int i, int k, int64_t *budget, struct muse_image *img, char *msg,
-                            size_t cap) {
-    struct muse_error err = {0};
-    uint8_t *bytes = NULL;
-    size_t n = 0;
-    if (muse_srv_data_uri_decode(url, &bytes, &n, &err) != MUSE_OK) {
-        snprintf(msg, cap, "messages[%d]: image %d: %.300s", i, k + 1, err.msg);
-        return false;
-    }
-    muse_status st = *budget > 0 ? muse_image_decode(bytes, n, *budget, img, &err) : MUSE_ERR_UNSUPPORTED;
-    free(bytes);
-    if (st != MUSE_OK && (st == MUSE_ERR_UNSUPPORTED && *budget < REQUEST_MAX_PIXELS)) {
-        snprintf(msg, cap, "messages[%d]: image %d: the images of one request may have %lld pixels in all (%lld left)",
-                 i, k + 1, (long long)REQUEST_MAX_PIXELS, (long long)(*budget > 0 ? *budget : 0));
-        return false;
-    }
-    if (st != MUSE_OK) {
-        snprintf(msg, cap, "messages[%d]: image %d: %.300s", i, k + 1, err.msg);
-        return false;
-    }
-    *budget -= (int64_t)img->width * img->height;
-    return true;
-}
-
-/*
- * The images of a validated messages array. When there are none: *out_messages = NULL, *n = 0.
- * Else *out_messages is a copy of messages whose content arrays with images are strings: parts
- * joined by "\n", an image part as MEDIA_MARKER with no newline around it (llama-server's join),
- * and *images the decoded images in order. On failure (400) writes msg and returns false.
- */
-static bool extract_images(bool vision, const cJSON *messages, cJSON **out_messages, struct muse_image **images, int *n,
-                           char *msg, size_t cap) {
-    *out_messages = NULL;
-    *images = NULL;
-    *n = 0;
-    int total = 0, i = 0;
-    const cJSON *m, *part;
-    cJSON_ArrayForEach(m, messages) {
-        const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
-        if (!cJSON_IsArray(content)) continue;
-        cJSON_ArrayForEach(part, content) {
-            const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
-            if (strcmp(type->valuestring, "image_url")) continue;
-            if (!part_url(part)) {
-                snprintf(msg, cap, "messages[%d]: an image_url part needs image_url.url (a data: URI)", i);
-                return false;
-            }
-            if (!vision) {
-                snprintf(msg, cap, "messages[%d]: this server has no vision projector, so it takes no images (start it "
-                         "with --mmproj FILE)", i);
-                return false;
-            }
-            total++;
-        }
-        i++;
-    }
-    if (total == 0) return true;
-    cJSON *copy = cJSON_Duplicate(messages, true);
-    struct muse_image *imgs = calloc((size_t)total, sizeof *imgs);
-    struct muse_srv_buf b = {0};
-    int k = 0;
-    int64_t budget = REQUEST_MAX_PIXELS;
-    if (!copy || !imgs) {
-        snprintf(msg, cap, "out of memory");
-        goto fail;
-    }
-    i = 0;
-    cJSON *mm;
-    cJSON_ArrayForEach(mm, copy) {
-        cJSON *content = cJSON_GetObjectItemCaseSensitive(mm, "content");
-        bool has = false;
-        cJSON_ArrayForEach(part, content)
-            has |= !strcmp(cJSON_GetObjectItemCaseSensitive(part, "type")->valuestring, "image_url");
-        if (cJSON_IsArray(content) && has) {
-            b.len = 0;
-            bool prev_text = false;
-            cJSON_ArrayForEach(part, content) {
-                const bool is_img = !strcmp(cJSON_GetObjectItemCaseSensitive(part, "type")->valuestring, "image_url");
-                const char *t = is_img ? MEDIA_MARKER : cJSON_GetObjectItemCaseSensitive(part, "text")->valuestring;
-                bool ok = (!prev_text || is_img || muse_srv_buf_append(&b, "\n", 1)) && muse_srv_buf_append(&b, t, strlen(t));
-                if (!ok) {
-                    snprintf(msg, cap, "out of memory");
-                    goto fail;
-                }
-                if (is_img && !decode_data_uri(part_url(part), i, k, &budget, &imgs[k], msg, cap)) goto fail;
-                k += is_img;
-                prev_text = !is_img;
-            }
-            cJSON *str = cJSON_CreateString(muse_srv_buf_str(&b));
-            if (!str) {
-                snprintf(msg, cap, "out of memory");
-                goto fail;
-            }
-            cJSON_ReplaceItemInObjectCaseSensitive(mm, "content", str);
-        }
-        i++;
-    }
-    muse_srv_buf_free(&b);
-    *out_messages = copy;
-    *images = imgs;
-    *n = total;
-    return true;
-fail:
-    for (int j = 0; j < k; j++) muse_image_free(&imgs[j]);
-    free(imgs);
-    muse_srv_buf_free(&b);
-    cJSON_Delete(copy);
-    return false;
-}
-
 /* Check a message's content: a string, null, or an array of text and image_url parts (the image
- * itself is checked by extract_images). */
+ * itself is checked by muse_srv_chat_prompt, api_chat.c). */
 static bool valid_content(const cJSON *content, bool null_ok, char *msg, size_t cap, int i) {
     if (!content || cJSON_IsNull(content)) {
         if (!null_ok) snprintf(msg, cap, "messages[%d].content is required", i);
@@ -321,63 +193,6 @@ static cJSON *template_kwargs(const cJSON *req) {
     return out;
 }
 
-bool muse_srv_chat_prompt(struct srv_req *r, const struct muse_srv_chat_input *chat, struct muse_srv_job *job) {
-    struct muse_server *srv = r->srv;
-    char msg[400] = "", *prompt = NULL;
-    cJSON *media_messages = NULL;
-    struct muse_image *images = NULL;
-    int n_images = 0;
-    bool ok = false;
-    if (!extract_images(srv->info.vision && srv->ad.ops->media_prompt, chat->messages, &media_messages, &images,
-                        &n_images, msg, sizeof msg)) {
-        muse_srv_reply_error(r, 400, "invalid_request_error", "messages", "%s", msg);
-        goto out;
-    }
-    struct muse_srv_chat_input in = *chat;
-    if (media_messages) in.messages = media_messages;
-    struct muse_error err = {0};
-    if (srv->ad.ops->render_chat(srv->ad.self, &in, &prompt, &err) != MUSE_OK) {
-        if (err.status == MUSE_ERR_TEMPLATE || err.status == MUSE_ERR_INVALID_ARG || err.status == MUSE_ERR_FORMAT)
-            muse_srv_reply_error(r, 400, "invalid_request_error", "messages", "chat template: %s", err.msg);
-        else
-            muse_srv_reply_error(r, 500, "server_error", NULL, "chat template: %s", err.msg);
-        goto out;
-    }
-    if (n_images > 0) {
-        muse_status st = srv->ad.ops->media_prompt(srv->ad.self, prompt, strlen(prompt), images, n_images, &job->media,
-                                                   &job->prompt, &job->n_prompt, &err);
-        free(images); /* the pixels were taken */
-        images = NULL;
-        n_images = 0;
-        if (st != MUSE_OK) {
-            if (st == MUSE_ERR_NOMEM || st == MUSE_ERR_INTERNAL)
-                muse_srv_reply_error(r, 500, "server_error", NULL, "%s", err.msg);
-            else
-                muse_srv_reply_error(r, 400, "invalid_request_error", "messages", "%s", err.msg);
-            goto out;
-        }
-        job->media_free = srv->ad.ops->media_free;
-        job->media_self = srv->ad.self;
-        if (job->n_prompt >= srv->info.n_ctx) {
-            muse_srv_reply_error(r, 400, "invalid_request_error", "messages",
-                                 "the prompt is %d tokens (image rows included) but the context of a slot is %d "
-                                 "tokens: send smaller images (or fewer), or start the server with a larger "
-                                 "--ctx-size or a smaller --image-max-tokens",
-                                 job->n_prompt, srv->info.n_ctx);
-            goto out;
-        }
-        ok = true;
-    } else {
-        ok = muse_srv_tokenize_prompt(r, prompt, false, job);
-    }
-out:
-    for (int k = 0; k < n_images; k++) muse_image_free(&images[k]);
-    free(images);
-    cJSON_Delete(media_messages);
-    free(prompt);
-    return ok;
-}
-
 /*
  * tool_choice "required" or a named function: the answer is constrained to a tool call in the
  * ATEM form with arguments under the function's parameter schema (gen/tool_grammar.h), armed
@@ -415,7 +230,7 @@ enum MHD_Result muse_srv_api_chat(struct srv_req *r) {
     cJSON *kwargs = NULL;
     const char *param = NULL;
     enum MHD_Result ret = MHD_YES;
-    struct srv_gen_opts o = {.api = SRV_API_CHAT};
+    struct srv_gen_opts o = {.dialect = &muse_srv_dialect_chat};
     if (!job) {
         ret = muse_srv_reply_error(r, 500, "server_error", NULL, "out of memory");
         goto out;
@@ -537,7 +352,7 @@ enum MHD_Result muse_srv_api_completions(struct srv_req *r) {
     cJSON *req = muse_srv_parse_body(r);
     if (!req) return MHD_YES;
     enum MHD_Result ret = MHD_YES;
-    struct srv_gen_opts o = {.api = SRV_API_COMPLETIONS};
+    struct srv_gen_opts o = {.dialect = &muse_srv_dialect_completions};
     char msg[300] = "";
     const char *param = NULL;
     if (!muse_srv_check_unsupported(req, false, msg, sizeof msg, &param)) {
@@ -606,3 +421,217 @@ enum MHD_Result muse_srv_api_apply_template(struct srv_req *r) {
     cJSON_Delete(req);
     return ret;
 }
+
+/* ---- replies (the OpenAI dialects; api_common.c calls them, job->mu held) ---- */
+
+static const char *chat_finish(const struct muse_srv_job *job) {
+    switch (job->finish) {
+    case MUSE_SRV_FINISH_LENGTH: return "length";
+    default: return job->n_calls > 0 ? "tool_calls" : "stop";
+    }
+}
+
+static cJSON *usage_json(const struct muse_srv_job *job) {
+    cJSON *u = cJSON_CreateObject();
+    cJSON_AddNumberToObject(u, "prompt_tokens", job->n_prompt);
+    cJSON_AddNumberToObject(u, "completion_tokens", job->n_out);
+    cJSON_AddNumberToObject(u, "total_tokens", job->n_prompt + job->n_out);
+    cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
+    cJSON_AddNumberToObject(d, "cached_tokens", job->n_cached);
+    return u;
+}
+
+static cJSON *tool_call_json(const struct muse_srv_tool_call *c, int index, bool with_index) {
+    cJSON *o = cJSON_CreateObject();
+    if (with_index) cJSON_AddNumberToObject(o, "index", index);
+    cJSON_AddStringToObject(o, "id", c->id);
+    cJSON_AddStringToObject(o, "type", "function");
+    cJSON *fn = cJSON_AddObjectToObject(o, "function");
+    cJSON_AddStringToObject(fn, "name", c->name);
+    cJSON_AddStringToObject(fn, "arguments", c->arguments);
+    return o;
+}
+
+static cJSON *openai_base(struct muse_server *srv, const struct srv_gen_opts *o, const char *object) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "id", o->id);
+    cJSON_AddStringToObject(root, "object", object);
+    cJSON_AddNumberToObject(root, "created", (double)time(NULL));
+    cJSON_AddStringToObject(root, "model", srv->info.model_name);
+    char fp[64];
+    snprintf(fp, sizeof fp, "muse-%s", muse_version());
+    cJSON_AddStringToObject(root, "system_fingerprint", fp);
+    return root;
+}
+
+/* The whole answer of a finished job as one JSON document; echo: the prompt text put before a
+ * completion's text (NULL: none). */
+static char *openai_reply(struct muse_server *srv, const struct muse_srv_job *job, const struct srv_gen_opts *o,
+                          const char *echo) {
+    bool chat = o->dialect->chat;
+    cJSON *root = openai_base(srv, o, chat ? "chat.completion" : "text_completion");
+    cJSON *choices = cJSON_AddArrayToObject(root, "choices"), *c = cJSON_CreateObject();
+    cJSON_AddItemToArray(choices, c);
+    cJSON_AddNumberToObject(c, "index", 0);
+    if (chat) {
+        cJSON *m = cJSON_AddObjectToObject(c, "message");
+        cJSON_AddStringToObject(m, "role", "assistant");
+        if (job->n_calls > 0 && !job->content.len) cJSON_AddNullToObject(m, "content");
+        else cJSON_AddStringToObject(m, "content", muse_srv_buf_str(&job->content));
+        if (job->reasoning.len) cJSON_AddStringToObject(m, "reasoning_content", muse_srv_buf_str(&job->reasoning));
+        if (job->n_calls > 0) {
+            cJSON *calls = cJSON_AddArrayToObject(m, "tool_calls");
+            for (int i = 0; i < job->n_calls; i++) cJSON_AddItemToArray(calls, tool_call_json(&job->calls[i], i, false));
+        }
+        cJSON_AddStringToObject(c, "finish_reason", chat_finish(job));
+    } else if (echo) {
+        size_t ne = strlen(echo);
+        char *text = malloc(ne + job->content.len + 1);
+        if (text) {
+            memcpy(text, echo, ne);
+            memcpy(text + ne, muse_srv_buf_str(&job->content), job->content.len + 1);
+        }
+        cJSON_AddStringToObject(c, "text", text ? text : "");
+        free(text);
+        cJSON_AddStringToObject(c, "finish_reason", job->finish == MUSE_SRV_FINISH_LENGTH ? "length" : "stop");
+    } else {
+        cJSON_AddStringToObject(c, "text", muse_srv_buf_str(&job->content));
+        cJSON_AddStringToObject(c, "finish_reason", job->finish == MUSE_SRV_FINISH_LENGTH ? "length" : "stop");
+    }
+    if (!o->logprobs) cJSON_AddNullToObject(c, "logprobs");
+    else if (chat)
+        cJSON_AddItemToObject(c, "logprobs", muse_srv_chat_logprobs(srv, job, 0, muse_srv_logprobs_end(srv, job), o->top_logprobs));
+    else
+        cJSON_AddItemToObject(c, "logprobs", muse_srv_completion_logprobs(srv, job, 0, muse_srv_logprobs_end(srv, job),
+                                                                         o->top_logprobs, echo ? strlen(echo) : 0));
+    cJSON_AddItemToObject(root, "usage", usage_json(job));
+    cJSON_AddItemToObject(root, "timings", muse_srv_timings_json(job));
+    char *text = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return text;
+}
+
+/* A chat/completions chunk with one choice; returns the root and the delta (chat) or the choice. */
+static cJSON *chunk(struct srv_stream *st, cJSON **slot) {
+    bool chat = st->o.dialect->chat;
+    cJSON *root = openai_base(st->srv, &st->o, chat ? "chat.completion.chunk" : "text_completion");
+    cJSON *choices = cJSON_AddArrayToObject(root, "choices"), *c = cJSON_CreateObject();
+    cJSON_AddItemToArray(choices, c);
+    cJSON_AddNumberToObject(c, "index", 0);
+    *slot = chat ? cJSON_AddObjectToObject(c, "delta") : c;
+    cJSON_AddNullToObject(c, "logprobs");
+    cJSON_AddNullToObject(c, "finish_reason");
+    return root;
+}
+
+static void set_finish(cJSON *root, const char *reason) {
+    cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "choices"), 0);
+    cJSON_ReplaceItemInObjectCaseSensitive(c, "finish_reason", cJSON_CreateString(reason));
+}
+
+/* Put the log probabilities of the tokens not yet reported (up to lp_end) on root's choice. */
+static void attach_logprobs(struct srv_stream *st, cJSON *root, int lp_end) {
+    if (!st->o.logprobs || lp_end <= st->sent_lp) return;
+    cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "choices"), 0);
+    cJSON *lp = st->o.dialect->chat ? muse_srv_chat_logprobs(st->srv, st->job, st->sent_lp, lp_end, st->o.top_logprobs)
+                                    : muse_srv_completion_logprobs(st->srv, st->job, st->sent_lp, lp_end, st->o.top_logprobs,
+                                                                   st->r->echo ? strlen(st->r->echo) : 0);
+    cJSON_ReplaceItemInObjectCaseSensitive(c, "logprobs", lp);
+    st->sent_lp = lp_end;
+}
+
+/* Format what is new in the job as chat.completion.chunk / text_completion events. */
+static void openai_collect(struct srv_stream *st) {
+    struct muse_srv_job *job = st->job;
+    struct muse_server *srv = st->srv;
+    bool chat = st->o.dialect->chat;
+    int lp_end = st->o.logprobs ? muse_srv_logprobs_end(srv, job) : 0;
+    cJSON *slot;
+    if (!chat && st->r->echo && !st->sent_echo) {
+        cJSON *root = chunk(st, &slot);
+        cJSON_AddStringToObject(slot, "text", st->r->echo);
+        muse_srv_sse(st, root);
+        st->sent_echo = true;
+    }
+    if (chat && !st->sent_role) {
+        cJSON *root = chunk(st, &slot);
+        cJSON_AddStringToObject(slot, "role", "assistant");
+        cJSON_AddStringToObject(slot, "content", "");
+        muse_srv_sse(st, root);
+        st->sent_role = true;
+    }
+    if (chat && job->reasoning.len > st->sent_reasoning) {
+        cJSON *root = chunk(st, &slot);
+        cJSON_AddStringToObject(slot, "reasoning_content", job->reasoning.p + st->sent_reasoning);
+        st->sent_reasoning = job->reasoning.len;
+        attach_logprobs(st, root, lp_end);
+        muse_srv_sse(st, root);
+    }
+    if (job->content.len > st->sent_content) {
+        cJSON *root = chunk(st, &slot);
+        cJSON_AddStringToObject(slot, chat ? "content" : "text", job->content.p + st->sent_content);
+        st->sent_content = job->content.len;
+        attach_logprobs(st, root, lp_end);
+        muse_srv_sse(st, root);
+    }
+    while (chat && st->sent_calls < job->n_calls) {
+        cJSON *root = chunk(st, &slot);
+        cJSON *arr = cJSON_AddArrayToObject(slot, "tool_calls");
+        cJSON_AddItemToArray(arr, tool_call_json(&job->calls[st->sent_calls], st->sent_calls, true));
+        st->sent_calls++;
+        attach_logprobs(st, root, lp_end);
+        muse_srv_sse(st, root);
+    }
+    if (st->o.logprobs && lp_end > st->sent_lp) { /* tokens whose text is held back (or no text): their own chunk */
+        cJSON *root = chunk(st, &slot);
+        if (!chat) cJSON_AddStringToObject(slot, "text", "");
+        attach_logprobs(st, root, lp_end);
+        muse_srv_sse(st, root);
+    }
+    if (!job->done) return;
+    if (job->finish == MUSE_SRV_FINISH_ERROR) goto error;
+    /*
+     * The last chunk carries finish_reason. A generation cut short by shutdown (the only
+     * cancellation a client still sees) ends the same way, with finish_reason "error", so that
+     * OpenAI clients end the stream normally instead of failing on its last event.
+     */
+    cJSON *root = chunk(st, &slot);
+    if (!chat) cJSON_AddStringToObject(slot, "text", "");
+    set_finish(root, job->finish == MUSE_SRV_FINISH_CANCELLED ? "error"
+                     : chat                                    ? chat_finish(job)
+                     : job->finish == MUSE_SRV_FINISH_LENGTH   ? "length"
+                                                               : "stop");
+    cJSON_AddItemToObject(root, "usage", usage_json(job));
+    cJSON_AddItemToObject(root, "timings", muse_srv_timings_json(job));
+    muse_srv_sse(st, root);
+    if (st->o.include_usage) {
+        root = openai_base(srv, &st->o, chat ? "chat.completion.chunk" : "text_completion");
+        cJSON_AddArrayToObject(root, "choices");
+        cJSON_AddItemToObject(root, "usage", usage_json(job));
+        muse_srv_sse(st, root);
+    }
+    muse_srv_buf_puts(&st->out, "data: [DONE]\n\n");
+    st->finished = true;
+    return;
+error:
+    muse_srv_sse_error(st);
+    muse_srv_buf_puts(&st->out, "data: [DONE]\n\n");
+    st->finished = true;
+}
+
+/* A chat stream opens with the assistant's role, before any text. */
+static bool chat_news(const struct srv_stream *st) { return !st->sent_role; }
+
+const struct srv_dialect muse_srv_dialect_chat = {
+    .chat = true,
+    .stream_type = "text/event-stream; charset=utf-8",
+    .reply = openai_reply,
+    .collect = openai_collect,
+    .more_news = chat_news,
+};
+
+const struct srv_dialect muse_srv_dialect_completions = {
+    .stream_type = "text/event-stream; charset=utf-8",
+    .reply = openai_reply,
+    .collect = openai_collect,
+};

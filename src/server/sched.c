@@ -16,6 +16,7 @@
 
 #include "core/error.h"
 #include "core/timer.h"
+#include "core/utf8.h"
 #include "text/output_parser.h"
 
 #define PREFILL_CHUNK 256 /* tokens per eval call during prefill: cancellation is checked between */
@@ -187,41 +188,18 @@ static void on_output(void *ud, const struct muse_output_event *ev) {
     }
 }
 
-/* Bytes of a UTF-8 sequence from its lead byte; 0 = not a lead byte. */
-static int utf8_len(unsigned char c) {
-    if (c < 0x80) return 1;
-    if (c >= 0xc2 && c <= 0xdf) return 2;
-    if (c >= 0xe0 && c <= 0xef) return 3;
-    if (c >= 0xf0 && c <= 0xf4) return 4;
-    return 0;
-}
-
-/* The second byte of a 3- or 4-byte sequence led by c (Unicode's well-formed ranges). */
-static bool second_ok(unsigned char c, unsigned char b) {
-    if (c == 0xe0) return b >= 0xa0;
-    if (c == 0xed) return b <= 0x9f;
-    if (c == 0xf0) return b >= 0x90;
-    if (c == 0xf4) return b <= 0x8f;
-    return true;
-}
-
-/* Move complete UTF-8 from g->utf8 to g->raw (invalid bytes become U+FFFD); flush = take all. */
+/*
+ * Move complete UTF-8 from g->utf8 to g->raw, each byte outside a well-formed character becoming
+ * U+FFFD (core/utf8.h: no overlong forms, surrogates or code points above U+10FFFF, which clients'
+ * decoders refuse); a character still incomplete at the end waits for the next piece unless flush.
+ */
 static void utf8_drain(struct gen *g, bool flush) {
-    const unsigned char *p = (const unsigned char *)g->utf8.p;
+    const uint8_t *p = (const uint8_t *)g->utf8.p;
     size_t n = g->utf8.len, i = 0;
     while (i < n) {
-        int k = utf8_len(p[i]);
-        bool ok = k > 0;
-        if (ok && i + (size_t)k > n) {
-            bool prefix_ok = true;
-            for (size_t j = i + 1; j < n; j++) prefix_ok &= (p[j] & 0xc0) == 0x80;
-            if (prefix_ok && !flush) break; /* wait for the rest of the sequence */
-            ok = false;
-        }
-        for (int j = 1; ok && j < k; j++) ok = (p[i + (size_t)j] & 0xc0) == 0x80;
-        /* no overlong forms, surrogates or code points above U+10FFFF (clients' decoders refuse them) */
-        if (ok && k > 2) ok = second_ok(p[i], p[i + 1]);
-        if (ok) {
+        const int k = muse_utf8_seq(p + i, n - i);
+        if (k == 0 && !flush) break; /* wait for the rest of the character */
+        if (k > 0) {
             muse_srv_buf_append(&g->raw, (const char *)p + i, (size_t)k);
             i += (size_t)k;
         } else {

@@ -53,12 +53,11 @@ struct muse_server {
     int n_work_th;
 };
 
-/* The fields a generating endpoint formats; filled from a job under its mutex. */
-enum srv_api { SRV_API_CHAT, SRV_API_COMPLETIONS, SRV_API_NATIVE, SRV_API_OLLAMA_CHAT, SRV_API_OLLAMA_GENERATE };
-#define SRV_API_IS_OLLAMA(a) ((a) == SRV_API_OLLAMA_CHAT || (a) == SRV_API_OLLAMA_GENERATE)
+struct srv_dialect;
 
+/* The fields a generating endpoint formats; filled from a job under its mutex. */
 struct srv_gen_opts {
-    enum srv_api api;
+    const struct srv_dialect *dialect; /* how the reply is written */
     bool stream;
     bool include_usage;   /* chat/completions stream_options.include_usage */
     bool return_tokens;   /* native */
@@ -104,6 +103,53 @@ struct srv_req {
     bool stream;             /* park: the attached job streams (woken on every token) */
     char *echo;              /* completions `echo`: the prompt's text, put before the answer (owned) */
 };
+
+/*
+ * A streaming reply: api_common.c runs it as MHD's content reader on the connection's event loop,
+ * where it never blocks (with nothing new it parks the connection until the scheduler's news hook
+ * wakes it). Holds a reference on the request (for parking) and on the job. The dialect's collect
+ * appends the next events to `out` and advances the cursors of what has been sent.
+ */
+struct srv_stream {
+    struct muse_server *srv;
+    struct srv_req *r;
+    struct muse_srv_job *job;
+    struct srv_gen_opts o;
+    size_t sent_content, sent_reasoning;
+    int sent_calls, sent_toks, sent_lp; /* sent_lp: tokens whose logprobs were sent */
+    bool sent_role, sent_echo, finished;
+    struct muse_srv_buf out;
+    size_t out_pos;
+};
+
+/*
+ * A generating API's reply format (its dialect): one table per endpoint, defined in the file of its
+ * API (api_openai.c, api_native.c, api_ollama.c). api_common.c runs the job and writes the reply
+ * through the table, without asking which dialect it is. Both functions run with job->mu held.
+ */
+struct srv_dialect {
+    bool chat;               /* messages in, a message out (OpenAI chat, Ollama /api/chat) */
+    const char *stream_type; /* the Content-Type of a stream */
+    /* The answer of a finished job as JSON text (malloc'd; NULL = out of memory); echo: the prompt
+     * text a completion puts before its own (NULL: none). */
+    char *(*reply)(struct muse_server *srv, const struct muse_srv_job *job, const struct srv_gen_opts *o, const char *echo);
+    /* Append what is new past st's cursors to st->out and advance them; set st->finished after the
+     * last event. Called when the job is done or has news: text, tool calls or logprobs past the
+     * cursors, or what more_news (NULL: nothing else) reports. */
+    void (*collect)(struct srv_stream *st);
+    bool (*more_news)(const struct srv_stream *st);
+};
+extern const struct srv_dialect muse_srv_dialect_chat, muse_srv_dialect_completions, muse_srv_dialect_native,
+    muse_srv_dialect_ollama_chat, muse_srv_dialect_ollama_generate;
+
+/* Server-sent events of a stream: `data: TEXT` (takes text; NULL writes nothing), `data: JSON` (takes
+ * obj), and the error event of a failed or cancelled job. */
+void muse_srv_sse_text(struct srv_stream *st, char *text);
+void muse_srv_sse(struct srv_stream *st, cJSON *obj);
+void muse_srv_sse_error(struct srv_stream *st);
+
+/* llama-server's "timings" of a job (job->mu held), which the OpenAI and native dialects report. */
+cJSON *muse_srv_timings_json(const struct muse_srv_job *job);
 
 /*
  * Reply helpers: each prepares the request's response (the event loop queues it) and counts it in
@@ -162,7 +208,7 @@ bool muse_srv_parse_common(struct muse_server *srv, const cJSON *req, struct mus
                            char *msg, size_t cap, const char **param);
 
 /*
- * The prompt of a chat request into job: messages with image_url parts (base64 data: URIs) become
+ * The prompt of a chat request into job (api_chat.c, for every chat dialect): messages with image_url parts (base64 data: URIs) become
  * the adapter's media prompt (job->media; 400 for remote URLs, bad images, no projector), others
  * are rendered and tokenized. Replies 400/500 itself and returns false on failure.
  */
@@ -232,12 +278,6 @@ enum MHD_Result muse_srv_api_ollama_show(struct srv_req *r);
 enum MHD_Result muse_srv_api_ollama_tags(struct srv_req *r);
 enum MHD_Result muse_srv_api_ollama_version(struct srv_req *r);
 enum MHD_Result muse_srv_api_ollama_ps(struct srv_req *r);
-/* The Ollama replies of a job (job->mu held): the whole answer, and a stream's NDJSON lines of what
- * is new past the cursors (advanced); true once the last line (done, or an error) is written. */
-cJSON *muse_srv_ollama_final(struct muse_server *srv, const struct muse_srv_job *job, const struct srv_gen_opts *o);
-bool muse_srv_ollama_collect(struct muse_server *srv, const struct muse_srv_job *job, const struct srv_gen_opts *o,
-                             size_t *sent_content, size_t *sent_reasoning, int *sent_calls, struct muse_srv_buf *out);
-
 /* Parse r->body as a JSON object; replies 400 and returns NULL on malformed input. */
 cJSON *muse_srv_parse_body(struct srv_req *r);
 

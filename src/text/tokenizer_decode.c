@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/utf8.h"
 #include "text/tokenizer_impl.h"
 
 /* The bytes `id` contributes to decoded text under `flags` (len 0 = nothing). id is in range. */
@@ -59,34 +60,6 @@ muse_status muse_tokenizer_decode_alloc(const struct muse_tokenizer *tok, const 
     *text = buf;
     *len = n;
     return MUSE_OK;
-}
-
-// ---- UTF-8 ------------------------------------------------------------------------------------
-
-/*
- * Length of the valid UTF-8 sequence at s[0..n): >0 = a whole character of that length;
- * 0 = a valid but incomplete prefix running to the end of s; <0 = invalid, and -k says the
- * maximal invalid subpart is k bytes (Unicode's "maximal subpart" rule, as Python's "replace").
- */
-static int utf8_seq(const uint8_t *s, size_t n) {
-    unsigned c = s[0];
-    if (c < 0x80) return 1;
-    int need;
-    unsigned lo = 0x80, hi = 0xbf; /* allowed range of the second byte */
-    if (c >= 0xc2 && c <= 0xdf) need = 2;
-    else if (c == 0xe0) need = 3, lo = 0xa0;
-    else if (c == 0xed) need = 3, hi = 0x9f;
-    else if (c >= 0xe1 && c <= 0xef) need = 3;
-    else if (c == 0xf0) need = 4, lo = 0x90;
-    else if (c == 0xf4) need = 4, hi = 0x8f;
-    else if (c >= 0xf1 && c <= 0xf3) need = 4;
-    else return -1;
-    for (int i = 1; i < need; i++) {
-        if ((size_t)i >= n) return 0;
-        unsigned b = s[i];
-        if (i == 1 ? (b < lo || b > hi) : (b & 0xc0) != 0x80) return -i;
-    }
-    return need;
 }
 
 // ---- streaming detokenizer --------------------------------------------------------------------
@@ -148,7 +121,7 @@ static muse_status feed(struct muse_detok *d, const uint8_t *p, size_t n, bool f
             s = p + (i - d->n_held);
             avail = total - i;
         }
-        int r = utf8_seq(s, avail);
+        int r = muse_utf8_seq(s, avail);
         if (r > 0) {
             memcpy(d->buf + o, s, (size_t)r);
             o += (size_t)r;

@@ -1,11 +1,13 @@
-/* Unit tests for src/core: status strings, error records, fp16/bf16 rounding, CPU detection. */
+/* Unit tests for src/core: status strings, error records, fp16/bf16 rounding, CPU detection, UTF-8. */
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/cpu.h"
 #include "core/error.h"
 #include "core/fp16.h"
+#include "core/utf8.h"
 #include "test.h"
 
 static void test_status(void) {
@@ -69,9 +71,71 @@ static void test_cpu(void) {
     printf("cpu level: %s (%d logical, %d physical)\n", muse_cpu_level_name(max), f->n_logical, f->n_physical);
 }
 
+/*
+ * The well-formed character at s[0..n) by decoding it (independent of utf8.c): its length when the
+ * bytes decode to a scalar value (not a surrogate, at most U+10FFFF) in its shortest form, else 0.
+ */
+static int utf8_decoded_len(const uint8_t *s, size_t n) {
+    int len = s[0] < 0x80 ? 1 : (s[0] >> 5) == 6 ? 2 : (s[0] >> 4) == 14 ? 3 : (s[0] >> 3) == 30 ? 4 : 0;
+    if (!len || (size_t)len > n) return 0;
+    uint32_t cp = len == 1 ? s[0] : s[0] & (0x7fu >> len);
+    for (int i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80) return 0;
+        cp = cp << 6 | (s[i] & 0x3f);
+    }
+    static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < min_cp[len] || (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff) return 0;
+    return len;
+}
+
+static void test_utf8(void) {
+    static const struct {
+        const char *s;
+        int want;
+    } cases[] = {
+        {"a", 1},             {"\xc3\xa9", 2},        {"\xe2\x82\xac", 3},   {"\xf0\x9f\x98\x80", 4},
+        {"\xc3", 0},          {"\xe2\x82", 0},        {"\xf0\x9f\x98", 0},   /* incomplete: may still complete */
+        {"\x80", -1},         {"\xc0\xaf", -1},       {"\xf5\x80", -1},      /* never a lead byte */
+        {"\xe0\x80\x80", -1}, {"\xe0\x80", -1},       /* overlong: the lead alone is the maximal subpart */
+        {"\xed\xa0\x80", -1}, {"\xf4\x90\x80\x80", -1}, /* a surrogate; above U+10FFFF */
+        {"\xe2\x82\x41", -2}, {"\xf0\x9f\x98\x41", -3}, /* cut short by a non-continuation byte */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int got = muse_utf8_seq((const uint8_t *)cases[i].s, strlen(cases[i].s));
+        TEST_CONDF(got == cases[i].want, "muse_utf8_seq case %zu: %d, want %d", i, got, cases[i].want);
+    }
+    /* every 1-3 byte string, and 4-byte leads with each second byte, against the decoder above */
+    int bad = 0;
+    uint8_t b[4];
+    for (uint32_t x = 0; x < (1u << 24); x++) {
+        b[0] = (uint8_t)(x >> 16), b[1] = (uint8_t)(x >> 8), b[2] = (uint8_t)x, b[3] = 0x80;
+        for (size_t n = 1; n <= (b[0] >= 0xf0 ? 4u : 3u); n++) {
+            const int got = muse_utf8_seq(b, n), want = utf8_decoded_len(b, n);
+            /* a whole character exactly when the decoder finds one */
+            if ((got > 0 ? got : 0) != want) bad++;
+            /* "incomplete" only when some continuation could complete it */
+            if (got == 0) {
+                uint8_t full[4] = {b[0], b[1], b[2], b[3]};
+                bool completes = false;
+                for (unsigned t = 0x80; t <= 0xbf && !completes; t++) {
+                    for (size_t j = n; j < 4; j++) full[j] = (uint8_t)t;
+                    completes = utf8_decoded_len(full, 4) > 0;
+                }
+                if (!completes) bad++;
+            }
+        }
+    }
+    TEST_CONDF(bad == 0, "muse_utf8_seq disagrees with decoding in %d cases", bad);
+    const char *text = "ab\xe2\x82\xac\xff\x41";
+    TEST_COND("valid prefix stops at the ill-formed byte", muse_utf8_valid_prefix((const uint8_t *)text, strlen(text)) == 5);
+    TEST_COND("valid prefix of an incomplete tail", muse_utf8_valid_prefix((const uint8_t *)"\xe2\x82", 2) == 0);
+    TEST_COND("valid prefix of nothing", muse_utf8_valid_prefix((const uint8_t *)"", 0) == 0);
+}
+
 int main(void) {
     test_status();
     test_fp16();
     test_cpu();
+    test_utf8();
     return TEST_REPORT();
 }

@@ -1,0 +1,198 @@
+/*
+ * api_chat.c - the prompt of a chat request, shared by the chat dialects (OpenAI's
+ * /v1/chat/completions, Ollama's /api/chat and /api/generate): image_url parts decoded, the
+ * messages rendered through the adapter's chat template, the result tokenized.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/data_uri.h"
+#include "server/server_int.h"
+
+/* ---- images: image_url content parts ------------------------------------------------------------ */
+
+#define MEDIA_MARKER "<__media__>" /* llama.cpp's media marker; the adapter splits the prompt there */
+
+/* The url of an image_url part: {"image_url": {"url": "..."}} or {"image_url": "..."}. */
+static const char *part_url(const cJSON *part) {
+    const cJSON *iu = cJSON_GetObjectItemCaseSensitive(part, "image_url");
+    if (cJSON_IsString(iu)) return iu->valuestring;
+    const cJSON *url = cJSON_GetObjectItemCaseSensitive(iu, "url");
+    return cJSON_IsString(url) ? url->valuestring : NULL;
+}
+
+/* The decoded pixels all the images of one request may have: what one image may have in muse image
+ * (2^26, 192 MiB as RGB), so a request of many small PNGs of huge blank images cannot make the
+ * server allocate more (a queued request holds its pixels until its rows are made). */
+#define REQUEST_MAX_PIXELS MUSE_IMAGE_MAX_PIXELS_DEFAULT
+
+/* Decode one data: URI image within *budget pixels (decremented). On failure writes msg. */
+static bool decode_data_uri(const char *url, int i, int k, int64_t *budget, struct muse_image *img, char *msg,
+                            size_t cap) {
+    struct muse_error err = {0};
+    uint8_t *bytes = NULL;
+    size_t n = 0;
+    if (muse_srv_data_uri_decode(url, &bytes, &n, &err) != MUSE_OK) {
+        snprintf(msg, cap, "messages[%d]: image %d: %.300s", i, k + 1, err.msg);
+        return false;
+    }
+    muse_status st = *budget > 0 ? muse_image_decode(bytes, n, *budget, img, &err) : MUSE_ERR_UNSUPPORTED;
+    free(bytes);
+    if (st != MUSE_OK && (st == MUSE_ERR_UNSUPPORTED && *budget < REQUEST_MAX_PIXELS)) {
+        snprintf(msg, cap, "messages[%d]: image %d: the images of one request may have %lld pixels in all (%lld left)",
+                 i, k + 1, (long long)REQUEST_MAX_PIXELS, (long long)(*budget > 0 ? *budget : 0));
+        return false;
+    }
+    if (st != MUSE_OK) {
+        snprintf(msg, cap, "messages[%d]: image %d: %.300s", i, k + 1, err.msg);
+        return false;
+    }
+    *budget -= (int64_t)img->width * img->height;
+    return true;
+}
+
+/*
+ * The images of a validated messages array. When there are none: *out_messages = NULL, *n = 0.
+ * Else *out_messages is a copy of messages whose content arrays with images are strings: parts
+ * joined by "\n", an image part as MEDIA_MARKER with no newline around it (llama-server's join),
+ * and *images the decoded images in order. On failure (400) writes msg and returns false.
+ */
+static bool extract_images(bool vision, const cJSON *messages, cJSON **out_messages, struct muse_image **images, int *n,
+                           char *msg, size_t cap) {
+    *out_messages = NULL;
+    *images = NULL;
+    *n = 0;
+    int total = 0, i = 0;
+    const cJSON *m, *part;
+    cJSON_ArrayForEach(m, messages) {
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+        if (!cJSON_IsArray(content)) continue;
+        cJSON_ArrayForEach(part, content) {
+            const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
+            if (strcmp(type->valuestring, "image_url")) continue;
+            if (!part_url(part)) {
+                snprintf(msg, cap, "messages[%d]: an image_url part needs image_url.url (a data: URI)", i);
+                return false;
+            }
+            if (!vision) {
+                snprintf(msg, cap, "messages[%d]: this server has no vision projector, so it takes no images (start it "
+                         "with --mmproj FILE)", i);
+                return false;
+            }
+            total++;
+        }
+        i++;
+    }
+    if (total == 0) return true;
+    cJSON *copy = cJSON_Duplicate(messages, true);
+    struct muse_image *imgs = calloc((size_t)total, sizeof *imgs);
+    struct muse_srv_buf b = {0};
+    int k = 0;
+    int64_t budget = REQUEST_MAX_PIXELS;
+    if (!copy || !imgs) {
+        snprintf(msg, cap, "out of memory");
+        goto fail;
+    }
+    i = 0;
+    cJSON *mm;
+    cJSON_ArrayForEach(mm, copy) {
+        cJSON *content = cJSON_GetObjectItemCaseSensitive(mm, "content");
+        bool has = false;
+        cJSON_ArrayForEach(part, content)
+            has |= !strcmp(cJSON_GetObjectItemCaseSensitive(part, "type")->valuestring, "image_url");
+        if (cJSON_IsArray(content) && has) {
+            b.len = 0;
+            bool prev_text = false;
+            cJSON_ArrayForEach(part, content) {
+                const bool is_img = !strcmp(cJSON_GetObjectItemCaseSensitive(part, "type")->valuestring, "image_url");
+                const char *t = is_img ? MEDIA_MARKER : cJSON_GetObjectItemCaseSensitive(part, "text")->valuestring;
+                bool ok = (!prev_text || is_img || muse_srv_buf_append(&b, "\n", 1)) && muse_srv_buf_append(&b, t, strlen(t));
+                if (!ok) {
+                    snprintf(msg, cap, "out of memory");
+                    goto fail;
+                }
+                if (is_img && !decode_data_uri(part_url(part), i, k, &budget, &imgs[k], msg, cap)) goto fail;
+                k += is_img;
+                prev_text = !is_img;
+            }
+            cJSON *str = cJSON_CreateString(muse_srv_buf_str(&b));
+            if (!str) {
+                snprintf(msg, cap, "out of memory");
+                goto fail;
+            }
+            cJSON_ReplaceItemInObjectCaseSensitive(mm, "content", str);
+        }
+        i++;
+    }
+    muse_srv_buf_free(&b);
+    *out_messages = copy;
+    *images = imgs;
+    *n = total;
+    return true;
+fail:
+    for (int j = 0; j < k; j++) muse_image_free(&imgs[j]);
+    free(imgs);
+    muse_srv_buf_free(&b);
+    cJSON_Delete(copy);
+    return false;
+}
+
+/* ---- the prompt ---------------------------------------------------------------------------------- */
+
+bool muse_srv_chat_prompt(struct srv_req *r, const struct muse_srv_chat_input *chat, struct muse_srv_job *job) {
+    struct muse_server *srv = r->srv;
+    char msg[400] = "", *prompt = NULL;
+    cJSON *media_messages = NULL;
+    struct muse_image *images = NULL;
+    int n_images = 0;
+    bool ok = false;
+    if (!extract_images(srv->info.vision && srv->ad.ops->media_prompt, chat->messages, &media_messages, &images,
+                        &n_images, msg, sizeof msg)) {
+        muse_srv_reply_error(r, 400, "invalid_request_error", "messages", "%s", msg);
+        goto out;
+    }
+    struct muse_srv_chat_input in = *chat;
+    if (media_messages) in.messages = media_messages;
+    struct muse_error err = {0};
+    if (srv->ad.ops->render_chat(srv->ad.self, &in, &prompt, &err) != MUSE_OK) {
+        if (err.status == MUSE_ERR_TEMPLATE || err.status == MUSE_ERR_INVALID_ARG || err.status == MUSE_ERR_FORMAT)
+            muse_srv_reply_error(r, 400, "invalid_request_error", "messages", "chat template: %s", err.msg);
+        else
+            muse_srv_reply_error(r, 500, "server_error", NULL, "chat template: %s", err.msg);
+        goto out;
+    }
+    if (n_images > 0) {
+        muse_status st = srv->ad.ops->media_prompt(srv->ad.self, prompt, strlen(prompt), images, n_images, &job->media,
+                                                   &job->prompt, &job->n_prompt, &err);
+        free(images); /* the pixels were taken */
+        images = NULL;
+        n_images = 0;
+        if (st != MUSE_OK) {
+            if (st == MUSE_ERR_NOMEM || st == MUSE_ERR_INTERNAL)
+                muse_srv_reply_error(r, 500, "server_error", NULL, "%s", err.msg);
+            else
+                muse_srv_reply_error(r, 400, "invalid_request_error", "messages", "%s", err.msg);
+            goto out;
+        }
+        job->media_free = srv->ad.ops->media_free;
+        job->media_self = srv->ad.self;
+        if (job->n_prompt >= srv->info.n_ctx) {
+            muse_srv_reply_error(r, 400, "invalid_request_error", "messages",
+                                 "the prompt is %d tokens (image rows included) but the context of a slot is %d "
+                                 "tokens: send smaller images (or fewer), or start the server with a larger "
+                                 "--ctx-size or a smaller --image-max-tokens",
+                                 job->n_prompt, srv->info.n_ctx);
+            goto out;
+        }
+        ok = true;
+    } else {
+        ok = muse_srv_tokenize_prompt(r, prompt, false, job);
+    }
+out:
+    for (int k = 0; k < n_images; k++) muse_image_free(&images[k]);
+    free(images);
+    cJSON_Delete(media_messages);
+    free(prompt);
+    return ok;
+}

@@ -56,6 +56,18 @@ SONAME    := libmuse.so.0
 PIC_OBJ   := $(LIB_SRC:%.c=$(BUILD)/pic/%.o)
 VERSION   := $(shell sed -n 's/^\#define MUSE_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\).*/\2/p' include/muse.h | paste -sd.)
 COMMIT_H  := $(BUILD)/gen/muse_commit.h
+TEST_OBJ_DIR := $(BUILD)/obj
+# make emu512 takes from the normal build (OBJ_FROM) every object its flags leave unchanged: all
+# but cpu.c (MUSE_CPU_EMULATE_*, the only user of those) and the *_avx512.c / *_amx.c kernels
+# (SIMDe, the tile C model), which it compiles itself.
+EMU_SRC   := src/core/cpu.c $(filter %_avx512.c %_amx.c,$(LIB_SRC))
+EMU_TESTS := tests/kernels/test_kernels_simd tests/kernels/test_tile_gemm tests/kernels/test_attn_flash \
+             tests/model/test_forward tests/model/test_tile_forward
+ifneq ($(OBJ_FROM),)
+LIB_OBJ   := $(patsubst %.c,$(OBJ_FROM)/obj/%.o,$(filter-out $(EMU_SRC),$(LIB_SRC))) $(EMU_SRC:%.c=$(BUILD)/obj/%.o)
+TOOL_OBJ  := $(TOOL_SRC:%.c=$(OBJ_FROM)/obj/%.o)
+TEST_OBJ_DIR := $(OBJ_FROM)/obj
+endif
 
 .PHONY: all asan fuzz emu512 test clean format install uninstall print-commit FORCE
 # (the sanitizer variants skip the shared library and the man page)
@@ -166,7 +178,7 @@ $(BUILD)/muse: $(TOOL_OBJ) $(LIB)
 	@echo "LD $@"
 	$(Q)$(CC) $(CFLAGS) -o $@ $(TOOL_OBJ) $(LIB) $(LDLIBS)
 
-$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(LIB)
+$(BUILD)/tests/%: $(TEST_OBJ_DIR)/tests/%.o $(LIB)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
@@ -175,9 +187,11 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB)
 	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
 # ASan + UBSan: catches out-of-bounds reads in parsers and undefined shifts in kernels.
+# Only the C test programs: run-tests.sh runs nothing else from build-asan/ (the CLI and the
+# benchmarks are left out).
 asan:
 	$(MAKE) BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \
-	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
+	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined" $(TEST_SRC:%.c=build-asan/%)
 
 # libFuzzer: every library object is built with coverage + ASan; each target links its own main.
 FUZZ_CFLAGS := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
@@ -195,13 +209,11 @@ fuzz:
 # VNNI; the *_amx.c kernels likewise, their tile instructions on a C model (amx_tiles.h), the CPU
 # check told that AMX is there. For the tests only (the kernel tests, test_forward and cpu == ref
 # at MUSE_CPU=avx512 and amx).
-emu512:
-	$(MAKE) BUILD=build-emu512 ISA_AVX512="$(ISA_AVX2) -DMUSE_EMULATE_AVX512" \
+emu512: $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out $(EMU_SRC),$(LIB_SRC)) $(TOOL_SRC)) $(EMU_TESTS:%=$(BUILD)/obj/%.o)
+	$(MAKE) BUILD=build-emu512 OBJ_FROM=$(BUILD) ISA_AVX512="$(ISA_AVX2) -DMUSE_EMULATE_AVX512" \
 	    ISA_AMX="$(ISA_AVX2) -DMUSE_EMULATE_AVX512 -DMUSE_EMULATE_AMX" \
 	    SAN="-DMUSE_CPU_EMULATE_AVX512 -DMUSE_CPU_EMULATE_AMX" \
-	    build-emu512/muse build-emu512/tests/kernels/test_kernels_simd build-emu512/tests/kernels/test_tile_gemm \
-	    build-emu512/tests/kernels/test_attn_flash \
-	    build-emu512/tests/model/test_forward build-emu512/tests/model/test_tile_forward
+	    build-emu512/muse $(EMU_TESTS:%=build-emu512/%)
 
 test: all asan fuzz emu512
 	bash scripts/run-tests.sh

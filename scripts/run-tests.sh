@@ -4,26 +4,51 @@
 #   FUZZ_SECONDS   seconds per fuzz target (default 20; fuzz_gguf gets 3x, or FUZZ_SECONDS_GGUF)
 #   FUZZ_SEED      libFuzzer seed (default 1)
 #   MUSE_SHARED    path of ../shared (default: ../shared next to the repository)
+#   TEST_JOBS      tests run at once (default: the number of CPUs, at least 2). The tests are
+#                  independent: temporary files carry the pid or come from mkdtemp/mktemp, servers
+#                  listen on a free port (--port 0), each fuzzer has its own corpus. Results are
+#                  printed in the order below whatever order they finish in.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export MUSE_SHARED="${MUSE_SHARED:-$(cd .. && pwd)/shared}"
 export MUSE="$PWD/build/muse"
 FUZZ_SECONDS="${FUZZ_SECONDS:-20}"
 FUZZ_SEED="${FUZZ_SEED:-1}"  # a fixed seed keeps CI repeatable; vary it (or fuzz longer by hand) to explore
+TEST_JOBS="${TEST_JOBS:-$(nproc 2>/dev/null || echo 2)}"
+[ "$TEST_JOBS" -ge 2 ] 2>/dev/null || TEST_JOBS=2
 passed=0; failed=0; failures=()
 log_dir=build/test-logs; mkdir -p "$log_dir"
+rm -f "$log_dir"/*.status
+t_begin=$(date +%s)
+names=(); logs=(); reported=0  # the started tests, in order; the first `reported` are printed
 
-run() {  # run NAME TIMEOUT CMD...
+report() {  # print the finished tests at the head of the order
+    while [ "$reported" -lt ${#names[@]} ] && [ -s "${logs[$reported]}.status" ]; do
+        local name="${names[$reported]}" log="${logs[$reported]}" st secs
+        read -r st secs < "$log.status"
+        if [ "$st" -eq 0 ]; then
+            passed=$((passed + 1)); printf 'PASS %-48s %4ss\n' "$name" "$secs"
+        else
+            failed=$((failed + 1)); failures+=("$name")
+            printf 'FAIL %-48s %4ss  (log: %s)\n' "$name" "$secs" "$log"
+            tail -n 20 "$log" | sed 's/^/    /'
+        fi
+        reported=$((reported + 1))
+    done
+}
+
+run() {  # run NAME TIMEOUT CMD...: started as soon as fewer than TEST_JOBS tests run
     local name="$1" t="$2"; shift 2
     local log="$log_dir/$(echo "$name" | tr '/ ' '__').log"
-    local start=$SECONDS
-    if timeout "$t" "$@" >"$log" 2>&1; then
-        passed=$((passed + 1)); printf 'PASS %-48s %4ss\n' "$name" $((SECONDS - start))
-    else
-        failed=$((failed + 1)); failures+=("$name")
-        printf 'FAIL %-48s %4ss  (log: %s)\n' "$name" $((SECONDS - start)) "$log"
-        tail -n 20 "$log" | sed 's/^/    /'
-    fi
+    while [ "$(jobs -rp | wc -l)" -ge "$TEST_JOBS" ]; do wait -n; report; done
+    names+=("$name"); logs+=("$log")
+    (
+        start=$(date +%s)
+        timeout "$t" "$@" >"$log" 2>&1
+        st=$?
+        echo "$st $(($(date +%s) - start))" > "$log.status.tmp" && mv "$log.status.tmp" "$log.status"
+    ) &
+    report
 }
 
 # C test programs: one per tests/**/test_*.c (so stale binaries of deleted tests never run).
@@ -59,7 +84,15 @@ if [ -x build-emu512/muse ]; then
     done
 fi
 for t in $(find tests -name 'test_*.sh' | sort); do
-    run "$t" 900 bash "$t"
+    if [ "$t" = tests/tools/test_install.sh ]; then
+        # alone: its `make install` relinks build/muse when the commit changed since the build
+        # (a -dirty tree), and the other tests run that binary
+        wait; report
+        run "$t" 900 bash "$t"
+        wait; report
+    else
+        run "$t" 900 bash "$t"
+    fi
 done
 for t in $(find tests -name 'test_*.py' | sort); do
     run "$t" 900 python3 "$t"
@@ -77,7 +110,10 @@ if [ -d build-fuzz ]; then
             -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 -seed="$FUZZ_SEED" "${seed_args[@]}"
     done
 fi
+wait
+report
 echo
+echo "($TEST_JOBS at once: $(($(date +%s) - t_begin)) s)"
 [ ${#failures[@]} -gt 0 ] && printf 'failed: %s\n' "${failures[@]}"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

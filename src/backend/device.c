@@ -32,8 +32,9 @@ static struct muse_device *registry;
 int32_t muse_device_threads(const char *name, int32_t n_threads) {
     const struct muse_backend_ops *ops = muse_backend_find(name); /* backend.c's kinds */
     if (!ops) return 0;
-    /* the oracle runs on one thread; the cpu device on every physical core by default */
-    if (n_threads <= 0) n_threads = ops == &muse_backend_ref_ops ? 1 : muse_cpu_features()->n_physical;
+    /* the oracle runs on one thread whatever is asked; the cpu device on every physical core by default */
+    if (ops == &muse_backend_ref_ops) return 1;
+    if (n_threads <= 0) n_threads = muse_cpu_features()->n_physical;
     return n_threads < 1 ? 1 : n_threads;
 }
 

@@ -31,7 +31,7 @@ struct muse_buffer;
 
 /*
  * The device of kind `name` with n_threads threads (0: the kind's default - every physical core
- * for "cpu", 1 for "ref") and no_repack (the cpu device without the tile GEMM's packed panels).
+ * for "cpu"; "ref" always runs on 1) and no_repack (the cpu device without the tile GEMM's packed panels).
  * Errors: INVALID_ARG (unknown kind; the message lists the known ones). Release with
  * muse_device_close.
  */

@@ -149,7 +149,7 @@ static void rms_norm_vecs(const float *x, int64_t xs, float *y, int64_t ys, int3
  * RoPE angles for position p, as ggml's rope cache: theta starts at p and is multiplied by
  * powf(base, -2/n_rot) after each pair, all in f32; cos/sin of freq_scale*theta.
  */
-static void rope_angles(float p, int32_t n_rot, float base, float freq_scale, float *c, float *s) {
+void muse_rope_angles(float p, int32_t n_rot, float base, float freq_scale, float *c, float *s) {
     const float theta_scale = powf(base, -2.0f / (float)n_rot);
     float theta = p;
     for (int32_t i = 0; i < n_rot / 2; i++) {
@@ -273,7 +273,7 @@ static void op_embed(const struct interp *I, const struct muse_op *o) {
 
 static void op_rope_angles(const struct interp *I, const struct muse_op *o) {
     for (int32_t r = I->ith; r < I->run->n_rows; r += I->nth)
-        rope_angles((float)I->run->pos[r], o->n_rot, o->rope_base, o->rope_scale, (float *)angles(I, o->dst, r),
+        muse_rope_angles((float)I->run->pos[r], o->n_rot, o->rope_base, o->rope_scale, (float *)angles(I, o->dst, r),
                     (float *)angles(I, o->src, r));
 }
 

@@ -170,6 +170,10 @@ static inline struct muse_prog_ref muse_ref(int16_t b, int64_t off, int64_t stri
     return (struct muse_prog_ref){b, off, stride};
 }
 
+/* ggml's rope cache for position p: theta = p * theta_scale^i in f32 (incremental), cos/sin of
+ * freq_scale * theta, for the n_rot / 2 pairs (the ROPE_ANGLES op's numerics). */
+void muse_rope_angles(float p, int32_t n_rot, float base, float freq_scale, float *c, float *s);
+
 /*
  * Run program p inside a parallel region of `ops` (state bs): this thread's share of every op, in
  * order (the CPU devices' interpreter; device.c calls it on each thread). ws: the workspace.

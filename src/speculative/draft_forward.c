@@ -41,19 +41,6 @@ static void rms_norm(const float *x, float *y, int64_t n, float eps, const float
         for (int64_t i = 0; i < n; i++) y[i] = y[i] * w[i];
 }
 
-/* ggml's rope cache for position p: theta = p * theta_scale^i in f32 (incremental), cos/sin of
- * freq_scale * theta, for the n_rot / 2 pairs. */
-static void rope_angles(float p, int32_t n_rot, float base, float freq_scale, float *c, float *s) {
-    const float theta_scale = powf(base, -2.0f / (float)n_rot);
-    float theta = p;
-    for (int32_t i = 0; i < n_rot / 2; i++) {
-        const float th = freq_scale * theta;
-        c[i] = cosf(th);
-        s[i] = sinf(th);
-        theta *= theta_scale;
-    }
-}
-
 /* NeoX RoPE (split halves) on the first n_rot dims of each of n_heads vectors [n_heads][hd]. */
 static void rope_neox(float *x, int32_t n_heads, int32_t hd, int32_t n_rot, const float *c, const float *s) {
     const int32_t half = n_rot / 2;
@@ -109,7 +96,7 @@ static float *rope_s(const struct dfw *f, int32_t r) { return f->dc->rope_sin + 
 
 static void row_angles(const struct dfw *f, int32_t r, int32_t pos) {
     const struct muse_dflash_hparams *hp = &f->d->hp;
-    rope_angles((float)pos, (int32_t)hp->n_rot, hp->rope_freq_base, hp->rope_freq_scale, rope_c(f, r), rope_s(f, r));
+    muse_rope_angles((float)pos, (int32_t)hp->n_rot, hp->rope_freq_base, hp->rope_freq_scale, rope_c(f, r), rope_s(f, r));
 }
 
 // ---- pass A + B: inject --------------------------------------------------------------------------

@@ -67,7 +67,6 @@ void muse_program_matmul(struct muse_program *p, struct muse_prog_ref src, const
         if (!grow((void **)&p->jobs, &p->cap_jobs, p->n_jobs, sizeof *p->jobs, p)) return;
         p->jobs[p->n_jobs++] = jobs[i];
     }
-    if (n > p->max_jobs) p->max_jobs = n;
     muse_program_op(p, &(struct muse_op){.kind = MUSE_OP_MATMUL, .rows = rows, .src = src, .job0 = job0, .n_jobs = n});
 }
 
@@ -233,7 +232,6 @@ static int32_t op_rows(const struct interp *I, const struct muse_op *o) {
 
 static int64_t ref_stride(const struct interp *I, struct muse_prog_ref f) {
     if (f.stride) return f.stride;
-    if (f.buf == MUSE_BUF_LOGITS && I->run->logits_stride) return I->run->logits_stride;
     return I->p->bufs[f.buf].cols;
 }
 
@@ -252,7 +250,7 @@ static void share(const struct interp *I, int64_t n, int64_t *i0, int64_t *i1) {
 
 static void barrier(const struct interp *I) { I->ops->barrier(I->bs); }
 
-/* The rope cache rows: cos in o->dst, sin in o->src, each [n][n_rot/2] at stride p->rope_stride. */
+/* Row r of a rope cache buffer (ROPE_ANGLES writes cos to its dst and sin to its src; ROPE reads them as src / src2). */
 static const float *angles(const struct interp *I, struct muse_prog_ref f, int32_t r) {
     return I->ws + I->p->bufs[f.buf].off + (size_t)r * (size_t)ref_stride(I, f);
 }

@@ -119,8 +119,6 @@ struct muse_program {
     struct muse_prog_buffer *bufs; /* [n_bufs]; bufs[MUSE_BUF_LOGITS] is the bound output */
     int32_t n_bufs, cap_bufs;
     int32_t n_batch;               /* rows every buffer holds */
-    int32_t max_jobs;              /* most jobs of one MATMUL op */
-    int32_t rope_stride;           /* ROPE_ANGLES: floats per row of the cos / sin buffers */
     size_t workspace_floats;       /* all buffers, each rounded to 16 floats */
     bool failed;                   /* an append ran out of memory (muse_program_finish reports it) */
 };
@@ -137,7 +135,6 @@ struct muse_prog_run {
     const int32_t *out_rows;        /* [n_out] the MUSE_ROWS_OUT rows, increasing */
     int32_t n_out;
     float *logits;                  /* MUSE_BUF_LOGITS: [n_out][its cols] */
-    int32_t logits_stride;          /* floats per logits row (0: the buffer's cols) */
     /* OBSERVE (the caller's hooks, include/muse.h) */
     muse_layer_trace_fn trace;
     void *trace_user;

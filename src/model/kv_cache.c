@@ -6,7 +6,6 @@
 
 #include "core/assert.h"
 #include "core/error.h"
-#include "core/fp16.h"
 #include "kernels/types.h"
 
 /* A checkpoint: the bytes of every ring layer's k then v, in layer order, taken at n_past = pos. */

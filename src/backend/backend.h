@@ -61,6 +61,23 @@ struct muse_attn_args {
     const float *gate;    /* [n_tokens][n_head * head_dim] or NULL: out *= sigmoid(gate) afterwards */
 };
 
+/*
+ * Attention of a batch's own rows over each other inside windows: bidirectional, no KV cache (the
+ * vision tower; a global layer is one window over every row). Row i of window s (rows seg[s] ..
+ * seg[s+1] - 1) attends to the keys of that window, head by head, with the numerics of kernels.h's
+ * window attention (the same bits on every backend); its output overwrites q[i].
+ */
+struct muse_window_attn_args {
+    float *q;             /* [n_rows][ld] queries (head h at columns h*head_dim ..), then the output */
+    const float *k, *v;   /* [n_rows][ld] keys (roped) and values */
+    int64_t ld;
+    int32_t n_rows, n_head, head_dim;
+    const int32_t *seg;   /* [n_seg + 1]: seg[0] = 0, increasing, seg[n_seg] = n_rows */
+    int32_t n_seg;
+    float scale;
+    float *scratch;       /* muse_window_attn_scratch(n_rows, n_head, head_dim, nth) floats, 64-byte aligned, shared */
+};
+
 /* Sizes a backend plans its scratch for (maxima over the model and context). */
 struct muse_backend_plan {
     int32_t n_batch;      /* most activation rows per call */
@@ -116,6 +133,10 @@ struct muse_backend_ops {
     /* Inside fn: this thread's share of the attention as llama.cpp's non-flash CPU path computes
      * it (text-model.md 5.4), then the optional gate (muse_attn_gate_head) on the heads it computed. */
     void (*attention)(void *state, const struct muse_attn_args *args, int ith, int nth);
+    /* Inside fn: this thread's share of window attention (muse_window_attn_args); it packs the keys
+     * into the scratch, waits on its own barrier, then claims (window, head, block of rows) items.
+     * The output is complete after the caller's next barrier. */
+    void (*window_attention)(void *state, const struct muse_window_attn_args *args, int ith, int nth);
 };
 
 /* Store one position's k [n_embd_k] and v [n_embd_v] (f32) into its cell (pos % n_cells) of KV
@@ -151,6 +172,20 @@ void muse_attn_softmax(float *scores, int32_t n, int32_t lo, float scale, bool r
  */
 void muse_attn_head_ref(const struct muse_attn_args *a, int32_t t, int32_t h, float *scores, float *fscratch,
                         uint8_t *qc);
+
+/* The scratch floats of a window attention over n_rows rows on nth threads (the packed keys,
+ * the work counter and each thread's score rows). */
+size_t muse_window_attn_scratch(int32_t n_rows, int32_t n_head, int32_t head_dim, int nth);
+
+/*
+ * The window attention every backend runs (backend_numerics.c), with `rows` as its kernel
+ * (kernels.h muse_win_attn_rows_fn): this thread packs its rows' keys, barrier(bs), then claims
+ * items (window, head, block of query rows) from the scratch's shared counter.
+ */
+struct muse_win_attn;
+void muse_window_attn_share(const struct muse_window_attn_args *a,
+                            void (*rows)(const struct muse_win_attn *, int32_t, int32_t, float *),
+                            void (*barrier)(void *), void *bs, int ith, int nth);
 
 extern const struct muse_backend_ops muse_backend_ref_ops;
 extern const struct muse_backend_ops muse_backend_cpu_ops;  /* backend_cpu.c: threads + SIMD kernels */

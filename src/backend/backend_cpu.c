@@ -461,6 +461,14 @@ static void cpu_attention(void *state, const struct muse_attn_args *a, int ith, 
     }
 }
 
+/* Window attention: the level's SIMD kernel where it has one (hd % 8 == 0), else the plain-C
+ * one; the same bits either way. */
+static void cpu_window_attention(void *state, const struct muse_window_attn_args *a, int ith, int nth) {
+    const struct cpu_state *s = state;
+    muse_win_attn_rows_fn rows = s->k->win_attn_rows && a->head_dim % 8 == 0 ? s->k->win_attn_rows : muse_win_attn_rows_ref;
+    muse_window_attn_share(a, rows, cpu_barrier, state, ith, nth);
+}
+
 const struct muse_backend_ops muse_backend_cpu_ops = {
     .name = "cpu",
     .init = cpu_init,
@@ -469,4 +477,5 @@ const struct muse_backend_ops muse_backend_cpu_ops = {
     .barrier = cpu_barrier,
     .matmul = cpu_matmul,
     .attention = cpu_attention,
+    .window_attention = cpu_window_attention,
 };

@@ -21,6 +21,7 @@
 #include "core/assert.h"
 #include "core/error.h"
 #include "core/fp16.h"
+#include "kernels/kernels.h"
 #include "kernels/types.h"
 #include "kernels/x86_numerics.h"
 #include "backend/backend.h"
@@ -176,6 +177,11 @@ static void ref_attention(void *state, const struct muse_attn_args *a, int ith, 
         }
 }
 
+/* Window attention: the plain-C kernel (the oracle of the SIMD one). */
+static void ref_window_attention(void *state, const struct muse_window_attn_args *a, int ith, int nth) {
+    muse_window_attn_share(a, muse_win_attn_rows_ref, ref_barrier, state, ith, nth);
+}
+
 const struct muse_backend_ops muse_backend_ref_ops = {
     .name = "ref",
     .init = ref_init,
@@ -184,4 +190,5 @@ const struct muse_backend_ops muse_backend_ref_ops = {
     .barrier = ref_barrier,
     .matmul = ref_matmul,
     .attention = ref_attention,
+    .window_attention = ref_window_attention,
 };

@@ -85,10 +85,6 @@ void muse_device_close(struct muse_device *dev) {
 const char *muse_device_name(const struct muse_device *dev) { return dev->ops->name; }
 int32_t muse_device_n_threads(const struct muse_device *dev) { return dev->plan.n_threads; }
 
-bool muse_device_simd(const struct muse_device *dev) {
-    return dev->ops != &muse_backend_ref_ops && muse_cpu_level_active() >= MUSE_CPU_LEVEL_AVX2;
-}
-
 muse_status muse_device_reserve(struct muse_device *dev, const struct muse_backend_plan *need, size_t workspace_floats,
                                 struct muse_error *err) {
     muse_status st = MUSE_OK;

@@ -43,9 +43,6 @@ int32_t muse_device_threads(const char *name, int32_t n_threads);
 
 const char *muse_device_name(const struct muse_device *dev);
 int32_t muse_device_n_threads(const struct muse_device *dev);
-/* Whether the device runs the vector kernels (the cpu device on an AVX2 machine or better): the
- * networks not yet written as programs pick their own kernels by it (the vision tower's attention). */
-bool muse_device_simd(const struct muse_device *dev);
 
 /*
  * Grow the device's scratch so that it covers `need` (n_threads is the device's) and its
@@ -75,7 +72,7 @@ void *muse_buffer_host(struct muse_buffer *b);
 void muse_buffer_free(struct muse_buffer *b);
 
 /*
- * Networks not yet written as programs (the vision tower): fn(ith, nth, ctx) on each of the
+ * Networks not yet written as programs (the DFlash drafter's parts): fn(ith, nth, ctx) on each of the
  * device's threads, holding the device, with the backend ops of backend.h through the three calls
  * below (valid only inside fn).
  */

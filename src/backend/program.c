@@ -50,7 +50,7 @@ static bool grow(void **a, int32_t *cap, int32_t n, size_t size, struct muse_pro
 
 int16_t muse_program_buffer(struct muse_program *p, int64_t cols) {
     if (!grow((void **)&p->bufs, &p->cap_bufs, p->n_bufs, sizeof *p->bufs, p)) return 0;
-    p->bufs[p->n_bufs] = (struct muse_prog_buffer){cols, 0};
+    p->bufs[p->n_bufs] = (struct muse_prog_buffer){.cols = cols};
     return (int16_t)p->n_bufs++;
 }
 
@@ -78,8 +78,10 @@ muse_status muse_program_finish(struct muse_program *p, struct muse_error *err) 
     if (p->failed) return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory for a program of %d ops", p->n_ops);
     size_t off = 0;
     for (int32_t b = MUSE_BUF_FIRST; b < p->n_bufs; b++) {
+        if (p->bufs[b].bind) continue; /* the caller's memory */
+        const size_t rows = (size_t)(p->bufs[b].rows ? p->bufs[b].rows : p->n_batch);
         p->bufs[b].off = off;
-        off += ((size_t)p->n_batch * (size_t)p->bufs[b].cols + 15) & ~(size_t)15; /* 64-byte aligned */
+        off += (rows * (size_t)p->bufs[b].cols + 15) & ~(size_t)15; /* 64-byte aligned */
     }
     p->workspace_floats = off;
     return MUSE_OK;
@@ -227,6 +229,7 @@ struct interp {
 
 /* The number of rows of op o (all, or the output rows). */
 static int32_t op_rows(const struct interp *I, const struct muse_op *o) {
+    if (o->count) return o->count;
     return o->rows == MUSE_ROWS_OUT ? I->run->n_out : I->run->n_rows;
 }
 
@@ -239,6 +242,7 @@ static int64_t ref_stride(const struct interp *I, struct muse_prog_ref f) {
 static float *ref_ptr(const struct interp *I, struct muse_prog_ref f) {
     if (f.buf == MUSE_BUF_NONE) return NULL;
     if (f.buf == MUSE_BUF_LOGITS) return I->run->logits + f.off;
+    if (I->p->bufs[f.buf].bind) return I->run->bind[I->p->bufs[f.buf].bind - 1] + f.off;
     return I->ws + I->p->bufs[f.buf].off + (size_t)f.off;
 }
 
@@ -270,8 +274,8 @@ static void op_embed(const struct interp *I, const struct muse_op *o) {
 }
 
 static void op_rope_angles(const struct interp *I, const struct muse_op *o) {
-    for (int32_t r = I->ith; r < I->run->n_rows; r += I->nth)
-        muse_rope_angles((float)I->run->pos[r], o->n_rot, o->rope_base, o->rope_scale, (float *)angles(I, o->dst, r),
+    for (int32_t r = I->ith; r < op_rows(I, o); r += I->nth)
+        muse_rope_angles((float)(o->idx ? o->idx[r] : I->run->pos[r]), o->n_rot, o->rope_base, o->rope_scale, (float *)angles(I, o->dst, r),
                     (float *)angles(I, o->src, r));
 }
 
@@ -444,6 +448,14 @@ static void op_observe(const struct interp *I, const struct muse_op *o) {
     if (a->trace) barrier(I);
 }
 
+/* The row-range ops (the section at the end of this file). */
+static void op_layer_norm(const struct interp *I, const struct muse_op *o);
+static void op_gelu(const struct interp *I, const struct muse_op *o);
+static void op_gather(const struct interp *I, const struct muse_op *o);
+static void op_rope_2d(const struct interp *I, const struct muse_op *o);
+static void op_window_attention(const struct interp *I, const struct muse_op *o);
+static bool op_hook(const struct interp *I, const struct muse_op *o);
+
 void muse_program_region(const struct muse_program *p, const struct muse_prog_run *run, float *ws,
                          const struct muse_backend_ops *ops, void *bs, int ith, int nth) {
     const struct interp I = {p, run, ws, ops, bs, ith, nth};
@@ -465,6 +477,135 @@ void muse_program_region(const struct muse_program *p, const struct muse_prog_ru
         case MUSE_OP_LOGITS: op_logits(&I, o); break;
         case MUSE_OP_OBSERVE: op_observe(&I, o); break;
         case MUSE_OP_ALL_REDUCE: break; /* one device: the sums are already whole */
+        case MUSE_OP_LAYER_NORM: op_layer_norm(&I, o); break;
+        case MUSE_OP_GELU: op_gelu(&I, o); break;
+        case MUSE_OP_GATHER: op_gather(&I, o); break;
+        case MUSE_OP_ROPE_2D: op_rope_2d(&I, o); break;
+        case MUSE_OP_WINDOW_ATTENTION: op_window_attention(&I, o); break;
+        case MUSE_OP_HOOK:
+            if (op_hook(&I, o)) return; /* every thread sees the stop after the hook's barrier */
+            break;
         }
     }
+}
+
+// ---- row-range ops (the vision tower) -----------------------------------------------------------
+
+int16_t muse_program_buffer_rows(struct muse_program *p, int32_t rows, int64_t cols) {
+    const int16_t b = muse_program_buffer(p, cols);
+    if (!p->failed) p->bufs[b].rows = rows;
+    return b;
+}
+
+int16_t muse_program_bound(struct muse_program *p, int32_t slot, int64_t cols) {
+    const int16_t b = muse_program_buffer(p, cols);
+    if (!p->failed) p->bufs[b].bind = slot + 1;
+    return b;
+}
+
+/* y = (x - mean) / sqrt(var + eps) * w + b as ggml_norm + ggml_mul + ggml_add (x86 AVX2 build):
+ * the sum in double, mean and variance cast to f32, the squares summed in f32 per group of 8
+ * (ggml_vec_cvar_f32) and the groups in double. y may alias x. */
+static void layer_norm(const float *x, float *y, int64_t n, float eps, const float *w, const float *b) {
+    double s = 0.0;
+    for (int64_t i = 0; i < n; i++) s += (double)x[i];
+    const float mean = (float)s / (float)n;
+    double var = 0.0;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        float sq[8];
+        for (int l = 0; l < 8; l++) {
+            const float d = x[i + l] - mean;
+            y[i + l] = d;
+            sq[l] = d * d;
+        }
+        var += (double)muse_x86_hsum8(sq);
+    }
+    for (; i < n; i++) {
+        const float d = x[i] - mean;
+        y[i] = d;
+        var += (double)(d * d);
+    }
+    const float scale = 1.0f / sqrtf((float)(var / (double)n) + eps);
+    for (int64_t k = 0; k < n; k++) y[k] = y[k] * scale;
+    if (w)
+        for (int64_t k = 0; k < n; k++) y[k] = y[k] * w[k];
+    if (b)
+        for (int64_t k = 0; k < n; k++) y[k] = y[k] + b[k];
+}
+
+/* Rows r % nth == ith (the rows this thread converts for the next matmul). */
+static void op_layer_norm(const struct interp *I, const struct muse_op *o) {
+    const float *x = ref_ptr(I, o->src);
+    float *y = ref_ptr(I, o->dst);
+    const int64_t xs = ref_stride(I, o->src), ys = ref_stride(I, o->dst);
+    for (int32_t r = I->ith; r < op_rows(I, o); r += I->nth)
+        layer_norm(x + (size_t)r * (size_t)xs, y + (size_t)r * (size_t)ys, o->n, o->eps, o->w, o->b);
+}
+
+/* x = 0.5 * x * (1 + erf(x / sqrt 2)) in place, as ggml_vec_gelu_erf_f32. */
+static void op_gelu(const struct interp *I, const struct muse_op *o) {
+    float *y = ref_ptr(I, o->dst);
+    const int64_t ys = ref_stride(I, o->dst);
+    for (int32_t r = I->ith; r < op_rows(I, o); r += I->nth) {
+        float *x = y + (size_t)r * (size_t)ys;
+        for (int64_t i = 0; i < o->n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752440084436210484f));
+    }
+}
+
+static void op_gather(const struct interp *I, const struct muse_op *o) {
+    const float *x = ref_ptr(I, o->src);
+    float *y = ref_ptr(I, o->dst);
+    const int64_t xs = ref_stride(I, o->src), ys = ref_stride(I, o->dst), n = o->n;
+    const int32_t per = o->per_row > 0 ? o->per_row : 1;
+    for (int32_t r = I->ith; r < op_rows(I, o); r += I->nth) {
+        float *yr = y + (size_t)r * (size_t)ys;
+        for (int32_t v = 0; v < per; v++) {
+            const int64_t i = (int64_t)r * per + v;
+            const float *xr = x + (size_t)(o->idx ? o->idx[i] : i) * (size_t)xs;
+            if (o->interleave)
+                for (int64_t c = 0; c < n; c++) yr[(size_t)c * per + v] = xr[c];
+            else
+                memcpy(yr + (size_t)v * (size_t)n, xr, sizeof(float) * (size_t)n);
+        }
+    }
+}
+
+/* Each of per_row heads of n floats: [0, n/2) rotated by the angles of position idx[r], [n/2, n)
+ * by those of idx2[r], each half as rope NORM (adjacent pairs) over its n_rot = n/2 dims. */
+static void op_rope_2d(const struct interp *I, const struct muse_op *o) {
+    float *x = ref_ptr(I, o->dst);
+    const int64_t xs = ref_stride(I, o->dst);
+    const int32_t hd = (int32_t)o->n, half = hd / 2;
+    for (int32_t r = I->ith; r < op_rows(I, o); r += I->nth) {
+        const float *ca = angles(I, o->src, o->idx[r]), *sa = angles(I, o->src2, o->idx[r]);
+        const float *cb = angles(I, o->src, o->idx2[r]), *sb = angles(I, o->src2, o->idx2[r]);
+        float *xr = x + (size_t)r * (size_t)xs;
+        for (int32_t h = 0; h < o->per_row; h++) {
+            rope_apply(MUSE_ROPE_NORM, xr + (size_t)h * hd, 1, hd, half, ca, sa);
+            rope_apply(MUSE_ROPE_NORM, xr + (size_t)h * hd + half, 1, hd, half, cb, sb);
+        }
+    }
+}
+
+static void op_window_attention(const struct interp *I, const struct muse_op *o) {
+    const struct muse_window_attn_args a = {
+        .q = ref_ptr(I, o->dst), .k = ref_ptr(I, o->src), .v = ref_ptr(I, o->src2), .ld = ref_stride(I, o->dst),
+        .n_rows = op_rows(I, o), .n_head = o->n_head, .head_dim = o->head_dim, .seg = o->seg, .n_seg = o->n_seg,
+        .scale = o->scale, .scratch = ref_ptr(I, o->src3),
+    };
+    MUSE_ASSERT(ref_stride(I, o->src) == a.ld && ref_stride(I, o->src2) == a.ld && o->seg[o->n_seg] == a.n_rows &&
+                (size_t)I->p->bufs[o->src3.buf].cols >= muse_window_attn_scratch(a.n_rows, a.n_head, a.head_dim, I->nth));
+    I->ops->window_attention(I->bs, &a, I->ith, I->nth);
+}
+
+/* Thread 0 calls the hook between two barriers; returns whether the run stops here. */
+static bool op_hook(const struct interp *I, const struct muse_op *o) {
+    const struct muse_prog_run *run = I->run;
+    if (!run->hook) return false;
+    barrier(I);
+    if (I->ith == 0 && run->hook(run->hook_user, o->layer, ref_ptr(I, o->src), op_rows(I, o), o->n) && run->stop)
+        *run->stop = 1;
+    barrier(I);
+    return run->stop && *run->stop;
 }

@@ -22,6 +22,15 @@
  *   OBSERVE      the layer trace and the feature capture of layer `layer` (the residual in src)
  *   ALL_REDUCE   dst summed over the devices of a tensor-parallel group (one device: nothing)
  *   BARRIER      everything written before is visible to everything after
+ *   LAYER_NORM   dst = (src - mean) / sqrt(var + eps) (* w) (+ b), per row of n floats
+ *   GELU         dst = 0.5 dst (1 + erf(dst / sqrt 2)), per row of n floats
+ *   GATHER       dst row r = per_row vectors of n floats, vector s = src row idx[r * per_row + s]
+ *                (concatenated, or interleaved channel by channel)
+ *   ROPE_2D      rotate each head's first half by the angles of position idx[r], its second half
+ *                by those of idx2[r] (each half as ROPE NORM; the angles rows of a ROPE_ANGLES table)
+ *   WINDOW_ATTENTION  dst (the queries) = softmax(q K^T * scale) V inside each window of rows
+ *                (seg) of the batch itself: bidirectional, no KV cache (backend.h)
+ *   HOOK         the run's hook sees `count` rows of src (stage dumps, progress; it may stop the run)
  *
  * Numerics are ggml's CPU ops (text-model.md section 8), the same on every device that claims
  * ggml parity; a device that reorders sums says so and is tested within a stated bound.
@@ -33,6 +42,10 @@
  * split: MUSE_SPLIT_ROWS gives a thread the rows r % nth == ith (the rows it also converts for the
  * next matmul, so row steps chain into a matmul without a barrier); MUSE_SPLIT_SHARE a contiguous
  * share of all the op's vectors (rows x per_row); the program places its BARRIER ops for that.
+ * An op with `count` set runs over that many rows from its refs' row 0 (their offsets place it),
+ * whatever the run's n_rows: a program built for one input shape (the vision tower, whose rows
+ * are more than a matmul chunk) spells its chunks out as ops, and its buffers may have rows of
+ * their own (muse_program_buffer_rows) or live in the caller's memory (muse_program_bound).
  */
 #pragma once
 
@@ -57,6 +70,13 @@ enum muse_op_kind {
     MUSE_OP_LOGITS,
     MUSE_OP_OBSERVE,
     MUSE_OP_ALL_REDUCE,
+    /* the vision tower's (ops over explicit row ranges: `count`) */
+    MUSE_OP_LAYER_NORM,
+    MUSE_OP_GELU,
+    MUSE_OP_GATHER,
+    MUSE_OP_ROPE_2D,
+    MUSE_OP_WINDOW_ATTENTION,
+    MUSE_OP_HOOK,
 };
 
 enum muse_op_rows { MUSE_ROWS_ALL, MUSE_ROWS_OUT };
@@ -103,12 +123,24 @@ struct muse_op {
     float softcap;            /* LOGITS: 0 = none */
     const struct muse_weight *table; /* EMBED: the token embedding table */
     int32_t job0, n_jobs;     /* MATMUL: jobs[job0 .. job0 + n_jobs) */
+    /* row ranges (a network whose rows outnumber a matmul's chunk: the vision tower) */
+    int32_t count;            /* rows the op runs over (its refs' row 0 first); 0: the run's (n_rows or n_out) */
+    const int32_t *idx;       /* GATHER: [count * per_row] source rows (NULL: row r * per_row + s);
+                                 ROPE_ANGLES: [count] positions (NULL: the run's pos); ROPE_2D: the first half's */
+    const int32_t *idx2;      /* ROPE_2D: [count] the second half's positions */
+    const float *b;           /* LAYER_NORM: the bias [n] or NULL */
+    bool interleave;          /* GATHER: vector s's element c lands at c * per_row + s (else s * n + c) */
+    const int32_t *seg;       /* WINDOW_ATTENTION: [n_seg + 1] the windows (muse_window_attn_args) */
+    int32_t n_seg;
+    struct muse_prog_ref src3; /* WINDOW_ATTENTION: its scratch (muse_window_attn_scratch floats) */
 };
 
 /* An activation buffer: [n_batch][cols] floats, at `off` floats into the device's workspace. */
 struct muse_prog_buffer {
     int64_t cols;
     size_t off;
+    int32_t rows;  /* 0: the program's n_batch */
+    int32_t bind;  /* 0: in the workspace; k + 1: the run's bind[k] (memory the caller owns) */
 };
 
 struct muse_program {
@@ -122,6 +154,9 @@ struct muse_program {
     size_t workspace_floats;       /* all buffers, each rounded to 16 floats */
     bool failed;                   /* an append ran out of memory (muse_program_finish reports it) */
 };
+
+/* A HOOK op's call (thread 0, between barriers): rows x cols floats of a buffer; nonzero: stop the run. */
+typedef int (*muse_prog_hook_fn)(void *user, int32_t id, const float *data, int64_t rows, int64_t cols);
 
 /* What one run binds. */
 struct muse_prog_run {
@@ -144,6 +179,11 @@ struct muse_prog_run {
     const uint8_t *capture_layers;  /* NULL: every layer; else [n_layers] nonzero = capture it */
     int32_t n_layers;               /* OBSERVE layers are 0..n_layers (n_layers: the final residual) */
     int64_t n_embd;                 /* OBSERVE / EMBED row width */
+    /* bound buffers and HOOK ops */
+    float *const *bind;             /* [slots] the memory of the buffers of muse_program_bound */
+    muse_prog_hook_fn hook;         /* NULL: the HOOK ops do nothing */
+    void *hook_user;
+    int *stop;                      /* HOOK: set nonzero when the hook asks to stop (then the run ends there) */
 };
 
 /* Start an empty program whose buffers hold n_batch rows. */
@@ -152,6 +192,10 @@ void muse_program_free(struct muse_program *p);
 
 /* Declare an activation buffer of `cols` floats per row; returns its id. */
 int16_t muse_program_buffer(struct muse_program *p, int64_t cols);
+/* The same with `rows` rows instead of n_batch. */
+int16_t muse_program_buffer_rows(struct muse_program *p, int32_t rows, int64_t cols);
+/* A buffer the run binds (run->bind[slot]: caller memory, rows of `cols` floats); returns its id. */
+int16_t muse_program_bound(struct muse_program *p, int32_t slot, int64_t cols);
 /* Append an op (a copy); returns it for the caller to adjust, or NULL when out of memory. */
 struct muse_op *muse_program_op(struct muse_program *p, const struct muse_op *op);
 /* Append a MATMUL op over src with jobs[0..n) (copied); rows as given. */

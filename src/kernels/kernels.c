@@ -66,6 +66,7 @@ static const struct muse_kernels kernels_scalar = {
         .attn_pv_f32 = muse_attn_pv_f32_avx2,                                          \
         .attn_kq_q8_0 = muse_attn_kq_q8_0_avx2,                                        \
         .attn_pv_q8_0 = muse_attn_pv_q8_0_avx2,                                        \
+        .win_attn_rows = muse_win_attn_rows_avx2,                                      \
     }
 
 static const struct muse_kernels kernels_avx2 = X86_KERNELS(MUSE_CPU_LEVEL_AVX2, GEMM_ENTRY_AVX2, TILE_ENTRY_AVX2,

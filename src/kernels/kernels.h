@@ -136,6 +136,43 @@ struct muse_attn_flash {
 typedef void (*muse_attn_flash_fn)(const struct muse_attn_flash *f, void *scratch);
 typedef size_t (*muse_attn_flash_scratch_fn)(int32_t hd, int32_t max_rows, uint32_t max_cells);
 
+/*
+ * Window attention (the vision tower's; kernels/win_attn.c, x86/win_attn_avx2.c): one head of
+ * bidirectional attention of the rows of one window over the keys of the same window, no KV
+ * cache (a global layer is one window over every row). The numerics, identical in every
+ * implementation (so that the cpu and ref devices agree bit for bit):
+ *   s[j]  = (fmaf chain over d = 0..hd-1 of q[d] * k_j[d], from 0) * scale
+ *   e[j]  = muse_x86_expf(s[j] - max_j s[j])                (ggml's vector exp)
+ *   sum   = muse_x86_hsum8(lanes), lane (j - s0) % 8 summing its e[j] in increasing j
+ *   out[d] = (fmaf chain over j = s0.. of e[j] * v_j[d], from 0) * (1.0f / sum)
+ * The output of query i overwrites q[i] (its head's columns); a call reads only the q rows it writes.
+ */
+/* Keys are packed per head in panels of this many keys: [panel][head_dim][16] (the QK kernel reads
+ * one panel as two 8-lane vectors per channel). Panels are aligned to key 0, not to windows. */
+#define MUSE_WIN_KPANEL 16
+/* Query rows the SIMD kernel computes together. */
+#define MUSE_WIN_ATTN_TILE 6
+
+struct muse_win_attn {
+    float *q;             /* [n_rows][ld] queries (head at columns head*hd ..), overwritten with the output */
+    const float *v;       /* this head's values: key j's channels at v + j * v_ld */
+    const float *kp;      /* this head's packed keys [n_panels][hd][KPANEL] (32-byte aligned); key j at panel j / 16, lane j % 16 */
+    int64_t ld, v_ld;
+    int32_t hd;
+    int32_t head;
+    int32_t s0, n;        /* the window: keys and queries s0 .. s0 + n - 1 */
+    float scale;
+};
+
+/* Queries i0 .. i1 - 1 (s0 <= i0 < i1 <= s0 + n) of a->head; scratch: muse_win_attn_scratch(a->n)
+ * floats. The plain-C kernel takes any hd, a SIMD one (muse_kernels.win_attn_rows) hd % 8 == 0. */
+typedef void (*muse_win_attn_rows_fn)(const struct muse_win_attn *a, int32_t i0, int32_t i1, float *scratch);
+
+/* Scratch floats of a muse_win_attn_rows_fn over a window of n keys. */
+size_t muse_win_attn_scratch(int32_t n);
+/* The plain-C kernel (the oracle). */
+void muse_win_attn_rows_ref(const struct muse_win_attn *a, int32_t i0, int32_t i1, float *scratch);
+
 /* Activation layouts a level's kernels may ask for (muse_kernels.act_layout). Only the reference
  * one now: Q3_K's "class" layout (its qs permuted so that int32 unit m held elements m, m+8, m+16,
  * m+24, for ggml's generic order) went when Q3_K moved to ggml's x86 order; the hook stays for a
@@ -197,6 +234,8 @@ struct muse_kernels {
     muse_attn_pv_fn attn_pv_f32;
     muse_attn_kq_q_fn attn_kq_q8_0;
     muse_attn_pv_fn attn_pv_q8_0;
+    /* Window attention (NULL: the plain-C muse_win_attn_rows_ref; the same bits) for hd % 8 == 0. */
+    muse_win_attn_rows_fn win_attn_rows;
 };
 
 /*

@@ -8,8 +8,8 @@
  * Files: vision_hparams.c (clip.* keys), vision_tensors.c (the tensor table, bound by model/tensors.c),
  * vision_load.c (muse_vision_load and the facts), image_decode.c (stb_image / libwebp),
  * image_resize.c (Pillow's Lanczos-3), vision_preprocess.c (grid, geometry, normalisation,
- * permutations), vision_encode.c (the tower forward), vision_attn.c + vision_attn_avx2.c (window
- * attention kernels).
+ * permutations), vision_encode.c (the tower and adapter as a program of layer ops, run by the
+ * device; its window attention is the backend's, kernels/win_attn.c).
  */
 #pragma once
 
@@ -187,52 +187,8 @@ struct muse_vision {
     struct muse_device *dev;   /* shared with the text context of the same kind and threads */
     int32_t n_threads;         /* the device's */
     int32_t chunk;             /* activation rows per matmul step (the device's n_batch) */
-    bool simd_attn;            /* the AVX2 attention kernels (muse_device_simd) */
 };
 
 /* Replace the progress hook of muse_vision_params (the media cache routes it per encode). Not while
  * an encode runs. */
 void muse_vision_set_progress(struct muse_vision *v, muse_vision_progress_fn fn, void *user);
-
-/* ---- window attention (vision_attn.c, vision_attn_avx2.c) -------------------------------------- */
-
-/* Keys are packed per head in panels of this many keys: [panel][head_dim][16] (the QK kernel reads
- * one panel as two 8-lane vectors per channel). Panels are aligned to key 0, not to windows. */
-#define MUSE_VISION_KPANEL 16
-/* Query rows the SIMD kernel computes together. */
-#define MUSE_VISION_ATTN_TILE 6
-
-/*
- * One head of attention inside one window (all layers of the tower are bidirectional; a
- * windowed layer has one of these per window, a global layer a single window over every patch).
- * The numerics, identical in both implementations (so that the cpu and ref backends agree bit
- * for bit):
- *   s[j]  = (fmaf chain over d = 0..hd-1 of q[d] * k_j[d], from 0) * scale
- *   e[j]  = muse_x86_expf(s[j] - max_j s[j])                (ggml's vector exp)
- *   sum   = muse_x86_hsum8(lanes), lane (j - s0) % 8 summing its e[j] in increasing j
- *   out[d] = (fmaf chain over j = s0.. of e[j] * v_j[d], from 0) * (1.0f / sum)
- * The output of query i overwrites q[i] (its head's columns); a call reads only the q rows it writes.
- */
-struct muse_vision_attn {
-    float *q;             /* [n_tok][ld] queries (head at columns head*hd ..), overwritten with the output */
-    const float *v;       /* this head's values [n_tok][v_ld] (key j's channels at v + j * v_ld) */
-    const float *kp;      /* this head's packed keys [n_panels][hd][KPANEL]; key j at panel j / 16, lane j % 16 */
-    int64_t ld, v_ld;
-    int32_t hd;
-    int32_t head;
-    int32_t s0, n;        /* the window: keys and queries s0 .. s0 + n - 1 */
-    float scale;
-};
-
-/* Scratch floats for muse_vision_attn_rows_* over a window of n keys. */
-size_t muse_vision_attn_scratch(int32_t n);
-
-/* Queries i0 .. i1 - 1 (s0 <= i0 < i1 <= s0 + n) of a->head: plain C (the oracle; any hd). */
-void muse_vision_attn_rows_ref(const struct muse_vision_attn *a, int32_t i0, int32_t i1, float *scratch);
-
-/* The same with AVX2 + FMA (hd a multiple of 8; callers check the CPU). Same bits. */
-void muse_vision_attn_rows_avx2(const struct muse_vision_attn *a, int32_t i0, int32_t i1, float *scratch);
-
-/* ggml's vector exp on 8 lanes (the AVX2 code of the kernel, exposed for its test): y[l] =
- * muse_x86_expf(x[l]) bit for bit. */
-void muse_vision_expf8_avx2(const float *x, float *y);

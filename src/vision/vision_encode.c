@@ -1,7 +1,7 @@
 /*
  * vision_encode.c - the Muse-Glimmer tower and adapter (spec 5; llama.cpp's
- * clip_graph_muse_glimmer::build with build_vit), plain C that reads like the spec, run as ONE
- * parallel region of the backend (backend.h), like the text forward:
+ * clip_graph_muse_glimmer::build with build_vit) as a program of layer ops (backend/program.h),
+ * built for the image's patch grid and run by the device, like the text forward:
  *
  *   patches (window order) -> 14x14 conv as a matmul (F32) -> + bilinear-resized position table
  *   -> pre_ln -> n_layer x [ln1 -> q,k,v (+bias) -> 2D RoPE -> attention per window (or over all
@@ -9,19 +9,23 @@
  *   down (+bias) -> residual] -> post_ln -> back to raster -> 2x2 channel-outer pixel shuffle ->
  *   mm.0 -> GELU -> mm.1 -> GELU -> mm.2 -> the output rows.
  *
- * The residual lives in window order from the start (the patches are embedded in that order), so
- * each window is a contiguous row range and a windowed layer is independent attention per range:
- * there is never an n x n mask. Matmuls run through the backend over chunks of rows (the
- * backend's n_batch): quantized weights stay quantized, activations are converted to the weight
- * type's dot partner exactly as ggml does. Row-wise steps (norms, RoPE, GELU, residual adds) take
- * the chunk rows r with r % nth == ith, the rows that thread also converts for the next matmul, so
- * they chain into it without a barrier (backend.h's contract); a barrier follows every matmul and
- * the attention. Attention work items (window, head, block of query rows) are claimed from a
- * shared counter.
+ * The residual lives in window order from the start (the patches are gathered in that order), so
+ * each window is a contiguous row range and a windowed layer is attention per range (the
+ * WINDOW_ATTENTION op): there is never an n x n mask. Matmuls run over chunks of v->chunk rows
+ * (the device's n_batch), spelled out as ops with row counts: quantized weights stay quantized,
+ * activations are converted to the weight type's dot partner exactly as ggml does. Row steps
+ * (gathers, norms, RoPE, GELU, residual adds) take the chunk rows r with r % nth == ith, the rows
+ * that thread also converts for the next matmul, so they chain into it without a barrier
+ * (backend.h's contract); a barrier follows every matmul and the attention.
+ *
+ * What the host prepares per image (inputs bound to the run): the pixels (read by the im2col
+ * gather as rows of patch_size floats) and the position table resized to the grid, in window
+ * order. The index maps (window order, im2col, pixel shuffle, RoPE positions) belong to the
+ * program. The stage hook and the progress callback are HOOK ops; a progress callback that
+ * returns 0 ends the run after its layer.
  *
  * Numerics (docs/vision.md): matmuls as ggml's CPU backend (the backends agree bit for bit);
- * LayerNorm as ggml_norm (sum in double, mean and variance cast to f32, squares summed per 8 lanes
- * as its AVX2 build does), then * weight, + bias; GELU 0.5f*x*(1 + erff(x*0.70710678f)) as
+ * LayerNorm as ggml_norm (program.c); GELU 0.5f*x*(1 + erff(x*0.70710678f)) as
  * ggml_vec_gelu_erf_f32; RoPE angles as ggml's rope cache (theta multiplied in f32); bilinear
  * position table with ggml's f32 coordinates and edge clamping. Two deliberate differences from
  * llama.cpp: the patch convolution stays F32 (ggml rounds image and kernel to F16 for its
@@ -33,293 +37,55 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/program.h"
 #include "core/error.h"
-#include "kernels/x86_numerics.h"
 #include "vision/vision.h"
 
-#define ATTN_BLOCK 48 /* query rows per attention work item (a multiple of the SIMD tile) */
+enum { BIND_PIXELS, BIND_POS, BIND_OUT, BIND_COUNT };
 
-struct attn_item {
-    int32_t s0, n;   /* the window */
-    int32_t head;
-    int32_t i0, i1;  /* its query rows */
+/* A HOOK op's meaning: the stage it shows (or none) and the layer it ends (0: none). */
+struct hook_info {
+    char name[48];
+    int32_t layer_done;
 };
 
-/* Everything the region's threads share: geometry, index maps, buffers. */
-struct enc {
+/* One encode: the program for the image's grid, its index maps and the run's inputs. */
+struct tower {
     struct muse_vision *v;
-    const struct muse_vision_hparams *hp;
-    const struct muse_vision_weights *w;
-    const float *pixels;   /* [3][H][W] */
-    float *out;            /* [n_out][n_embd_out] */
-    int32_t W, H;          /* image pixels */
-    int32_t gw, gh, n_tok; /* patches */
-    int32_t f, n_out;      /* merge factor, merged tokens */
-    int32_t D, hd, n_head, C;
-    int32_t *sp_perm;      /* [n_tok] window order -> raster */
-    int32_t *inv_perm;     /* [n_tok] raster -> window order */
-    int32_t *ds;           /* [n_out * f * f] pixel-shuffle gather (raster) */
-    int32_t *rope_col;     /* [n_tok] 1-based column of window-order row i */
-    int32_t *rope_row;     /* [n_tok] 1-based row */
-    float *rcos, *rsin;    /* [max(gw, gh) + 1][hd / 4] rope angles of position p */
-    struct attn_item *items_win, *items_glob;
-    int32_t n_items_win, n_items_glob;
-    int32_t n_panels;
-    float *x;              /* [n_tok][D] the residual, window order */
-    float *q;              /* [n_tok][D] queries, then the attention output */
-    float *vp;             /* [n_head][n_tok][hd] values, packed per head */
-    float *kp;             /* [n_head][n_panels][hd][16] packed keys */
-    float *h;              /* [C][h_w] normed rows / im2col rows / merged rows */
-    int64_t h_w;
-    float *kc;             /* [C][D] keys of a chunk before packing */
-    float *vc;             /* [C][D] values of a chunk before packing */
-    float *o;              /* [C][D] attention-out and FFN-down projections */
-    float *mid;            /* [C][max(n_ff, n_mm0)] */
-    float *mid2;           /* [C][n_mm1] */
-    float *ascr;           /* [nth][ascr_n] attention scratch */
-    size_t ascr_n;
-    float *st_raster;      /* stage hook only: [n_tok][D] a raster copy */
-    float *st_ps, *st_a0, *st_a1; /* stage hook only: [n_out][merged / n_mm0 / n_mm1] */
-    int attn_next;         /* next unclaimed attention item */
-    int cancelled;
-    void *mem;             /* the allocation the buffers point into */
+    struct muse_program p;
+    int32_t W, H;            /* image pixels */
+    int32_t gw, gh, n_tok;   /* patches */
+    int32_t f, n_out;        /* merge factor, merged tokens */
+    int32_t D;
+    int32_t *sp_perm;        /* [n_tok] window order -> raster */
+    int32_t *inv_perm;       /* [n_tok] raster -> window order */
+    int32_t *seg, n_seg;     /* [n_seg + 1] the windows */
+    int32_t glob[2];         /* one window over every row (global layers) */
+    int32_t *im2col;         /* [n_tok][3 * p] pixel rows of patch_size floats, window order */
+    int32_t *shuffle;        /* [n_out][f * f] window-order rows of each merged token */
+    int32_t *rope_col;       /* [n_tok] 1-based column of window-order row i */
+    int32_t *rope_row;       /* [n_tok] 1-based row */
+    int32_t *positions;      /* [max(gw, gh) + 1] 0, 1, ...: the rows of the angle table */
+    float *pos;              /* [n_tok][D] the resized position table, window order (bound) */
+    struct hook_info *hooks;
+    int32_t n_hooks;
+    int stop;
 };
 
-/* One thread's view of the region. */
-struct thr {
-    struct enc *e;
-    int ith, nth;
-};
+// ---- the host's part: geometry, index maps, the position table -----------------------------------
 
-#define FOR_OWN_ROWS(t, r, n) for (int32_t r = (t)->ith; r < (n); r += (t)->nth)
-
-static void barrier(const struct thr *t) { muse_device_barrier(t->e->v->dev); }
-
-static void matmuls(const struct thr *t, const struct muse_matmul_job *jobs, int n_jobs, const float *x, int32_t n_rows) {
-    muse_device_matmul(t->e->v->dev, jobs, n_jobs, x, n_rows, t->ith, t->nth);
-}
-
-static struct muse_matmul_job job(const struct muse_weight *wt, const struct muse_weight *bias, float *y) {
-    return (struct muse_matmul_job){*wt, y, false, 1.0f, bias && bias->data ? (const float *)bias->data : NULL};
-}
-
-// ---- elementwise ops (ggml CPU numerics) ------------------------------------------------------------
-
-/* y = (x - mean) / sqrt(var + eps) * w + b as ggml_norm + ggml_mul + ggml_add (AVX2 build); y may
- * alias x. */
-static void layer_norm(const float *x, float *y, int64_t n, float eps, const float *w, const float *b) {
-    double s = 0.0;
-    for (int64_t i = 0; i < n; i++) s += (double)x[i];
-    const float mean = (float)s / (float)n;
-    double var = 0.0;
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) { /* ggml_vec_cvar_f32: each group of 8 squares summed in f32 */
-        float sq[8];
-        for (int l = 0; l < 8; l++) {
-            const float d = x[i + l] - mean;
-            y[i + l] = d;
-            sq[l] = d * d;
-        }
-        var += (double)muse_x86_hsum8(sq);
-    }
-    for (; i < n; i++) {
-        const float d = x[i] - mean;
-        y[i] = d;
-        var += (double)(d * d);
-    }
-    const float scale = 1.0f / sqrtf((float)(var / (double)n) + eps);
-    for (int64_t k = 0; k < n; k++) y[k] = y[k] * scale;
-    if (w)
-        for (int64_t k = 0; k < n; k++) y[k] = y[k] * w[k];
-    if (b)
-        for (int64_t k = 0; k < n; k++) y[k] = y[k] + b[k];
-}
-
-/* x = 0.5 * x * (1 + erf(x / sqrt 2)) in place, as ggml_vec_gelu_erf_f32. */
-static void gelu_erf(float *x, int64_t n) {
-    for (int64_t i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752440084436210484f));
-}
-
-static void add(float *y, const float *x, int64_t n) {
-    for (int64_t i = 0; i < n; i++) y[i] = y[i] + x[i];
-}
-
-static const float *vec(const struct muse_weight *w) { return w->data; }
-
-// ---- setup ----------------------------------------------------------------------------------------
-
-/* Work items of one layer kind: windows (or one window over everything) x heads x blocks of rows,
- * window-major then head-major so that consecutive items share keys and values in cache. */
-static int32_t make_items(const int32_t *seg, int32_t n_seg, int32_t n_head, struct attn_item *items) {
-    int32_t n = 0;
-    for (int32_t s = 0; s < n_seg; s++)
-        for (int32_t h = 0; h < n_head; h++)
-            for (int32_t i0 = seg[s]; i0 < seg[s + 1]; i0 += ATTN_BLOCK) {
-                if (items) {
-                    const int32_t i1 = i0 + ATTN_BLOCK < seg[s + 1] ? i0 + ATTN_BLOCK : seg[s + 1];
-                    items[n] = (struct attn_item){seg[s], seg[s + 1] - seg[s], h, i0, i1};
-                }
-                n++;
-            }
-    return n;
-}
-
-/* RoPE NORM angles of position p for n_pairs pairs over a half of n_dims = 2 * n_pairs channels:
- * theta starts at p and is multiplied by powf(theta_base, -2 / n_dims) after each pair, in f32. */
-static void rope_angles(float p, int32_t n_pairs, float theta_base, float *c, float *s) {
-    const float theta_scale = powf(theta_base, -2.0f / (float)(2 * n_pairs));
-    float theta = p;
-    for (int32_t i = 0; i < n_pairs; i++) {
-        c[i] = cosf(theta);
-        s[i] = sinf(theta);
-        theta *= theta_scale;
-    }
-}
-
-static size_t r64(size_t n) { return (n + 15) & ~(size_t)15; } /* floats, rounded to 64 bytes */
-
-static muse_status enc_setup(struct enc *e, struct muse_vision *v, const struct muse_vision_input *in, float *out,
-                             struct muse_error *err) {
-    const struct muse_vision_hparams *hp = &v->hp;
-    memset(e, 0, sizeof *e);
-    e->v = v;
-    e->hp = hp;
-    e->w = &v->w;
-    e->pixels = in->pixels;
-    e->out = out;
-    e->W = in->geom.target_w;
-    e->H = in->geom.target_h;
-    const int32_t p = (int32_t)hp->patch_size;
-    e->f = (int32_t)hp->n_merge;
-    if (!in->pixels || e->W < 1 || e->H < 1 || e->W % (p * e->f) || e->H % (p * e->f) ||
-        in->geom.patches_w != e->W / p || in->geom.patches_h != e->H / p ||
-        in->geom.n_tokens != (e->W / (p * e->f)) * (e->H / (p * e->f)))
-        return muse_error_set(err, MUSE_ERR_INVALID_ARG,
-                              "vision input %d x %d does not fit this projector (patch %d, merge %d): preprocess it with "
-                              "the same projector", e->W, e->H, p, e->f);
-    e->gw = e->W / p;
-    e->gh = e->H / p;
-    e->n_tok = e->gw * e->gh;
-    e->n_out = (e->gw / e->f) * (e->gh / e->f);
-    e->D = (int32_t)hp->n_embd;
-    e->hd = (int32_t)hp->head_dim;
-    e->n_head = (int32_t)hp->n_head;
-    e->C = v->chunk;
-    const int32_t win = (int32_t)hp->window_side, n_win = muse_vision_n_windows(e->gw, e->gh, win);
-    const int32_t nth = v->n_threads, side = (e->gw > e->gh ? e->gw : e->gh) + 1, pairs = e->hd / 4;
-    const int64_t merged = muse_vision_n_embd_merged(hp);
-    e->h_w = merged > e->D ? merged : e->D;
-    if (v->w.patch.ne0 > e->h_w) e->h_w = v->w.patch.ne0;
-    const int64_t mid_w = hp->n_ff > hp->n_mm0 ? hp->n_ff : hp->n_mm0;
-    e->n_panels = (e->n_tok + MUSE_VISION_KPANEL - 1) / MUSE_VISION_KPANEL;
-    int32_t *seg = malloc(sizeof(int32_t) * ((size_t)n_win + 1));
-    if (!seg) goto nomem;
-    /* the sizes of everything, then one allocation */
-    const size_t D = (size_t)e->D, nt = (size_t)e->n_tok, C = (size_t)e->C;
-    e->ascr_n = r64(muse_vision_attn_scratch(e->n_tok));
-    const bool stages = v->params.stage != NULL;
-    size_t sz[] = {
-        r64(nt * D), r64(nt * D), r64(nt * D),                                /* x, q, vp */
-        r64((size_t)e->n_head * e->n_panels * (size_t)e->hd * MUSE_VISION_KPANEL), /* kp */
-        r64(C * (size_t)e->h_w), r64(C * D), r64(C * D), r64(C * D),          /* h, kc, vc, o */
-        r64(C * (size_t)mid_w), r64(C * hp->n_mm1),                           /* mid, mid2 */
-        r64((size_t)nth * e->ascr_n),                                         /* ascr */
-        r64((size_t)side * pairs), r64((size_t)side * pairs),                 /* rcos, rsin */
-        stages ? r64(nt * D) : 0,                                             /* st_raster */
-        stages ? r64((size_t)e->n_out * (size_t)merged) : 0,                  /* st_ps */
-        stages ? r64((size_t)e->n_out * hp->n_mm0) : 0,                       /* st_a0 */
-        stages ? r64((size_t)e->n_out * hp->n_mm1) : 0,                       /* st_a1 */
-    };
-    float **dst[] = {&e->x, &e->q, &e->vp, &e->kp, &e->h, &e->kc, &e->vc, &e->o, &e->mid, &e->mid2, &e->ascr,
-                     &e->rcos, &e->rsin, &e->st_raster, &e->st_ps, &e->st_a0, &e->st_a1};
-    size_t total = 0;
-    for (size_t i = 0; i < sizeof sz / sizeof sz[0]; i++) total += sz[i];
-    const size_t n_idx = nt * 4 + (size_t)e->n_out * e->f * e->f;
-    e->mem = aligned_alloc(64, (total * sizeof(float) + n_idx * sizeof(int32_t) + 63) & ~(size_t)63);
-    if (!e->mem) goto nomem;
-    float *pf = e->mem;
-    for (size_t i = 0; i < sizeof sz / sizeof sz[0]; i++) {
-        *dst[i] = sz[i] ? pf : NULL;
-        pf += sz[i];
-    }
-    int32_t *pi = (int32_t *)pf;
-    e->sp_perm = pi, pi += nt;
-    e->inv_perm = pi, pi += nt;
-    e->rope_col = pi, pi += nt;
-    e->rope_row = pi, pi += nt;
-    e->ds = pi;
-    /* the tails of the last key panels (past n_tok) are read by the SIMD kernel: zero them */
-    memset(e->kp, 0, sizeof(float) * sz[3]);
-    /* index maps */
-    const int32_t n_seg = muse_vision_window_perm(e->gw, e->gh, win, e->sp_perm, e->inv_perm, seg);
-    muse_vision_shuffle_perm(e->gw, e->gh, e->f, e->ds);
-    for (int32_t i = 0; i < e->n_tok; i++) {
-        e->rope_col[i] = e->sp_perm[i] % e->gw + 1;
-        e->rope_row[i] = e->sp_perm[i] / e->gw + 1;
-    }
-    for (int32_t pos = 0; pos < side; pos++)
-        rope_angles((float)pos, pairs, hp->rope_theta, e->rcos + (size_t)pos * pairs, e->rsin + (size_t)pos * pairs);
-    const int32_t glob[2] = {0, e->n_tok};
-    e->n_items_win = make_items(seg, n_seg, e->n_head, NULL);
-    e->n_items_glob = make_items(glob, 1, e->n_head, NULL);
-    e->items_win = malloc(sizeof(struct attn_item) * ((size_t)e->n_items_win + (size_t)e->n_items_glob));
-    if (!e->items_win) goto nomem;
-    e->items_glob = e->items_win + e->n_items_win;
-    make_items(seg, n_seg, e->n_head, e->items_win);
-    make_items(glob, 1, e->n_head, e->items_glob);
-    free(seg);
-    return MUSE_OK;
-nomem:
-    free(seg);
-    return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory for the vision activations (%d patches)", e->n_tok);
-}
-
-static void enc_free(struct enc *e) {
-    free(e->mem);
-    free(e->items_win);
-}
-
-// ---- stages -------------------------------------------------------------------------------------
-
-static void stage(const struct thr *t, const char *name, const float *data, int64_t rows, int64_t cols) {
-    const struct muse_vision_params *p = &t->e->v->params;
-    if (p->stage && t->ith == 0) p->stage(p->stage_user, name, data, rows, cols);
-}
-
-/* The residual (window order) in raster order, for a stage: thread 0, between barriers. */
-static void stage_raster(const struct thr *t, const char *name) {
-    struct enc *e = t->e;
-    if (!e->v->params.stage || t->ith) return;
-    for (int32_t i = 0; i < e->n_tok; i++)
-        memcpy(e->st_raster + (size_t)e->sp_perm[i] * e->D, e->x + (size_t)i * e->D, sizeof(float) * (size_t)e->D);
-    stage(t, name, e->st_raster, e->n_tok, e->D);
-}
-
-// ---- the embedding ---------------------------------------------------------------------------------
-
-/* The im2col row of raster patch t: (c, ky, kx), kx fastest, the conv kernel's flattening. */
-static void im2col(const struct enc *e, int32_t t, float *row) {
-    const int32_t p = (int32_t)e->hp->patch_size, py = t / e->gw, px = t % e->gw;
-    const size_t plane = (size_t)e->W * (size_t)e->H;
-    for (int32_t c = 0; c < 3; c++)
-        for (int32_t ky = 0; ky < p; ky++) {
-            const float *src = e->pixels + (size_t)c * plane + (size_t)(py * p + ky) * e->W + (size_t)px * p;
-            memcpy(row, src, sizeof(float) * (size_t)p);
-            row += p;
-        }
-}
-
-/* x += the position table at raster patch t, bilinearly resized to the patch grid as ggml's
+/* The position table at raster patch t into y, bilinearly resized to the patch grid as ggml's
  * GGML_SCALE_MODE_BILINEAR does (half-pixel centres, f32 coordinates, edges clamped); the table
  * as it is when the grid is its size. */
-static void add_pos(const struct enc *e, float *x, int32_t t) {
-    const int32_t side = (int32_t)e->hp->window_side, D = e->D, py = t / e->gw, px = t % e->gw;
-    const float *tab = e->w->pos.data;
-    if (e->gw == side && e->gh == side) {
-        add(x, tab + (size_t)t * D, D);
+static void pos_row(const struct tower *t, int32_t pt, float *y) {
+    const struct muse_vision *v = t->v;
+    const int32_t side = (int32_t)v->hp.window_side, D = t->D, py = pt / t->gw, px = pt % t->gw;
+    const float *tab = v->w.pos.data;
+    if (t->gw == side && t->gh == side) {
+        memcpy(y, tab + (size_t)pt * D, sizeof(float) * (size_t)D);
         return;
     }
-    const float sfx = (float)e->gw / (float)side, sfy = (float)e->gh / (float)side;
+    const float sfx = (float)t->gw / (float)side, sfy = (float)t->gh / (float)side;
     const float fy = ((float)py + 0.5f) / sfy - 0.5f, fx = ((float)px + 0.5f) / sfx - 0.5f;
     int32_t y0 = (int32_t)floorf(fy), y1 = y0 + 1, x0 = (int32_t)floorf(fx), x1 = x0 + 1;
     y0 = y0 < 0 ? 0 : y0 > side - 1 ? side - 1 : y0;
@@ -332,223 +98,332 @@ static void add_pos(const struct enc *e, float *x, int32_t t) {
     const float *a = tab + (size_t)(y0 * side + x0) * D, *b = tab + (size_t)(y0 * side + x1) * D;
     const float *c = tab + (size_t)(y1 * side + x0) * D, *d = tab + (size_t)(y1 * side + x1) * D;
     for (int32_t k = 0; k < D; k++)
-        x[k] = x[k] + (a[k] * (1 - dx) * (1 - dy) + b[k] * dx * (1 - dy) + c[k] * (1 - dx) * dy + d[k] * dx * dy);
+        y[k] = a[k] * (1 - dx) * (1 - dy) + b[k] * dx * (1 - dy) + c[k] * (1 - dx) * dy + d[k] * dx * dy;
+}
+
+static muse_status tower_maps(struct tower *t, struct muse_vision *v, const struct muse_vision_input *in,
+                              struct muse_error *err) {
+    const struct muse_vision_hparams *hp = &v->hp;
+    t->v = v;
+    t->W = in->geom.target_w;
+    t->H = in->geom.target_h;
+    const int32_t p = (int32_t)hp->patch_size;
+    t->f = (int32_t)hp->n_merge;
+    if (!in->pixels || t->W < 1 || t->H < 1 || t->W % (p * t->f) || t->H % (p * t->f) ||
+        in->geom.patches_w != t->W / p || in->geom.patches_h != t->H / p ||
+        in->geom.n_tokens != (t->W / (p * t->f)) * (t->H / (p * t->f)))
+        return muse_error_set(err, MUSE_ERR_INVALID_ARG,
+                              "vision input %d x %d does not fit this projector (patch %d, merge %d): preprocess it with "
+                              "the same projector", t->W, t->H, p, t->f);
+    t->gw = t->W / p;
+    t->gh = t->H / p;
+    t->n_tok = t->gw * t->gh;
+    t->n_out = (t->gw / t->f) * (t->gh / t->f);
+    t->D = (int32_t)hp->n_embd;
+    const int32_t win = (int32_t)hp->window_side, n_win = muse_vision_n_windows(t->gw, t->gh, win);
+    const int32_t side = (t->gw > t->gh ? t->gw : t->gh) + 1, ff = t->f * t->f;
+    const size_t nt = (size_t)t->n_tok;
+    t->sp_perm = malloc(sizeof(int32_t) * nt);
+    t->inv_perm = malloc(sizeof(int32_t) * nt);
+    t->seg = malloc(sizeof(int32_t) * ((size_t)n_win + 1));
+    t->im2col = malloc(sizeof(int32_t) * nt * 3 * (size_t)p);
+    t->shuffle = malloc(sizeof(int32_t) * (size_t)t->n_out * ff);
+    t->rope_col = malloc(sizeof(int32_t) * nt);
+    t->rope_row = malloc(sizeof(int32_t) * nt);
+    t->positions = malloc(sizeof(int32_t) * (size_t)side);
+    t->pos = malloc(sizeof(float) * nt * (size_t)t->D);
+    if (!t->sp_perm || !t->inv_perm || !t->seg || !t->im2col || !t->shuffle || !t->rope_col || !t->rope_row ||
+        !t->positions || !t->pos)
+        return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory for the vision activations (%d patches)", t->n_tok);
+    t->n_seg = muse_vision_window_perm(t->gw, t->gh, win, t->sp_perm, t->inv_perm, t->seg);
+    t->glob[0] = 0;
+    t->glob[1] = t->n_tok;
+    muse_vision_shuffle_perm(t->gw, t->gh, t->f, t->shuffle); /* raster indices ... */
+    for (int32_t i = 0; i < t->n_out * ff; i++) t->shuffle[i] = t->inv_perm[t->shuffle[i]]; /* ... to window rows */
+    const size_t plane = (size_t)t->W * (size_t)t->H;
+    for (int32_t i = 0; i < t->n_tok; i++) {
+        const int32_t pt = t->sp_perm[i], py = pt / t->gw, px = pt % t->gw;
+        t->rope_col[i] = px + 1;
+        t->rope_row[i] = py + 1;
+        /* the im2col row (c, ky, kx), kx fastest (the conv kernel's flattening), as rows of p floats */
+        int32_t *row = t->im2col + (size_t)i * 3 * p;
+        for (int32_t c = 0; c < 3; c++)
+            for (int32_t ky = 0; ky < p; ky++)
+                *row++ = (int32_t)(((size_t)c * plane + (size_t)(py * p + ky) * t->W + (size_t)px * p) / (size_t)p);
+        pos_row(t, pt, t->pos + (size_t)i * t->D);
+    }
+    for (int32_t i = 0; i < side; i++) t->positions[i] = i;
+    return MUSE_OK;
+}
+
+static void tower_free(struct tower *t) {
+    muse_program_free(&t->p);
+    free(t->sp_perm);
+    free(t->inv_perm);
+    free(t->seg);
+    free(t->im2col);
+    free(t->shuffle);
+    free(t->rope_col);
+    free(t->rope_row);
+    free(t->positions);
+    free(t->pos);
+    free(t->hooks);
+}
+
+// ---- the program ------------------------------------------------------------------------------------
+
+/* The builder's state: the buffers' ids. */
+struct build {
+    struct tower *t;
+    struct muse_program *p;
+    bool stages;
+    int16_t pix, pos, out;           /* bound */
+    int16_t x, q, k, vv;             /* [n_tok][D] residual (window order), queries (then attention out), keys, values */
+    int16_t h, o, mid, mid2;         /* [chunk][..] matmul inputs and outputs */
+    int16_t cosb, sinb;              /* [side][hd / 4] the rope angles of position p */
+    int16_t scr;                     /* the window attention's scratch */
+    int16_t raster, st_ps, st_a0, st_a1; /* stages only */
+};
+
+static void op(struct build *b, struct muse_op o) { muse_program_op(b->p, &o); }
+static void bar(struct build *b) { muse_program_barrier(b->p, MUSE_ROWS_ALL); }
+static struct muse_prog_ref R(int16_t buf, int64_t row, int64_t stride) { return muse_ref(buf, row * stride, stride); }
+
+/* The row count of the op just appended (a MATMUL: muse_program_matmul has no count). */
+static void counted(struct build *b, int32_t n) {
+    if (!b->p->failed) b->p->ops[b->p->n_ops - 1].count = n;
+}
+
+static void matmul(struct build *b, struct muse_prog_ref x, const struct muse_weight *w, const struct muse_weight *bias,
+                   struct muse_prog_ref y, int32_t n) {
+    const struct muse_prog_job j = {*w, y, false, 1.0f, bias && bias->data ? (const float *)bias->data : NULL};
+    muse_program_matmul(b->p, x, &j, 1, MUSE_ROWS_ALL);
+    counted(b, n);
+}
+
+/* A HOOK op showing `count` rows of src (a stage, when name is set) and/or ending layer_done. */
+static void hook(struct build *b, const char *name, struct muse_prog_ref src, int32_t count, int64_t cols,
+                 int32_t layer_done) {
+    struct tower *t = b->t;
+    struct hook_info *hi = realloc(t->hooks, sizeof *hi * ((size_t)t->n_hooks + 1));
+    if (!hi) {
+        b->p->failed = true;
+        return;
+    }
+    t->hooks = hi;
+    hi += t->n_hooks;
+    snprintf(hi->name, sizeof hi->name, "%s", name ? name : "");
+    hi->layer_done = layer_done;
+    op(b, (struct muse_op){.kind = MUSE_OP_HOOK, .layer = t->n_hooks++, .src = src, .count = count, .n = cols});
+}
+
+/* The residual in raster order as a stage (thread rows, after a barrier; the hook's barriers follow). */
+static void stage_raster(struct build *b, const char *name) {
+    const int32_t D = b->t->D;
+    op(b, (struct muse_op){.kind = MUSE_OP_GATHER, .dst = R(b->raster, 0, D), .src = R(b->x, 0, D), .n = D,
+                           .per_row = 1, .idx = b->t->inv_perm, .count = b->t->n_tok});
+    hook(b, name, R(b->raster, 0, D), b->t->n_tok, D, 0);
 }
 
 /* x = conv(patches) + pos in window order, then pre_ln. */
-static void embed(const struct thr *t) {
-    struct enc *e = t->e;
-    const int64_t K = e->w->patch.ne0;
-    for (int32_t c0 = 0; c0 < e->n_tok; c0 += e->C) {
-        const int32_t n = e->n_tok - c0 < e->C ? e->n_tok - c0 : e->C;
-        FOR_OWN_ROWS(t, r, n) im2col(e, e->sp_perm[c0 + r], e->h + (size_t)r * K);
-        const struct muse_matmul_job j = job(&e->w->patch, &e->w->patch_b, e->x + (size_t)c0 * e->D);
-        matmuls(t, &j, 1, e->h, n);
-        barrier(t);
-        FOR_OWN_ROWS(t, r, n) add_pos(e, e->x + (size_t)(c0 + r) * e->D, e->sp_perm[c0 + r]);
+static void build_embed(struct build *b) {
+    const struct tower *t = b->t;
+    const struct muse_vision *v = t->v;
+    const int32_t D = t->D, C = v->chunk, p = (int32_t)v->hp.patch_size;
+    const int64_t K = v->w.patch.ne0;
+    for (int32_t c0 = 0; c0 < t->n_tok; c0 += C) {
+        const int32_t n = t->n_tok - c0 < C ? t->n_tok - c0 : C;
+        op(b, (struct muse_op){.kind = MUSE_OP_GATHER, .dst = R(b->h, 0, K), .src = R(b->pix, 0, p), .n = p,
+                               .per_row = 3 * p, .idx = t->im2col + (size_t)c0 * 3 * p, .count = n});
+        matmul(b, R(b->h, 0, K), &v->w.patch, &v->w.patch_b, R(b->x, c0, D), n);
+        bar(b);
+        op(b, (struct muse_op){.kind = MUSE_OP_ADD, .dst = R(b->x, c0, D), .src = R(b->pos, c0, D), .n = D, .count = n});
     }
-    barrier(t);
-    stage_raster(t, "after_posemb");
-    barrier(t); /* the stage reads x, which pre_ln rewrites */
-    FOR_OWN_ROWS(t, i, e->n_tok) {
-        float *xi = e->x + (size_t)i * e->D;
-        layer_norm(xi, xi, e->D, e->hp->eps, vec(&e->w->pre_ln_w), vec(&e->w->pre_ln_b));
-    }
-    barrier(t);
-    stage(t, "after_pre_ln", e->x, e->n_tok, e->D);
+    bar(b);
+    if (b->stages) stage_raster(b, "after_posemb"); /* its barriers keep pre_ln from rewriting x under it */
+    op(b, (struct muse_op){.kind = MUSE_OP_LAYER_NORM, .dst = R(b->x, 0, D), .src = R(b->x, 0, D), .n = D,
+                           .eps = v->hp.eps, .w = v->w.pre_ln_w.data, .b = v->w.pre_ln_b.data, .count = t->n_tok});
+    bar(b);
+    if (b->stages) hook(b, "after_pre_ln", R(b->x, 0, D), t->n_tok, D, 0);
 }
 
-// ---- a block ----------------------------------------------------------------------------------------
-
-/* 2D RoPE of one row [n_head][hd]: channels [0, hd/2) rotate by the column, [hd/2, hd) by the row,
- * each half as ggml rope mode 0 (adjacent pairs) with n_dims = hd / 2. */
-static void rope_row(const struct enc *e, float *x, int32_t i) {
-    const int32_t hd = e->hd, pairs = hd / 4;
-    const float *cw = e->rcos + (size_t)e->rope_col[i] * pairs, *sw = e->rsin + (size_t)e->rope_col[i] * pairs;
-    const float *ch = e->rcos + (size_t)e->rope_row[i] * pairs, *sh = e->rsin + (size_t)e->rope_row[i] * pairs;
-    for (int32_t h = 0; h < e->n_head; h++) {
-        float *v = x + (size_t)h * hd;
-        for (int half = 0; half < 2; half++, v += hd / 2) {
-            const float *c = half ? ch : cw, *s = half ? sh : sw;
-            for (int32_t j = 0; j < pairs; j++) {
-                const float x0 = v[2 * j], x1 = v[2 * j + 1];
-                v[2 * j] = x0 * c[j] - x1 * s[j];
-                v[2 * j + 1] = x0 * s[j] + x1 * c[j];
-            }
-        }
-    }
-}
-
-/* Row i's keys (roped) into the packed panels of every head, its values into each head's rows. */
-static void pack_kv(const struct enc *e, const float *k, const float *v, int32_t i) {
-    const int32_t hd = e->hd;
-    for (int32_t h = 0; h < e->n_head; h++) {
-        float *dst = e->kp + (((size_t)h * e->n_panels + (size_t)(i / MUSE_VISION_KPANEL)) * hd) * MUSE_VISION_KPANEL +
-                     i % MUSE_VISION_KPANEL;
-        for (int32_t d = 0; d < hd; d++) dst[(size_t)d * MUSE_VISION_KPANEL] = k[(size_t)h * hd + d];
-        memcpy(e->vp + ((size_t)h * e->n_tok + (size_t)i) * hd, v + (size_t)h * hd, sizeof(float) * (size_t)hd);
-    }
-}
-
-static void attention(const struct thr *t, bool global) {
-    struct enc *e = t->e;
-    const struct attn_item *items = global ? e->items_glob : e->items_win;
-    const int32_t n_items = global ? e->n_items_glob : e->n_items_win;
-    float *scr = e->ascr + (size_t)t->ith * e->ascr_n;
-    const float scale = 1.0f / sqrtf((float)e->hd);
-    const bool simd = e->v->simd_attn && e->hd % 8 == 0;
-    for (int32_t it; (it = __atomic_fetch_add(&e->attn_next, 1, __ATOMIC_RELAXED)) < n_items;) {
-        const struct attn_item *a = &items[it];
-        const struct muse_vision_attn args = {
-            .q = e->q, .ld = e->D, .hd = e->hd, .head = a->head, .s0 = a->s0, .n = a->n, .scale = scale,
-            .v = e->vp + (size_t)a->head * e->n_tok * (size_t)e->hd, .v_ld = e->hd,
-            .kp = e->kp + (size_t)a->head * e->n_panels * (size_t)e->hd * MUSE_VISION_KPANEL,
+static void build_layer(struct build *b, uint32_t il) {
+    const struct tower *t = b->t;
+    const struct muse_vision *v = t->v;
+    const struct muse_vision_layer *l = &v->w.layers[il];
+    const int32_t D = t->D, C = v->chunk, hd = (int32_t)v->hp.head_dim, n_head = (int32_t)v->hp.n_head;
+    const int64_t n_ff = v->hp.n_ff;
+    const float eps = v->hp.eps;
+    /* q, k, v = W (ln1(x)) + b, RoPE on q and k */
+    for (int32_t c0 = 0; c0 < t->n_tok; c0 += C) {
+        const int32_t n = t->n_tok - c0 < C ? t->n_tok - c0 : C;
+        op(b, (struct muse_op){.kind = MUSE_OP_LAYER_NORM, .dst = R(b->h, 0, D), .src = R(b->x, c0, D), .n = D,
+                               .eps = eps, .w = l->ln1_w.data, .b = l->ln1_b.data, .count = n});
+        const struct muse_prog_job qkv[3] = {
+            {l->q, R(b->q, c0, D), false, 1.0f, l->q_b.data},
+            {l->k, R(b->k, c0, D), false, 1.0f, l->k_b.data},
+            {l->v, R(b->vv, c0, D), false, 1.0f, l->v_b.data},
         };
-        if (simd) muse_vision_attn_rows_avx2(&args, a->i0, a->i1, scr);
-        else muse_vision_attn_rows_ref(&args, a->i0, a->i1, scr);
+        muse_program_matmul(b->p, R(b->h, 0, D), qkv, 3, MUSE_ROWS_ALL);
+        counted(b, n);
+        bar(b);
+        for (int qk = 0; qk < 2; qk++)
+            op(b, (struct muse_op){.kind = MUSE_OP_ROPE_2D, .dst = R(qk ? b->k : b->q, c0, D), .src = R(b->cosb, 0, 0),
+                                   .src2 = R(b->sinb, 0, 0), .n = hd, .per_row = n_head, .idx = t->rope_col + c0,
+                                   .idx2 = t->rope_row + c0, .count = n});
     }
-}
-
-static void block(const struct thr *t, uint32_t il) {
-    struct enc *e = t->e;
-    const struct muse_vision_layer *l = &e->w->layers[il];
-    const int32_t D = e->D;
-    const int64_t n_ff = e->hp->n_ff;
-    const float eps = e->hp->eps;
-    /* q, k, v = W (ln1(x)) + b, RoPE on q and k, keys packed per head */
-    for (int32_t c0 = 0; c0 < e->n_tok; c0 += e->C) {
-        const int32_t n = e->n_tok - c0 < e->C ? e->n_tok - c0 : e->C;
-        FOR_OWN_ROWS(t, r, n)
-            layer_norm(e->x + (size_t)(c0 + r) * D, e->h + (size_t)r * D, D, eps, vec(&l->ln1_w), vec(&l->ln1_b));
-        const struct muse_matmul_job qkv[3] = {
-            job(&l->q, &l->q_b, e->q + (size_t)c0 * D),
-            job(&l->k, &l->k_b, e->kc),
-            job(&l->v, &l->v_b, e->vc),
-        };
-        matmuls(t, qkv, 3, e->h, n);
-        barrier(t);
-        FOR_OWN_ROWS(t, r, n) {
-            rope_row(e, e->q + (size_t)(c0 + r) * D, c0 + r);
-            rope_row(e, e->kc + (size_t)r * D, c0 + r);
-            pack_kv(e, e->kc + (size_t)r * D, e->vc + (size_t)r * D, c0 + r);
-        }
-    }
-    if (t->ith == 0) __atomic_store_n(&e->attn_next, 0, __ATOMIC_RELAXED);
-    barrier(t);
+    bar(b);
     /* softmax(q k^T / sqrt(hd)) v per window and head, written over q */
-    attention(t, muse_vision_layer_is_global(e->hp, il));
-    barrier(t);
+    const bool global = muse_vision_layer_is_global(&v->hp, il);
+    op(b, (struct muse_op){.kind = MUSE_OP_WINDOW_ATTENTION, .dst = R(b->q, 0, D), .src = R(b->k, 0, D),
+                           .src2 = R(b->vv, 0, D), .src3 = R(b->scr, 0, 0), .n_head = n_head, .head_dim = hd,
+                           .scale = 1.0f / sqrtf((float)hd), .seg = global ? t->glob : t->seg,
+                           .n_seg = global ? 1 : t->n_seg, .count = t->n_tok});
+    bar(b);
     /* x += W_o att + b_o; x += W_down gelu(W_up ln2(x) + b_up) + b_down */
-    for (int32_t c0 = 0; c0 < e->n_tok; c0 += e->C) {
-        const int32_t n = e->n_tok - c0 < e->C ? e->n_tok - c0 : e->C;
-        const struct muse_matmul_job wo = job(&l->o, &l->o_b, e->o);
-        matmuls(t, &wo, 1, e->q + (size_t)c0 * D, n);
-        barrier(t);
-        FOR_OWN_ROWS(t, r, n) {
-            float *xr = e->x + (size_t)(c0 + r) * D;
-            add(xr, e->o + (size_t)r * D, D);
-            layer_norm(xr, e->h + (size_t)r * D, D, eps, vec(&l->ln2_w), vec(&l->ln2_b));
-        }
-        const struct muse_matmul_job up = job(&l->up, &l->up_b, e->mid);
-        matmuls(t, &up, 1, e->h, n);
-        barrier(t);
-        FOR_OWN_ROWS(t, r, n) gelu_erf(e->mid + (size_t)r * n_ff, n_ff);
-        const struct muse_matmul_job down = job(&l->down, &l->down_b, e->o);
-        matmuls(t, &down, 1, e->mid, n);
-        barrier(t);
-        FOR_OWN_ROWS(t, r, n) add(e->x + (size_t)(c0 + r) * D, e->o + (size_t)r * D, D);
+    for (int32_t c0 = 0; c0 < t->n_tok; c0 += C) {
+        const int32_t n = t->n_tok - c0 < C ? t->n_tok - c0 : C;
+        matmul(b, R(b->q, c0, D), &l->o, &l->o_b, R(b->o, 0, D), n);
+        bar(b);
+        op(b, (struct muse_op){.kind = MUSE_OP_ADD, .dst = R(b->x, c0, D), .src = R(b->o, 0, D), .n = D, .count = n});
+        op(b, (struct muse_op){.kind = MUSE_OP_LAYER_NORM, .dst = R(b->h, 0, D), .src = R(b->x, c0, D), .n = D,
+                               .eps = eps, .w = l->ln2_w.data, .b = l->ln2_b.data, .count = n});
+        matmul(b, R(b->h, 0, D), &l->up, &l->up_b, R(b->mid, 0, n_ff), n);
+        bar(b);
+        op(b, (struct muse_op){.kind = MUSE_OP_GELU, .dst = R(b->mid, 0, n_ff), .n = n_ff, .count = n});
+        matmul(b, R(b->mid, 0, n_ff), &l->down, &l->down_b, R(b->o, 0, D), n);
+        bar(b);
+        op(b, (struct muse_op){.kind = MUSE_OP_ADD, .dst = R(b->x, c0, D), .src = R(b->o, 0, D), .n = D, .count = n});
     }
-    barrier(t);
+    bar(b);
+    char name[48];
+    snprintf(name, sizeof name, "layer%u_out_window_order", il);
+    hook(b, b->stages ? name : NULL, R(b->x, 0, D), t->n_tok, D, (int32_t)il + 1);
 }
 
-// ---- the head: post_ln, pixel shuffle, adapter ----------------------------------------------------
-
-/* Merged token o: m[c * f^2 + s] = x_raster[ds[o * f^2 + s]][c] (channel-outer). */
-static void merge_row(const struct enc *e, int32_t o, float *m) {
-    const int32_t ff = e->f * e->f;
-    for (int32_t s = 0; s < ff; s++) {
-        const float *xr = e->x + (size_t)e->inv_perm[e->ds[(size_t)o * ff + s]] * e->D;
-        for (int32_t c = 0; c < e->D; c++) m[(size_t)c * ff + s] = xr[c];
-    }
-}
-
-static void head(const struct thr *t) {
-    struct enc *e = t->e;
-    const struct muse_vision_weights *w = e->w;
-    FOR_OWN_ROWS(t, i, e->n_tok) {
-        float *xi = e->x + (size_t)i * e->D;
-        layer_norm(xi, xi, e->D, e->hp->eps, vec(&w->post_ln_w), vec(&w->post_ln_b));
-    }
-    barrier(t);
-    stage(t, "after_post_ln_window_order", e->x, e->n_tok, e->D);
-    stage_raster(t, "after_inv_perm");
+/* post_ln, pixel shuffle, adapter. */
+static void build_head(struct build *b) {
+    const struct tower *t = b->t;
+    const struct muse_vision *v = t->v;
+    const struct muse_vision_weights *w = &v->w;
+    const int32_t D = t->D, C = v->chunk, ff = t->f * t->f;
     const int64_t merged = w->mm0.ne0, n0 = w->mm0.ne1, n1 = w->mm1.ne1, n_emb = w->mm2.ne1;
-    const bool stages = e->v->params.stage != NULL;
-    for (int32_t o0 = 0; o0 < e->n_out; o0 += e->C) {
-        const int32_t n = e->n_out - o0 < e->C ? e->n_out - o0 : e->C;
-        FOR_OWN_ROWS(t, r, n) {
-            merge_row(e, o0 + r, e->h + (size_t)r * merged);
-            if (stages) memcpy(e->st_ps + (size_t)(o0 + r) * merged, e->h + (size_t)r * merged, sizeof(float) * (size_t)merged);
-        }
-        const struct muse_matmul_job j0 = job(&w->mm0, NULL, e->mid);
-        matmuls(t, &j0, 1, e->h, n);
-        barrier(t);
-        FOR_OWN_ROWS(t, r, n) {
-            gelu_erf(e->mid + (size_t)r * n0, n0);
-            if (stages) memcpy(e->st_a0 + (size_t)(o0 + r) * n0, e->mid + (size_t)r * n0, sizeof(float) * (size_t)n0);
-        }
-        const struct muse_matmul_job j1 = job(&w->mm1, NULL, e->mid2);
-        matmuls(t, &j1, 1, e->mid, n);
-        barrier(t);
-        FOR_OWN_ROWS(t, r, n) {
-            gelu_erf(e->mid2 + (size_t)r * n1, n1);
-            if (stages) memcpy(e->st_a1 + (size_t)(o0 + r) * n1, e->mid2 + (size_t)r * n1, sizeof(float) * (size_t)n1);
-        }
-        const struct muse_matmul_job j2 = job(&w->mm2, NULL, e->out + (size_t)o0 * n_emb);
-        matmuls(t, &j2, 1, e->mid2, n);
-        barrier(t);
+    op(b, (struct muse_op){.kind = MUSE_OP_LAYER_NORM, .dst = R(b->x, 0, D), .src = R(b->x, 0, D), .n = D,
+                           .eps = v->hp.eps, .w = w->post_ln_w.data, .b = w->post_ln_b.data, .count = t->n_tok});
+    bar(b);
+    if (b->stages) {
+        hook(b, "after_post_ln_window_order", R(b->x, 0, D), t->n_tok, D, 0);
+        stage_raster(b, "after_inv_perm");
     }
-    stage(t, "pixel_shuffle", e->st_ps, e->n_out, merged);
-    stage(t, "adapter0", e->st_a0, e->n_out, n0);
-    stage(t, "adapter1", e->st_a1, e->n_out, n1);
-    stage(t, "projected", e->out, e->n_out, n_emb);
+    for (int32_t o0 = 0; o0 < t->n_out; o0 += C) {
+        const int32_t n = t->n_out - o0 < C ? t->n_out - o0 : C;
+        /* merged token o: m[c * f^2 + s] = x[shuffle[o * f^2 + s]][c] (channel-outer) */
+        const struct muse_op ps = {.kind = MUSE_OP_GATHER, .dst = R(b->h, 0, merged), .src = R(b->x, 0, D), .n = D,
+                                   .per_row = ff, .interleave = true, .idx = t->shuffle + (size_t)o0 * ff, .count = n};
+        op(b, ps);
+        if (b->stages) {
+            struct muse_op copy = ps;
+            copy.dst = R(b->st_ps, o0, merged);
+            op(b, copy);
+        }
+        matmul(b, R(b->h, 0, merged), &w->mm0, NULL, R(b->mid, 0, n0), n);
+        bar(b);
+        op(b, (struct muse_op){.kind = MUSE_OP_GELU, .dst = R(b->mid, 0, n0), .n = n0, .count = n});
+        if (b->stages)
+            op(b, (struct muse_op){.kind = MUSE_OP_GATHER, .dst = R(b->st_a0, o0, n0), .src = R(b->mid, 0, n0), .n = n0,
+                                   .per_row = 1, .count = n});
+        matmul(b, R(b->mid, 0, n0), &w->mm1, NULL, R(b->mid2, 0, n1), n);
+        bar(b);
+        op(b, (struct muse_op){.kind = MUSE_OP_GELU, .dst = R(b->mid2, 0, n1), .n = n1, .count = n});
+        if (b->stages)
+            op(b, (struct muse_op){.kind = MUSE_OP_GATHER, .dst = R(b->st_a1, o0, n1), .src = R(b->mid2, 0, n1), .n = n1,
+                                   .per_row = 1, .count = n});
+        matmul(b, R(b->mid2, 0, n1), &w->mm2, NULL, R(b->out, o0, n_emb), n);
+        bar(b);
+    }
+    if (b->stages) {
+        hook(b, "pixel_shuffle", R(b->st_ps, 0, merged), t->n_out, merged, 0);
+        hook(b, "adapter0", R(b->st_a0, 0, n0), t->n_out, n0, 0);
+        hook(b, "adapter1", R(b->st_a1, 0, n1), t->n_out, n1, 0);
+        hook(b, "projected", R(b->out, 0, n_emb), t->n_out, n_emb, 0);
+    }
 }
 
-// ---- the region ---------------------------------------------------------------------------------------
-
-static void region(int ith, int nth, void *ctx) {
-    const struct thr t = {ctx, ith, nth};
-    struct enc *e = t.e;
-    const struct muse_vision_params *p = &e->v->params;
-    embed(&t);
-    for (uint32_t il = 0; il < e->hp->n_layer; il++) {
-        block(&t, il);
-        if (ith == 0) {
-            if (p->stage) {
-                char name[48];
-                snprintf(name, sizeof name, "layer%u_out_window_order", il);
-                p->stage(p->stage_user, name, e->x, e->n_tok, e->D);
-            }
-            if (p->progress && !p->progress(p->progress_user, (int32_t)il + 1, (int32_t)e->hp->n_layer)) e->cancelled = 1;
-        }
-        barrier(&t);
-        if (e->cancelled) return; /* every thread sees the same flag after the barrier */
+static muse_status tower_program(struct tower *t, bool stages, struct muse_error *err) {
+    struct muse_vision *v = t->v;
+    const struct muse_vision_hparams *hp = &v->hp;
+    const int32_t D = t->D, C = v->chunk, hd = (int32_t)hp->head_dim, side = (t->gw > t->gh ? t->gw : t->gh) + 1;
+    const int64_t merged = muse_vision_n_embd_merged(hp), mid_w = hp->n_ff > hp->n_mm0 ? hp->n_ff : hp->n_mm0;
+    int64_t h_w = merged > D ? merged : D;
+    if (v->w.patch.ne0 > h_w) h_w = v->w.patch.ne0;
+    struct build b = {.t = t, .p = &t->p, .stages = stages};
+    muse_program_init(&t->p, C);
+    b.pix = muse_program_bound(&t->p, BIND_PIXELS, hp->patch_size);
+    b.pos = muse_program_bound(&t->p, BIND_POS, D);
+    b.out = muse_program_bound(&t->p, BIND_OUT, v->w.mm2.ne1);
+    b.x = muse_program_buffer_rows(&t->p, t->n_tok, D);
+    b.q = muse_program_buffer_rows(&t->p, t->n_tok, D);
+    b.k = muse_program_buffer_rows(&t->p, t->n_tok, D);
+    b.vv = muse_program_buffer_rows(&t->p, t->n_tok, D);
+    b.h = muse_program_buffer(&t->p, h_w);
+    b.o = muse_program_buffer(&t->p, D);
+    b.mid = muse_program_buffer(&t->p, mid_w);
+    b.mid2 = muse_program_buffer(&t->p, hp->n_mm1);
+    b.cosb = muse_program_buffer_rows(&t->p, side, hd / 4);
+    b.sinb = muse_program_buffer_rows(&t->p, side, hd / 4);
+    b.scr = muse_program_buffer_rows(&t->p, 1,
+                                     (int64_t)muse_window_attn_scratch(t->n_tok, (int32_t)hp->n_head, hd, v->n_threads));
+    if (stages) {
+        b.raster = muse_program_buffer_rows(&t->p, t->n_tok, D);
+        b.st_ps = muse_program_buffer_rows(&t->p, t->n_out, merged);
+        b.st_a0 = muse_program_buffer_rows(&t->p, t->n_out, hp->n_mm0);
+        b.st_a1 = muse_program_buffer_rows(&t->p, t->n_out, hp->n_mm1);
     }
-    head(&t);
+    /* the rope angles of positions 0 .. side - 1 over hd / 2 dims (each half of a head) */
+    op(&b, (struct muse_op){.kind = MUSE_OP_ROPE_ANGLES, .dst = R(b.cosb, 0, 0), .src = R(b.sinb, 0, 0),
+                            .n_rot = hd / 2, .rope_base = hp->rope_theta, .rope_scale = 1.0f, .idx = t->positions,
+                            .count = side});
+    build_embed(&b); /* its barriers come before the first RoPE */
+    for (uint32_t il = 0; il < hp->n_layer; il++) build_layer(&b, il);
+    build_head(&b);
+    return muse_program_finish(&t->p, err);
+}
+
+// ---- the run ----------------------------------------------------------------------------------------
+
+static int on_hook(void *user, int32_t id, const float *data, int64_t rows, int64_t cols) {
+    const struct tower *t = user;
+    const struct muse_vision_params *p = &t->v->params;
+    const struct hook_info *hi = &t->hooks[id];
+    if (p->stage && hi->name[0]) p->stage(p->stage_user, hi->name, data, rows, cols);
+    if (hi->layer_done && p->progress && !p->progress(p->progress_user, hi->layer_done, (int32_t)t->v->hp.n_layer))
+        return 1;
+    return 0;
 }
 
 muse_status muse_vision_encode(struct muse_vision *v, const struct muse_vision_input *in, float *out,
                                struct muse_error *err) {
     if (!v || !in || !out) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "muse_vision_encode: NULL argument");
-    struct enc e;
-    muse_status st = enc_setup(&e, v, in, out, err);
+    struct tower t;
+    memset(&t, 0, sizeof t);
+    muse_status st = tower_maps(&t, v, in, err);
+    if (!st) st = tower_program(&t, v->params.stage != NULL, err);
+    if (!st) st = muse_device_reserve(v->dev, muse_device_plan(v->dev), t.p.workspace_floats, err);
     if (st) {
-        enc_free(&e);
+        tower_free(&t);
         return st;
     }
-    muse_device_region(v->dev, region, &e);
-    const int cancelled = e.cancelled;
-    enc_free(&e);
-    if (cancelled) return muse_error_set(err, MUSE_ERR_CANCELLED, "image encoding cancelled");
+    float *bind[BIND_COUNT] = {(float *)in->pixels, t.pos, out};
+    const struct muse_prog_run run = {
+        .n_rows = t.n_tok < v->chunk ? t.n_tok : v->chunk, /* the ops carry their own row counts */
+        .bind = bind,
+        .hook = v->params.stage || v->params.progress ? on_hook : NULL,
+        .hook_user = &t,
+        .stop = &t.stop,
+    };
+    muse_device_run(v->dev, &t.p, &run);
+    const int stopped = t.stop;
+    tower_free(&t);
+    if (stopped) return muse_error_set(err, MUSE_ERR_CANCELLED, "image encoding cancelled");
     return MUSE_OK;
 }

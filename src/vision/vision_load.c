@@ -51,7 +51,6 @@ muse_status muse_vision_load(const char *path, struct muse_vision_params params,
     v->params.backend = muse_device_name(v->dev);
     v->n_threads = muse_device_n_threads(v->dev);
     v->chunk = VISION_CHUNK_ROWS;
-    v->simd_attn = muse_device_simd(v->dev);
     const struct muse_backend_plan plan = {
         .n_batch = v->chunk,
         .max_ne0 = max_ne0(v),

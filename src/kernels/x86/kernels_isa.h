@@ -6,6 +6,7 @@
  *   quantize_avx2.c        activation quantizers (bit-identical to the reference ones), F16/BF16
  *                          rows widened to f32
  *   attn_avx2.c            attention over an F16, F32 or Q8_0 KV cache
+ *   win_attn_avx2.c        window attention (the vision tower's; kernels/win_attn.c is its oracle)
  *   attn_flash.inc         flash attention for batches of queries, built by attn_flash_avx2.c
  *                          and attn_flash_avx512.c (16-lane loops, the same bits)
  *   gemm_<family>.inc      the matrix kernels of a quant family, one ISA-neutral body (its functions
@@ -124,5 +125,9 @@ void muse_attn_pv_f32_avx2(int32_t hd, int32_t n_keys, const void *v, size_t v_s
                            float *lanes);
 void muse_attn_kq_q8_0_avx2(int32_t hd, int32_t n_keys, const void *k, size_t k_stride, const void *qq,
                             float *scores);
+struct muse_win_attn;
+void muse_win_attn_rows_avx2(const struct muse_win_attn *a, int32_t i0, int32_t i1, float *scratch);
+/* ggml's vector exp on 8 lanes (win_attn_avx2.c's, exposed for its test): y[l] = muse_x86_expf(x[l]) bit for bit. */
+void muse_expf8_avx2(const float *x, float *y);
 void muse_attn_pv_q8_0_avx2(int32_t hd, int32_t n_keys, const void *v, size_t v_stride, const float *p,
                             int32_t lane0, float *lanes);

@@ -1,6 +1,6 @@
 /*
- * vision_attn.c - the plain-C window attention of the tower (the ref backend's, and the oracle of
- * vision_attn_avx2.c). See vision.h for the numerics both follow: each score and each output
+ * win_attn.c - the plain-C window attention (the vision tower's; the ref backend's, and the oracle of
+ * x86/win_attn_avx2.c). See kernels.h for the numerics both follow: each score and each output
  * channel is one fmaf chain in a fixed order, so the SIMD kernel, which keeps one chain per lane,
  * reproduces it bit for bit.
  */
@@ -8,16 +8,16 @@
 #include <string.h>
 
 #include "kernels/x86_numerics.h"
-#include "vision/vision.h"
+#include "kernels/kernels.h"
 
-size_t muse_vision_attn_scratch(int32_t n) {
+size_t muse_win_attn_scratch(int32_t n) {
     /* R rows of scores from the panel before s0 to past the window's last panel, plus 8 floats of
      * slack for the SIMD kernel's masked tail */
-    const size_t stride = ((size_t)n + 3 * MUSE_VISION_KPANEL + 7) & ~(size_t)7;
-    return MUSE_VISION_ATTN_TILE * stride + 64;
+    const size_t stride = ((size_t)n + 3 * MUSE_WIN_KPANEL + 7) & ~(size_t)7;
+    return MUSE_WIN_ATTN_TILE * stride + 64;
 }
 
-void muse_vision_attn_rows_ref(const struct muse_vision_attn *a, int32_t i0, int32_t i1, float *scratch) {
+void muse_win_attn_rows_ref(const struct muse_win_attn *a, int32_t i0, int32_t i1, float *scratch) {
     const int32_t hd = a->hd, s0 = a->s0, n = a->n;
     float *e = scratch; /* [n] */
     for (int32_t i = i0; i < i1; i++) {
@@ -25,9 +25,9 @@ void muse_vision_attn_rows_ref(const struct muse_vision_attn *a, int32_t i0, int
         float mx = -INFINITY;
         for (int32_t j = 0; j < n; j++) {
             const int32_t key = s0 + j;
-            const float *kp = a->kp + ((size_t)(key / MUSE_VISION_KPANEL) * hd) * MUSE_VISION_KPANEL + key % MUSE_VISION_KPANEL;
+            const float *kp = a->kp + ((size_t)(key / MUSE_WIN_KPANEL) * hd) * MUSE_WIN_KPANEL + key % MUSE_WIN_KPANEL;
             float acc = 0.0f;
-            for (int32_t d = 0; d < hd; d++) acc = fmaf(qi[d], kp[(size_t)d * MUSE_VISION_KPANEL], acc);
+            for (int32_t d = 0; d < hd; d++) acc = fmaf(qi[d], kp[(size_t)d * MUSE_WIN_KPANEL], acc);
             e[j] = acc * a->scale;
             if (e[j] > mx) mx = e[j];
         }

@@ -1,6 +1,6 @@
 /*
- * vision_attn_avx2.c - the tower's window attention with AVX2 + FMA (vision.h has the numerics;
- * vision_attn.c is the plain-C oracle it equals bit for bit).
+ * win_attn_avx2.c - window attention (the vision tower's) with AVX2 + FMA (kernels.h has the
+ * numerics; kernels/win_attn.c is the plain-C oracle it equals bit for bit).
  *
  * Per tile of up to 6 query rows: scores for one 16-key panel at a time (12 accumulators: 6 rows x
  * 2 vectors of keys, one FMA chain per score over the head's channels, the keys packed [hd][16] so
@@ -14,11 +14,12 @@
 
 #include "kernels/x86/simd_avx2.h"
 #include "kernels/x86_numerics.h"
-#include "vision/vision.h"
+#include "kernels/kernels.h"
+#include "kernels/x86/kernels_isa.h"
 
 #define AI static inline __attribute__((always_inline))
 
-void muse_vision_expf8_avx2(const float *x, float *y) { _mm256_storeu_ps(y, avx2_expf8(_mm256_loadu_ps(x))); }
+void muse_expf8_avx2(const float *x, float *y) { _mm256_storeu_ps(y, avx2_expf8(_mm256_loadu_ps(x))); }
 
 /* Lane mask of the first t (0..8) lanes. */
 AI __m256 first_lanes(int t) {
@@ -34,12 +35,12 @@ static void qk6(const float *const q[6], const float *kp, int32_t hd, int32_t pb
     const __m256 vs = _mm256_set1_ps(scale);
     const float *q0 = q[0], *q1 = q[1], *q2 = q[2], *q3 = q[3], *q4 = q[4], *q5 = q[5];
     for (int32_t pb = pb0; pb < pb1; pb++) {
-        const float *kpan = kp + (size_t)pb * hd * MUSE_VISION_KPANEL;
+        const float *kpan = kp + (size_t)pb * hd * MUSE_WIN_KPANEL;
         __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00;
         __m256 a30 = a00, a31 = a00, a40 = a00, a41 = a00, a50 = a00, a51 = a00;
         for (int32_t d = 0; d < hd; d++) {
-            const __m256 k0 = _mm256_load_ps(kpan + (size_t)d * MUSE_VISION_KPANEL);
-            const __m256 k1 = _mm256_load_ps(kpan + (size_t)d * MUSE_VISION_KPANEL + 8);
+            const __m256 k0 = _mm256_load_ps(kpan + (size_t)d * MUSE_WIN_KPANEL);
+            const __m256 k1 = _mm256_load_ps(kpan + (size_t)d * MUSE_WIN_KPANEL + 8);
 #define ROW(r)                                                \
     do {                                                      \
         const __m256 qb = _mm256_broadcast_ss(q##r + d);      \
@@ -54,7 +55,7 @@ static void qk6(const float *const q[6], const float *kp, int32_t hd, int32_t pb
             ROW(5);
 #undef ROW
         }
-        const size_t col = (size_t)(pb - pb0) * MUSE_VISION_KPANEL;
+        const size_t col = (size_t)(pb - pb0) * MUSE_WIN_KPANEL;
 #define STORE(r)                                                          \
     do {                                                                  \
         _mm256_storeu_ps(s[r] + col, _mm256_mul_ps(a##r##0, vs));         \
@@ -151,10 +152,10 @@ static void pv6(const float *const e[6], const float *v, int64_t ld, int32_t n, 
 }
 
 /* One tile of R <= 6 query rows starting at row i; a short tile repeats its last row. */
-static void tile(int R, const struct muse_vision_attn *a, int32_t i, float *scratch, size_t ss) {
+static void tile(int R, const struct muse_win_attn *a, int32_t i, float *scratch, size_t ss) {
     const int32_t hd = a->hd;
-    const int32_t pb0 = a->s0 / MUSE_VISION_KPANEL, pb1 = (a->s0 + a->n + MUSE_VISION_KPANEL - 1) / MUSE_VISION_KPANEL;
-    const int32_t off = a->s0 - pb0 * MUSE_VISION_KPANEL; /* the window's first key in the score rows */
+    const int32_t pb0 = a->s0 / MUSE_WIN_KPANEL, pb1 = (a->s0 + a->n + MUSE_WIN_KPANEL - 1) / MUSE_WIN_KPANEL;
+    const int32_t off = a->s0 - pb0 * MUSE_WIN_KPANEL; /* the window's first key in the score rows */
     const float *q[6];
     float *s[6], *e[6], *out[6];
     float inv[6];
@@ -174,8 +175,8 @@ static void tile(int R, const struct muse_vision_attn *a, int32_t i, float *scra
     }
 }
 
-void muse_vision_attn_rows_avx2(const struct muse_vision_attn *a, int32_t i0, int32_t i1, float *scratch) {
-    const size_t ss = (muse_vision_attn_scratch(a->n) - 64) / MUSE_VISION_ATTN_TILE;
-    for (int32_t i = i0; i < i1; i += MUSE_VISION_ATTN_TILE)
-        tile(i1 - i < MUSE_VISION_ATTN_TILE ? i1 - i : MUSE_VISION_ATTN_TILE, a, i, scratch, ss);
+void muse_win_attn_rows_avx2(const struct muse_win_attn *a, int32_t i0, int32_t i1, float *scratch) {
+    const size_t ss = (muse_win_attn_scratch(a->n) - 64) / MUSE_WIN_ATTN_TILE;
+    for (int32_t i = i0; i < i1; i += MUSE_WIN_ATTN_TILE)
+        tile(i1 - i < MUSE_WIN_ATTN_TILE ? i1 - i : MUSE_WIN_ATTN_TILE, a, i, scratch, ss);
 }

@@ -5,6 +5,7 @@
  * the window attention's driver (key packing and work items around a kernels.h row kernel).
  */
 #include <math.h>
+#include <string.h>
 
 #include "backend/backend.h"
 #include "core/fp16.h"
@@ -54,14 +55,16 @@ void muse_attn_softmax(float *scores, int32_t n, int32_t lo, float scale, bool r
 #define WIN_BLOCK 48 /* query rows per window-attention work item (a multiple of the SIMD tile) */
 
 /* The scratch: [16 floats: the work counter][n_head][n_panels][head_dim][KPANEL] packed keys
- * [nth][per-thread score rows], each part a multiple of 16 floats (64 bytes). */
+ * [n_head][n_rows][head_dim] the values per head (a head's keys and values are contiguous: the
+ * global layers stream them) [nth][per-thread score rows], each part a multiple of 16 floats. */
 static size_t r16(size_t n) { return (n + 15) & ~(size_t)15; }
 
 static int32_t win_panels(int32_t n_rows) { return (n_rows + MUSE_WIN_KPANEL - 1) / MUSE_WIN_KPANEL; }
 
 size_t muse_window_attn_scratch(int32_t n_rows, int32_t n_head, int32_t head_dim, int nth) {
     const size_t kp = (size_t)n_head * (size_t)win_panels(n_rows) * (size_t)head_dim * MUSE_WIN_KPANEL;
-    return 16 + r16(kp) + (size_t)nth * r16(muse_win_attn_scratch(n_rows));
+    return 16 + r16(kp) + r16((size_t)n_head * (size_t)n_rows * (size_t)head_dim) +
+           (size_t)nth * r16(muse_win_attn_scratch(n_rows));
 }
 
 void muse_window_attn_share(const struct muse_window_attn_args *a,
@@ -71,8 +74,9 @@ void muse_window_attn_share(const struct muse_window_attn_args *a,
     int *next = (int *)a->scratch; /* the next unclaimed item */
     float *kp = a->scratch + 16;
     const size_t head_floats = (size_t)n_panels * (size_t)hd * MUSE_WIN_KPANEL;
-    float *scr = kp + r16((size_t)a->n_head * head_floats) + (size_t)ith * r16(muse_win_attn_scratch(a->n_rows));
-    /* this thread's rows' keys into the panels of every head; thread 0 zeroes the last panel's tail
+    float *vp = kp + r16((size_t)a->n_head * head_floats);
+    float *scr = vp + r16((size_t)a->n_head * (size_t)a->n_rows * (size_t)hd) + (size_t)ith * r16(muse_win_attn_scratch(a->n_rows));
+    /* this thread's rows' keys into the panels of every head, its values into each head's rows; thread 0 zeroes the last panel's tail
      * (the SIMD kernel reads whole panels) and the counter */
     for (int32_t i = ith; i < a->n_rows; i += nth) {
         const float *k = a->k + (size_t)i * (size_t)a->ld;
@@ -80,6 +84,8 @@ void muse_window_attn_share(const struct muse_window_attn_args *a,
             float *dst = kp + (size_t)h * head_floats + ((size_t)(i / MUSE_WIN_KPANEL) * hd) * MUSE_WIN_KPANEL +
                          i % MUSE_WIN_KPANEL;
             for (int32_t d = 0; d < hd; d++) dst[(size_t)d * MUSE_WIN_KPANEL] = k[(size_t)h * hd + d];
+            memcpy(vp + ((size_t)h * a->n_rows + (size_t)i) * hd, a->v + (size_t)i * (size_t)a->ld + (size_t)h * hd,
+                   sizeof(float) * (size_t)hd);
         }
     }
     if (ith == 0) {
@@ -109,7 +115,7 @@ void muse_window_attn_share(const struct muse_window_attn_args *a,
         const int32_t i1 = i0 + WIN_BLOCK < s0 + n ? i0 + WIN_BLOCK : s0 + n;
         const struct muse_win_attn w = {
             .q = a->q, .ld = a->ld, .hd = hd, .head = head, .s0 = s0, .n = n, .scale = a->scale,
-            .v = a->v + (size_t)head * hd, .v_ld = a->ld, .kp = kp + (size_t)head * head_floats,
+            .v = vp + (size_t)head * a->n_rows * hd, .v_ld = hd, .kp = kp + (size_t)head * head_floats,
         };
         rows(&w, i0, i1, scr);
     }

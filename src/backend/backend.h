@@ -1,8 +1,8 @@
 /*
  * backend.h - the small ops table through which the forward runs: a parallel region with a
- * barrier, and inside it the two heavy operations, the matmuls of weight tensors with a batch of
- * activation rows and attention of a batch of queries over one layer's KV cache, each computing
- * the calling thread's share. Everything else in the forward (norms, rope, FFN activation,
+ * barrier, and inside it the heavy operations, the matmuls of weight tensors with a batch of
+ * activation rows, attention of a batch of queries over one layer's KV cache and window attention
+ * of a batch's rows over each other (the vision tower), each computing the calling thread's share. Everything else in the forward (norms, rope, FFN activation,
  * residuals) is plain C in forward.c, sliced over the threads and shared by every backend, so a
  * backend only has to get these operations right.
  *

@@ -465,7 +465,8 @@ static void cpu_attention(void *state, const struct muse_attn_args *a, int ith, 
  * one; the same bits either way. */
 static void cpu_window_attention(void *state, const struct muse_window_attn_args *a, int ith, int nth) {
     const struct cpu_state *s = state;
-    muse_win_attn_rows_fn rows = s->k->win_attn_rows && a->head_dim % 8 == 0 ? s->k->win_attn_rows : muse_win_attn_rows_ref;
+    const bool simd = s->k->win_attn_rows && a->head_dim % 8 == 0;
+    muse_win_attn_rows_fn rows = simd ? s->k->win_attn_rows : muse_win_attn_rows_ref;
     muse_window_attn_share(a, rows, cpu_barrier, state, ith, nth);
 }
 

@@ -75,9 +75,10 @@ void muse_window_attn_share(const struct muse_window_attn_args *a,
     float *kp = a->scratch + 16;
     const size_t head_floats = (size_t)n_panels * (size_t)hd * MUSE_WIN_KPANEL;
     float *vp = kp + r16((size_t)a->n_head * head_floats);
-    float *scr = vp + r16((size_t)a->n_head * (size_t)a->n_rows * (size_t)hd) + (size_t)ith * r16(muse_win_attn_scratch(a->n_rows));
-    /* this thread's rows' keys into the panels of every head, its values into each head's rows; thread 0 zeroes the last panel's tail
-     * (the SIMD kernel reads whole panels) and the counter */
+    float *scr = vp + r16((size_t)a->n_head * (size_t)a->n_rows * (size_t)hd) +
+                 (size_t)ith * r16(muse_win_attn_scratch(a->n_rows));
+    /* this thread's rows' keys into the panels of every head, its values into each head's rows;
+     * thread 0 zeroes the last panel's tail (the SIMD kernel reads whole panels) and the counter */
     for (int32_t i = ith; i < a->n_rows; i += nth) {
         const float *k = a->k + (size_t)i * (size_t)a->ld;
         for (int32_t h = 0; h < a->n_head; h++) {

@@ -275,8 +275,8 @@ static void op_embed(const struct interp *I, const struct muse_op *o) {
 
 static void op_rope_angles(const struct interp *I, const struct muse_op *o) {
     for (int32_t r = I->ith; r < op_rows(I, o); r += I->nth)
-        muse_rope_angles((float)(o->idx ? o->idx[r] : I->run->pos[r]), o->n_rot, o->rope_base, o->rope_scale, (float *)angles(I, o->dst, r),
-                    (float *)angles(I, o->src, r));
+        muse_rope_angles((float)(o->idx ? o->idx[r] : I->run->pos[r]), o->n_rot, o->rope_base, o->rope_scale,
+                         (float *)angles(I, o->dst, r), (float *)angles(I, o->src, r));
 }
 
 static void op_rms_norm(const struct interp *I, const struct muse_op *o) {
@@ -549,7 +549,8 @@ static void op_gelu(const struct interp *I, const struct muse_op *o) {
     const int64_t ys = ref_stride(I, o->dst);
     for (int32_t r = I->ith; r < op_rows(I, o); r += I->nth) {
         float *x = y + (size_t)r * (size_t)ys;
-        for (int64_t i = 0; i < o->n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752440084436210484f));
+        for (int64_t i = 0; i < o->n; i++)
+            x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752440084436210484f));
     }
 }
 
@@ -594,8 +595,9 @@ static void op_window_attention(const struct interp *I, const struct muse_op *o)
         .n_rows = op_rows(I, o), .n_head = o->n_head, .head_dim = o->head_dim, .seg = o->seg, .n_seg = o->n_seg,
         .scale = o->scale, .scratch = ref_ptr(I, o->src3),
     };
+    const size_t need = muse_window_attn_scratch(a.n_rows, a.n_head, a.head_dim, I->nth);
     MUSE_ASSERT(ref_stride(I, o->src) == a.ld && ref_stride(I, o->src2) == a.ld && o->seg[o->n_seg] == a.n_rows &&
-                (size_t)I->p->bufs[o->src3.buf].cols >= muse_window_attn_scratch(a.n_rows, a.n_head, a.head_dim, I->nth));
+                (size_t)I->p->bufs[o->src3.buf].cols >= need);
     I->ops->window_attention(I->bs, &a, I->ith, I->nth);
 }
 

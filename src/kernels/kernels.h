@@ -156,7 +156,8 @@ typedef size_t (*muse_attn_flash_scratch_fn)(int32_t hd, int32_t max_rows, uint3
 struct muse_win_attn {
     float *q;             /* [n_rows][ld] queries (head at columns head*hd ..), overwritten with the output */
     const float *v;       /* this head's values: key j's channels at v + j * v_ld */
-    const float *kp;      /* this head's packed keys [n_panels][hd][KPANEL] (32-byte aligned); key j at panel j / 16, lane j % 16 */
+    const float *kp;      /* this head's packed keys [n_panels][hd][KPANEL], 32-byte aligned: key j at panel
+                           * j / 16, lane j % 16 */
     int64_t ld, v_ld;
     int32_t hd;
     int32_t head;

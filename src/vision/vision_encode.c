@@ -178,7 +178,8 @@ struct build {
     struct muse_program *p;
     bool stages;
     int16_t pix, pos, out;           /* bound */
-    int16_t x, q, k, vv;             /* [n_tok][D] residual (window order), queries (then attention out), keys, values */
+    int16_t x, q, k, vv;             /* [n_tok][D] residual (window order), queries (then the attention's
+                                        output), keys, values */
     int16_t h, o, mid, mid2;         /* [chunk][..] matmul inputs and outputs */
     int16_t cosb, sinb;              /* [side][hd / 4] the rope angles of position p */
     int16_t scr;                     /* the window attention's scratch */
@@ -187,7 +188,8 @@ struct build {
 
 static void op(struct build *b, struct muse_op o) { muse_program_op(b->p, &o); }
 static void bar(struct build *b) { muse_program_barrier(b->p, MUSE_ROWS_ALL); }
-static struct muse_prog_ref R(int16_t buf, int64_t row, int64_t stride) { return muse_ref(buf, row * stride, stride); }
+/* Rows of `stride` floats of buffer buf from row `row` on (stride 0: the buffer's cols, row 0). */
+static struct muse_prog_ref at(int16_t buf, int64_t row, int64_t stride) { return muse_ref(buf, row * stride, stride); }
 
 /* The row count of the op just appended (a MATMUL: muse_program_matmul has no count). */
 static void counted(struct build *b, int32_t n) {
@@ -220,9 +222,9 @@ static void hook(struct build *b, const char *name, struct muse_prog_ref src, in
 /* The residual in raster order as a stage (thread rows, after a barrier; the hook's barriers follow). */
 static void stage_raster(struct build *b, const char *name) {
     const int32_t D = b->t->D;
-    op(b, (struct muse_op){.kind = MUSE_OP_GATHER, .dst = R(b->raster, 0, D), .src = R(b->x, 0, D), .n = D,
+    op(b, (struct muse_op){.kind = MUSE_OP_GATHER, .dst = at(b->raster, 0, D), .src = at(b->x, 0, D), .n = D,
                            .per_row = 1, .idx = b->t->inv_perm, .count = b->t->n_tok});
-    hook(b, name, R(b->raster, 0, D), b->t->n_tok, D, 0);
+    hook(b, name, at(b->raster, 0, D), b->t->n_tok, D, 0);
 }
 
 /* x = conv(patches) + pos in window order, then pre_ln. */
@@ -233,18 +235,19 @@ static void build_embed(struct build *b) {
     const int64_t K = v->w.patch.ne0;
     for (int32_t c0 = 0; c0 < t->n_tok; c0 += C) {
         const int32_t n = t->n_tok - c0 < C ? t->n_tok - c0 : C;
-        op(b, (struct muse_op){.kind = MUSE_OP_GATHER, .dst = R(b->h, 0, K), .src = R(b->pix, 0, p), .n = p,
+        op(b, (struct muse_op){.kind = MUSE_OP_GATHER, .dst = at(b->h, 0, K), .src = at(b->pix, 0, p), .n = p,
                                .per_row = 3 * p, .idx = t->im2col + (size_t)c0 * 3 * p, .count = n});
-        matmul(b, R(b->h, 0, K), &v->w.patch, &v->w.patch_b, R(b->x, c0, D), n);
+        matmul(b, at(b->h, 0, K), &v->w.patch, &v->w.patch_b, at(b->x, c0, D), n);
         bar(b);
-        op(b, (struct muse_op){.kind = MUSE_OP_ADD, .dst = R(b->x, c0, D), .src = R(b->pos, c0, D), .n = D, .count = n});
+        op(b, (struct muse_op){.kind = MUSE_OP_ADD, .dst = at(b->x, c0, D), .src = at(b->pos, c0, D), .n = D,
+                               .count = n});
     }
     bar(b);
     if (b->stages) stage_raster(b, "after_posemb"); /* its barriers keep pre_ln from rewriting x under it */
-    op(b, (struct muse_op){.kind = MUSE_OP_LAYER_NORM, .dst = R(b->x, 0, D), .src = R(b->x, 0, D), .n = D,
+    op(b, (struct muse_op){.kind = MUSE_OP_LAYER_NORM, .dst = at(b->x, 0, D), .src = at(b->x, 0, D), .n = D,
                            .eps = v->hp.eps, .w = v->w.pre_ln_w.data, .b = v->w.pre_ln_b.data, .count = t->n_tok});
     bar(b);
-    if (b->stages) hook(b, "after_pre_ln", R(b->x, 0, D), t->n_tok, D, 0);
+    if (b->stages) hook(b, "after_pre_ln", at(b->x, 0, D), t->n_tok, D, 0);
 }
 
 static void build_layer(struct build *b, uint32_t il) {
@@ -257,48 +260,48 @@ static void build_layer(struct build *b, uint32_t il) {
     /* q, k, v = W (ln1(x)) + b, RoPE on q and k */
     for (int32_t c0 = 0; c0 < t->n_tok; c0 += C) {
         const int32_t n = t->n_tok - c0 < C ? t->n_tok - c0 : C;
-        op(b, (struct muse_op){.kind = MUSE_OP_LAYER_NORM, .dst = R(b->h, 0, D), .src = R(b->x, c0, D), .n = D,
+        op(b, (struct muse_op){.kind = MUSE_OP_LAYER_NORM, .dst = at(b->h, 0, D), .src = at(b->x, c0, D), .n = D,
                                .eps = eps, .w = l->ln1_w.data, .b = l->ln1_b.data, .count = n});
         const struct muse_prog_job qkv[3] = {
-            {l->q, R(b->q, c0, D), false, 1.0f, l->q_b.data},
-            {l->k, R(b->k, c0, D), false, 1.0f, l->k_b.data},
-            {l->v, R(b->vv, c0, D), false, 1.0f, l->v_b.data},
+            {l->q, at(b->q, c0, D), false, 1.0f, l->q_b.data},
+            {l->k, at(b->k, c0, D), false, 1.0f, l->k_b.data},
+            {l->v, at(b->vv, c0, D), false, 1.0f, l->v_b.data},
         };
-        muse_program_matmul(b->p, R(b->h, 0, D), qkv, 3, MUSE_ROWS_ALL);
+        muse_program_matmul(b->p, at(b->h, 0, D), qkv, 3, MUSE_ROWS_ALL);
         counted(b, n);
         bar(b);
         for (int qk = 0; qk < 2; qk++)
-            op(b, (struct muse_op){.kind = MUSE_OP_ROPE_2D, .dst = R(qk ? b->k : b->q, c0, D), .src = R(b->cosb, 0, 0),
-                                   .src2 = R(b->sinb, 0, 0), .n = hd, .per_row = n_head, .idx = t->rope_col + c0,
+            op(b, (struct muse_op){.kind = MUSE_OP_ROPE_2D, .dst = at(qk ? b->k : b->q, c0, D), .src = at(b->cosb, 0, 0),
+                                   .src2 = at(b->sinb, 0, 0), .n = hd, .per_row = n_head, .idx = t->rope_col + c0,
                                    .idx2 = t->rope_row + c0, .count = n});
     }
     bar(b);
     /* softmax(q k^T / sqrt(hd)) v per window and head, written over q */
     const bool global = muse_vision_layer_is_global(&v->hp, il);
-    op(b, (struct muse_op){.kind = MUSE_OP_WINDOW_ATTENTION, .dst = R(b->q, 0, D), .src = R(b->k, 0, D),
-                           .src2 = R(b->vv, 0, D), .src3 = R(b->scr, 0, 0), .n_head = n_head, .head_dim = hd,
+    op(b, (struct muse_op){.kind = MUSE_OP_WINDOW_ATTENTION, .dst = at(b->q, 0, D), .src = at(b->k, 0, D),
+                           .src2 = at(b->vv, 0, D), .src3 = at(b->scr, 0, 0), .n_head = n_head, .head_dim = hd,
                            .scale = 1.0f / sqrtf((float)hd), .seg = global ? t->glob : t->seg,
                            .n_seg = global ? 1 : t->n_seg, .count = t->n_tok});
     bar(b);
     /* x += W_o att + b_o; x += W_down gelu(W_up ln2(x) + b_up) + b_down */
     for (int32_t c0 = 0; c0 < t->n_tok; c0 += C) {
         const int32_t n = t->n_tok - c0 < C ? t->n_tok - c0 : C;
-        matmul(b, R(b->q, c0, D), &l->o, &l->o_b, R(b->o, 0, D), n);
+        matmul(b, at(b->q, c0, D), &l->o, &l->o_b, at(b->o, 0, D), n);
         bar(b);
-        op(b, (struct muse_op){.kind = MUSE_OP_ADD, .dst = R(b->x, c0, D), .src = R(b->o, 0, D), .n = D, .count = n});
-        op(b, (struct muse_op){.kind = MUSE_OP_LAYER_NORM, .dst = R(b->h, 0, D), .src = R(b->x, c0, D), .n = D,
+        op(b, (struct muse_op){.kind = MUSE_OP_ADD, .dst = at(b->x, c0, D), .src = at(b->o, 0, D), .n = D, .count = n});
+        op(b, (struct muse_op){.kind = MUSE_OP_LAYER_NORM, .dst = at(b->h, 0, D), .src = at(b->x, c0, D), .n = D,
                                .eps = eps, .w = l->ln2_w.data, .b = l->ln2_b.data, .count = n});
-        matmul(b, R(b->h, 0, D), &l->up, &l->up_b, R(b->mid, 0, n_ff), n);
+        matmul(b, at(b->h, 0, D), &l->up, &l->up_b, at(b->mid, 0, n_ff), n);
         bar(b);
-        op(b, (struct muse_op){.kind = MUSE_OP_GELU, .dst = R(b->mid, 0, n_ff), .n = n_ff, .count = n});
-        matmul(b, R(b->mid, 0, n_ff), &l->down, &l->down_b, R(b->o, 0, D), n);
+        op(b, (struct muse_op){.kind = MUSE_OP_GELU, .dst = at(b->mid, 0, n_ff), .n = n_ff, .count = n});
+        matmul(b, at(b->mid, 0, n_ff), &l->down, &l->down_b, at(b->o, 0, D), n);
         bar(b);
-        op(b, (struct muse_op){.kind = MUSE_OP_ADD, .dst = R(b->x, c0, D), .src = R(b->o, 0, D), .n = D, .count = n});
+        op(b, (struct muse_op){.kind = MUSE_OP_ADD, .dst = at(b->x, c0, D), .src = at(b->o, 0, D), .n = D, .count = n});
     }
     bar(b);
     char name[48];
     snprintf(name, sizeof name, "layer%u_out_window_order", il);
-    hook(b, b->stages ? name : NULL, R(b->x, 0, D), t->n_tok, D, (int32_t)il + 1);
+    hook(b, b->stages ? name : NULL, at(b->x, 0, D), t->n_tok, D, (int32_t)il + 1);
 }
 
 /* post_ln, pixel shuffle, adapter. */
@@ -308,44 +311,44 @@ static void build_head(struct build *b) {
     const struct muse_vision_weights *w = &v->w;
     const int32_t D = t->D, C = v->chunk, ff = t->f * t->f;
     const int64_t merged = w->mm0.ne0, n0 = w->mm0.ne1, n1 = w->mm1.ne1, n_emb = w->mm2.ne1;
-    op(b, (struct muse_op){.kind = MUSE_OP_LAYER_NORM, .dst = R(b->x, 0, D), .src = R(b->x, 0, D), .n = D,
+    op(b, (struct muse_op){.kind = MUSE_OP_LAYER_NORM, .dst = at(b->x, 0, D), .src = at(b->x, 0, D), .n = D,
                            .eps = v->hp.eps, .w = w->post_ln_w.data, .b = w->post_ln_b.data, .count = t->n_tok});
     bar(b);
     if (b->stages) {
-        hook(b, "after_post_ln_window_order", R(b->x, 0, D), t->n_tok, D, 0);
+        hook(b, "after_post_ln_window_order", at(b->x, 0, D), t->n_tok, D, 0);
         stage_raster(b, "after_inv_perm");
     }
     for (int32_t o0 = 0; o0 < t->n_out; o0 += C) {
         const int32_t n = t->n_out - o0 < C ? t->n_out - o0 : C;
         /* merged token o: m[c * f^2 + s] = x[shuffle[o * f^2 + s]][c] (channel-outer) */
-        const struct muse_op ps = {.kind = MUSE_OP_GATHER, .dst = R(b->h, 0, merged), .src = R(b->x, 0, D), .n = D,
+        const struct muse_op ps = {.kind = MUSE_OP_GATHER, .dst = at(b->h, 0, merged), .src = at(b->x, 0, D), .n = D,
                                    .per_row = ff, .interleave = true, .idx = t->shuffle + (size_t)o0 * ff, .count = n};
         op(b, ps);
         if (b->stages) {
             struct muse_op copy = ps;
-            copy.dst = R(b->st_ps, o0, merged);
+            copy.dst = at(b->st_ps, o0, merged);
             op(b, copy);
         }
-        matmul(b, R(b->h, 0, merged), &w->mm0, NULL, R(b->mid, 0, n0), n);
+        matmul(b, at(b->h, 0, merged), &w->mm0, NULL, at(b->mid, 0, n0), n);
         bar(b);
-        op(b, (struct muse_op){.kind = MUSE_OP_GELU, .dst = R(b->mid, 0, n0), .n = n0, .count = n});
+        op(b, (struct muse_op){.kind = MUSE_OP_GELU, .dst = at(b->mid, 0, n0), .n = n0, .count = n});
         if (b->stages)
-            op(b, (struct muse_op){.kind = MUSE_OP_GATHER, .dst = R(b->st_a0, o0, n0), .src = R(b->mid, 0, n0), .n = n0,
+            op(b, (struct muse_op){.kind = MUSE_OP_GATHER, .dst = at(b->st_a0, o0, n0), .src = at(b->mid, 0, n0), .n = n0,
                                    .per_row = 1, .count = n});
-        matmul(b, R(b->mid, 0, n0), &w->mm1, NULL, R(b->mid2, 0, n1), n);
+        matmul(b, at(b->mid, 0, n0), &w->mm1, NULL, at(b->mid2, 0, n1), n);
         bar(b);
-        op(b, (struct muse_op){.kind = MUSE_OP_GELU, .dst = R(b->mid2, 0, n1), .n = n1, .count = n});
+        op(b, (struct muse_op){.kind = MUSE_OP_GELU, .dst = at(b->mid2, 0, n1), .n = n1, .count = n});
         if (b->stages)
-            op(b, (struct muse_op){.kind = MUSE_OP_GATHER, .dst = R(b->st_a1, o0, n1), .src = R(b->mid2, 0, n1), .n = n1,
-                                   .per_row = 1, .count = n});
-        matmul(b, R(b->mid2, 0, n1), &w->mm2, NULL, R(b->out, o0, n_emb), n);
+            op(b, (struct muse_op){.kind = MUSE_OP_GATHER, .dst = at(b->st_a1, o0, n1), .src = at(b->mid2, 0, n1),
+                                   .n = n1, .per_row = 1, .count = n});
+        matmul(b, at(b->mid2, 0, n1), &w->mm2, NULL, at(b->out, o0, n_emb), n);
         bar(b);
     }
     if (b->stages) {
-        hook(b, "pixel_shuffle", R(b->st_ps, 0, merged), t->n_out, merged, 0);
-        hook(b, "adapter0", R(b->st_a0, 0, n0), t->n_out, n0, 0);
-        hook(b, "adapter1", R(b->st_a1, 0, n1), t->n_out, n1, 0);
-        hook(b, "projected", R(b->out, 0, n_emb), t->n_out, n_emb, 0);
+        hook(b, "pixel_shuffle", at(b->st_ps, 0, merged), t->n_out, merged, 0);
+        hook(b, "adapter0", at(b->st_a0, 0, n0), t->n_out, n0, 0);
+        hook(b, "adapter1", at(b->st_a1, 0, n1), t->n_out, n1, 0);
+        hook(b, "projected", at(b->out, 0, n_emb), t->n_out, n_emb, 0);
     }
 }
 
@@ -371,8 +374,8 @@ static muse_status tower_program(struct tower *t, bool stages, struct muse_error
     b.mid2 = muse_program_buffer(&t->p, hp->n_mm1);
     b.cosb = muse_program_buffer_rows(&t->p, side, hd / 4);
     b.sinb = muse_program_buffer_rows(&t->p, side, hd / 4);
-    b.scr = muse_program_buffer_rows(&t->p, 1,
-                                     (int64_t)muse_window_attn_scratch(t->n_tok, (int32_t)hp->n_head, hd, v->n_threads));
+    const size_t scr = muse_window_attn_scratch(t->n_tok, (int32_t)hp->n_head, hd, v->n_threads);
+    b.scr = muse_program_buffer_rows(&t->p, 1, (int64_t)scr);
     if (stages) {
         b.raster = muse_program_buffer_rows(&t->p, t->n_tok, D);
         b.st_ps = muse_program_buffer_rows(&t->p, t->n_out, merged);
@@ -380,7 +383,7 @@ static muse_status tower_program(struct tower *t, bool stages, struct muse_error
         b.st_a1 = muse_program_buffer_rows(&t->p, t->n_out, hp->n_mm1);
     }
     /* the rope angles of positions 0 .. side - 1 over hd / 2 dims (each half of a head) */
-    op(&b, (struct muse_op){.kind = MUSE_OP_ROPE_ANGLES, .dst = R(b.cosb, 0, 0), .src = R(b.sinb, 0, 0),
+    op(&b, (struct muse_op){.kind = MUSE_OP_ROPE_ANGLES, .dst = at(b.cosb, 0, 0), .src = at(b.sinb, 0, 0),
                             .n_rot = hd / 2, .rope_base = hp->rope_theta, .rope_scale = 1.0f, .idx = t->positions,
                             .count = side});
     build_embed(&b); /* its barriers come before the first RoPE */

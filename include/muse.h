@@ -142,9 +142,10 @@ typedef void (*muse_layer_trace_fn)(void *user, int32_t pos, int32_t il, double 
                                     const float first[4]);
 
 /*
- * Layer-input capture hook (DFlash feature capture, debugging): called at the top of every layer
- * il (0..n_layer-1) of every micro-batch with the residual entering it (`t_layer_inp`; for
- * layer 0 the normed embedding), x = [n_tokens][n_embd] f32 for positions pos[0..n_tokens).
+ * Layer-input capture hook (debugging; features for a drafter: muse_context_set_features): called
+ * at the top of every layer il (0..n_layer-1) of every micro-batch with the residual entering it
+ * (`t_layer_inp`; for layer 0 the normed embedding), x = [n_tokens][n_embd] f32 for positions
+ * pos[0..n_tokens).
  * The pointers are valid only during the call.
  */
 typedef void (*muse_layer_capture_fn)(void *user, int32_t il, const int32_t *pos, int32_t n_tokens,
@@ -241,6 +242,21 @@ struct muse_batch {
  * token or position), MUSE_ERR_CONTEXT (a sequence would outgrow n_ctx); nothing is evaluated then.
  */
 muse_status muse_decode(struct muse_context *ctx, const struct muse_batch *batch, float *logits, struct muse_error *err);
+
+/*
+ * Feature rows (the DFlash drafter's input, spec dflash.md 2.3; also for probing a model): from now
+ * on every forward of ctx also writes, for each of its rows, the residual entering each of
+ * layers[0..n_layers) side by side (slot k holds layer layers[k]; layer 0's is the normed
+ * embedding, layer n_layer's the residual entering the output norm; a layer may be named twice).
+ * n_layers = 0 turns them off. Costs one copy of each named row per forward. Errors:
+ * MUSE_ERR_INVALID_ARG (a layer outside 0..n_layer), MUSE_ERR_NOMEM (nothing changed then).
+ */
+muse_status muse_context_set_features(struct muse_context *ctx, const int32_t *layers, int32_t n_layers,
+                                      struct muse_error *err);
+/* The feature rows of the last forward: [*n_rows][n_layers * n_embd] in batch order - the rows of
+ * the last muse_decode, or of the last n_batch chunk of a muse_eval call. NULL (and *n_rows 0)
+ * when no features are set. Valid until the next forward of ctx. */
+const float *muse_context_features(const struct muse_context *ctx, int32_t *n_rows);
 
 /* Positions stored for sequence seq (0 for an id out of range). */
 int32_t muse_seq_n_past(const struct muse_context *ctx, int32_t seq);

@@ -15,11 +15,15 @@
  *   MATMUL       dst_j = W_j . src, then the epilogue (* scale, + bias), for the op's jobs
  *   KV_STORE     each row's k (src) and v (src2) into its sequence's KV layer at its position
  *   ATTENTION    dst = softmax(q K^T * scale + mask) V over each row's own sequence (causal, or a
- *                sliding window of n_swa keys), then * sigmoid(gate) when src2 is set
+ *                sliding window of n_swa keys; or a block that sees itself whole), then
+ *                * sigmoid(gate) when src2 is set
  *   SWIGLU       dst = silu(dst) * src
  *   ADD          dst += src
  *   LOGITS       the output rows: * scale, then softcap
- *   OBSERVE      the layer trace and the feature capture of layer `layer` (the residual in src)
+ *   TOP_PROBS    per output row of src: the argmax, its softmax probability over the row and over
+ *                the row's 10 highest values (the drafter's confidences)
+ *   OBSERVE      the layer trace, the capture hook and the feature rows of layer `layer` (the
+ *                residual in src)
  *   ALL_REDUCE   dst summed over the devices of a tensor-parallel group (one device: nothing)
  *   BARRIER      everything written before is visible to everything after
  *
@@ -55,6 +59,7 @@ enum muse_op_kind {
     MUSE_OP_SWIGLU,
     MUSE_OP_ADD,
     MUSE_OP_LOGITS,
+    MUSE_OP_TOP_PROBS,
     MUSE_OP_OBSERVE,
     MUSE_OP_ALL_REDUCE,
 };
@@ -62,6 +67,11 @@ enum muse_op_kind {
 enum muse_op_rows { MUSE_ROWS_ALL, MUSE_ROWS_OUT };
 enum muse_op_split { MUSE_SPLIT_ROWS, MUSE_SPLIT_SHARE };
 enum muse_rope_mode { MUSE_ROPE_NORM, MUSE_ROPE_NEOX };
+/* ATTENTION masks. CAUSAL: row r sees its sequence's keys up to pos[r] (the last n_swa of them when
+ * n_swa > 0). BLOCK: the rows are one block of consecutive positions of one sequence that sees
+ * itself whole (non-causal): row r sees keys pos[r] - n_swa + 1 .. pos[n_rows - 1], none below the
+ * run's kv_floor (the DFlash drafter's block over its ring, dflash.md 3.4). */
+enum muse_attn_mask { MUSE_MASK_CAUSAL, MUSE_MASK_BLOCK };
 
 /* Buffer ids: the run's bound outputs first, then the program's activation buffers. */
 enum { MUSE_BUF_NONE = -1, MUSE_BUF_LOGITS = 0, MUSE_BUF_FIRST = 1 };
@@ -99,6 +109,7 @@ struct muse_op {
     float rope_base, rope_scale;
     /* ATTENTION */
     int32_t n_head, n_head_kv, head_dim, n_swa;
+    enum muse_attn_mask mask;
     float scale;              /* ATTENTION: 1/sqrt(head_dim); LOGITS: the logit scale */
     float softcap;            /* LOGITS: 0 = none */
     const struct muse_weight *table; /* EMBED: the token embedding table */
@@ -135,16 +146,28 @@ struct muse_prog_run {
     const int32_t *out_rows;        /* [n_out] the MUSE_ROWS_OUT rows, increasing */
     int32_t n_out;
     float *logits;                  /* MUSE_BUF_LOGITS: [n_out][its cols] */
+    int32_t *argmax;                /* TOP_PROBS: [n_out] each */
+    float *conf, *conf_top10;
+    int32_t kv_floor;               /* ATTENTION (BLOCK): no key below this position */
+    /* OBSERVE: the feature rows, [n_rows][n_features * n_embd]: slot k of row r is the residual of
+     * row r entering layer feature_layers[k] (NULL: none) */
+    float *features;
+    const int32_t *feature_layers;
+    int32_t n_features;
     /* OBSERVE (the caller's hooks, include/muse.h) */
     muse_layer_trace_fn trace;
     void *trace_user;
     int32_t trace_n_pos;
     muse_layer_capture_fn capture;
     void *capture_user;
-    const uint8_t *capture_layers;  /* NULL: every layer; else [n_layers] nonzero = capture it */
     int32_t n_layers;               /* OBSERVE layers are 0..n_layers (n_layers: the final residual) */
     int64_t n_embd;                 /* OBSERVE / EMBED row width */
 };
+
+/* The confidences of one row of n values (raw logits): the argmax (ties to the lower index, NaN
+ * never wins), its full softmax probability and its probability after a softmax over the 10
+ * highest values (the TOP_PROBS op's numerics). */
+void muse_row_confidence(const float *row, int64_t n, int32_t *argmax, float *conf, float *conf_top10);
 
 /* Start an empty program whose buffers hold n_batch rows. */
 void muse_program_init(struct muse_program *p, int32_t n_batch);

@@ -149,6 +149,8 @@ void muse_context_free(struct muse_context *ctx) {
     free(ctx->kv);
     free(ctx->kv_layers);
     muse_program_free(&ctx->prog);
+    muse_buffer_free(ctx->features);
+    free(ctx->feature_layers);
     muse_device_close(ctx->dev);
     free(ctx->pos);
     free(ctx->out_rows);
@@ -214,10 +216,6 @@ fail:
     return st;
 }
 
-muse_status muse_context_reserve(struct muse_context *ctx, const struct muse_backend_plan *need, struct muse_error *err) {
-    return muse_device_reserve(ctx->dev, need, 0, err);
-}
-
 uint32_t muse_context_n_ctx(const struct muse_context *ctx) { return ctx->params.n_ctx; }
 uint32_t muse_context_n_batch(const struct muse_context *ctx) { return ctx->params.n_batch; }
 uint32_t muse_context_n_threads(const struct muse_context *ctx) { return ctx->params.n_threads; }
@@ -232,8 +230,44 @@ static struct muse_prog_run run_args(const struct muse_context *ctx) {
         .pos = ctx->pos, .kv = ctx->kv_layers, .out_rows = ctx->out_rows,
         .trace = ctx->params.trace, .trace_user = ctx->params.trace_user, .trace_n_pos = ctx->params.trace_n_pos,
         .capture = ctx->params.capture, .capture_user = ctx->params.capture_user,
-        .capture_layers = ctx->capture_layers, .n_layers = (int32_t)m->hp.n_layer, .n_embd = m->hp.n_embd,
+        .n_layers = (int32_t)m->hp.n_layer, .n_embd = m->hp.n_embd,
+        .features = ctx->n_features ? muse_buffer_host(ctx->features) : NULL, .feature_layers = ctx->feature_layers,
+        .n_features = ctx->n_features,
     };
+}
+
+muse_status muse_context_set_features(struct muse_context *ctx, const int32_t *layers, int32_t n_layers,
+                                      struct muse_error *err) {
+    const int32_t n_layer = (int32_t)ctx->model->hp.n_layer;
+    if (n_layers < 0 || (n_layers > 0 && !layers))
+        return muse_error_set(err, MUSE_ERR_INVALID_ARG, "bad feature layer list (%d layers)", n_layers);
+    for (int32_t k = 0; k < n_layers; k++)
+        if (layers[k] < 0 || layers[k] > n_layer)
+            return muse_error_set(err, MUSE_ERR_INVALID_ARG, "feature layer %d is outside 0..%d", layers[k], n_layer);
+    struct muse_buffer *buf = NULL;
+    int32_t *copy = NULL;
+    if (n_layers > 0) {
+        const size_t bytes = sizeof(float) * ctx->params.n_batch * (size_t)n_layers * (size_t)ctx->model->hp.n_embd;
+        muse_status st = muse_device_alloc(ctx->dev, bytes, &buf, err);
+        if (st) return st;
+        if (!(copy = malloc(sizeof *copy * (size_t)n_layers))) {
+            muse_buffer_free(buf);
+            return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
+        }
+        memcpy(copy, layers, sizeof *copy * (size_t)n_layers);
+    }
+    muse_buffer_free(ctx->features);
+    free(ctx->feature_layers);
+    ctx->features = buf;
+    ctx->feature_layers = copy;
+    ctx->n_features = n_layers;
+    ctx->n_feature_rows = 0;
+    return MUSE_OK;
+}
+
+const float *muse_context_features(const struct muse_context *ctx, int32_t *n_rows) {
+    if (n_rows) *n_rows = ctx->n_features ? ctx->n_feature_rows : 0;
+    return ctx->n_features ? muse_buffer_host(ctx->features) : NULL;
 }
 
 /* Shared body of muse_eval / muse_eval_embd / muse_eval_rows / muse_eval_mixed: exactly one of
@@ -270,6 +304,7 @@ static muse_status eval(struct muse_context *ctx, const int32_t *tokens, const f
             a.logits = logits + (size_t)(done + first - first_row) * n_vocab;
         }
         muse_device_run(ctx->dev, &ctx->prog, &a);
+        ctx->n_feature_rows = n;
         kv->n_past += n;
         if (kv->n_past > kv->n_high) kv->n_high = kv->n_past;
         done += n;
@@ -357,6 +392,7 @@ muse_status muse_decode(struct muse_context *ctx, const struct muse_batch *b, fl
     }
     a.logits = logits;
     muse_device_run(ctx->dev, &ctx->prog, &a);
+    ctx->n_feature_rows = n;
     for (int32_t s = 0; s < n_seq; s++) {
         struct muse_kv_cache *kv = ctx->kv[s];
         kv->n_past = next[s];

@@ -169,6 +169,8 @@ struct muse_context_params {
     uint32_t n_seq_max;           /* sequences the context holds (muse_decode), each with its own KV
                                      cache of n_ctx positions; 0 = 1. The muse_eval family and muse_kv_*
                                      work on sequence 0. At most MUSE_MAX_SEQ */
+    int embeddings;               /* nonzero: every forward also writes each row's final hidden state
+                                     (muse_context_embeddings, muse_embed) */
 };
 
 #define MUSE_MAX_SEQ 256
@@ -257,6 +259,41 @@ muse_status muse_context_set_features(struct muse_context *ctx, const int32_t *l
  * the last muse_decode, or of the last n_batch chunk of a muse_eval call. NULL (and *n_rows 0)
  * when no features are set. Valid until the next forward of ctx. */
 const float *muse_context_features(const struct muse_context *ctx, int32_t *n_rows);
+
+/*
+ * ---- embeddings (llama.cpp's --embedding) ---------------------------------------------------------
+ * A context created with params.embeddings writes, in every forward, each row's final hidden
+ * state: rms(x) * output_norm, the LM head's input (llama.cpp's result_norm), f32.
+ */
+
+/* The final hidden states of the last forward: [*n_rows][n_embd] in batch order (as
+ * muse_context_features); NULL (and *n_rows 0) without params.embeddings. */
+const float *muse_context_embeddings(const struct muse_context *ctx, int32_t *n_rows);
+
+/* How muse_embed pools a sequence's hidden states (llama.cpp's enum llama_pooling_type). */
+enum muse_pooling {
+    MUSE_POOLING_NONE = 0, /* every token's state */
+    MUSE_POOLING_MEAN = 1, /* their mean */
+    MUSE_POOLING_CLS = 2,  /* the first token's */
+    MUSE_POOLING_LAST = 3, /* the last token's */
+};
+/* "none", "mean", "cls", "last" <-> enum muse_pooling; from_name returns -1 when unknown. */
+int muse_pooling_from_name(const char *name);
+const char *muse_pooling_name(enum muse_pooling pooling);
+/* The model's pooling (the GGUF key <arch>.pooling_type), or -1 when the file does not say. */
+int muse_model_pooling(const struct muse_model *model);
+
+/*
+ * Embed one input: clears sequence 0, evaluates tokens[0..n_tokens) there (chunked by n_batch; no
+ * logits), pools the final hidden states and normalizes each vector as llama.cpp's
+ * --embd-normalize: -1 none, 0 max-absolute (to the int16 range), 1 taxicab, 2 Euclidean (the
+ * default, what OpenAI returns), p > 2 the p-norm. out: [n_embd], or [n_tokens][n_embd] for
+ * MUSE_POOLING_NONE. Leaves sequence 0 holding the tokens. Errors: MUSE_ERR_INVALID_ARG (a
+ * context without params.embeddings, a bad pooling, no tokens, a bad token), MUSE_ERR_CONTEXT
+ * (more tokens than n_ctx).
+ */
+muse_status muse_embed(struct muse_context *ctx, const int32_t *tokens, int32_t n_tokens, enum muse_pooling pooling,
+                       int normalize, float *out, struct muse_error *err);
 
 /* Positions stored for sequence seq (0 for an id out of range). */
 int32_t muse_seq_n_past(const struct muse_context *ctx, int32_t seq);

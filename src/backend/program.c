@@ -27,6 +27,7 @@ void muse_program_init(struct muse_program *p, int32_t n_batch) {
     memset(p, 0, sizeof *p);
     p->n_batch = n_batch;
     muse_program_buffer(p, 0); /* MUSE_BUF_LOGITS: bound per run, no workspace */
+    muse_program_buffer(p, 0); /* MUSE_BUF_EMBD: likewise */
 }
 
 void muse_program_free(struct muse_program *p) {
@@ -239,6 +240,7 @@ static int64_t ref_stride(const struct interp *I, struct muse_prog_ref f) {
 static float *ref_ptr(const struct interp *I, struct muse_prog_ref f) {
     if (f.buf == MUSE_BUF_NONE) return NULL;
     if (f.buf == MUSE_BUF_LOGITS) return I->run->logits + f.off;
+    if (f.buf == MUSE_BUF_EMBD) return I->run->embd_out + f.off;
     return I->ws + I->p->bufs[f.buf].off + (size_t)f.off;
 }
 

@@ -32,8 +32,8 @@
  *
  * Rows. Ops run over all batch rows, or (rows = MUSE_ROWS_OUT) over the run's n_out output rows
  * only: an RMS_NORM reads batch row out_rows[i] and writes row i; other OUT ops work on rows
- * 0..n_out-1 of their buffers, and their results go to the run's bound outputs (MUSE_BUF_LOGITS). How the CPU
- * device splits an op over its threads is part of the op (split), because its barriers follow the
+ * 0..n_out-1 of their buffers, and their results go to the run's bound outputs (MUSE_BUF_LOGITS,
+ * MUSE_BUF_EMBD). How the CPU device splits an op over its threads is part of the op (split), because its barriers follow the
  * split: MUSE_SPLIT_ROWS gives a thread the rows r % nth == ith (the rows it also converts for the
  * next matmul, so row steps chain into a matmul without a barrier); MUSE_SPLIT_SHARE a contiguous
  * share of all the op's vectors (rows x per_row); the program places its BARRIER ops for that.
@@ -73,8 +73,9 @@ enum muse_rope_mode { MUSE_ROPE_NORM, MUSE_ROPE_NEOX };
  * run's kv_floor (the DFlash drafter's block over its ring, dflash.md 3.4). */
 enum muse_attn_mask { MUSE_MASK_CAUSAL, MUSE_MASK_BLOCK };
 
-/* Buffer ids: the run's bound outputs first, then the program's activation buffers. */
-enum { MUSE_BUF_NONE = -1, MUSE_BUF_LOGITS = 0, MUSE_BUF_FIRST = 1 };
+/* Buffer ids: the run's bound outputs first (the logits of the output rows; the final hidden
+ * states of all rows), then the program's activation buffers. */
+enum { MUSE_BUF_NONE = -1, MUSE_BUF_LOGITS = 0, MUSE_BUF_EMBD = 1, MUSE_BUF_FIRST = 2 };
 
 /* A float array an op reads or writes: row r at `off + r * stride` floats into buffer buf
  * (stride 0: the buffer's cols). Matmul outputs have stride w.ne1 and inputs w.ne0 (backend.h). */
@@ -127,7 +128,7 @@ struct muse_program {
     int32_t n_ops, cap_ops;
     struct muse_prog_job *jobs;
     int32_t n_jobs, cap_jobs;
-    struct muse_prog_buffer *bufs; /* [n_bufs]; bufs[MUSE_BUF_LOGITS] is the bound output */
+    struct muse_prog_buffer *bufs; /* [n_bufs]; bufs[MUSE_BUF_LOGITS] and [MUSE_BUF_EMBD] are bound outputs */
     int32_t n_bufs, cap_bufs;
     int32_t n_batch;               /* rows every buffer holds */
     size_t workspace_floats;       /* all buffers, each rounded to 16 floats */
@@ -146,6 +147,7 @@ struct muse_prog_run {
     const int32_t *out_rows;        /* [n_out] the MUSE_ROWS_OUT rows, increasing */
     int32_t n_out;
     float *logits;                  /* MUSE_BUF_LOGITS: [n_out][its cols] */
+    float *embd_out;                /* MUSE_BUF_EMBD: [n_rows][its cols] */
     int32_t *argmax;                /* TOP_PROBS: [n_out] each */
     float *conf, *conf_top10;
     int32_t kv_floor;               /* ATTENTION (BLOCK): no key below this position */

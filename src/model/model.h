@@ -33,6 +33,7 @@ struct muse_context {
     int32_t *feature_layers;            /* [n_features] */
     int32_t n_features;
     int32_t n_feature_rows;             /* rows the last forward wrote */
+    struct muse_buffer *embd;           /* params.embeddings: [n_batch][n_embd] final hidden states */
 };
 
 /*

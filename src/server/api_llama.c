@@ -72,6 +72,6 @@ enum MHD_Result muse_srv_api_slots(struct srv_req *r) {
 
 enum MHD_Result muse_srv_api_embeddings(struct srv_req *r) {
     return muse_srv_reply_error(r, 501, "not_implemented_error", NULL,
-                                "embeddings are not available: Muse-Glimmer is a generative model without an embedding "
-                                "head, and libmuse does not expose the final hidden state (docs/server.md)");
+                                "embeddings are not served yet: `muse embed` and the library's muse_embed compute them "
+                                "(docs/server.md)");
 }

@@ -50,6 +50,9 @@ struct model_adapter {
     struct muse_spec_params spec;
     struct muse_grammar_vocab *gvocab; /* the token trie, built by the first grammar request */
     pthread_mutex_t gvocab_mu;
+    struct muse_context *embd_ctx;     /* embeddings: made by the first request (n_ctx of a slot); embd_mu */
+    enum muse_pooling pooling;
+    pthread_mutex_t embd_mu;
 };
 
 struct model_slot {
@@ -356,9 +359,32 @@ static muse_status model_slot_constrain(void *slot, const struct muse_grammar *g
     return st;
 }
 
+static muse_status model_embed(void *self, const int32_t *toks, int n, int normalize, float *out, struct muse_error *err) {
+    struct model_adapter *r = self;
+    pthread_mutex_lock(&r->embd_mu);
+    muse_status st = MUSE_OK;
+    if (!r->embd_ctx) {
+        struct muse_context_params cp = r->cp;
+        cp.embeddings = 1;
+        cp.n_seq_max = 1;
+        cp.trace = NULL;
+        cp.capture = NULL;
+        st = muse_context_create(r->model, cp, &r->embd_ctx, err);
+    }
+    if (st == MUSE_OK && r->pooling == MUSE_POOLING_NONE)
+        st = muse_error_set(err, MUSE_ERR_INVALID_ARG,
+                            "the server pools embeddings with 'none' (a vector per token), which the embeddings APIs "
+                            "cannot return: start it with --pooling mean, cls or last");
+    else if (st == MUSE_OK) st = muse_embed(r->embd_ctx, toks, n, r->pooling, normalize, out, err);
+    pthread_mutex_unlock(&r->embd_mu);
+    return st;
+}
+
 static void model_destroy(void *self) {
     struct model_adapter *r = self;
     if (!r) return;
+    muse_context_free(r->embd_ctx);
+    pthread_mutex_destroy(&r->embd_mu);
     muse_media_cache_free(r->media);
     muse_vision_free(r->vision);
     muse_chat_free(r->chat);
@@ -392,6 +418,7 @@ static const struct muse_srv_adapter_ops model_ops = {
     .slot_spec_counts = model_slot_spec_counts,
     .grammar_compile = model_grammar_compile,
     .slot_constrain = model_slot_constrain,
+    .embed = model_embed,
 };
 
 /* Text of token id (for the template's bos_token/eos_token), "" when absent. */
@@ -405,12 +432,13 @@ static void token_text(const struct muse_tokenizer *tok, int32_t id, char *buf, 
 
 muse_status muse_srv_model_adapter_create(const char *model_path, const struct muse_srv_model_params *params,
                                           struct muse_srv_adapter *out, struct muse_error *err) {
-    const struct muse_srv_model_params none = {0};
+    const struct muse_srv_model_params none = {.pooling = -1};
     if (!params) params = &none;
     struct model_adapter *r = calloc(1, sizeof *r);
     if (!r) return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
     pthread_mutex_init(&r->chat_mu, NULL);
     pthread_mutex_init(&r->gvocab_mu, NULL);
+    pthread_mutex_init(&r->embd_mu, NULL);
     r->cp = params->cparams ? *params->cparams : muse_context_default_params();
     if (params->n_batch > 0) r->cp.n_batch = (uint32_t)params->n_batch;
     r->spec = params->draft_path ? params->spec : muse_spec_default_params();
@@ -474,6 +502,10 @@ muse_status muse_srv_model_adapter_create(const char *model_path, const struct m
     r->info.n_batch = (int)(r->cp.n_batch ? r->cp.n_batch : muse_context_default_params().n_batch);
     r->info.n_threads = (int)muse_context_params_threads(r->cp);
     r->info.n_embd = muse_model_n_embd(r->model);
+    r->pooling = (enum muse_pooling)(params->pooling >= 0 ? params->pooling
+                                     : muse_model_pooling(r->model) > 0 ? muse_model_pooling(r->model)
+                                                                        : MUSE_POOLING_LAST);
+    snprintf(r->info.pooling, sizeof r->info.pooling, "%s", muse_pooling_name(r->pooling));
     r->info.n_layer = muse_model_n_layer(r->model);
     if (params->mmproj) {
         struct muse_vision_params vp = muse_vision_default_params();

@@ -1,8 +1,8 @@
 """test_server_compat.py - what llama.cpp, OpenAI and Ollama clients expect beyond the basics, on the
 TEST-ONLY scripted engine: OpenAI logprobs/top_logprobs (chat) and logprobs/echo (completions),
 streamed and not, through the official `openai` client; a 400 naming each field muse does not
-honour; llama-server's /props, /slots, /apply-template and /v1/embeddings (501); the Ollama API
-through the official `ollama` client (chat, generate, NDJSON streaming, tags, show, ps, version,
+honour; llama-server's /props, /slots, /apply-template and /v1/embeddings (501: the scripted
+engine computes none); the Ollama API through the official `ollama` client (chat, generate, NDJSON streaming, tags, show, ps, version,
 errors); the request log line of each request."""
 import json
 import math

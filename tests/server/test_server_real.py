@@ -2,9 +2,14 @@
 sliding window 8): the real tokenizer, chat template, forward and sampler behind the server.
 Prompt-cache reuse must not change greedy output: a warm slot (prefix kept, rewound through the
 sliding-window checkpoint, or restarted) gives the same tokens as a cold one. With --batch-size 32
-the rings hold 8 + 32 rows, so a rewind of more than ~33 positions needs the checkpoint."""
+the rings hold 8 + 32 rows, so a rewind of more than ~33 positions needs the checkpoint. The
+embeddings endpoints (OpenAI, llama.cpp, Ollama) against `muse embed`."""
+import base64
+import json
+import math
 import os
 import pathlib
+import struct
 import subprocess
 import tempfile
 import time
@@ -146,6 +151,37 @@ def main():
                                                           "function": {"name": "get_weather", "arguments": "{not json"}}])]
         st, _, js = srv.request("POST", "/v1/chat/completions", {"messages": bad, "tools": TOOLS}, timeout=120)
         check(st == 400 and "error" in js, f"unparsable tool-call arguments: 400 ({st})")
+        # embeddings (pooling last, the default for a file without pooling_type): the openai client,
+        # base64, token-id input, Ollama's two endpoints, the CLI's vectors, the refusals
+        def f32(v):  # JSON numbers read back as the float32 the server wrote
+            return [struct.unpack("<f", struct.pack("<f", x))[0] for x in v]
+
+        e = cl.embeddings.create(model="m", input=["hello world", "the cat sat"])
+        vecs = [d.embedding for d in e.data]
+        check(len(vecs) == 2 and len(vecs[0]) == 256 and vecs[0] != vecs[1], f"two vectors of n_embd: {len(vecs)}")
+        check(all(abs(math.sqrt(sum(x * x for x in v)) - 1) < 1e-5 for v in vecs), "unit length")
+        check(e.usage.prompt_tokens == e.usage.total_tokens > 4, f"usage {e.usage}")
+        cli = json.loads(subprocess.run([MUSE, "embed", "-m", model, "-p", "hello world", "--pooling", "last"],
+                                        check=True, capture_output=True, text=True).stdout)["data"][0]["embedding"]
+        check(max(abs(a - b) for a, b in zip(cli, vecs[0])) < 1e-6, "the server's vector is muse embed's")
+        st, _, js = srv.request("POST", "/v1/embeddings", {"input": "hello world", "encoding_format": "base64"})
+        raw = struct.unpack("<256f", base64.b64decode(js["data"][0]["embedding"]))
+        check(st == 200 and max(abs(a - b) for a, b in zip(raw, vecs[0])) == 0, "base64: the same little-endian floats")
+        _, _, tk = srv.request("POST", "/tokenize", {"content": "hello world", "add_special": True})
+        st, _, js = srv.request("POST", "/v1/embeddings", {"input": [tk["tokens"]]})
+        check(st == 200 and f32(js["data"][0]["embedding"]) == vecs[0], "token ids in, the same vector")
+        st, _, js = srv.request("POST", "/api/embed", {"model": "m", "input": ["hello world"]})
+        check(st == 200 and f32(js["embeddings"][0]) == vecs[0] and js["prompt_eval_count"] == len(tk["tokens"]),
+              f"/api/embed: {st} {str(js)[:120]}")
+        st, _, js = srv.request("POST", "/api/embeddings", {"model": "m", "prompt": "hello world"})
+        n = math.sqrt(sum(x * x for x in js["embedding"]))
+        check(st == 200 and abs(n - 1) > 1e-3 and all(abs(a / n - b) < 1e-6 for a, b in zip(js["embedding"], vecs[0])),
+              "/api/embeddings: the same direction, not normalized (as Ollama)")
+        for body, what in (({"input": "x", "dimensions": 8}, "dimensions"), ({"input": ""}, "input"),
+                           ({"input": [[1, 10 ** 9]]}, "input"), ({"input": "x", "encoding_format": "int8"}, "encoding_format"),
+                           ({"input": "x " * 3000}, "context")):
+            st, _, js = srv.request("POST", "/v1/embeddings", body, timeout=120)
+            check(st == 400 and "error" in js, f"refused ({what}): {st} {str(js)[:160]}")
         m = srv.metrics()
         check(m["muse_prompt_tokens_cached_total"] > 0 and m["muse_decode_tokens_per_second"] > 0, "real metrics")
     tmp.cleanup()

@@ -17,7 +17,8 @@ import time
 from srvtest import MUSE, check, ensure_venv, report
 import srvtest
 
-ensure_venv(["openai"])
+ensure_venv(["openai", "ollama"])
+import ollama  # noqa: E402
 import openai  # noqa: E402
 
 
@@ -173,6 +174,8 @@ def main():
         st, _, js = srv.request("POST", "/api/embed", {"model": "m", "input": ["hello world"]})
         check(st == 200 and f32(js["embeddings"][0]) == vecs[0] and js["prompt_eval_count"] == len(tk["tokens"]),
               f"/api/embed: {st} {str(js)[:120]}")
+        oe = ollama.Client(host=srv.base).embed(model="m", input="hello world")
+        check(f32(oe.embeddings[0]) == vecs[0], "the ollama client's embed: the same vector")
         st, _, js = srv.request("POST", "/api/embeddings", {"model": "m", "prompt": "hello world"})
         n = math.sqrt(sum(x * x for x in js["embedding"]))
         check(st == 200 and abs(n - 1) > 1e-3 and all(abs(a / n - b) < 1e-6 for a, b in zip(js["embedding"], vecs[0])),

@@ -103,8 +103,14 @@ struct muse_srv_job {
     int n_calls, cap_calls;
     int32_t *out_toks;                /* [n_out] generated tokens (stop token included) */
     struct muse_srv_prob *probs;      /* [n_out][n_probs + 1]: the top n_probs, then the sampled token */
-    int *out_text_end;                /* [n_out] content length (bytes) after each token */
     int n_out, cap_out;
+    /* chat logprobs (parse_channels with n_probs): which tokens are the answer's. Bytes of the
+     * generated text after each token, the answer's byte ranges in that text, and how many bytes
+     * are decided (the parser placed them in the answer, the reasoning or markup) */
+    int *out_raw_end;                 /* [n_out] */
+    struct muse_srv_span { int lo, hi; } *answer; /* [n_answer], increasing */
+    int n_answer, cap_answer;
+    int raw_decided;
     int n_cached;                     /* prompt tokens reused from the slot's cache (set before prefill) */
     int slot;                         /* slot index once started, else -1 */
     bool started, done;

@@ -241,7 +241,8 @@ char *muse_srv_utf8_clean(const char *s, size_t n);
 cJSON *muse_srv_piece_json(struct muse_server *srv, int32_t tok);
 
 /* OpenAI log probabilities (logprobs.c) of generated tokens [from, to), job->mu held. The tokens that
- * have them: [0, muse_srv_logprobs_end) (all generated ones but a final stop token). */
+ * have them: [0, muse_srv_logprobs_end) (all generated ones but a final stop token; while a chat job
+ * runs, those whose part - answer or not - is decided); chat lists only the answer's tokens. */
 int muse_srv_logprobs_end(struct muse_server *srv, const struct muse_srv_job *job);
 /* chat: {"content": [{token, logprob, bytes, top_logprobs: [top entries]}], "refusal": null} */
 cJSON *muse_srv_chat_logprobs(struct muse_server *srv, const struct muse_srv_job *job, int from, int to, int top);

@@ -41,6 +41,22 @@ def openai_logprobs(cl):
         if ch.choices and ch.choices[0].logprobs and ch.choices[0].logprobs.content:
             entries += ch.choices[0].logprobs.content
     check([e.token for e in entries] == [e.token for e in lp.content], f"streamed chat logprobs: {len(entries)} entries")
+    # the answer's tokens only: not the reasoning, not the channel markup and header (issue 32 item 3)
+    think = [{"role": "user", "content": "think first"}]
+    r = cl.chat.completions.create(model="muse-test", messages=think, logprobs=True, top_logprobs=1)
+    c = r.choices[0]
+    text = "".join(e.token for e in c.logprobs.content)
+    check(c.message.content == "The answer is 42." and text == c.message.content,
+          f"logprobs after reasoning spell the answer only: {text!r} ({c.message.content!r})")
+    entries = []
+    for ch in cl.chat.completions.create(model="muse-test", messages=think, logprobs=True, stream=True):
+        if ch.choices and ch.choices[0].logprobs and ch.choices[0].logprobs.content:
+            entries += ch.choices[0].logprobs.content
+    check("".join(e.token for e in entries) == "The answer is 42.", f"streamed: {[e.token for e in entries]}")
+    r = cl.chat.completions.create(model="muse-test", messages=[{"role": "user", "content": "weather?"}], tools=TOOLS,
+                                   logprobs=True)
+    check(r.choices[0].message.tool_calls and not r.choices[0].logprobs.content,
+          f"a tool call has no answer tokens: {len(r.choices[0].logprobs.content or [])} entries")
     # completions: parallel arrays, text offsets, echo
     r = cl.completions.create(model="muse-test", prompt="hello", max_tokens=6, logprobs=2)
     lp = r.choices[0].logprobs

@@ -103,10 +103,10 @@ struct encode_progress {
     int n_images;
 };
 
-static int encode_progress_cb(void *user, int32_t image, int32_t layer, int32_t n_layer) {
+static int encode_progress_cb(void *user, int32_t image, uint64_t done, uint64_t total) {
     struct encode_progress *e = user;
-    progress_draw(&e->p, false, "encoding image %d of %d: layer %d/%d", image + 1, e->n_images, layer, n_layer);
-    return 1;
+    progress_draw(&e->p, false, "encoding image %d of %d: layer %d/%d", image + 1, e->n_images, (int)done, (int)total);
+    return 0;
 }
 
 /*

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <pthread.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -623,7 +624,8 @@ nomem:
 fail:
     if (w) {
         struct muse_error ignored;
-        muse_gguf_writer_close(w, &ignored);   /* removes the partial file */
+        muse_gguf_writer_close(w, &ignored);   /* removes a partial file */
+        unlink(out_path);                      /* and a whole one (cancelled after the last tensor) */
         w = NULL;
     }
     goto done;

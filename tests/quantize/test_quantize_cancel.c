@@ -71,7 +71,8 @@ int main(void) {
     /* cancelled on the last tensor (everything written, the file not yet closed): still removed */
     s.stop_at = n;
     st = quantize(in, out, 0, &s, &err);
-    TEST_CONDF(st == MUSE_ERR_CANCELLED && s.calls == n, "cancelled at the last tensor: status %d, %d calls", st, s.calls);
+    TEST_CONDF(st == MUSE_ERR_CANCELLED && s.calls == n, "cancelled at the last tensor: status %d, %d calls", st,
+               s.calls);
     TEST_COND("cancelled at the last tensor: no output", access(out, F_OK) != 0);
 
     /* a dry run reports the plan the same way and can be cancelled too */

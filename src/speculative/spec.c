@@ -123,6 +123,7 @@ static muse_status plug_in(struct muse_spec *sp, struct muse_error *err);
 muse_status muse_spec_create(struct muse_gen *g, const struct muse_drafter *d, struct muse_spec_params params,
                              struct muse_spec **out, struct muse_error *err) {
     *out = NULL;
+    if (!d) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "speculative decoding needs a drafter");
     struct muse_spec *sp = calloc(1, sizeof *sp);
     if (!sp) return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
     muse_status st = MUSE_OK;

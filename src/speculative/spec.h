@@ -107,9 +107,10 @@ struct muse_spec;
  * must outlive it; from now on the loop's prompt evaluation, rollbacks, checkpoints and decode
  * steps go through the engine; the ring follows the session from its current length). Allocates
  * everything here: the drafter's context and ring copies, the verify logits (the loop's, n_max + 1
- * rows of n_vocab), the pending features. Errors: those of muse_draft_ctx_create (another model's
- * drafter...), MUSE_ERR_NOMEM. *out owned by the caller (muse_spec_free, before muse_gen_free: it
- * unplugs the engine, the loop decodes plainly again).
+ * rows of n_vocab), the pending features. Errors: MUSE_ERR_INVALID_ARG (d NULL: plain decoding
+ * needs no engine), those of muse_draft_ctx_create (another model's drafter...), MUSE_ERR_NOMEM.
+ * *out owned by the caller (muse_spec_free, before muse_gen_free: it unplugs the engine, the loop
+ * decodes plainly again).
  *
  * Image rows (muse_gen_eval_rows) restart the ring at the session's new end (it drafts from what
  * follows alone: correct, with less context). The cost governor starts a new sequence at each

@@ -694,7 +694,6 @@ struct muse_vision;
 typedef void (*muse_vision_stage_fn)(void *user, const char *stage, const float *data, int64_t n_rows,
                                      int64_t n_cols);
 
-
 struct muse_vision_params {
     const char *backend;          /* "cpu" (threads + SIMD, default) or "ref" (the plain-C oracle, 1 thread) */
     uint32_t n_threads;           /* 0 = physical cores (ref: 1) */

@@ -50,9 +50,11 @@ const char *muse_version(void);
 const char *muse_build_commit(void);
 
 /*
- * Progress of a long operation: `done` of `total` units (bytes while a model loads). Called from
- * the thread doing the work; return 0 to go on, nonzero to cancel (the operation then fails with
- * MUSE_ERR_CANCELLED).
+ * Progress of a long operation: `done` of `total` units (bytes while a model loads, layers while
+ * the vision tower encodes). Called from the thread doing the work; return 0 to go on, nonzero to
+ * cancel (the operation then fails with MUSE_ERR_CANCELLED and leaves nothing half-done behind).
+ * Every progress callback of this API has this shape: user first, an int returned, 0 = go on;
+ * one that needs more than two counts (muse_quantize_progress_fn) passes it after `user`.
  */
 typedef int (*muse_progress_fn)(void *user, uint64_t done, uint64_t total);
 
@@ -564,7 +566,9 @@ struct muse_quantize_tensor {
     int32_t fallback;             /* 1: ne[0] did not fit the chosen type, type_out is its fallback */
     int32_t manual;               /* 1: type_out came from tensor_types / output / token-embedding type */
 };
-typedef void (*muse_quantize_progress_fn)(const struct muse_quantize_tensor *tensor, void *user);
+/* Called once per tensor after it is written (or planned, for a dry run); as muse_progress_fn: 0 to
+ * go on, nonzero to cancel (muse_quantize then fails with MUSE_ERR_CANCELLED, out_path removed). */
+typedef int (*muse_quantize_progress_fn)(void *user, const struct muse_quantize_tensor *tensor);
 
 struct muse_quantize_params {
     const char *type;                   /* llama-quantize's TYPE: "Q4_K_M", "q8_0", "Q4_K" (= Q4_K_M),
@@ -579,7 +583,7 @@ struct muse_quantize_params {
     int32_t leave_output_tensor;        /* 1: output.weight is copied unchanged (--leave-output-tensor) */
     int32_t allow_requantize;           /* 1: quantized sources are dequantized first (--allow-requantize) */
     int32_t dry_run;                    /* 1: plan and report only; out_path is not written (may be NULL) */
-    muse_quantize_progress_fn progress; /* called once per tensor after it is written (or planned); may be NULL */
+    muse_quantize_progress_fn progress; /* once per tensor after it is written (or planned); may be NULL */
     void *progress_user;
 };
 
@@ -601,7 +605,8 @@ struct muse_quantize_params muse_quantize_default_params(void);
  * MUSE_ERR_UNSUPPORTED (an IQ or imatrix-only TYPE, an architecture other than muse-glimmer /
  * dflash, a quantized source tensor without allow_requantize, a source type that cannot be
  * converted), MUSE_ERR_IO / MUSE_ERR_FORMAT (reading or writing the files), MUSE_ERR_MISSING
- * (<arch>.block_count), MUSE_ERR_NOMEM. Thread-safe for distinct files; runs its own thread pool.
+ * (<arch>.block_count), MUSE_ERR_NOMEM, MUSE_ERR_CANCELLED (the progress callback asked). Thread-safe
+ * for distinct files; runs its own thread pool.
  */
 muse_status muse_quantize(const char *in_path, const char *out_path, const struct muse_quantize_params *params,
                           struct muse_quantize_stats *stats, struct muse_error *err);
@@ -689,16 +694,13 @@ struct muse_vision;
 typedef void (*muse_vision_stage_fn)(void *user, const char *stage, const float *data, int64_t n_rows,
                                      int64_t n_cols);
 
-/* Progress hook: called after each tower layer (layer = 1 .. n_layer) from the encoding thread;
- * returning 0 cancels the encode (MUSE_ERR_CANCELLED). */
-typedef int (*muse_vision_progress_fn)(void *user, int32_t layer, int32_t n_layer);
-
 struct muse_vision_params {
     const char *backend;          /* "cpu" (threads + SIMD, default) or "ref" (the plain-C oracle, 1 thread) */
     uint32_t n_threads;           /* 0 = physical cores (ref: 1) */
     muse_vision_stage_fn stage;   /* NULL = none */
     void *stage_user;
-    muse_vision_progress_fn progress; /* NULL = none */
+    muse_progress_fn progress;    /* NULL = none; called after each tower layer (done = 1 .. total =
+                                     n_layer) from the encoding thread; nonzero cancels the encode */
     void *progress_user;
 };
 

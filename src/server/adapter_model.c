@@ -6,9 +6,10 @@
  * the sliding-window rings taken where each prompt ends (slot_begin). The session decides what a
  * rewind the rings cannot serve costs, exactly as in `muse chat`; this file only adapts.
  *
- * Generation goes through the speculative loop (src/speculative/spec.h), one per slot, over its
- * session: plain decoding without a drafter; with --draft-model each slot drafts with its own ring
- * (which follows the session's prefix reuse, rollbacks and checkpoints). The scheduler still sees
+ * Generation goes through the generation loop (src/gen/generate.h), one per slot, over its
+ * session: plain decoding without a drafter; with --draft-model each slot's loop has speculative
+ * decoding plugged in (src/speculative/spec.h), drafting with its own ring (which follows the
+ * session's prefix reuse, rollbacks and checkpoints). The scheduler still sees
  * one token per slot_sample and one slot_eval per token: a verify step queues its accepted tokens
  * (already in the cache, so their slot_eval is free) and slot_sample hands them out one by one, so
  * streaming, stop strings, the output parser, max tokens and cancellation work per token as before.
@@ -26,6 +27,7 @@
 #include "core/error.h"
 #include "gen/media.h"
 #include "gen/constrain.h"
+#include "gen/generate.h"
 #include "gen/sampler.h"
 #include "gen/session.h"
 #include "gguf/gguf.h"
@@ -59,7 +61,8 @@ struct model_slot {
     struct model_adapter *r;
     struct muse_context *ctx;
     struct muse_session *kv;      /* the context's KV state (tokens, reuse, checkpoints) */
-    struct muse_spec *gen;        /* the generation loop over kv (speculative with a drafter) */
+    struct muse_gen *gen;         /* the generation loop over kv */
+    struct muse_spec *spec;       /* speculative decoding plugged into it (with a drafter), or NULL */
     bool has_logits;              /* a prompt eval or a step left something to sample */
     bool generating;              /* between slot_begin and the next slot_keep: slot_eval(1) commits a sample */
     struct muse_sampler *sampler; /* of the current request (slot_begin) */
@@ -163,7 +166,8 @@ out:
 static void model_slot_free(void *slot) {
     struct model_slot *s = slot;
     if (!s) return;
-    muse_spec_free(s->gen);
+    muse_spec_free(s->spec);
+    muse_gen_free(s->gen);
     muse_session_free(s->kv);
     muse_context_free(s->ctx);
     muse_sampler_free(s->sampler);
@@ -179,7 +183,8 @@ static void *model_slot_create(void *self, struct muse_error *err) {
     s->r = r;
     if (muse_context_create(r->model, cp, &s->ctx, err) != MUSE_OK) goto fail;
     if (muse_session_create(s->ctx, muse_session_default_params(), &s->kv, err) != MUSE_OK) goto fail;
-    if (muse_spec_create(s->kv, r->drafter, r->spec, &s->gen, err) != MUSE_OK) goto fail;
+    if (muse_gen_create(s->kv, &s->gen, err) != MUSE_OK) goto fail;
+    if (r->drafter && muse_spec_create(s->gen, r->drafter, r->spec, &s->spec, err) != MUSE_OK) goto fail;
     return s;
 nomem:
     muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
@@ -190,7 +195,7 @@ fail:
 
 static struct muse_session_keep model_slot_keep(void *slot, int n_keep) {
     struct model_slot *s = slot;
-    struct muse_session_keep k = muse_spec_keep(s->gen, n_keep);
+    struct muse_session_keep k = muse_gen_keep(s->gen, n_keep);
     s->has_logits = false;
     s->generating = false;
     return k;
@@ -200,8 +205,8 @@ static muse_status model_slot_eval(void *slot, const int32_t *toks, int n, struc
     struct model_slot *s = slot;
     s->has_logits = false;
     /* generating: the token just sampled (an accepted draft costs nothing; the anchor is a step) */
-    muse_status st = s->generating && n == 1 ? muse_spec_advance(s->gen, toks[0], INT64_MAX, err)
-                                             : muse_spec_eval(s->gen, toks, n, err);
+    muse_status st = s->generating && n == 1 ? muse_gen_advance(s->gen, toks[0], INT64_MAX, err)
+                                             : muse_gen_eval(s->gen, toks, n, err);
     if (st == MUSE_OK) s->has_logits = true;
     return st;
 }
@@ -255,7 +260,7 @@ static muse_status model_slot_eval_media(void *slot, void *media, int from, int 
     s->has_logits = false;
     s->media_turn = true; /* no drafting in this request (slot_begin): the ring restarts after the rows */
     struct media_range m = {s, media, from, n};
-    muse_status st = muse_spec_eval_rows(s->gen, media_range_eval, &m, err);
+    muse_status st = muse_gen_eval_rows(s->gen, media_range_eval, &m, err);
     if (st == MUSE_OK) s->has_logits = true;
     return st;
 }
@@ -276,11 +281,11 @@ static muse_status model_slot_begin(void *slot, const struct muse_sampler_params
     muse_constraint_free(s->cons);
     s->cons = NULL;
     /* the prompt ends here: the next request most likely diverges here (session.h) */
-    muse_status st = muse_spec_checkpoint(s->gen, err);
+    muse_status st = muse_gen_checkpoint(s->gen, err);
     if (st != MUSE_OK) return st;
     if ((st = muse_sampler_create(*sp, s->r->info.n_vocab, &s->sampler, err)) != MUSE_OK) return st;
-    muse_spec_begin(s->gen, s->sampler);
-    muse_spec_set_drafting(s->gen, !s->media_turn); /* turns with images are decoded plainly */
+    muse_gen_begin(s->gen, s->sampler);
+    if (s->spec) muse_spec_set_drafting(s->spec, !s->media_turn); /* turns with images are decoded plainly */
     s->media_turn = false;
     s->generating = true;
     return MUSE_OK;
@@ -315,7 +320,7 @@ static muse_status model_slot_sample(void *slot, int n_probs, struct muse_srv_pr
     /* the loop samples and accepts (penalties look at what this request generated) */
     const int n_vocab = s->r->info.n_vocab;
     const float *row = NULL;
-    muse_status st = muse_spec_sample(s->gen, tok, &row, err);
+    muse_status st = muse_gen_sample(s->gen, tok, &row, err);
     if (st != MUSE_OK) return st;
     if (n_probs > 0) {
         int n = n_probs < n_vocab ? n_probs : n_vocab; /* the server clamps; the sampled one stays at [n_probs] */
@@ -328,7 +333,7 @@ static muse_status model_slot_sample(void *slot, int n_probs, struct muse_srv_pr
 
 static void model_slot_spec_counts(void *slot, uint64_t *drafted, uint64_t *accepted, uint64_t *steps) {
     struct model_slot *s = slot;
-    const struct muse_spec_stats now = muse_spec_stats(s->gen);
+    const struct muse_spec_stats now = s->spec ? muse_spec_stats(s->spec) : (struct muse_spec_stats){0};
     *drafted = now.n_drafted - s->counted.n_drafted;
     *accepted = now.n_accepted - s->counted.n_accepted;
     *steps = now.n_steps_spec - s->counted.n_steps_spec;
@@ -345,7 +350,7 @@ static muse_status model_slot_constrain(void *slot, const struct muse_grammar *g
                                         const char *seed, struct muse_error *err) {
     struct model_slot *s = slot;
     struct model_adapter *r = s->r;
-    muse_spec_constrain(s->gen, NULL); /* the loop samples through the constraint (no drafting) */
+    muse_gen_constrain(s->gen, NULL); /* the loop samples through the constraint (no drafting) */
     muse_constraint_free(s->cons);
     s->cons = NULL;
     if (!g) return MUSE_OK;
@@ -355,7 +360,7 @@ static muse_status model_slot_constrain(void *slot, const struct muse_grammar *g
     pthread_mutex_unlock(&r->gvocab_mu);
     if (st != MUSE_OK) return st;
     st = muse_constraint_create(g, r->gvocab, r->tok, triggers, seed, &s->cons, err);
-    if (st == MUSE_OK) muse_spec_constrain(s->gen, s->cons);
+    if (st == MUSE_OK) muse_gen_constrain(s->gen, s->cons);
     return st;
 }
 
@@ -441,7 +446,7 @@ muse_status muse_srv_model_adapter_create(const char *model_path, const struct m
     pthread_mutex_init(&r->embd_mu, NULL);
     r->cp = params->cparams ? *params->cparams : muse_context_default_params();
     if (params->n_batch > 0) r->cp.n_batch = (uint32_t)params->n_batch;
-    r->spec = params->draft_path ? params->spec : muse_spec_default_params();
+    r->spec = params->spec; /* used with draft_path only */
     struct muse_model_params mp = params->mparams ? *params->mparams : muse_model_default_params();
     muse_status st = muse_model_load(model_path, mp, &r->model, err);
     if (st != MUSE_OK) goto fail;

@@ -529,7 +529,7 @@ static void region(int ith, int nth, void *ctx) {
                 snprintf(name, sizeof name, "layer%u_out_window_order", il);
                 p->stage(p->stage_user, name, e->x, e->n_tok, e->D);
             }
-            if (p->progress && !p->progress(p->progress_user, (int32_t)il + 1, (int32_t)e->hp->n_layer)) e->cancelled = 1;
+            if (p->progress && p->progress(p->progress_user, il + 1, e->hp->n_layer)) e->cancelled = 1;
         }
         barrier(&t);
         if (e->cancelled) return; /* every thread sees the same flag after the barrier */

@@ -518,6 +518,7 @@ static bool run_turn(struct session *s) {
     if (s->shown == 1 && s->color) fputs("\033[0m", stdout);
     fputc('\n', stdout);
     fflush(stdout);
+    if (muse_output_parser_cut_tool_call(p)) fprintf(stderr, "(a tool call was cut off before its end: dropped)\n");
     if (muse_chat_add_parsed(s->chat, p, &err) != MUSE_OK) cli_err("%s", err.msg);
     int64_t t2 = muse_time_us();
     double tp = (double)(t1 - t0) / 1e6, tg = (double)(t2 - t1) / 1e6;

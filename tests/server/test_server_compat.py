@@ -57,6 +57,19 @@ def openai_logprobs(cl):
                                    logprobs=True)
     check(r.choices[0].message.tool_calls and not r.choices[0].logprobs.content,
           f"a tool call has no answer tokens: {len(r.choices[0].logprobs.content or [])} entries")
+    # a tool call cut off by max_tokens: no markup in the content, finish_reason "length" (issue 32 item 5);
+    # WEATHER_CALL's ATEM block starts after ~60 tokens of reasoning and header
+    weather = [{"role": "user", "content": "weather?"}]
+    for n in (70, 110):
+        r = cl.chat.completions.create(model="muse-test", messages=weather, tools=TOOLS, max_tokens=n,
+                                       tool_choice="required")
+        m = r.choices[0].message
+        check(r.choices[0].finish_reason == "length" and "atem" not in (m.content or "") and not m.tool_calls,
+              f"cut tool call at {n} tokens: {r.choices[0].finish_reason} {m.content!r} {m.tool_calls}")
+        text = "".join((ch.choices[0].delta.content or "") for ch in
+                       cl.chat.completions.create(model="muse-test", messages=weather, tools=TOOLS, max_tokens=n,
+                                                  stream=True) if ch.choices)
+        check("atem" not in text, f"streamed cut tool call at {n} tokens: {text!r}")
     # completions: parallel arrays, text offsets, echo
     r = cl.completions.create(model="muse-test", prompt="hello", max_tokens=6, logprobs=2)
     lp = r.choices[0].logprobs

@@ -140,13 +140,25 @@ static bool parse_grammar(struct muse_server *srv, const cJSON *req, struct muse
             return false;
         }
         st = srv->ad.ops->grammar_compile(srv->ad.self, MUSE_GRAMMAR_JSON_SCHEMA, text, strlen(text), &job->grammar, &err);
-        free(text);
+        free(job->schema);
+        job->schema = text; /* a chat compiles its whole-answer grammar from it (muse_srv_chat_whole_grammar) */
     }
     if (st != MUSE_OK) {
         snprintf(msg, cap, "%s", err.msg);
         return false;
     }
     *param = NULL;
+    return true;
+}
+
+bool muse_srv_chat_whole_grammar(struct muse_server *srv, struct muse_srv_job *job, char *msg, size_t cap) {
+    if (!job->schema || !job->grammar || !srv->ad.ops->grammar_compile) return true;
+    struct muse_error err = {0};
+    if (srv->ad.ops->grammar_compile(srv->ad.self, MUSE_GRAMMAR_CHAT_JSON_SCHEMA, job->schema, strlen(job->schema),
+                                     &job->grammar_whole, &err) != MUSE_OK) {
+        snprintf(msg, cap, "%s", err.msg);
+        return false;
+    }
     return true;
 }
 

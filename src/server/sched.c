@@ -74,6 +74,8 @@ void muse_srv_job_release(struct muse_srv_job *job) {
     free(job->stops);
     cJSON_Delete(job->tools);
     muse_grammar_free(job->grammar);
+    muse_grammar_free(job->grammar_whole);
+    free(job->schema);
     muse_srv_buf_free(&job->content);
     muse_srv_buf_free(&job->reasoning);
     for (int i = 0; i < job->n_calls; i++) {
@@ -95,7 +97,9 @@ void muse_srv_job_cancel(struct muse_srv_job *job) { atomic_store(&job->cancel, 
 /*
  * Arm the job's grammar on the slot. Chat (grammar_lazy): armed at the Muse-Glimmer answer header
  * (`to=user<|message|>`, or a headerless `<|start|>assistant<|message|>`), so reasoning stays free;
- * the seed is the end of the prompt (the generation prompt may already hold the header).
+ * the seed is the end of the prompt (the generation prompt may already hold the header). A JSON
+ * schema's chat constrains the whole answer instead (grammar_whole), so that a model that never
+ * writes the header still answers with the JSON.
  */
 static muse_status constrain(const struct muse_srv_adapter *ad, void *slot, const struct muse_srv_job *job,
                              struct muse_error *err) {
@@ -114,6 +118,14 @@ static muse_status constrain(const struct muse_srv_adapter *ad, void *slot, cons
         n += (size_t)np;
     }
     seed[n] = 0;
+    if (job->grammar_lazy && job->grammar_whole) { /* the whole answer unless the prompt holds its header */
+        bool header = false;
+        for (int i = 0; triggers[i]; i++) {
+            const size_t k = strlen(triggers[i]);
+            header |= n >= k && !memcmp(seed + n - k, triggers[i], k);
+        }
+        if (!header) return ad->ops->slot_constrain(slot, job->grammar_whole, NULL, seed, err);
+    }
     return ad->ops->slot_constrain(slot, job->grammar, job->grammar_lazy ? triggers : NULL, seed, err);
 }
 

@@ -79,6 +79,10 @@ struct muse_srv_job {
     struct cJSON *tools; /* types tool-call arguments; may be NULL */
     struct muse_grammar *grammar; /* constrained decoding (owned); NULL = free text */
     bool grammar_lazy;   /* chat: the grammar arms at the answer header (reasoning stays free) */
+    struct muse_grammar *grammar_whole; /* chat with a JSON schema (owned): the whole answer - a bounded
+                                           reasoning block, the header, the JSON - used instead of the
+                                           lazy grammar when the prompt does not end with the header */
+    char *schema;        /* the JSON schema's text of `grammar` (owned), or NULL */
     uint64_t id;         /* unique per server: tool-call ids derive from it */
     void *media;         /* a prompt with images: the adapter's handle (prompt then holds its ids), or NULL */
     void (*media_free)(void *self, void *media); /* how the job frees media (with media_self) */

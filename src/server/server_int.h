@@ -279,6 +279,9 @@ enum MHD_Result muse_srv_api_ollama_show(struct srv_req *r);
 enum MHD_Result muse_srv_api_ollama_tags(struct srv_req *r);
 enum MHD_Result muse_srv_api_ollama_version(struct srv_req *r);
 enum MHD_Result muse_srv_api_ollama_ps(struct srv_req *r);
+/* A chat job with a JSON schema (job->schema): compile its whole-answer grammar (job->grammar_whole,
+ * sched.h). False with msg on failure. */
+bool muse_srv_chat_whole_grammar(struct muse_server *srv, struct muse_srv_job *job, char *msg, size_t cap);
 /* Parse r->body as a JSON object; replies 400 and returns NULL on malformed input. */
 cJSON *muse_srv_parse_body(struct srv_req *r);
 

@@ -185,6 +185,27 @@ def main():
                            ({"input": "x " * 3000}, "context")):
             st, _, js = srv.request("POST", "/v1/embeddings", body, timeout=120)
             check(st == 400 and "error" in js, f"refused ({what}): {st} {str(js)[:160]}")
+        # response_format json_schema on a random-weight model at temperature 1: valid JSON every time
+        # (the whole answer is constrained, not only what follows a header the model may never write)
+        schema = {"type": "object", "properties": {"n": {"type": "integer"}, "mood": {"enum": ["happy", "sad"]}},
+                  "required": ["n", "mood"]}
+        rf = {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}
+        valid = 0
+        for k in range(12):
+            r = cl.chat.completions.create(model="m", messages=[{"role": "user", "content": f"Say something {k}."}],
+                                           response_format=rf, temperature=1.0, seed=100 + k, max_tokens=1600)
+            try:
+                js = json.loads(r.choices[0].message.content or "")
+                valid += isinstance(js, dict) and set(js) == {"n", "mood"} and isinstance(js["n"], int) and \
+                    js["mood"] in ("happy", "sad")
+            except ValueError:
+                pass
+        check(valid == 12, f"json_schema at temperature 1 on a random model: {valid} of 12 valid")
+        st, _, js = srv.request("POST", "/api/chat", {"model": "m", "stream": False, "format": schema,
+                                                      "messages": [{"role": "user", "content": "Hi"}],
+                                                      "options": {"temperature": 1.0, "seed": 7, "num_predict": 1600}},
+                                timeout=300)
+        check(st == 200 and set(json.loads(js["message"]["content"])) == {"n", "mood"}, f"ollama format: {st} {str(js)[:200]}")
         m = srv.metrics()
         check(m["muse_prompt_tokens_cached_total"] > 0 and m["muse_decode_tokens_per_second"] > 0, "real metrics")
     tmp.cleanup()

@@ -201,8 +201,9 @@ uint32_t muse_context_auto_n_ctx(const struct muse_model *model, struct muse_con
 
 /*
  * Create a context (KV cache, run state, backend scratch: all allocated here, nothing later).
- * The model must outlive it. Errors: MUSE_ERR_INVALID_ARG (unknown backend, n_ctx larger than
- * the model's context_length, bad KV type), MUSE_ERR_NOMEM.
+ * The model must outlive it. An n_ctx above the model's context_length is allowed, as llama.cpp
+ * allows it (positions past the trained context are untested: callers should warn). Errors:
+ * MUSE_ERR_INVALID_ARG (unknown backend, n_ctx above 2^30, bad KV type), MUSE_ERR_NOMEM.
  */
 muse_status muse_context_create(struct muse_model *model, struct muse_context_params params, struct muse_context **out,
                                 struct muse_error *err);

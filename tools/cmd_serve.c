@@ -326,6 +326,10 @@ int cmd_serve(int argc, char **argv) {
     }
     struct muse_srv_adapter_info info;
     ad.ops->info(ad.self, &info);
+    if (info.n_ctx_train > 0 && info.n_ctx > info.n_ctx_train && mo.verbosity >= 0)
+        cli_err("warning: the context of a slot (%d positions) is larger than the model was trained for (%d): positions "
+                "past it may give poor output",
+                info.n_ctx, info.n_ctx_train);
     fprintf(stderr, "muse serve: ready: model '%s', %d slot(s) of %d tokens, queue %d%s\n", info.model_name, p.n_slots,
             info.n_ctx, p.queue, p.api_key ? ", API key required" : "");
     if (mo.verbosity > 0 && info.desc[0]) fprintf(stderr, "muse serve: %s\n", info.desc);

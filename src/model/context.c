@@ -172,9 +172,6 @@ muse_status muse_context_create(struct muse_model *model, struct muse_context_pa
         return muse_error_set(err, MUSE_ERR_INVALID_ARG, "%u sequences exceed the most a context holds (%d)",
                               params.n_seq_max, MUSE_MAX_SEQ);
     if (params.n_ctx == 0) params.n_ctx = muse_context_auto_n_ctx(model, params, (int32_t)params.n_seq_max);
-    if (params.n_ctx > hp->n_ctx_train)
-        return muse_error_set(err, MUSE_ERR_INVALID_ARG, "context size %u exceeds the model's context_length %u",
-                              params.n_ctx, hp->n_ctx_train);
     if (params.n_ctx > INT32_MAX / 2) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "context size %u is too large", params.n_ctx);
     if (params.n_batch == 0) params.n_batch = 512;
     if (params.n_batch > params.n_ctx) params.n_batch = params.n_ctx;

@@ -489,11 +489,6 @@ muse_status muse_srv_model_adapter_create(const char *model_path, const struct m
         auto_cp.n_ctx = 0;
         r->info.n_ctx = (int)muse_context_auto_n_ctx(r->model, auto_cp, params->n_slots > 1 ? params->n_slots : 1);
     }
-    if (r->info.n_ctx > r->info.n_ctx_train) {
-        st = muse_error_set(err, MUSE_ERR_INVALID_ARG, "--ctx-size %d is larger than the model's context (%d)",
-                            r->info.n_ctx, r->info.n_ctx_train);
-        goto fail;
-    }
     r->cp.n_ctx = (uint32_t)r->info.n_ctx;
     if (params->alias) {
         snprintf(r->info.model_name, sizeof r->info.model_name, "%s", params->alias);

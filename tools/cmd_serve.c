@@ -49,6 +49,9 @@ static void usage(FILE *f) {
             "                      default: no cross-origin access\n"
             "  --allow-host NAME   accept this Host name too on a loopback bind (repeatable; default: localhost,\n"
             "                      127.0.0.1, [::1] with the port)\n"
+            "  --no-context-shift  a chat whose prompt leaves no room for the answer gets a 400 (default: its oldest\n"
+            "                      turns are dropped - the system messages and the last user message stay;\n"
+            "                      --context-shift)\n"
             "  --pooling P         how /v1/embeddings, /api/embed pool the final hidden states: mean, cls, last\n"
             "                      (default: the file's pooling_type, else last; none refuses them)\n"
             "  --test-script FILE  TEST ONLY: no model; play scripted outputs from FILE (docs/server.md)\n"
@@ -195,6 +198,8 @@ int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--api-key")) {
             NEXT();
             p.api_key = val;
+        } else if (!strcmp(a, "--context-shift") || !strcmp(a, "--no-context-shift")) {
+            p.context_shift = a[2] == 'c';
         } else if (!strcmp(a, "--pooling")) {
             NEXT();
             if ((pooling = muse_pooling_from_name(val)) < 0)

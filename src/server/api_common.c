@@ -245,11 +245,18 @@ bool muse_srv_parse_common(struct muse_server *srv, const cJSON *req, struct mus
 bool muse_srv_tokenize_prompt(struct srv_req *r, const char *text, bool add_special, struct muse_srv_job *job) {
     struct muse_server *s = r->srv;
     struct muse_error err = {0};
+    free(job->prompt);
+    job->prompt = NULL;
     if (s->ad.ops->tokenize(s->ad.self, text, strlen(text), add_special, true, &job->prompt, &job->n_prompt, &err) !=
         MUSE_OK) {
         muse_srv_reply_error(r, 500, "server_error", NULL, "tokenizer failed: %s", err.msg);
         return false;
     }
+    return muse_srv_check_prompt(r, job);
+}
+
+bool muse_srv_check_prompt(struct srv_req *r, struct muse_srv_job *job) {
+    struct muse_server *s = r->srv;
     if (job->n_prompt < 1) {
         muse_srv_reply_error(r, 400, "invalid_request_error", "prompt", "the prompt is empty");
         return false;
@@ -257,7 +264,8 @@ bool muse_srv_tokenize_prompt(struct srv_req *r, const char *text, bool add_spec
     if (job->n_prompt >= s->info.n_ctx) {
         muse_srv_reply_error(r, 400, "invalid_request_error", "messages",
                              "the prompt is %d tokens but the context of a slot is %d tokens: shorten the input or start "
-                             "the server with a larger --ctx-size",
+                             "the server with a larger --ctx-size (a chat drops its oldest turns unless --no-context-shift, "
+                             "but its system messages and last user message must fit)",
                              job->n_prompt, s->info.n_ctx);
         return false;
     }

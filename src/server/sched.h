@@ -83,6 +83,7 @@ struct muse_srv_job {
                                            reasoning block, the header, the JSON - used instead of the
                                            lazy grammar when the prompt does not end with the header */
     char *schema;        /* the JSON schema's text of `grammar` (owned), or NULL */
+    int n_shifted;       /* chat: messages the context shift dropped from the request (api_chat.c) */
     uint64_t id;         /* unique per server: tool-call ids derive from it */
     void *media;         /* a prompt with images: the adapter's handle (prompt then holds its ids), or NULL */
     void (*media_free)(void *self, void *media); /* how the job frees media (with media_self) */

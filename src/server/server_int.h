@@ -217,6 +217,8 @@ bool muse_srv_chat_prompt(struct srv_req *r, const struct muse_srv_chat_input *c
 
 /* Tokenize and check the context; replies 400/500 itself and returns false on failure. */
 bool muse_srv_tokenize_prompt(struct srv_req *r, const char *text, bool add_special, struct muse_srv_job *job);
+/* The checks of muse_srv_tokenize_prompt on job's prompt (not empty, shorter than a slot); replies 400. */
+bool muse_srv_check_prompt(struct srv_req *r, struct muse_srv_job *job);
 
 /*
  * The prompt of a completion request: a string, an array of token ids, or an array holding one

@@ -206,8 +206,24 @@ def main():
                                                       "options": {"temperature": 1.0, "seed": 7, "num_predict": 1600}},
                                 timeout=300)
         check(st == 200 and set(json.loads(js["message"]["content"])) == {"n", "mood"}, f"ollama format: {st} {str(js)[:200]}")
+        # a chat longer than the slot (2048): the oldest turns go, the system message and the last user
+        # message stay (issue 32 item 2); a system message alone too long is still a 400
+        long_turns = [{"role": "system", "content": "You are terse."}]
+        for k in range(40):
+            long_turns += [{"role": "user", "content": f"Question {k}: " + "words and more words " * 12},
+                           {"role": "assistant", "content": f"Answer {k}: " + "fine and more fine " * 12}]
+        long_turns.append({"role": "user", "content": "The last question?"})
+        st, _, js = srv.request("POST", "/v1/chat/completions", {"messages": long_turns, "max_tokens": 4}, timeout=120)
+        check(st == 200 and js["usage"]["prompt_tokens"] + 4 <= 2048, f"a long chat shifts: {st} {str(js)[:200]}")
+        check("context shift:" in srv.logtext() and "oldest messages dropped" in srv.logtext(), "the log line says so")
+        big_system = [{"role": "system", "content": "rules " * 3000}, {"role": "user", "content": "hi"}]
+        st, _, js = srv.request("POST", "/v1/chat/completions", {"messages": big_system, "max_tokens": 4}, timeout=120)
+        check(st == 400 and "context-shift" in js["error"]["message"], f"an oversized system message: {st} {str(js)[:200]}")
         m = srv.metrics()
         check(m["muse_prompt_tokens_cached_total"] > 0 and m["muse_decode_tokens_per_second"] > 0, "real metrics")
+    with RealServer(model, "--parallel", "1", "--ctx-size", "2048", "--no-context-shift") as srv:
+        st, _, js = srv.request("POST", "/v1/chat/completions", {"messages": long_turns, "max_tokens": 4}, timeout=120)
+        check(st == 400, f"--no-context-shift: a long chat is a 400 ({st})")
     tmp.cleanup()
     report("test_server_real.py")
 

@@ -16,6 +16,7 @@
 
 #include "model/model.h"
 #include "synth/synth.h"
+#include "synth_fixture.h"
 #include "test.h"
 
 #define N_SEQ 3
@@ -187,23 +188,10 @@ static void run(struct muse_model *m, const char *backend, uint32_t threads) {
 }
 
 int main(void) {
-    const char *e = getenv("MUSE_CPU");
-    char mode[96];
-    snprintf(mode, sizeof mode, "%s%sexact", e ? e : "", e && *e ? "," : "");
-    setenv("MUSE_CPU", mode, 1);
+    fixture_exact_kernels();
     char path[128];
-    snprintf(path, sizeof path, "/tmp/muse-test-batch-%d.gguf", (int)getpid());
-    struct muse_error err;
-    struct muse_synth_config cfg;
-    TEST_COND("preset", muse_synth_preset("tiny", &cfg, &err) == MUSE_OK);
-    cfg.n_layer = 4;
-    cfg.n_swa = 8;
-    cfg.values = MUSE_SYNTH_VALUES_CONDITIONED;
-    cfg.n_rules = 0;
-    struct muse_model *m = NULL;
-    if (muse_synth_parse_types("*=q8_0", &cfg, &err) != MUSE_OK || muse_synth_write(&cfg, path, NULL, NULL, &err) != MUSE_OK ||
-        muse_model_load(path, muse_model_default_params(), &m, &err) != MUSE_OK) {
-        TEST_CONDF(false, "model: %s", err.msg);
+    struct muse_model *m = fixture_synth_model("batch", 4, 8, "*=q8_0", path, sizeof path);
+    if (!m) {
         unlink(path);
         return TEST_REPORT();
     }

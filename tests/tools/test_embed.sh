@@ -4,10 +4,8 @@
 # last one equal to --pooling last's), the usage token counts, and the usage errors (exit 2).
 set -euo pipefail
 MUSE="${MUSE:-build/muse}"
-SHARED="${MUSE_SHARED:-../shared}"
-MODEL="$SHARED/golden/text/small-q8_0.gguf"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+MODEL="${MUSE_SHARED:-../shared}/golden/text/small-q8_0.gguf"  # the golden 6-layer Q8_0 file
+tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
 fail=0
 
 "$MUSE" embed -m "$MODEL" -p $'hello world\n\nthe cat sat on the mat' --pooling mean > "$tmp/mean.json"

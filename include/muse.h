@@ -50,9 +50,11 @@ const char *muse_version(void);
 const char *muse_build_commit(void);
 
 /*
- * Progress of a long operation: `done` of `total` units (bytes while a model loads). Called from
- * the thread doing the work; return 0 to go on, nonzero to cancel (the operation then fails with
- * MUSE_ERR_CANCELLED).
+ * Progress of a long operation: `done` of `total` units (bytes while a model loads, layers while
+ * the vision tower encodes). Called from the thread doing the work; return 0 to go on, nonzero to
+ * cancel (the operation then fails with MUSE_ERR_CANCELLED and leaves nothing half-done behind).
+ * Every progress callback of this API has this shape: user first, an int returned, 0 = go on;
+ * one that needs more than two counts (muse_quantize_progress_fn) passes it after `user`.
  */
 typedef int (*muse_progress_fn)(void *user, uint64_t done, uint64_t total);
 
@@ -142,9 +144,10 @@ typedef void (*muse_layer_trace_fn)(void *user, int32_t pos, int32_t il, double 
                                     const float first[4]);
 
 /*
- * Layer-input capture hook (DFlash feature capture, debugging): called at the top of every layer
- * il (0..n_layer-1) of every micro-batch with the residual entering it (`t_layer_inp`; for
- * layer 0 the normed embedding), x = [n_tokens][n_embd] f32 for positions pos[0..n_tokens).
+ * Layer-input capture hook (debugging; features for a drafter: muse_context_set_features): called
+ * at the top of every layer il (0..n_layer-1) of every micro-batch with the residual entering it
+ * (`t_layer_inp`; for layer 0 the normed embedding), x = [n_tokens][n_embd] f32 for positions
+ * pos[0..n_tokens).
  * The pointers are valid only during the call.
  */
 typedef void (*muse_layer_capture_fn)(void *user, int32_t il, const int32_t *pos, int32_t n_tokens,
@@ -168,6 +171,8 @@ struct muse_context_params {
     uint32_t n_seq_max;           /* sequences the context holds (muse_decode), each with its own KV
                                      cache of n_ctx positions; 0 = 1. The muse_eval family and muse_kv_*
                                      work on sequence 0. At most MUSE_MAX_SEQ */
+    int embeddings;               /* nonzero: every forward also writes each row's final hidden state
+                                     (muse_context_embeddings, muse_embed) */
 };
 
 #define MUSE_MAX_SEQ 256
@@ -196,8 +201,9 @@ uint32_t muse_context_auto_n_ctx(const struct muse_model *model, struct muse_con
 
 /*
  * Create a context (KV cache, run state, backend scratch: all allocated here, nothing later).
- * The model must outlive it. Errors: MUSE_ERR_INVALID_ARG (unknown backend, n_ctx larger than
- * the model's context_length, bad KV type), MUSE_ERR_NOMEM.
+ * The model must outlive it. An n_ctx above the model's context_length is allowed, as llama.cpp
+ * allows it (positions past the trained context are untested: callers should warn). Errors:
+ * MUSE_ERR_INVALID_ARG (unknown backend, n_ctx above 2^30, bad KV type), MUSE_ERR_NOMEM.
  */
 muse_status muse_context_create(struct muse_model *model, struct muse_context_params params, struct muse_context **out,
                                 struct muse_error *err);
@@ -241,6 +247,56 @@ struct muse_batch {
  * token or position), MUSE_ERR_CONTEXT (a sequence would outgrow n_ctx); nothing is evaluated then.
  */
 muse_status muse_decode(struct muse_context *ctx, const struct muse_batch *batch, float *logits, struct muse_error *err);
+
+/*
+ * Feature rows (the DFlash drafter's input, spec dflash.md 2.3; also for probing a model): from now
+ * on every forward of ctx also writes, for each of its rows, the residual entering each of
+ * layers[0..n_layers) side by side (slot k holds layer layers[k]; layer 0's is the normed
+ * embedding, layer n_layer's the residual entering the output norm; a layer may be named twice).
+ * n_layers = 0 turns them off. Costs one copy of each named row per forward. Errors:
+ * MUSE_ERR_INVALID_ARG (a layer outside 0..n_layer), MUSE_ERR_NOMEM (nothing changed then).
+ */
+muse_status muse_context_set_features(struct muse_context *ctx, const int32_t *layers, int32_t n_layers,
+                                      struct muse_error *err);
+/* The feature rows of the last forward: [*n_rows][n_layers * n_embd] in batch order - the rows of
+ * the last muse_decode, or of the last n_batch chunk of a muse_eval call. NULL (and *n_rows 0)
+ * when no features are set. Valid until the next forward of ctx. */
+const float *muse_context_features(const struct muse_context *ctx, int32_t *n_rows);
+
+/*
+ * ---- embeddings (llama.cpp's --embedding) ---------------------------------------------------------
+ * A context created with params.embeddings writes, in every forward, each row's final hidden
+ * state: rms(x) * output_norm, the LM head's input (llama.cpp's result_norm), f32.
+ */
+
+/* The final hidden states of the last forward: [*n_rows][n_embd] in batch order (as
+ * muse_context_features); NULL (and *n_rows 0) without params.embeddings. */
+const float *muse_context_embeddings(const struct muse_context *ctx, int32_t *n_rows);
+
+/* How muse_embed pools a sequence's hidden states (llama.cpp's enum llama_pooling_type). */
+enum muse_pooling {
+    MUSE_POOLING_NONE = 0, /* every token's state */
+    MUSE_POOLING_MEAN = 1, /* their mean */
+    MUSE_POOLING_CLS = 2,  /* the first token's */
+    MUSE_POOLING_LAST = 3, /* the last token's */
+};
+/* "none", "mean", "cls", "last" <-> enum muse_pooling; from_name returns -1 when unknown. */
+int muse_pooling_from_name(const char *name);
+const char *muse_pooling_name(enum muse_pooling pooling);
+/* The model's pooling (the GGUF key <arch>.pooling_type), or -1 when the file does not say. */
+int muse_model_pooling(const struct muse_model *model);
+
+/*
+ * Embed one input: clears sequence 0, evaluates tokens[0..n_tokens) there (chunked by n_batch; no
+ * logits), pools the final hidden states and normalizes each vector as llama.cpp's
+ * --embd-normalize: -1 none, 0 max-absolute (to the int16 range), 1 taxicab, 2 Euclidean (the
+ * default, what OpenAI returns), p > 2 the p-norm. out: [n_embd], or [n_tokens][n_embd] for
+ * MUSE_POOLING_NONE. Leaves sequence 0 holding the tokens. Errors: MUSE_ERR_INVALID_ARG (a
+ * context without params.embeddings, a bad pooling, no tokens, a bad token), MUSE_ERR_CONTEXT
+ * (more tokens than n_ctx).
+ */
+muse_status muse_embed(struct muse_context *ctx, const int32_t *tokens, int32_t n_tokens, enum muse_pooling pooling,
+                       int normalize, float *out, struct muse_error *err);
 
 /* Positions stored for sequence seq (0 for an id out of range). */
 int32_t muse_seq_n_past(const struct muse_context *ctx, int32_t seq);
@@ -511,7 +567,9 @@ struct muse_quantize_tensor {
     int32_t fallback;             /* 1: ne[0] did not fit the chosen type, type_out is its fallback */
     int32_t manual;               /* 1: type_out came from tensor_types / output / token-embedding type */
 };
-typedef void (*muse_quantize_progress_fn)(const struct muse_quantize_tensor *tensor, void *user);
+/* Called once per tensor after it is written (or planned, for a dry run); as muse_progress_fn: 0 to
+ * go on, nonzero to cancel (muse_quantize then fails with MUSE_ERR_CANCELLED, out_path removed). */
+typedef int (*muse_quantize_progress_fn)(void *user, const struct muse_quantize_tensor *tensor);
 
 struct muse_quantize_params {
     const char *type;                   /* llama-quantize's TYPE: "Q4_K_M", "q8_0", "Q4_K" (= Q4_K_M),
@@ -526,7 +584,7 @@ struct muse_quantize_params {
     int32_t leave_output_tensor;        /* 1: output.weight is copied unchanged (--leave-output-tensor) */
     int32_t allow_requantize;           /* 1: quantized sources are dequantized first (--allow-requantize) */
     int32_t dry_run;                    /* 1: plan and report only; out_path is not written (may be NULL) */
-    muse_quantize_progress_fn progress; /* called once per tensor after it is written (or planned); may be NULL */
+    muse_quantize_progress_fn progress; /* once per tensor after it is written (or planned); may be NULL */
     void *progress_user;
 };
 
@@ -548,7 +606,8 @@ struct muse_quantize_params muse_quantize_default_params(void);
  * MUSE_ERR_UNSUPPORTED (an IQ or imatrix-only TYPE, an architecture other than muse-glimmer /
  * dflash, a quantized source tensor without allow_requantize, a source type that cannot be
  * converted), MUSE_ERR_IO / MUSE_ERR_FORMAT (reading or writing the files), MUSE_ERR_MISSING
- * (<arch>.block_count), MUSE_ERR_NOMEM. Thread-safe for distinct files; runs its own thread pool.
+ * (<arch>.block_count), MUSE_ERR_NOMEM, MUSE_ERR_CANCELLED (the progress callback asked). Thread-safe
+ * for distinct files; runs its own thread pool.
  */
 muse_status muse_quantize(const char *in_path, const char *out_path, const struct muse_quantize_params *params,
                           struct muse_quantize_stats *stats, struct muse_error *err);
@@ -636,16 +695,13 @@ struct muse_vision;
 typedef void (*muse_vision_stage_fn)(void *user, const char *stage, const float *data, int64_t n_rows,
                                      int64_t n_cols);
 
-/* Progress hook: called after each tower layer (layer = 1 .. n_layer) from the encoding thread;
- * returning 0 cancels the encode (MUSE_ERR_CANCELLED). */
-typedef int (*muse_vision_progress_fn)(void *user, int32_t layer, int32_t n_layer);
-
 struct muse_vision_params {
     const char *backend;          /* "cpu" (threads + SIMD, default) or "ref" (the plain-C oracle, 1 thread) */
     uint32_t n_threads;           /* 0 = physical cores (ref: 1) */
     muse_vision_stage_fn stage;   /* NULL = none */
     void *stage_user;
-    muse_vision_progress_fn progress; /* NULL = none */
+    muse_progress_fn progress;    /* NULL = none; called after each tower layer (done = 1 .. total =
+                                     n_layer) from the encoding thread; nonzero cancels the encode */
     void *progress_user;
 };
 

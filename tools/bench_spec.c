@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "core/timer.h"
+#include "gen/generate.h"
 #include "gen/sampler.h"
 #include "gen/session.h"
 
@@ -33,19 +34,19 @@ static void stats(struct bench_spec_result *r) {
 }
 
 /* One run: clear, prompt (untimed), n_gen greedy tokens (timed). Nanoseconds, or -1. */
-static double run_once(struct muse_spec *sp, struct muse_sampler *smp, const int32_t *prompt, int n_prompt, int n_gen) {
+static double run_once(struct muse_gen *g, struct muse_sampler *smp, const int32_t *prompt, int n_prompt, int n_gen) {
     struct muse_error err;
-    muse_spec_clear(sp);
+    muse_gen_clear(g);
     muse_sampler_reset(smp);
-    if (muse_spec_eval(sp, prompt, n_prompt, &err)) {
+    if (muse_gen_eval(g, prompt, n_prompt, &err)) {
         cli_err("%s", err.msg);
         return -1;
     }
-    muse_spec_begin(sp, smp);
+    muse_gen_begin(g, smp);
     const int64_t t0 = muse_time_us();
     for (int i = 0; i < n_gen; i++) {
         int32_t t;
-        if (muse_spec_sample(sp, &t, NULL, &err) || (i + 1 < n_gen && muse_spec_advance(sp, t, n_gen - i - 1, &err))) {
+        if (muse_gen_sample(g, &t, NULL, &err) || (i + 1 < n_gen && muse_gen_advance(g, t, n_gen - i - 1, &err))) {
             cli_err("%s", err.msg);
             return -1;
         }
@@ -57,12 +58,13 @@ bool bench_spec_run(const struct muse_model *model, struct muse_context *ctx, co
                     int n_prompt, int n_gen, int reps, struct bench_spec_result out[2]) {
     struct muse_error err;
     struct muse_session *ses = NULL;
-    struct muse_spec *sp[2] = {NULL, NULL};
+    struct muse_gen *g[2] = {NULL, NULL}; /* plain, and with speculative decoding plugged in */
+    struct muse_spec *sp = NULL;
     struct muse_sampler *smp = NULL;
     bool ok = false;
     struct muse_session_params ps = {.n_checkpoints = 0};
-    if (muse_session_create(ctx, ps, &ses, &err) || muse_spec_create(ses, NULL, params, &sp[0], &err) ||
-        muse_spec_create(ses, d, params, &sp[1], &err) ||
+    if (muse_session_create(ctx, ps, &ses, &err) || muse_gen_create(ses, &g[0], &err) ||
+        muse_gen_create(ses, &g[1], &err) || muse_spec_create(g[1], d, params, &sp, &err) ||
         muse_sampler_create(muse_sampler_default_params(), muse_model_n_vocab(model), &smp, &err)) {
         cli_err("%s", err.msg);
         goto done;
@@ -74,23 +76,24 @@ bool bench_spec_run(const struct muse_model *model, struct muse_context *ctx, co
         out[k].n_prompt = n_prompt;
         out[k].reps = reps;
         out[k].spec = k == 1;
-        if (run_once(sp[k], smp, prompt, n_prompt, n_gen) < 0) goto done; /* warm-up */
+        if (run_once(g[k], smp, prompt, n_prompt, n_gen) < 0) goto done; /* warm-up */
     }
-    muse_spec_stats_reset(sp[1]);
+    muse_spec_stats_reset(sp);
     for (int r = 0; r < reps; r++)
         for (int k = 0; k < 2; k++) { /* alternating */
-            const double ns = run_once(sp[k], smp, prompt, n_prompt, n_gen);
+            const double ns = run_once(g[k], smp, prompt, n_prompt, n_gen);
             if (ns < 0) goto done;
             out[k].samples_ns[r] = ns;
             out[k].samples_ts[r] = n_gen / (ns * 1e-9);
         }
     for (int k = 0; k < 2; k++) stats(&out[k]);
-    out[1].stats = muse_spec_stats(sp[1]);
+    out[1].stats = muse_spec_stats(sp);
     ok = true;
 done:
     muse_sampler_free(smp);
-    muse_spec_free(sp[1]);
-    muse_spec_free(sp[0]);
+    muse_spec_free(sp);
+    muse_gen_free(g[1]);
+    muse_gen_free(g[0]);
     muse_session_free(ses);
     return ok;
 }

@@ -17,6 +17,11 @@
  * t/s = merged tokens per second) and the time to first token of that image + 16 text tokens
  * ("ttft img+16": decode-free, preprocess + encode + prefill of 8 + rows + 16 positions from an
  * empty cache; avg_ns is the TTFT, t/s positions per second).
+ * With --parallel NPL,... (llama-batched-bench's measurement) the pp and tg tests run for each
+ * number of sequences NPL in one context (muse_decode): pp<P> = every sequence's P prompt tokens,
+ * sequence after sequence, in batches of --batch-size rows; tg<N> = N steps of one row per
+ * sequence in one batch; t/s = the tokens of all sequences per second together (S_PP / S_TG), and
+ * each record carries n_parallel.
  */
 #include <cJSON.h>
 #include <math.h>
@@ -51,6 +56,8 @@ static void usage(FILE *f) {
             "  -d, --n-depth D,...      tokens already in the context before each test (default 0)\n"
             "  -t, --threads T,...      thread counts, 1..256 (default: physical cores)\n"
             "  -b, --batch-size B,...   prompt chunk sizes (default 512)\n"
+            "  -np, --parallel NPL,...  run the pp / tg tests over NPL sequences in one context each (muse_decode,\n"
+            "                           as llama-batched-bench): t/s = all sequences' tokens per second; -npl too\n"
             "  -r, --repetitions R      timed repeats per test, after one warm-up (default 5)\n"
             "  -o, --output FORMAT      md (table, default), json (one array), jsonl (a record per line), csv\n"
             "  --json                   = -o json\n"
@@ -103,7 +110,7 @@ static int64_t list_max(const struct int_list *l) {
 
 struct bench_result {
     char test[64];
-    int n_prompt, n_gen, n_depth, n_threads, n_batch;
+    int n_prompt, n_gen, n_depth, n_threads, n_batch, n_parallel;
     int reps;
     double samples_ns[MAX_REPS];
     double samples_ts[MAX_REPS];
@@ -174,6 +181,60 @@ static double run_once(struct muse_context *ctx, const int32_t *tokens, int dept
     return (double)(muse_time_us() - t0) * 1e3;
 }
 
+/* The rows of one muse_decode call ([n_batch] each). */
+struct rows {
+    int32_t *token, *seq;
+    int8_t *want;
+    int32_t n, cap;
+};
+
+static bool rows_flush(struct muse_context *ctx, struct rows *r, float *logits) {
+    struct muse_error err;
+    if (r->n == 0) return true;
+    const struct muse_batch b = {.n_tokens = r->n, .token = r->token, .seq_id = r->seq, .logits = r->want};
+    const muse_status st = muse_decode(ctx, &b, logits, &err);
+    r->n = 0;
+    if (st) fprintf(stderr, "muse bench: %s\n", err.msg);
+    return st == MUSE_OK;
+}
+
+/* Append a row; runs the batch when it is full. */
+static bool rows_add(struct muse_context *ctx, struct rows *r, int32_t token, int32_t seq, bool want, float *logits) {
+    r->token[r->n] = token;
+    r->seq[r->n] = seq;
+    r->want[r->n++] = want;
+    return r->n < r->cap || rows_flush(ctx, r, logits);
+}
+
+/* One run of a test over npl sequences of one context (--parallel): each sequence gets `depth`
+ * tokens (untimed), then its n_prompt tokens (sequence after sequence, n_batch rows per
+ * muse_decode, the logits of each sequence's last row) or n_gen steps of one row per sequence (the
+ * logits of every row). Returns the nanoseconds as run_once, or -1. */
+static double run_once_par(struct muse_context *ctx, const int32_t *tokens, int depth, int n_prompt, int n_gen, int npl,
+                           struct rows *r, float *logits, int cpu_threads) {
+    struct muse_error err;
+    for (int s = 0; s < npl; s++)
+        if (muse_seq_clear(ctx, s, &err)) return -1;
+    for (int s = 0; s < npl; s++)
+        for (int i = 0; i < depth; i++)
+            if (!rows_add(ctx, r, tokens[i], s, false, NULL)) return -1;
+    if (!rows_flush(ctx, r, NULL)) return -1;
+    const int32_t *t = tokens + depth;
+    const double c0 = cpu_ns();
+    int64_t t0 = muse_time_us();
+    for (int s = 0; s < npl; s++)
+        for (int i = 0; i < n_prompt; i++)
+            if (!rows_add(ctx, r, t[i], s, i == n_prompt - 1, logits)) return -1;
+    for (int k = 0; k < n_gen; k++) {
+        for (int s = 0; s < npl; s++)
+            if (!rows_add(ctx, r, t[k], s, true, logits)) return -1;
+        if (!rows_flush(ctx, r, logits)) return -1;
+    }
+    if (!rows_flush(ctx, r, logits)) return -1;
+    if (cpu_threads > 0) return (cpu_ns() - c0) / cpu_threads;
+    return (double)(muse_time_us() - t0) * 1e3;
+}
+
 /* Sizes from the GGUF: file bytes, parameters, and bytes of weights a decode step reads
  * (every matrix but token_embd, of which one row is read). */
 static void model_sizes(const char *path, double *size, double *n_params, double *decode_bytes) {
@@ -226,7 +287,7 @@ out:
 static const char *const csv_fields[] = {
     "build_commit", "cpu_info", "backends", "model_filename", "model_type", "model_size", "model_n_params", "n_batch",
     "n_threads", "type_k", "type_v", "test", "n_prompt", "n_gen", "n_depth", "timing", "avg_ns", "stddev_ns", "avg_ts",
-    "stddev_ts"};
+    "stddev_ts", "n_parallel"};
 
 /* The model and machine fields every record starts with (llama-bench's names and order). */
 static cJSON *record_head(const char *path, const char *desc, const char *backend, const char *level, double size,
@@ -256,6 +317,7 @@ static cJSON *record(const struct bench_result *r, const char *path, const char 
     cJSON_AddNumberToObject(o, "n_prompt", r->n_prompt);
     cJSON_AddNumberToObject(o, "n_gen", r->n_gen);
     cJSON_AddNumberToObject(o, "n_depth", r->n_depth);
+    cJSON_AddNumberToObject(o, "n_parallel", r->n_parallel);
     cJSON_AddStringToObject(o, "timing", cpu_time ? "cpu_time_per_thread" : "wall");
     cJSON_AddNumberToObject(o, "avg_ns", round(r->avg_ns));
     cJSON_AddNumberToObject(o, "stddev_ns", round(r->stddev_ns));
@@ -286,6 +348,7 @@ static cJSON *spec_record(const struct bench_spec_result *sres, int k, const cha
     cJSON_AddNumberToObject(o, "n_prompt", r->n_prompt);
     cJSON_AddNumberToObject(o, "n_gen", r->n_gen);
     cJSON_AddNumberToObject(o, "n_depth", 0);
+    cJSON_AddNumberToObject(o, "n_parallel", 1);
     cJSON_AddStringToObject(o, "timing", "wall");
     cJSON_AddNumberToObject(o, "avg_ns", round(r->avg_ns));
     cJSON_AddNumberToObject(o, "stddev_ns", round(r->stddev_ns));
@@ -335,7 +398,8 @@ enum out_format { OUT_MD, OUT_JSON, OUT_JSONL, OUT_CSV };
 int cmd_bench(int argc, char **argv) {
     struct model_opts o;
     model_opts_init(&o);
-    struct int_list prompts = {1, {512}}, gens = {1, {128}}, depths = {1, {0}}, threads = {0}, batches = {0};
+    struct int_list prompts = {1, {512}}, gens = {1, {128}}, depths = {1, {0}}, threads = {0}, batches = {0},
+                    parallels = {0};
     int64_t reps = 5;
     enum out_format fmt = OUT_MD;
     bool roofline = false, cpu_time = false;
@@ -355,6 +419,7 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "-d") || !strcmp(a, "--n-depth")) l = &depths, hi = 1 << 22;
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) l = &threads, lo = 1, hi = MUSE_THREADPOOL_MAX;
         else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size") || !strcmp(a, "--batch")) l = &batches, lo = 1, hi = 1 << 16;
+        else if (!strcmp(a, "-np") || !strcmp(a, "-npl") || !strcmp(a, "--parallel")) l = &parallels, lo = 1, hi = MUSE_MAX_SEQ;
         if (l) {
             if (!(v = cli_next(argc, argv, &i)) || !parse_list(a, v, lo, hi, l)) goto usage_fail;
             continue;
@@ -447,6 +512,8 @@ int cmd_bench(int argc, char **argv) {
         goto usage_fail;
     }
     if (threads.n == 0) threads = (struct int_list){1, {o.cparams.n_threads}}; /* 0: the backend's choice */
+    const bool par = parallels.n > 0; /* --parallel: every pp / tg test through muse_decode over NPL sequences */
+    if (!par) parallels = (struct int_list){1, {1}};
     if (batches.n == 0) batches = (struct int_list){1, {o.cparams.n_batch ? o.cparams.n_batch : 512}};
     const bool show_batch = batches.n > 1 || batches.v[0] != 512;
 
@@ -454,6 +521,7 @@ int cmd_bench(int argc, char **argv) {
     struct muse_context *ctx = NULL;
     int32_t *tokens = NULL;
     float *logits = NULL;
+    struct rows rows = {0};
     struct bench_result *res = NULL;
     int n_res = 0, rc = 1;
     cJSON *arr = NULL;
@@ -469,11 +537,15 @@ int cmd_bench(int argc, char **argv) {
     if (!model_opts_open(&first, "bench", &model, &ctx)) goto done;
     const enum muse_kv_type kv = o.cparams.kv_type; /* model_opts_open refused a -ctk/-ctv pair that differs */
     const int32_t n_vocab = muse_model_n_vocab(model);
-    const int max_res = threads.n * batches.n * depths.n * (prompts.n + gens.n) + threads.n * md.n_images * 2;
+    const int max_res = threads.n * batches.n * parallels.n * depths.n * (prompts.n + gens.n) + threads.n * md.n_images * 2;
+    /* logits: one row, or with --parallel the most rows a batch asks for (one per sequence) */
+    const int64_t max_npl = list_max(&parallels), max_b = list_max(&batches) ? list_max(&batches) : 512;
+    const int64_t n_logit_rows = par ? (max_npl < max_b ? max_npl : max_b) : 1;
+    rows = (struct rows){malloc(sizeof(int32_t) * (size_t)max_b), malloc(sizeof(int32_t) * (size_t)max_b), malloc((size_t)max_b), 0, 0};
     tokens = malloc(sizeof(int32_t) * (size_t)need);
-    logits = malloc(sizeof(float) * (size_t)n_vocab);
+    logits = malloc(sizeof(float) * (size_t)n_vocab * (size_t)n_logit_rows);
     res = calloc((size_t)max_res, sizeof *res);
-    if (!tokens || !logits || !res) {
+    if (!tokens || !logits || !res || !rows.token || !rows.seq || !rows.want) {
         cli_err("out of memory");
         goto done;
     }
@@ -482,12 +554,15 @@ int cmd_bench(int argc, char **argv) {
 
     for (int ti = 0; ti < threads.n; ti++)
         for (int bi = 0; bi < batches.n; bi++) {
-            if (ti || bi) { /* another thread count or batch size: a new context */
+            for (int pi = 0; pi < parallels.n; pi++) {
+            const int npl = (int)parallels.v[pi];
+            if (ti || bi || pi || npl > 1) { /* another thread count, batch size or NPL: a new context */
                 struct muse_error err;
                 struct muse_context_params cp = o.cparams;
                 cp.kv_type = kv;
                 cp.n_threads = (uint32_t)threads.v[ti];
                 cp.n_batch = (uint32_t)batches.v[bi];
+                cp.n_seq_max = (uint32_t)npl;
                 muse_context_free(ctx);
                 ctx = NULL;
                 if (muse_context_create(model, cp, &ctx, &err)) {
@@ -496,6 +571,7 @@ int cmd_bench(int argc, char **argv) {
                 }
             }
             const int n_threads = (int)muse_context_n_threads(ctx);
+            rows.cap = (int32_t)muse_context_n_batch(ctx);
             for (int di = 0; di < depths.n; di++)
                 for (int k = 0; k < prompts.n + gens.n; k++) {
                     const int p = k < prompts.n ? (int)prompts.v[k] : 0, g = k < prompts.n ? 0 : (int)gens.v[k - prompts.n];
@@ -510,16 +586,22 @@ int cmd_bench(int argc, char **argv) {
                     r->n_depth = depth;
                     r->n_threads = n_threads;
                     r->n_batch = (int)muse_context_n_batch(ctx);
+                    r->n_parallel = npl;
                     r->reps = (int)reps;
-                    if (run_once(ctx, tokens, depth, p, p ? 0 : 1, logits, 0) < 0) goto done; /* warm-up */
+                    const int ct = cpu_time ? n_threads : 0;
+                    if ((par ? run_once_par(ctx, tokens, depth, p, p ? 0 : 1, npl, &rows, logits, 0)
+                             : run_once(ctx, tokens, depth, p, p ? 0 : 1, logits, 0)) < 0)
+                        goto done; /* warm-up */
                     for (int j = 0; j < reps; j++) {
-                        double ns = run_once(ctx, tokens, depth, p, g, logits, cpu_time ? n_threads : 0);
+                        double ns = par ? run_once_par(ctx, tokens, depth, p, g, npl, &rows, logits, ct)
+                                        : run_once(ctx, tokens, depth, p, g, logits, ct);
                         if (ns < 0) goto done;
                         r->samples_ns[j] = ns;
-                        r->samples_ts[j] = (p ? p : g) / (ns * 1e-9);
+                        r->samples_ts[j] = (double)npl * (p ? p : g) / (ns * 1e-9);
                     }
                     stats(r);
                 }
+            }
             /* images: the tower alone, then the time to first token, at this thread count */
             for (int k = 0; bi == batches.n - 1 && k < md.n_images; k++) {
                 struct muse_vision_params vp = muse_vision_default_params();
@@ -536,6 +618,7 @@ int cmd_bench(int argc, char **argv) {
                     int32_t n_pos = 0;
                     r->n_threads = (int)muse_context_n_threads(ctx);
                     r->n_batch = (int)muse_context_n_batch(ctx);
+                    r->n_parallel = 1;
                     r->reps = (int)reps;
                     bool bad = run_image(v, ctx, &imgs[k], (int32_t)md.max_tokens, tokens, ttft, &n_pos) < 0;
                     for (int j = 0; !bad && j < reps; j++) {
@@ -638,17 +721,20 @@ int cmd_bench(int argc, char **argv) {
             for (size_t f = 0; f < nf; f++) csv_cell(cJSON_GetObjectItemCaseSensitive(rec, csv_fields[f]), f + 1 == nf);
         }
     } else {
-        printf("| model | size | params | backend | threads |%s test | t/s |\n", show_batch ? " n_batch |" : "");
-        printf("| --- | ---: | ---: | --- | ---: |%s ---: | ---: |\n", show_batch ? " ---: |" : "");
+        printf("| model | size | params | backend | threads |%s%s test | t/s |\n", show_batch ? " n_batch |" : "",
+               par ? " npl |" : "");
+        printf("| --- | ---: | ---: | --- | ---: |%s%s ---: | ---: |\n", show_batch ? " ---: |" : "", par ? " ---: |" : "");
         for (int i = 0; i < n_res; i++) {
-            char nb[32] = "";
+            char nb[48] = "";
             if (show_batch) snprintf(nb, sizeof nb, " %d |", res[i].n_batch);
+            if (par) snprintf(nb + strlen(nb), sizeof nb - strlen(nb), " %d |", res[i].n_parallel);
             printf("| %s | %.2f MiB | %.2f M | %s (%s) | %d |%s %s | %.2f ± %.2f |\n", desc, size / 1048576.0,
                    n_params * 1e-6, backend, level, res[i].n_threads, nb, res[i].test, res[i].avg_ts, res[i].stddev_ts);
         }
         for (int k = 0; have_spec && k < 2; k++) {
-            char nb[32] = "";
+            char nb[48] = "";
             if (show_batch) snprintf(nb, sizeof nb, " %u |", muse_context_n_batch(ctx));
+            if (par) snprintf(nb + strlen(nb), sizeof nb - strlen(nb), " 1 |");
             printf("| %s | %.2f MiB | %.2f M | %s (%s) | %d |%s %s | %.2f ± %.2f |\n", desc, size / 1048576.0,
                    n_params * 1e-6, backend, level, bw_threads, nb, sres[k].test, sres[k].avg_ts, sres[k].stddev_ts);
         }
@@ -679,6 +765,9 @@ done:
     free(tokens);
     free(spec_tokens);
     free(logits);
+    free(rows.token);
+    free(rows.seq);
+    free(rows.want);
     free(res);
     free(sres);
     muse_drafter_free(drafter);

@@ -34,6 +34,7 @@
 #include "text/chat.h"
 #include "text/output_parser.h"
 #include "gen/constrain.h"
+#include "gen/generate.h"
 #include "gen/sampler.h"
 #include "gen/session.h"
 #include "text/tokenizer.h"
@@ -152,7 +153,8 @@ struct session {
     char *system_owned;
     struct muse_session *kv; /* the context's KV state: its tokens, prefix reuse, checkpoints */
     struct muse_drafter *drafter; /* --draft-model, or NULL */
-    struct muse_spec *eng;   /* the generation loop over kv (speculative with a drafter; the ring follows kv) */
+    struct muse_gen *eng;    /* the generation loop over kv */
+    struct muse_spec *spec;  /* speculative decoding plugged into it (with a drafter; its ring follows kv), or NULL */
     int32_t *gen;     /* [n_ctx] the answer's token ids so far (a context shift re-evaluates them) */
     bool color;
     int shown;        /* 0 nothing yet, 1 reasoning, 2 content */
@@ -332,9 +334,9 @@ static int drop_oldest(struct session *s) {
 
 /* A prompt chunk through the generation loop (target and drafter ring); the loop keeps the last
  * chunk's logits for the next sample. */
-static muse_status eval_spec(void *eng, const int32_t *t, int32_t n, float *logits, struct muse_error *err) {
+static muse_status eval_gen(void *eng, const int32_t *t, int32_t n, float *logits, struct muse_error *err) {
     (void)logits;
-    return muse_spec_eval(eng, t, n, err);
+    return muse_gen_eval(eng, t, n, err);
 }
 
 static bool show_progress(const struct session *s) { return model_opts_progress(&s->o->mo); }
@@ -356,11 +358,11 @@ static muse_status prefill(struct session *s, const int32_t *ids, int32_t from, 
                            struct muse_error *err) {
     if (s->mp.n_images > 0) {
         struct chat_rows c = {s, from, n};
-        muse_spec_set_drafting(s->eng, false);
-        return muse_spec_eval_rows(s->eng, chat_rows_eval, &c, err);
+        if (s->spec) muse_spec_set_drafting(s->spec, false);
+        return muse_gen_eval_rows(s->eng, chat_rows_eval, &c, err);
     }
-    muse_spec_set_drafting(s->eng, true);
-    return progress_prefill(eval_spec, s->eng, ids + from, n - from, (int32_t)muse_context_n_batch(s->ctx), NULL,
+    if (s->spec) muse_spec_set_drafting(s->spec, true);
+    return progress_prefill(eval_gen, s->eng, ids + from, n - from, (int32_t)muse_context_n_batch(s->ctx), NULL,
                             show_progress(s), stop, err);
 }
 
@@ -394,7 +396,7 @@ static bool shift_mid_answer(struct session *s, int32_t n_gen, int *dropped, str
     memcpy(seq, ids, sizeof(int32_t) * n_ids);
     memcpy(seq + n_ids, s->gen, sizeof(int32_t) * (size_t)n_gen);
     if (s->mp.n_images > 0 && muse_media_prompt_add_tokens(&s->mp, s->gen, n_gen, err) != MUSE_OK) goto done;
-    struct muse_session_keep keep = muse_spec_reuse(s->eng, seq, n);
+    struct muse_session_keep keep = muse_gen_reuse(s->eng, seq, n);
     ok = prefill(s, seq, keep.n_kept, n, &interrupted, err) == MUSE_OK;
 done:
     free(seq);
@@ -437,7 +439,7 @@ static bool run_turn(struct session *s) {
         dropped += k;
     }
     /* reuse the cached prefix; always evaluate at least the last prompt token (for its logits) */
-    struct muse_session_keep keep = muse_spec_reuse(s->eng, ids, (int32_t)n_ids);
+    struct muse_session_keep keep = muse_gen_reuse(s->eng, ids, (int32_t)n_ids);
     const int common = keep.n_kept;
     int64_t t0 = muse_time_us();
     muse_status st = prefill(s, ids, common, (int32_t)n_ids, s->o->oneshot ? NULL : &interrupted, &err);
@@ -450,14 +452,14 @@ static bool run_turn(struct session *s) {
         goto done;
     }
     /* the prompt ends here: the next turn may drop what follows (the reasoning), see session.h */
-    if (muse_spec_checkpoint(s->eng, &err) != MUSE_OK) cli_err("%s", err.msg);
+    if (muse_gen_checkpoint(s->eng, &err) != MUSE_OK) cli_err("%s", err.msg);
     int64_t t1 = muse_time_us();
 
     muse_sampler_reset(s->smp);
     for (size_t i = 0; i < n_ids; i++)
         if (ids[i] >= 0) muse_sampler_accept(s->smp, ids[i]); /* image rows are no tokens */
-    muse_spec_begin(s->eng, s->smp);
-    muse_spec_stats_reset(s->eng);
+    muse_gen_begin(s->eng, s->smp);
+    if (s->spec) muse_spec_stats_reset(s->spec);
     char prefix[64];
     snprintf(prefix, sizeof(prefix), "call_t%d_", s->turn);
     struct muse_output_parser_params pp = {.tools = s->tools, .id_prefix = prefix, .callback = on_event, .user = s};
@@ -471,7 +473,7 @@ static bool run_turn(struct session *s) {
             cli_err("%s", err.msg);
             goto done;
         }
-        muse_spec_constrain(s->eng, cons); /* sampled through it, no drafting */
+        muse_gen_constrain(s->eng, cons); /* sampled through it, no drafting */
     }
     muse_detok_reset(s->detok);
     s->shown = 0;
@@ -483,7 +485,7 @@ static bool run_turn(struct session *s) {
             break;
         }
         int32_t t;
-        if (muse_spec_sample(s->eng, &t, NULL, &err) != MUSE_OK) {
+        if (muse_gen_sample(s->eng, &t, NULL, &err) != MUSE_OK) {
             fprintf(stderr, "\n");
             cli_err("%s", err.msg);
             break;
@@ -495,7 +497,7 @@ static bool run_turn(struct session *s) {
             break;
         }
         if (n_gen >= s->o->max_tokens) break;
-        if (muse_spec_n_past(s->eng) >= n_ctx) {
+        if (muse_gen_n_past(s->eng) >= n_ctx) {
             /* the answer so far must leave room for more: at most half the context */
             if (!s->o->context_shift || n_gen > n_ctx / 2 || !shift_mid_answer(s, n_gen, &dropped, &err)) {
                 stop = interrupted ? "interrupted (the answer so far is kept)" : "context full";
@@ -503,7 +505,7 @@ static bool run_turn(struct session *s) {
             }
             continue; /* the shift evaluated t */
         }
-        if (muse_spec_advance(s->eng, t, s->o->max_tokens - n_gen, &err) != MUSE_OK) {
+        if (muse_gen_advance(s->eng, t, s->o->max_tokens - n_gen, &err) != MUSE_OK) {
             fprintf(stderr, "\n");
             cli_err("%s", err.msg);
             break;
@@ -516,6 +518,7 @@ static bool run_turn(struct session *s) {
     if (s->shown == 1 && s->color) fputs("\033[0m", stdout);
     fputc('\n', stdout);
     fflush(stdout);
+    if (muse_output_parser_cut_tool_call(p)) fprintf(stderr, "(a tool call was cut off before its end: dropped)\n");
     if (muse_chat_add_parsed(s->chat, p, &err) != MUSE_OK) cli_err("%s", err.msg);
     int64_t t2 = muse_time_us();
     double tp = (double)(t1 - t0) / 1e6, tg = (double)(t2 - t1) / 1e6;
@@ -527,7 +530,7 @@ static bool run_turn(struct session *s) {
         snprintf(miss, sizeof miss, "; sliding-window miss: %d cached tokens re-evaluated", keep.n_asked);
     if (dropped) snprintf(shift, sizeof shift, "; context shift: dropped the %d oldest messages", dropped);
     char spec[512];
-    spec_opts_summary(s->eng, spec, sizeof spec);
+    spec_opts_summary(s->spec, spec, sizeof spec);
     if (s->o->mo.verbosity >= 0)
         fprintf(stderr, "[turn %d: prompt %zu tokens, %d reused from the cache, %zu evaluated in %.3f s; generated %d tokens in %.3f s (%.2f tok/s); stop: %s%s%s%s%s]\n",
                 s->turn, n_ids, common, n_ids - (size_t)common, tp, n_gen, tg, tg > 0 ? (double)n_gen / tg : 0.0, stop,
@@ -541,7 +544,7 @@ done:
         cJSON_DeleteItemFromArray((cJSON *)muse_chat_messages(s->chat), (int)muse_chat_n_messages(s->chat) - 1);
     }
     muse_output_parser_free(p);
-    muse_spec_constrain(s->eng, NULL);
+    muse_gen_constrain(s->eng, NULL);
     muse_constraint_free(cons);
     free(ids);
     free(text);
@@ -703,7 +706,7 @@ static bool command(struct session *s, const char *line) {
     if (!strcmp(line, "/exit") || !strcmp(line, "/quit") || !strcmp(line, "/bye")) return false;
     if (!strcmp(line, "/reset") || !strcmp(line, "/clear")) {
         muse_chat_reset(s->chat);
-        muse_spec_clear(s->eng);
+        muse_gen_clear(s->eng);
         drop_images(s, s->n_conv, true);
         printf("(conversation reset)\n");
     } else if (!strncmp(line, "/image", 6) && (line[6] == ' ' || line[6] == '\0')) {
@@ -848,7 +851,8 @@ int cmd_chat(int argc, char **argv) {
         goto done;
     }
     if (muse_session_create(s.ctx, muse_session_default_params(), &s.kv, &err) != MUSE_OK ||
-        muse_spec_create(s.kv, s.drafter, o.spo.sp, &s.eng, &err) != MUSE_OK ||
+        muse_gen_create(s.kv, &s.eng, &err) != MUSE_OK ||
+        (s.drafter && muse_spec_create(s.eng, s.drafter, o.spo.sp, &s.spec, &err) != MUSE_OK) ||
         muse_sampler_create(o.so.sp, n_vocab, &s.smp, &err) != MUSE_OK) {
         cli_err("%s", err.msg);
         goto done;
@@ -885,7 +889,8 @@ done:
     media_close(&s.media);
     media_opts_free(&o.md);
     free(s.system_owned);
-    muse_spec_free(s.eng);
+    muse_spec_free(s.spec);
+    muse_gen_free(s.eng);
     muse_session_free(s.kv);
     muse_drafter_free(s.drafter);
     free(s.gen);

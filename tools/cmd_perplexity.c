@@ -19,6 +19,7 @@
 #include "gguf/gguf.h"
 #include "model_opts.h"
 #include "muse.h"
+#include "progress.h"
 #include "text/tokenizer.h"
 
 #define PPL_DEFAULT_CTX 512   /* llama-perplexity's -c default */
@@ -146,6 +147,32 @@ static void print_eta(double seconds_per_chunk, int32_t n_chunk) {
 
 /* ---- perplexity ---------------------------------------------------------------------------- */
 
+/* The progress line of a long chunk: "chunk I/N: D/T tokens (P%, R tok/s, S s left)". */
+struct chunk_progress {
+    struct progress p;
+    int32_t chunk, n_chunk;
+};
+
+static int chunk_progress_cb(void *user, uint64_t done, uint64_t total) {
+    struct chunk_progress *c = user;
+    const double s = progress_seconds(&c->p), rate = s > 0 ? (double)done / s : 0.0;
+    progress_draw(&c->p, false, "chunk %d/%d: %llu/%llu tokens (%.0f%%, %.1f tok/s, %.0f s left)", c->chunk, c->n_chunk,
+                  (unsigned long long)done, (unsigned long long)total, total ? 100.0 * (double)done / (double)total : 0.0,
+                  rate, rate > 0 ? (double)(total - done) / rate : 0.0);
+    return 0;
+}
+
+/* One chunk with its progress line (drawn on a terminal when the chunk takes more than one forward). */
+static muse_status eval_chunk(struct model_opts *mo, struct muse_context *ctx, const int32_t *chunk, int32_t n_ctx,
+                              int32_t n_batch, int32_t bos, float *logits, int32_t i, int32_t n_chunk,
+                              struct muse_error *err) {
+    struct chunk_progress cp = {.chunk = i + 1, .n_chunk = n_chunk};
+    progress_begin(&cp.p, model_opts_progress(mo) && n_ctx > n_batch);
+    muse_status st = muse_ppl_eval_chunk(ctx, chunk, n_ctx, n_batch, bos, logits, chunk_progress_cb, &cp, err);
+    progress_end(&cp.p);
+    return st;
+}
+
 static int run_perplexity(struct model_opts *mo, const char *text_path, int64_t max_chunks, const char *base_path) {
     struct muse_error err;
     int32_t *tokens = NULL;
@@ -195,7 +222,7 @@ static int run_perplexity(struct model_opts *mo, const char *text_path, int64_t 
     const int64_t t0 = muse_time_us();
     for (int32_t i = 0; i < n_chunk; i++) {
         const int32_t *chunk = tokens + (size_t)i * (size_t)n_ctx;
-        if (muse_ppl_eval_chunk(ctx, chunk, n_ctx, n_batch, bos, logits, &err)) {
+        if (eval_chunk(mo, ctx, chunk, n_ctx, n_batch, bos, logits, i, n_chunk, &err)) {
             fprintf(stderr, "\nmuse perplexity: chunk %d: %s\n", i + 1, err.msg);
             goto done;
         }
@@ -345,7 +372,7 @@ static int run_kl_divergence(struct model_opts *mo, bool ctx_given, int64_t max_
     const int64_t t0 = muse_time_us();
     for (int32_t i = 0; i < n_chunk; i++) {
         const int32_t *chunk = info->tokens + (size_t)i * (size_t)n_ctx;
-        if (muse_ppl_eval_chunk(ctx, chunk, n_ctx, n_batch, bos, logits, &err) ||
+        if (eval_chunk(mo, ctx, chunk, n_ctx, n_batch, bos, logits, i, n_chunk, &err) ||
             muse_kld_base_read_chunk(base, rows, &err)) {
             fprintf(stderr, "muse perplexity: chunk %d: %s\n", i + 1, err.msg);
             goto done;

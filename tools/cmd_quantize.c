@@ -1,4 +1,5 @@
 /* cmd_quantize.c - `muse quantize`: llama-quantize's output without an importance matrix (muse_quantize). */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,9 +21,17 @@ static void print_dims(const struct muse_quantize_tensor *t, char *buf, size_t s
     if (n < size) snprintf(buf + n, size - n, "]");
 }
 
-static void on_tensor(const struct muse_quantize_tensor *t, void *user) {
+/* Set by SIGINT: the quantize stops after the tensor it is writing and removes the output. */
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    interrupted = 1;
+}
+
+static int on_tensor(void *user, const struct muse_quantize_tensor *t) {
     const struct cli_state *cs = user;
-    if (cs->quiet) return;
+    if (cs->quiet) return interrupted;
     char dims[64];
     print_dims(t, dims, sizeof dims);
     const bool same = !strcmp(t->type_in, t->type_out);
@@ -30,6 +39,7 @@ static void on_tensor(const struct muse_quantize_tensor *t, void *user) {
            t->type_in, t->type_out, (double)t->bytes_in / (1 << 20), (double)t->bytes_out / (1 << 20),
            same ? "  (copied)" : "", t->fallback ? "  (fallback: rows do not fit the block size)" : "");
     fflush(stdout);
+    return interrupted;
 }
 
 /* Appends the whitespace-separated entries of a file to *list (strings are leaked into the list). */
@@ -197,7 +207,12 @@ int cmd_quantize(int argc, char **argv) {
     struct muse_quantize_stats st;
     struct muse_error err;
     const int64_t t0 = muse_time_us();
-    if (muse_quantize(in, out, p, &st, &err) != MUSE_OK) {
+    struct sigaction sa = {.sa_handler = on_sigint}, old;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old);
+    const muse_status qst = muse_quantize(in, out, p, &st, &err);
+    sigaction(SIGINT, &old, NULL);
+    if (qst != MUSE_OK) {
         cli_err("%s", err.msg);
         rc = 1;
         goto out;

@@ -15,6 +15,7 @@
 #include "core/timer.h"
 #include "gen/media.h"
 #include "gen/constrain.h"
+#include "gen/generate.h"
 #include "gen/sampler.h"
 #include "gen/session.h"
 #include "media_opts.h"
@@ -103,10 +104,10 @@ struct encode_progress {
     int n_images;
 };
 
-static int encode_progress_cb(void *user, int32_t image, int32_t layer, int32_t n_layer) {
+static int encode_progress_cb(void *user, int32_t image, uint64_t done, uint64_t total) {
     struct encode_progress *e = user;
-    progress_draw(&e->p, false, "encoding image %d of %d: layer %d/%d", image + 1, e->n_images, layer, n_layer);
-    return 1;
+    progress_draw(&e->p, false, "encoding image %d of %d: layer %d/%d", image + 1, e->n_images, (int)done, (int)total);
+    return 0;
 }
 
 /*
@@ -147,7 +148,7 @@ static bool media_prompt(struct run_text *rt, const struct run_opts *ro, struct 
     return st == MUSE_OK;
 }
 
-/* The media prompt's positions (text and image rows) into the session: muse_spec_eval_rows. */
+/* The media prompt's positions (text and image rows) into the session: muse_gen_eval_rows. */
 struct media_rows {
     struct muse_session *s;
     struct muse_media_cache *cache;
@@ -161,9 +162,9 @@ static muse_status media_rows_eval(void *user, float *logits, struct muse_error 
 
 /* A prompt chunk through the generation loop (target and drafter ring); the loop keeps the last
  * chunk's logits for the first sample. */
-static muse_status eval_spec(void *sp, const int32_t *t, int32_t n, float *logits, struct muse_error *err) {
+static muse_status eval_gen(void *g, const int32_t *t, int32_t n, float *logits, struct muse_error *err) {
     (void)logits;
-    return muse_spec_eval(sp, t, n, err);
+    return muse_gen_eval(g, t, n, err);
 }
 
 int cmd_run(int argc, char **argv) {
@@ -212,7 +213,8 @@ int cmd_run(int argc, char **argv) {
     struct run_text *rt = NULL;
     struct muse_drafter *drafter = NULL;
     struct muse_session *ses = NULL;
-    struct muse_spec *sp = NULL; /* the generation loop, speculative with a drafter (src/speculative/spec.h) */
+    struct muse_gen *gen = NULL; /* the generation loop (src/gen/generate.h) */
+    struct muse_spec *sp = NULL; /* speculative decoding plugged into it, with a drafter (src/speculative/spec.h) */
     struct muse_grammar *grammar = NULL;
     struct muse_grammar_vocab *gvocab = NULL;
     struct muse_constraint *cons = NULL;
@@ -265,7 +267,7 @@ int cmd_run(int argc, char **argv) {
     if (!spec_opts_load(&ro.spo, "run", model, &drafter)) goto done;
     struct muse_session_params ps = {.n_checkpoints = 0};
     if (muse_sampler_create(ro.so.sp, n_vocab, &smp, &err) || muse_session_create(ctx, ps, &ses, &err) ||
-        muse_spec_create(ses, drafter, ro.spo.sp, &sp, &err)) {
+        muse_gen_create(ses, &gen, &err) || (drafter && muse_spec_create(gen, drafter, ro.spo.sp, &sp, &err))) {
         cli_err("%s", err.msg);
         goto done;
     }
@@ -280,20 +282,20 @@ int cmd_run(int argc, char **argv) {
         progress_begin(&ep.p, model_opts_progress(&mo));
         if (ep.p.on) muse_media_cache_set_progress(media.cache, encode_progress_cb, &ep);
         struct media_rows rows = {ses, media.cache, &mp};
-        muse_status st = muse_spec_eval_rows(sp, media_rows_eval, &rows, &err);
+        muse_status st = muse_gen_eval_rows(gen, media_rows_eval, &rows, &err);
         progress_end(&ep.p);
-        muse_spec_set_drafting(sp, false);
+        if (sp) muse_spec_set_drafting(sp, false);
         if (st) {
             cli_err("%s", err.msg);
             goto done;
         }
-    } else if (progress_prefill(eval_spec, sp, ro.tokens, ro.n_tokens, (int32_t)muse_context_n_batch(ctx), NULL,
+    } else if (progress_prefill(eval_gen, gen, ro.tokens, ro.n_tokens, (int32_t)muse_context_n_batch(ctx), NULL,
                                 model_opts_progress(&mo), NULL, &err)) {
         cli_err("%s", err.msg);
         goto done;
     }
-    muse_spec_begin(sp, smp);
-    muse_spec_constrain(sp, cons); /* a grammar: sampled through it, no drafting */
+    muse_gen_begin(gen, smp);
+    muse_gen_constrain(gen, cons); /* a grammar: sampled through it, no drafting */
     int64_t t1 = muse_time_us();
     const bool text_out = rt && !ro.print_ids;
     if (text_out && !ro.no_echo) /* as llama-completion: the prompt, then the continuation */
@@ -303,7 +305,7 @@ int cmd_run(int argc, char **argv) {
     const char *stop = "max-tokens";
     while (n_gen < ro.max_tokens) {
         int32_t tok;
-        if (muse_spec_sample(sp, &tok, NULL, &err)) {
+        if (muse_gen_sample(gen, &tok, NULL, &err)) {
             fprintf(stderr, "\n");
             cli_err("%s", err.msg);
             goto done;
@@ -317,11 +319,11 @@ int cmd_run(int argc, char **argv) {
         else printf("%s%d", n_gen > 1 ? "," : "", tok);
         fflush(stdout);
         if (n_gen == ro.max_tokens) break;
-        if (muse_spec_n_past(sp) >= n_ctx) {
+        if (muse_gen_n_past(gen) >= n_ctx) {
             stop = "context full";
             break;
         }
-        if (muse_spec_advance(sp, tok, ro.max_tokens - n_gen, &err)) {
+        if (muse_gen_advance(gen, tok, ro.max_tokens - n_gen, &err)) {
             fprintf(stderr, "\n");
             cli_err("%s", err.msg);
             goto done;
@@ -357,6 +359,7 @@ int cmd_run(int argc, char **argv) {
     rc = 0;
 done:
     muse_spec_free(sp);
+    muse_gen_free(gen);
     muse_session_free(ses);
     muse_drafter_free(drafter);
     muse_sampler_free(smp);

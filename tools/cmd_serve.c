@@ -49,6 +49,11 @@ static void usage(FILE *f) {
             "                      default: no cross-origin access\n"
             "  --allow-host NAME   accept this Host name too on a loopback bind (repeatable; default: localhost,\n"
             "                      127.0.0.1, [::1] with the port)\n"
+            "  --no-context-shift  a chat whose prompt leaves no room for the answer gets a 400 (default: its oldest\n"
+            "                      turns are dropped - the system messages and the last user message stay;\n"
+            "                      --context-shift)\n"
+            "  --pooling P         how /v1/embeddings, /api/embed pool the final hidden states: mean, cls, last\n"
+            "                      (default: the file's pooling_type, else last; none refuses them)\n"
             "  --test-script FILE  TEST ONLY: no model; play scripted outputs from FILE (docs/server.md)\n"
             "\n"
             "requests are logged on stderr, one line each (method, path, status, prompt/generated tokens, ms);\n"
@@ -117,6 +122,7 @@ int cmd_serve(int argc, char **argv) {
     p.api_key = getenv("MUSE_API_KEY");
     enum { MAX_LIST = 32 };
     const char *cors[MAX_LIST], *hosts[MAX_LIST + 1];
+    int pooling = -1; /* --pooling: the file's pooling_type, else last */
     p.cors_origins = cors;
     p.allow_hosts = hosts;
     for (int i = 1; i < argc; i++) {
@@ -192,6 +198,12 @@ int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--api-key")) {
             NEXT();
             p.api_key = val;
+        } else if (!strcmp(a, "--context-shift") || !strcmp(a, "--no-context-shift")) {
+            p.context_shift = a[2] == 'c';
+        } else if (!strcmp(a, "--pooling")) {
+            NEXT();
+            if ((pooling = muse_pooling_from_name(val)) < 0)
+                return cli_usage_err("bad value for --pooling: '%s' (expected mean, cls, last or none)", val);
         } else {
             return cli_unknown(a);
         }
@@ -304,7 +316,8 @@ int cmd_serve(int argc, char **argv) {
                                            .chat_template_len = tmpl_len,
                                            .chat_template_path = template_path,
                                            .mmproj = mmproj,
-                                           .image_max_tokens = (int)md.max_tokens};
+                                           .image_max_tokens = (int)md.max_tokens,
+                                           .pooling = pooling};
         st = muse_srv_model_adapter_create(model, &rp, &ad, &err);
     }
     if (st == MUSE_OK) st = muse_server_attach_adapter(srv, ad, &err);
@@ -318,6 +331,10 @@ int cmd_serve(int argc, char **argv) {
     }
     struct muse_srv_adapter_info info;
     ad.ops->info(ad.self, &info);
+    if (info.n_ctx_train > 0 && info.n_ctx > info.n_ctx_train && mo.verbosity >= 0)
+        cli_err("warning: the context of a slot (%d positions) is larger than the model was trained for (%d): positions "
+                "past it may give poor output",
+                info.n_ctx, info.n_ctx_train);
     fprintf(stderr, "muse serve: ready: model '%s', %d slot(s) of %d tokens, queue %d%s\n", info.model_name, p.n_slots,
             info.n_ctx, p.queue, p.api_key ? ", API key required" : "");
     if (mo.verbosity > 0 && info.desc[0]) fprintf(stderr, "muse serve: %s\n", info.desc);

@@ -52,11 +52,11 @@ struct progress_state {
     bool shown;
 };
 
-static bool show_progress(uint64_t done, uint64_t total, void *user) {
+static int show_progress(void *user, uint64_t done, uint64_t total) {
     struct progress_state *p = user;
     int64_t now = muse_time_us();
-    if (total < (64u << 20)) return true; /* small files: no bar */
-    if (done < total && now - p->t_last < 250000) return true;
+    if (total < (64u << 20)) return 0; /* small files: no bar */
+    if (done < total && now - p->t_last < 250000) return 0;
     p->t_last = now;
     p->shown = true;
     double frac = total ? (double)done / (double)total : 1.0;
@@ -69,7 +69,7 @@ static bool show_progress(uint64_t done, uint64_t total, void *user) {
     fprintf(stderr, "\r[%s] %5.1f%% %8.1f / %.1f MB  %6.1f MB/s  %5.0f s", bar, 100.0 * frac, (double)done / 1e6,
             (double)total / 1e6, rate, secs);
     if (done == total) fputc('\n', stderr);
-    return true;
+    return 0;
 }
 
 static bool parse_dim(const char *opt, const char *val, int64_t lo, int64_t hi, int32_t *out) {

@@ -16,6 +16,7 @@ static const struct subcommand subcommands[] = {
     {"synth", cmd_synth, "write a synthetic Muse-Glimmer GGUF (tests, demo, benchmarks)"},
     {"run", cmd_run, "generate text from a prompt"},
     {"logits", cmd_logits, "dump logits as JSON (the parity interface)"},
+    {"embed", cmd_embed, "embeddings of text (final hidden states, pooled), llama-embedding style"},
     {"draft", cmd_draft, "draft one DFlash block after a prompt (the drafter's parity interface)"},
     {"tokenize", cmd_tokenize, "tokenize text or detokenize ids"},
     {"template", cmd_template, "render a chat template for a conversation"},

@@ -237,6 +237,10 @@ bool model_opts_open(const struct model_opts *o, const char *cmd, struct muse_mo
         *model = NULL;
         return false;
     }
+    if (o->verbosity >= 0 && muse_context_n_ctx(*ctx) > (uint32_t)muse_model_n_ctx_train(*model))
+        cli_err("warning: the context (%u positions) is larger than the model was trained for (%d): positions past it "
+                "may give poor output",
+                muse_context_n_ctx(*ctx), muse_model_n_ctx_train(*model));
     if (o->verbosity > 0) {
         char desc[256];
         muse_model_desc(*model, desc, sizeof desc);

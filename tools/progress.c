@@ -63,9 +63,9 @@ muse_status progress_prefill(prefill_fn eval_chunk, void *target, const int32_t 
         const int32_t k = n - done < n_batch ? n - done : n_batch;
         if ((st = eval_chunk(target, tokens + done, k, done + k == n ? logits : NULL, err))) break;
         done += k;
-        const double s = progress_seconds(&p);
-        progress_draw(&p, false, "prompt %d/%d tokens (%.0f%%, %.1f tok/s)", done, n, 100.0 * done / n,
-                      s > 0 ? done / s : 0.0);
+        const double s = progress_seconds(&p), rate = s > 0 ? done / s : 0.0;
+        progress_draw(&p, false, "prompt %d/%d tokens (%.0f%%, %.1f tok/s, %.0f s left)", done, n, 100.0 * done / n, rate,
+                      rate > 0 ? (n - done) / rate : 0.0);
     }
     progress_end(&p);
     return st;

@@ -38,7 +38,7 @@ int progress_load_cb(void *user, uint64_t done, uint64_t total);
 
 /* Evaluate a prompt in n_batch chunks through eval_chunk (muse_eval or muse_session_eval: chunking
  * at n_batch is what both do inside, so the result is the same), drawing "prompt D/T tokens (P%,
- * R tok/s)" when `show` and the prompt is longer than one chunk; logits (may be NULL) get the last
+ * R tok/s, S s left)" when `show` and the prompt is longer than one chunk; logits (may be NULL) get the last
  * token's row. Stops between chunks when *stop becomes nonzero (MUSE_ERR_CANCELLED; the chunks
  * done stay evaluated). */
 typedef muse_status (*prefill_fn)(void *target, const int32_t *tokens, int32_t n, float *logits, struct muse_error *err);

@@ -127,7 +127,7 @@ bool spec_opts_load(const struct spec_opts *o, const char *cmd, const struct mus
 
 void spec_opts_summary(const struct muse_spec *sp, char *buf, size_t size) {
     buf[0] = 0;
-    if (!sp || !muse_spec_has_drafter(sp)) return;
+    if (!sp) return;
     const struct muse_spec_stats s = muse_spec_stats(sp);
     int n = snprintf(buf, size,
              "speculative: %llu verify steps, %llu drafted, %llu accepted (%.1f%%), %.2f tokens per verify step; "

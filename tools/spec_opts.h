@@ -42,6 +42,6 @@ void spec_opts_usage(FILE *f);
  * "muse CMD: <message>" (CMD: cli_prog; `cmd` is kept for the callers) and return false. */
 bool spec_opts_load(const struct spec_opts *o, const char *cmd, const struct muse_model *model, struct muse_drafter **out);
 
-/* One stderr-style summary of a run's speculation into buf ("" without a drafter): steps, drafted,
+/* One stderr-style summary of a run's speculation into buf ("" when sp is NULL: no drafter): steps, drafted,
  * accepted and the acceptance rate, tokens per verify step, parked steps. */
 void spec_opts_summary(const struct muse_spec *sp, char *buf, size_t size);

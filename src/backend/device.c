@@ -156,24 +156,6 @@ void muse_device_run(struct muse_device *dev, const struct muse_program *p, cons
     pthread_mutex_unlock(&dev->lock);
 }
 
-void muse_device_region(struct muse_device *dev, muse_backend_fn fn, void *ctx) {
-    pthread_mutex_lock(&dev->lock);
-    MUSE_ASSERT(dev->state);
-    dev->ops->parallel(dev->state, fn, ctx);
-    pthread_mutex_unlock(&dev->lock);
-}
-
-void muse_device_barrier(struct muse_device *dev) { dev->ops->barrier(dev->state); }
-
-void muse_device_matmul(struct muse_device *dev, const struct muse_matmul_job *jobs, int n_jobs, const float *x,
-                        int32_t n_rows, int ith, int nth) {
-    dev->ops->matmul(dev->state, jobs, n_jobs, x, n_rows, ith, nth);
-}
-
-void muse_device_attention(struct muse_device *dev, const struct muse_attn_args *args, int ith, int nth) {
-    dev->ops->attention(dev->state, args, ith, nth);
-}
-
 // ---- buffers ------------------------------------------------------------------------------------
 
 muse_status muse_device_alloc(struct muse_device *dev, size_t bytes, struct muse_buffer **out, struct muse_error *err) {

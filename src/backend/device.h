@@ -71,13 +71,3 @@ muse_status muse_device_alloc(struct muse_device *dev, size_t bytes, struct muse
 void *muse_buffer_host(struct muse_buffer *b);
 void muse_buffer_free(struct muse_buffer *b);
 
-/*
- * Networks not yet written as programs (the DFlash drafter's parts): fn(ith, nth, ctx) on each of the
- * device's threads, holding the device, with the backend ops of backend.h through the three calls
- * below (valid only inside fn).
- */
-void muse_device_region(struct muse_device *dev, muse_backend_fn fn, void *ctx);
-void muse_device_barrier(struct muse_device *dev);
-void muse_device_matmul(struct muse_device *dev, const struct muse_matmul_job *jobs, int n_jobs, const float *x,
-                        int32_t n_rows, int ith, int nth);
-void muse_device_attention(struct muse_device *dev, const struct muse_attn_args *args, int ith, int nth);

@@ -27,6 +27,7 @@ void muse_program_init(struct muse_program *p, int32_t n_batch) {
     memset(p, 0, sizeof *p);
     p->n_batch = n_batch;
     muse_program_buffer(p, 0); /* MUSE_BUF_LOGITS: bound per run, no workspace */
+    muse_program_buffer(p, 0); /* MUSE_BUF_EMBD: likewise */
 }
 
 void muse_program_free(struct muse_program *p) {
@@ -242,6 +243,7 @@ static int64_t ref_stride(const struct interp *I, struct muse_prog_ref f) {
 static float *ref_ptr(const struct interp *I, struct muse_prog_ref f) {
     if (f.buf == MUSE_BUF_NONE) return NULL;
     if (f.buf == MUSE_BUF_LOGITS) return I->run->logits + f.off;
+    if (f.buf == MUSE_BUF_EMBD) return I->run->embd_out + f.off;
     if (I->p->bufs[f.buf].bind) return I->run->bind[I->p->bufs[f.buf].bind - 1] + f.off;
     return I->ws + I->p->bufs[f.buf].off + (size_t)f.off;
 }
@@ -359,6 +361,24 @@ static void op_kv_store(const struct interp *I, const struct muse_op *o) {
                             v + (size_t)r * vs);
 }
 
+/* The BLOCK mask (program.h): each row on its own, its query placed at the block's last position
+ * with a window that reaches back exactly to pos[r] - n_swa + 1 (or the run's kv_floor). */
+static void attention_block_rows(const struct interp *I, const struct muse_op *o, float *q, float *out, float *g,
+                                 int64_t stride) {
+    const struct muse_prog_run *run = I->run;
+    const int32_t n = run->n_rows, last = run->pos[n - 1];
+    for (int32_t r = 0; r < n; r++) {
+        int32_t w = o->n_swa + (last - run->pos[r]);
+        if (w > last - run->kv_floor + 1) w = last - run->kv_floor + 1;
+        const struct muse_attn_args aa = {
+            .q = q + (size_t)r * stride, .out = out + (size_t)r * stride, .kv = &run->kv[run->seq ? run->seq[r] : 0][o->layer],
+            .pos = &last, .n_tokens = 1, .n_head = o->n_head, .n_head_kv = o->n_head_kv, .head_dim = o->head_dim,
+            .n_swa = w, .scale = o->scale, .gate = g ? g + (size_t)r * stride : NULL,
+        };
+        I->ops->attention(I->bs, &aa, I->ith, I->nth);
+    }
+}
+
 /* Attention over each run of consecutive rows of one sequence, each over its own KV layer. The
  * calls only read q and the caches and write distinct rows: no barrier between them. */
 static void op_attention(const struct interp *I, const struct muse_op *o) {
@@ -366,6 +386,10 @@ static void op_attention(const struct interp *I, const struct muse_op *o) {
     float *q = ref_ptr(I, o->src), *out = ref_ptr(I, o->dst), *g = ref_ptr(I, o->src2);
     const int64_t stride = (int64_t)o->n_head * o->head_dim; /* q, out and gate are [n][n_head][hd] */
     MUSE_ASSERT(ref_stride(I, o->src) == stride && ref_stride(I, o->dst) == stride);
+    if (o->mask == MUSE_MASK_BLOCK) {
+        attention_block_rows(I, o, q, out, g, stride);
+        return;
+    }
     for (int32_t r0 = 0, r1; r0 < run->n_rows; r0 = r1) {
         const int32_t s = run->seq ? run->seq[r0] : 0;
         for (r1 = r0 + 1; r1 < run->n_rows && (run->seq ? run->seq[r1] : 0) == s; r1++) {}
@@ -418,18 +442,70 @@ static void op_logits(const struct interp *I, const struct muse_op *o) {
     }
 }
 
-/* The layer trace and capture see the whole residual: thread 0 calls them. A barrier first (the
- * rows of the other threads), except for a single row, which thread 0 owns and wrote itself; no
- * thread writes the residual again before a barrier that thread 0 reaches after the call, so a
- * capture needs no barrier after it (the trace keeps one). Layers the capture does not ask for
- * cost nothing. */
+#define TOP_K 10 /* llama.cpp's LLAMA_DRAFT_TOP_K: the draft sampler chain is top-k(10) then dist */
+
+void muse_row_confidence(const float *row, int64_t n, int32_t *argmax, float *conf, float *conf_top10) {
+    float top[TOP_K];
+    int n_top = 0;
+    int32_t best = -1;
+    for (int64_t i = 0; i < n; i++) {
+        const float v = row[i];
+        if (v != v) continue; /* NaN never ranks */
+        if (best < 0 || v > row[best]) best = (int32_t)i;
+        if (n_top == TOP_K && !(v > top[TOP_K - 1])) continue;
+        int j = n_top < TOP_K ? n_top++ : TOP_K - 1;
+        for (; j > 0 && v > top[j - 1]; j--) top[j] = top[j - 1];
+        top[j] = v;
+    }
+    *argmax = best < 0 ? 0 : best;
+    if (best < 0) {
+        *conf = *conf_top10 = 0.0f;
+        return;
+    }
+    /* terms more than 40 below the max add < e^-40 each (< 1e-12 relative over any vocabulary):
+     * skipping their exp keeps the sum exact to float precision at a fraction of the cost */
+    const double max = row[best];
+    const float cut = row[best] - 40.0f;
+    double sum = 0.0, sum10 = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        if (row[i] > cut) sum += exp((double)row[i] - max);
+    for (int i = 0; i < n_top; i++) sum10 += exp((double)top[i] - max);
+    *conf = (float)(1.0 / sum);
+    *conf_top10 = (float)(1.0 / sum10);
+}
+
+/* The output rows' confidences, a row per thread in turn. */
+static void op_top_probs(const struct interp *I, const struct muse_op *o) {
+    const struct muse_prog_run *run = I->run;
+    const float *x = ref_ptr(I, o->src);
+    const int64_t xs = ref_stride(I, o->src);
+    for (int32_t i = I->ith; i < op_rows(I, o); i += I->nth)
+        muse_row_confidence(x + (size_t)i * (size_t)xs, o->n, &run->argmax[i], &run->conf[i], &run->conf_top10[i]);
+}
+
+/* The feature rows of layer il: each thread copies its own rows (r % nth == ith), which it wrote
+ * itself (the residual's row steps split so) and writes next: no barrier. */
+static void observe_features(const struct interp *I, int32_t il, const float *x) {
+    const struct muse_prog_run *a = I->run;
+    const size_t E = (size_t)a->n_embd, F = (size_t)a->n_features * E;
+    for (int32_t k = 0; k < a->n_features; k++) {
+        if (a->feature_layers[k] != il) continue;
+        for (int32_t r = I->ith; r < a->n_rows; r += I->nth)
+            memcpy(a->features + (size_t)r * F + (size_t)k * E, x + (size_t)r * E, sizeof(float) * E);
+    }
+}
+
+/* The feature rows first (observe_features); the layer trace and capture see the whole residual:
+ * thread 0 calls them. A barrier first (the rows of the other threads), except for a single row,
+ * which thread 0 owns and wrote itself; no thread writes the residual again before a barrier that
+ * thread 0 reaches after the call, so a capture needs no barrier after it (the trace keeps one). */
 static void op_observe(const struct interp *I, const struct muse_op *o) {
     const struct muse_prog_run *a = I->run;
     const int32_t il = o->layer;
-    if (!a->trace && !a->capture) return;
-    if (!a->trace && a->capture_layers && (il >= a->n_layers || !a->capture_layers[il])) return;
-    if (a->trace || a->n_rows > 1) barrier(I);
     const float *x = ref_ptr(I, o->src);
+    if (a->features) observe_features(I, il, x);
+    if (!a->trace && !a->capture) return;
+    if (a->trace || a->n_rows > 1) barrier(I);
     if (I->ith == 0) {
         for (int32_t r = 0; a->trace && r < a->n_rows; r++) { /* the residual entering layer il */
             if (a->pos[r] >= a->trace_n_pos) continue;
@@ -475,6 +551,7 @@ void muse_program_region(const struct muse_program *p, const struct muse_prog_ru
         case MUSE_OP_SWIGLU: op_swiglu(&I, o); break;
         case MUSE_OP_ADD: op_add(&I, o); break;
         case MUSE_OP_LOGITS: op_logits(&I, o); break;
+        case MUSE_OP_TOP_PROBS: op_top_probs(&I, o); break;
         case MUSE_OP_OBSERVE: op_observe(&I, o); break;
         case MUSE_OP_ALL_REDUCE: break; /* one device: the sums are already whole */
         case MUSE_OP_LAYER_NORM: op_layer_norm(&I, o); break;

@@ -15,11 +15,15 @@
  *   MATMUL       dst_j = W_j . src, then the epilogue (* scale, + bias), for the op's jobs
  *   KV_STORE     each row's k (src) and v (src2) into its sequence's KV layer at its position
  *   ATTENTION    dst = softmax(q K^T * scale + mask) V over each row's own sequence (causal, or a
- *                sliding window of n_swa keys), then * sigmoid(gate) when src2 is set
+ *                sliding window of n_swa keys; or a block that sees itself whole), then
+ *                * sigmoid(gate) when src2 is set
  *   SWIGLU       dst = silu(dst) * src
  *   ADD          dst += src
  *   LOGITS       the output rows: * scale, then softcap
- *   OBSERVE      the layer trace and the feature capture of layer `layer` (the residual in src)
+ *   TOP_PROBS    per output row of src: the argmax, its softmax probability over the row and over
+ *                the row's 10 highest values (the drafter's confidences)
+ *   OBSERVE      the layer trace, the capture hook and the feature rows of layer `layer` (the
+ *                residual in src)
  *   ALL_REDUCE   dst summed over the devices of a tensor-parallel group (one device: nothing)
  *   BARRIER      everything written before is visible to everything after
  *   LAYER_NORM   dst = (src - mean) / sqrt(var + eps) (* w) (+ b), per row of n floats
@@ -37,8 +41,8 @@
  *
  * Rows. Ops run over all batch rows, or (rows = MUSE_ROWS_OUT) over the run's n_out output rows
  * only: an RMS_NORM reads batch row out_rows[i] and writes row i; other OUT ops work on rows
- * 0..n_out-1 of their buffers, and their results go to the run's bound outputs (MUSE_BUF_LOGITS). How the CPU
- * device splits an op over its threads is part of the op (split), because its barriers follow the
+ * 0..n_out-1 of their buffers, and their results go to the run's bound outputs (MUSE_BUF_LOGITS,
+ * MUSE_BUF_EMBD). How the CPU device splits an op over its threads is part of the op (split), because its barriers follow the
  * split: MUSE_SPLIT_ROWS gives a thread the rows r % nth == ith (the rows it also converts for the
  * next matmul, so row steps chain into a matmul without a barrier); MUSE_SPLIT_SHARE a contiguous
  * share of all the op's vectors (rows x per_row); the program places its BARRIER ops for that.
@@ -68,6 +72,7 @@ enum muse_op_kind {
     MUSE_OP_SWIGLU,
     MUSE_OP_ADD,
     MUSE_OP_LOGITS,
+    MUSE_OP_TOP_PROBS,
     MUSE_OP_OBSERVE,
     MUSE_OP_ALL_REDUCE,
     /* the vision tower's (ops over explicit row ranges: `count`) */
@@ -82,9 +87,15 @@ enum muse_op_kind {
 enum muse_op_rows { MUSE_ROWS_ALL, MUSE_ROWS_OUT };
 enum muse_op_split { MUSE_SPLIT_ROWS, MUSE_SPLIT_SHARE };
 enum muse_rope_mode { MUSE_ROPE_NORM, MUSE_ROPE_NEOX };
+/* ATTENTION masks. CAUSAL: row r sees its sequence's keys up to pos[r] (the last n_swa of them when
+ * n_swa > 0). BLOCK: the rows are one block of consecutive positions of one sequence that sees
+ * itself whole (non-causal): row r sees keys pos[r] - n_swa + 1 .. pos[n_rows - 1], none below the
+ * run's kv_floor (the DFlash drafter's block over its ring, dflash.md 3.4). */
+enum muse_attn_mask { MUSE_MASK_CAUSAL, MUSE_MASK_BLOCK };
 
-/* Buffer ids: the run's bound outputs first, then the program's activation buffers. */
-enum { MUSE_BUF_NONE = -1, MUSE_BUF_LOGITS = 0, MUSE_BUF_FIRST = 1 };
+/* Buffer ids: the run's bound outputs first (the logits of the output rows; the final hidden
+ * states of all rows), then the program's activation buffers. */
+enum { MUSE_BUF_NONE = -1, MUSE_BUF_LOGITS = 0, MUSE_BUF_EMBD = 1, MUSE_BUF_FIRST = 2 };
 
 /* A float array an op reads or writes: row r at `off + r * stride` floats into buffer buf
  * (stride 0: the buffer's cols). Matmul outputs have stride w.ne1 and inputs w.ne0 (backend.h). */
@@ -119,6 +130,7 @@ struct muse_op {
     float rope_base, rope_scale;
     /* ATTENTION */
     int32_t n_head, n_head_kv, head_dim, n_swa;
+    enum muse_attn_mask mask;
     float scale;              /* ATTENTION: 1/sqrt(head_dim); LOGITS: the logit scale */
     float softcap;            /* LOGITS: 0 = none */
     const struct muse_weight *table; /* EMBED: the token embedding table */
@@ -148,7 +160,7 @@ struct muse_program {
     int32_t n_ops, cap_ops;
     struct muse_prog_job *jobs;
     int32_t n_jobs, cap_jobs;
-    struct muse_prog_buffer *bufs; /* [n_bufs]; bufs[MUSE_BUF_LOGITS] is the bound output */
+    struct muse_prog_buffer *bufs; /* [n_bufs]; bufs[MUSE_BUF_LOGITS] and [MUSE_BUF_EMBD] are bound outputs */
     int32_t n_bufs, cap_bufs;
     int32_t n_batch;               /* rows every buffer holds */
     size_t workspace_floats;       /* all buffers, each rounded to 16 floats */
@@ -170,13 +182,21 @@ struct muse_prog_run {
     const int32_t *out_rows;        /* [n_out] the MUSE_ROWS_OUT rows, increasing */
     int32_t n_out;
     float *logits;                  /* MUSE_BUF_LOGITS: [n_out][its cols] */
+    float *embd_out;                /* MUSE_BUF_EMBD: [n_rows][its cols] */
+    int32_t *argmax;                /* TOP_PROBS: [n_out] each */
+    float *conf, *conf_top10;
+    int32_t kv_floor;               /* ATTENTION (BLOCK): no key below this position */
+    /* OBSERVE: the feature rows, [n_rows][n_features * n_embd]: slot k of row r is the residual of
+     * row r entering layer feature_layers[k] (NULL: none) */
+    float *features;
+    const int32_t *feature_layers;
+    int32_t n_features;
     /* OBSERVE (the caller's hooks, include/muse.h) */
     muse_layer_trace_fn trace;
     void *trace_user;
     int32_t trace_n_pos;
     muse_layer_capture_fn capture;
     void *capture_user;
-    const uint8_t *capture_layers;  /* NULL: every layer; else [n_layers] nonzero = capture it */
     int32_t n_layers;               /* OBSERVE layers are 0..n_layers (n_layers: the final residual) */
     int64_t n_embd;                 /* OBSERVE / EMBED row width */
     /* bound buffers and HOOK ops */
@@ -185,6 +205,11 @@ struct muse_prog_run {
     void *hook_user;
     int *stop;                      /* HOOK: set nonzero when the hook asks to stop (then the run ends there) */
 };
+
+/* The confidences of one row of n values (raw logits): the argmax (ties to the lower index, NaN
+ * never wins), its full softmax probability and its probability after a softmax over the 10
+ * highest values (the TOP_PROBS op's numerics). */
+void muse_row_confidence(const float *row, int64_t n, int32_t *argmax, float *conf, float *conf_top10);
 
 /* Start an empty program whose buffers hold n_batch rows. */
 void muse_program_init(struct muse_program *p, int32_t n_batch);

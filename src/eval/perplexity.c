@@ -23,7 +23,8 @@ muse_status muse_ppl_tokenize(const struct muse_tokenizer *tok, const char *text
 // ---- evaluation ------------------------------------------------------------------------------
 
 muse_status muse_ppl_eval_chunk(struct muse_context *ctx, const int32_t *chunk, int32_t n_ctx, int32_t n_batch,
-                                int32_t bos, float *logits, struct muse_error *err) {
+                                int32_t bos, float *logits, muse_progress_fn progress, void *progress_user,
+                                struct muse_error *err) {
     const int32_t n_vocab = muse_model_n_vocab(ctx->model);
     if (n_ctx < 4) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "chunk size %d is too small (at least 4)", n_ctx);
     if (n_batch < 1) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "batch size %d is too small", n_batch);
@@ -47,6 +48,8 @@ muse_status muse_ppl_eval_chunk(struct muse_context *ctx, const int32_t *chunk, 
         const int32_t row0 = first > start ? (first - start < n ? first - start : n) : 0;
         float *out = row0 < n ? logits + (size_t)(start + row0 - first) * (size_t)n_vocab : NULL;
         st = muse_eval_rows(ctx, toks, n, row0, out, err);
+        if (st == MUSE_OK && progress && progress(progress_user, (uint64_t)(start + n), (uint64_t)n_ctx))
+            st = muse_error_set(err, MUSE_ERR_CANCELLED, "cancelled after %d of %d tokens", start + n, n_ctx);
     }
     free(head);
     return st;

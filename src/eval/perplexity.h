@@ -42,12 +42,14 @@ int32_t muse_ppl_n_scored(int32_t n_ctx);
  * Evaluate one chunk of n_ctx tokens on ctx: clears the KV cache, replaces the first token by
  * `bos` when bos >= 0 (the caller's array is not modified), runs forwards of at most n_batch
  * tokens, and writes the logits of positions first..n_ctx-1 into logits = [n_ctx - first][n_vocab]
- * (the head runs only for those rows). Errors: MUSE_ERR_INVALID_ARG (n_ctx < 4, n_batch < 1, a
- * token out of the vocabulary), MUSE_ERR_CONTEXT (n_ctx larger than the context), those of
- * muse_eval. Uses ctx (one thread at a time).
+ * (the head runs only for those rows). progress (may be NULL) is called after each forward with
+ * (tokens done, n_ctx); nonzero from it stops the chunk (MUSE_ERR_CANCELLED). Errors:
+ * MUSE_ERR_INVALID_ARG (n_ctx < 4, n_batch < 1, a token out of the vocabulary), MUSE_ERR_CONTEXT
+ * (n_ctx larger than the context), those of muse_eval. Uses ctx (one thread at a time).
  */
 muse_status muse_ppl_eval_chunk(struct muse_context *ctx, const int32_t *chunk, int32_t n_ctx, int32_t n_batch,
-                                int32_t bos, float *logits, struct muse_error *err);
+                                int32_t bos, float *logits, muse_progress_fn progress, void *progress_user,
+                                struct muse_error *err);
 
 /* ---- perplexity ---------------------------------------------------------------------------- */
 

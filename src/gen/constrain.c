@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/timer.h"
 #include "gen/json_schema.h"
+#include "gen/tool_grammar.h"
 #include "text/tokenizer.h"
 
 #define TAIL_CAP 128 /* bytes of recent text kept to spot a trigger (triggers are shorter) */
@@ -27,7 +28,8 @@ muse_status muse_grammar_compile(enum muse_grammar_syntax syntax, const char *te
     *out = NULL;
     if (syntax == MUSE_GRAMMAR_GBNF) return muse_grammar_from_text(text, len, NULL, tok, out, err);
     char *gbnf = NULL;
-    muse_status st = muse_json_schema_to_gbnf(text, len, &gbnf, err);
+    muse_status st = syntax == MUSE_GRAMMAR_CHAT_JSON_SCHEMA ? muse_chat_json_grammar(text, len, &gbnf, err)
+                                                             : muse_json_schema_to_gbnf(text, len, &gbnf, err);
     if (st != MUSE_OK) return st;
     st = muse_grammar_from_text(gbnf, strlen(gbnf), NULL, tok, out, err);
     free(gbnf);

@@ -25,6 +25,8 @@ struct muse_constraint;
 enum muse_grammar_syntax {
     MUSE_GRAMMAR_GBNF,        /* GBNF text, root rule "root" */
     MUSE_GRAMMAR_JSON_SCHEMA, /* a JSON Schema (text), converted with gen/json_schema.h */
+    MUSE_GRAMMAR_CHAT_JSON_SCHEMA, /* a whole chat answer with JSON under the schema (text):
+                                      muse_chat_json_grammar (gen/tool_grammar.h) */
 };
 
 /*

@@ -141,9 +141,9 @@ static void unpin(struct muse_media_entry *e) {
     pthread_mutex_unlock(&c->mu);
 }
 
-static int vision_progress(void *user, int32_t layer, int32_t n_layer) {
+static int vision_progress(void *user, uint64_t done, uint64_t total) {
     struct muse_media_cache *c = user;
-    return c->progress ? c->progress(c->progress_user, c->cur_image, layer, n_layer) : 1;
+    return c->progress ? c->progress(c->progress_user, c->cur_image, done, total) : 0;
 }
 
 /* The pinned rows of im: a hit, or preprocess + encode + insert (pinned). index: for progress. */

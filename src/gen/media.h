@@ -50,8 +50,9 @@ struct muse_tokenizer;
 struct muse_media_cache;
 
 /* Progress of an encode (the tower's layers), from the thread that encodes: image = the prompt's
- * image index, layer 1..n_layer. Return 0 to cancel (the evaluation fails with MUSE_ERR_CANCELLED). */
-typedef int (*muse_media_progress_fn)(void *user, int32_t image, int32_t layer, int32_t n_layer);
+ * image index, layer done = 1..total. As muse_progress_fn: 0 to go on, nonzero to cancel (the
+ * evaluation fails with MUSE_ERR_CANCELLED). */
+typedef int (*muse_media_progress_fn)(void *user, int32_t image, uint64_t done, uint64_t total);
 
 /*
  * A cache of projected rows over vision (borrowed; must outlive the cache; its encoder is used

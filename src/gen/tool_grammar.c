@@ -1,7 +1,9 @@
-/* tool_grammar.c - the grammar of a forced Muse-Glimmer ATEM tool call (tool_grammar.h). */
+/* tool_grammar.c - the whole-output grammars of a chat answer (tool_grammar.h): a forced ATEM tool
+ * call, a JSON answer under a schema. */
 #include "gen/tool_grammar.h"
 
 #include <cJSON.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -130,6 +132,37 @@ out:
     return st;
 }
 
+/* The optional reasoning block every whole-output grammar starts with: " to=self<|message|>", at
+ * most MAX_THINK code points without "<|", "<|eom|><|start|>assistant". */
+static bool add_think(struct muse_gbnf_rules *r) {
+    char *think = muse_gbnf_repeat(r, "think-char", 0, MAX_THINK, "think-text");
+    const bool ok = think && muse_gbnf_rules_add(r, "think", "\" to=self\" <|message|> think-text <|eom|> <|start|> \"assistant\"") &&
+                    muse_gbnf_rules_add(r, "think-text", think) &&
+                    muse_gbnf_rules_add(r, "think-char", "text-char | \"<\" [^|<]") &&
+                    muse_gbnf_rules_add(r, "text-char", TEXT_CHAR);
+    free(think);
+    return ok;
+}
+
+muse_status muse_chat_json_grammar(const char *schema, size_t len, char **gbnf, struct muse_error *err) {
+    *gbnf = NULL;
+    cJSON *doc = cJSON_ParseWithLength(schema, len);
+    if (!doc) return muse_error_set(err, MUSE_ERR_FORMAT, "the JSON schema is not JSON");
+    struct muse_gbnf_rules *r = muse_gbnf_rules_create();
+    const char *rule = NULL;
+    muse_status st = r ? muse_gbnf_rules_add_schema(r, doc, doc, "answer", &rule, err)
+                       : muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
+    if (st == MUSE_OK) {
+        char root[160];
+        snprintf(root, sizeof root, "think? \" to=user\" <|message|> %s", rule);
+        if (!add_think(r) || !muse_gbnf_rules_add(r, "root", root) || !(*gbnf = muse_gbnf_rules_format(r)))
+            st = muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
+    }
+    muse_gbnf_rules_free(r);
+    cJSON_Delete(doc);
+    return st;
+}
+
 muse_status muse_tool_call_grammar(const cJSON *tools, const char *name, char **gbnf, struct muse_error *err) {
     *gbnf = NULL;
     if (!cJSON_IsArray(tools)) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "tools must be an array");
@@ -160,14 +193,9 @@ muse_status muse_tool_call_grammar(const cJSON *tools, const char *name, char **
         goto out;
     }
     const char *a = gbuf_str(&alts);
-    char *think = muse_gbnf_repeat(r, "think-char", 0, MAX_THINK, "think-text");
-    if (!a || !think || !muse_gbnf_rules_add(r, "call", a) ||
-        !muse_gbnf_rules_add(r, "think", "\" to=self\" <|message|> think-text <|eom|> <|start|> \"assistant\"") ||
-        !muse_gbnf_rules_add(r, "think-text", think) || !muse_gbnf_rules_add(r, "think-char", "text-char | \"<\" [^|<]") ||
-        !muse_gbnf_rules_add(r, "text-char", TEXT_CHAR) ||
-        !muse_gbnf_rules_add(r, "root", "think? \" to=\" call") || !(*gbnf = muse_gbnf_rules_format(r)))
+    if (!a || !muse_gbnf_rules_add(r, "call", a) || !add_think(r) || !muse_gbnf_rules_add(r, "root", "think? \" to=\" call") ||
+        !(*gbnf = muse_gbnf_rules_format(r)))
         st = muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
-    free(think);
 out:
     gbuf_free(&alts);
     muse_gbnf_rules_free(r);

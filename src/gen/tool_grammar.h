@@ -31,3 +31,13 @@ struct cJSON;
  * Errors: INVALID_ARG (no such tool, a tool without a name), UNSUPPORTED, NOMEM.
  */
 muse_status muse_tool_call_grammar(const struct cJSON *tools, const char *name, char **gbnf, struct muse_error *err);
+
+/*
+ * GBNF (*gbnf malloc'd) of a whole chat answer whose content is JSON under a schema (text, len
+ * bytes): the same optional reasoning block, then " to=user<|message|>" and the schema's JSON
+ * (gen/json_schema.h; then only an end-of-turn token). For a generation prompt that does not hold
+ * the answer header already: constrained from the first token, any model gives valid JSON, also
+ * one that would never write the header. Errors: FORMAT (not JSON), those of the schema
+ * converter, NOMEM.
+ */
+muse_status muse_chat_json_grammar(const char *schema, size_t len, char **gbnf, struct muse_error *err);

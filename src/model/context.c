@@ -1,4 +1,5 @@
 /* context.c - the public model / context API of include/muse.h over the model floor. */
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -6,6 +7,7 @@
 
 #include "core/cpu.h"
 #include "core/error.h"
+#include "gguf/gguf.h"
 #include "gguf/tensor_type.h"
 #include "model/model.h"
 
@@ -149,6 +151,9 @@ void muse_context_free(struct muse_context *ctx) {
     free(ctx->kv);
     free(ctx->kv_layers);
     muse_program_free(&ctx->prog);
+    muse_buffer_free(ctx->features);
+    free(ctx->feature_layers);
+    muse_buffer_free(ctx->embd);
     muse_device_close(ctx->dev);
     free(ctx->pos);
     free(ctx->out_rows);
@@ -167,9 +172,6 @@ muse_status muse_context_create(struct muse_model *model, struct muse_context_pa
         return muse_error_set(err, MUSE_ERR_INVALID_ARG, "%u sequences exceed the most a context holds (%d)",
                               params.n_seq_max, MUSE_MAX_SEQ);
     if (params.n_ctx == 0) params.n_ctx = muse_context_auto_n_ctx(model, params, (int32_t)params.n_seq_max);
-    if (params.n_ctx > hp->n_ctx_train)
-        return muse_error_set(err, MUSE_ERR_INVALID_ARG, "context size %u exceeds the model's context_length %u",
-                              params.n_ctx, hp->n_ctx_train);
     if (params.n_ctx > INT32_MAX / 2) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "context size %u is too large", params.n_ctx);
     if (params.n_batch == 0) params.n_batch = 512;
     if (params.n_batch > params.n_ctx) params.n_batch = params.n_ctx;
@@ -199,7 +201,11 @@ muse_status muse_context_create(struct muse_model *model, struct muse_context_pa
             goto fail;
         ctx->kv_layers[s] = ctx->kv[s]->layers;
     }
-    if ((st = muse_text_program_build(hp, &model->w, (int32_t)params.n_batch, &ctx->prog, err))) goto fail;
+    if (params.embeddings &&
+        (st = muse_device_alloc(ctx->dev, sizeof(float) * params.n_batch * (size_t)hp->n_embd, &ctx->embd, err)))
+        goto fail;
+    if ((st = muse_text_program_build(hp, &model->w, (int32_t)params.n_batch, params.embeddings != 0, &ctx->prog, err)))
+        goto fail;
     const struct muse_backend_plan plan = {
         .n_batch = (int32_t)params.n_batch,
         .max_ne0 = muse_weights_max_ne0(hp, &model->w),
@@ -212,10 +218,6 @@ muse_status muse_context_create(struct muse_model *model, struct muse_context_pa
 fail:
     muse_context_free(ctx);
     return st;
-}
-
-muse_status muse_context_reserve(struct muse_context *ctx, const struct muse_backend_plan *need, struct muse_error *err) {
-    return muse_device_reserve(ctx->dev, need, 0, err);
 }
 
 uint32_t muse_context_n_ctx(const struct muse_context *ctx) { return ctx->params.n_ctx; }
@@ -232,8 +234,132 @@ static struct muse_prog_run run_args(const struct muse_context *ctx) {
         .pos = ctx->pos, .kv = ctx->kv_layers, .out_rows = ctx->out_rows,
         .trace = ctx->params.trace, .trace_user = ctx->params.trace_user, .trace_n_pos = ctx->params.trace_n_pos,
         .capture = ctx->params.capture, .capture_user = ctx->params.capture_user,
-        .capture_layers = ctx->capture_layers, .n_layers = (int32_t)m->hp.n_layer, .n_embd = m->hp.n_embd,
+        .n_layers = (int32_t)m->hp.n_layer, .n_embd = m->hp.n_embd,
+        .features = ctx->n_features ? muse_buffer_host(ctx->features) : NULL, .feature_layers = ctx->feature_layers,
+        .n_features = ctx->n_features, .embd_out = ctx->embd ? muse_buffer_host(ctx->embd) : NULL,
     };
+}
+
+const float *muse_context_embeddings(const struct muse_context *ctx, int32_t *n_rows) {
+    if (n_rows) *n_rows = ctx->embd ? ctx->n_feature_rows : 0;
+    return ctx->embd ? muse_buffer_host(ctx->embd) : NULL;
+}
+
+static const char *const pooling_names[] = {"none", "mean", "cls", "last"};
+
+int muse_pooling_from_name(const char *name) {
+    for (int i = 0; name && i < (int)(sizeof pooling_names / sizeof pooling_names[0]); i++)
+        if (!strcmp(name, pooling_names[i])) return i;
+    return -1;
+}
+
+const char *muse_pooling_name(enum muse_pooling pooling) {
+    return (unsigned)pooling < sizeof pooling_names / sizeof pooling_names[0] ? pooling_names[pooling] : "?";
+}
+
+int muse_model_pooling(const struct muse_model *model) {
+    char key[96];
+    uint32_t v;
+    if (!muse_gguf_find_kv(model->gguf, muse_gguf_arch_key(key, sizeof key, MUSE_ARCH_MUSE_GLIMMER, "pooling_type")) ||
+        muse_gguf_get_u32(model->gguf, key, &v, NULL) != MUSE_OK || v > MUSE_POOLING_LAST)
+        return -1;
+    return (int)v;
+}
+
+/* llama.cpp's embedding normalization (common_embd_normalize): the norm in double, then x * (1/norm) in f32. */
+static void embd_normalize(const float *x, float *y, int64_t n, int p) {
+    double sum = 0.0;
+    if (p < 0) {
+        sum = 1.0;
+    } else if (p == 0) { /* the largest magnitude maps to 32760 (int16) */
+        for (int64_t i = 0; i < n; i++)
+            if (sum < fabs((double)x[i])) sum = fabs((double)x[i]);
+        sum /= 32760.0;
+    } else if (p == 2) {
+        for (int64_t i = 0; i < n; i++) sum += (double)x[i] * (double)x[i];
+        sum = sqrt(sum);
+    } else {
+        for (int64_t i = 0; i < n; i++) sum += pow(fabs((double)x[i]), p);
+        sum = pow(sum, 1.0 / p);
+    }
+    const float norm = sum > 0.0 ? (float)(1.0 / sum) : 0.0f;
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] * norm;
+}
+
+muse_status muse_embed(struct muse_context *ctx, const int32_t *tokens, int32_t n_tokens, enum muse_pooling pooling,
+                       int normalize, float *out, struct muse_error *err) {
+    const int64_t E = ctx->model->hp.n_embd;
+    if (!ctx->embd)
+        return muse_error_set(err, MUSE_ERR_INVALID_ARG, "this context computes no embeddings (create it with params.embeddings)");
+    if ((unsigned)pooling > MUSE_POOLING_LAST)
+        return muse_error_set(err, MUSE_ERR_INVALID_ARG, "bad pooling %d", (int)pooling);
+    if (!tokens || n_tokens < 1 || !out) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "nothing to embed");
+    if (n_tokens > (int32_t)ctx->params.n_ctx)
+        return muse_error_set(err, MUSE_ERR_CONTEXT, "%d tokens exceed the context size %u (use a larger --ctx-size)",
+                              n_tokens, ctx->params.n_ctx);
+    muse_kv_clear(ctx);
+    const int32_t nb = (int32_t)ctx->params.n_batch;
+    double *sum = pooling == MUSE_POOLING_MEAN ? calloc((size_t)E, sizeof *sum) : NULL;
+    if (pooling == MUSE_POOLING_MEAN && !sum) return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
+    for (int32_t done = 0; done < n_tokens;) {
+        const int32_t n = n_tokens - done < nb ? n_tokens - done : nb;
+        muse_status st = muse_eval_rows(ctx, tokens + done, n, n, NULL, err);
+        if (st) {
+            free(sum);
+            return st;
+        }
+        const float *h = muse_buffer_host(ctx->embd);
+        if (pooling == MUSE_POOLING_NONE) {
+            for (int32_t r = 0; r < n; r++) embd_normalize(h + (size_t)r * E, out + (size_t)(done + r) * E, E, normalize);
+        } else if (pooling == MUSE_POOLING_MEAN) {
+            for (int32_t r = 0; r < n; r++)
+                for (int64_t i = 0; i < E; i++) sum[i] += h[(size_t)r * E + i];
+        } else if (pooling == MUSE_POOLING_CLS && done == 0) {
+            memcpy(out, h, sizeof(float) * (size_t)E);
+        } else if (pooling == MUSE_POOLING_LAST && done + n == n_tokens) {
+            memcpy(out, h + (size_t)(n - 1) * E, sizeof(float) * (size_t)E);
+        }
+        done += n;
+    }
+    if (pooling == MUSE_POOLING_MEAN)
+        for (int64_t i = 0; i < E; i++) out[i] = (float)(sum[i] / n_tokens);
+    free(sum);
+    if (pooling != MUSE_POOLING_NONE) embd_normalize(out, out, E, normalize);
+    return MUSE_OK;
+}
+
+muse_status muse_context_set_features(struct muse_context *ctx, const int32_t *layers, int32_t n_layers,
+                                      struct muse_error *err) {
+    const int32_t n_layer = (int32_t)ctx->model->hp.n_layer;
+    if (n_layers < 0 || (n_layers > 0 && !layers))
+        return muse_error_set(err, MUSE_ERR_INVALID_ARG, "bad feature layer list (%d layers)", n_layers);
+    for (int32_t k = 0; k < n_layers; k++)
+        if (layers[k] < 0 || layers[k] > n_layer)
+            return muse_error_set(err, MUSE_ERR_INVALID_ARG, "feature layer %d is outside 0..%d", layers[k], n_layer);
+    struct muse_buffer *buf = NULL;
+    int32_t *copy = NULL;
+    if (n_layers > 0) {
+        const size_t bytes = sizeof(float) * ctx->params.n_batch * (size_t)n_layers * (size_t)ctx->model->hp.n_embd;
+        muse_status st = muse_device_alloc(ctx->dev, bytes, &buf, err);
+        if (st) return st;
+        if (!(copy = malloc(sizeof *copy * (size_t)n_layers))) {
+            muse_buffer_free(buf);
+            return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
+        }
+        memcpy(copy, layers, sizeof *copy * (size_t)n_layers);
+    }
+    muse_buffer_free(ctx->features);
+    free(ctx->feature_layers);
+    ctx->features = buf;
+    ctx->feature_layers = copy;
+    ctx->n_features = n_layers;
+    ctx->n_feature_rows = 0;
+    return MUSE_OK;
+}
+
+const float *muse_context_features(const struct muse_context *ctx, int32_t *n_rows) {
+    if (n_rows) *n_rows = ctx->n_features ? ctx->n_feature_rows : 0;
+    return ctx->n_features ? muse_buffer_host(ctx->features) : NULL;
 }
 
 /* Shared body of muse_eval / muse_eval_embd / muse_eval_rows / muse_eval_mixed: exactly one of
@@ -270,6 +396,7 @@ static muse_status eval(struct muse_context *ctx, const int32_t *tokens, const f
             a.logits = logits + (size_t)(done + first - first_row) * n_vocab;
         }
         muse_device_run(ctx->dev, &ctx->prog, &a);
+        ctx->n_feature_rows = n;
         kv->n_past += n;
         if (kv->n_past > kv->n_high) kv->n_high = kv->n_past;
         done += n;
@@ -357,6 +484,7 @@ muse_status muse_decode(struct muse_context *ctx, const struct muse_batch *b, fl
     }
     a.logits = logits;
     muse_device_run(ctx->dev, &ctx->prog, &a);
+    ctx->n_feature_rows = n;
     for (int32_t s = 0; s < n_seq; s++) {
         struct muse_kv_cache *kv = ctx->kv[s];
         kv->n_past = next[s];

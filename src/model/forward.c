@@ -208,7 +208,7 @@ static void observe(struct build *B, uint32_t il) {
 }
 
 muse_status muse_text_program_build(const struct muse_hparams *hp, const struct muse_weights *w, int32_t n_batch,
-                                    struct muse_program *p, struct muse_error *err) {
+                                    bool embeddings, struct muse_program *p, struct muse_error *err) {
     int64_t n_q = 0, n_k = 0, n_v = 0, n_ff = 0;
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         n_q = max64(n_q, muse_hparams_n_embd_q(hp, il));
@@ -233,6 +233,7 @@ muse_status muse_text_program_build(const struct muse_hparams *hp, const struct 
     b->rc = muse_program_buffer(p, rope_cols);
     b->rs = muse_program_buffer(p, rope_cols);
     p->bufs[MUSE_BUF_LOGITS].cols = w->output.ne1;
+    p->bufs[MUSE_BUF_EMBD].cols = n_embd;
 
     embed_tokens(&B);
     for (uint32_t il = 0; il < hp->n_layer; il++) {
@@ -241,6 +242,11 @@ muse_status muse_text_program_build(const struct muse_hparams *hp, const struct 
         ffn_block(&B, il);
     }
     observe(&B, hp->n_layer);
+    /* the final hidden state of every row (the rows a thread wrote last: no barrier) */
+    if (embeddings)
+        op(&B, (struct muse_op){.kind = MUSE_OP_RMS_NORM, .split = MUSE_SPLIT_ROWS, .src = rows(b->x, n_embd),
+                                .dst = rows(MUSE_BUF_EMBD, n_embd), .n = n_embd, .per_row = 1, .w = w->output_norm.data,
+                                .eps = hp->f_norm_rms_eps});
     output_head(&B);
     muse_status st = muse_program_finish(p, err);
     if (st) muse_program_free(p);

@@ -19,11 +19,12 @@
 
 /*
  * Build the text program for batches of up to n_batch rows into *p (free with
- * muse_program_free). Binds: MUSE_BUF_LOGITS [n_out][n_vocab]; OBSERVE layers 0..n_layer over
- * the residual. Errors: NOMEM.
+ * muse_program_free). Binds: MUSE_BUF_LOGITS [n_out][n_vocab]; with embeddings also
+ * MUSE_BUF_EMBD [n_rows][n_embd], every row's final hidden state (rms(x) * output_norm, the head's
+ * input); OBSERVE layers 0..n_layer over the residual. Errors: NOMEM.
  */
 muse_status muse_text_program_build(const struct muse_hparams *hp, const struct muse_weights *w, int32_t n_batch,
-                                    struct muse_program *p, struct muse_error *err);
+                                    bool embeddings, struct muse_program *p, struct muse_error *err);
 
 /* Largest matmul input dimension of the model (for device planning). */
 int64_t muse_weights_max_ne0(const struct muse_hparams *hp, const struct muse_weights *w);

@@ -28,16 +28,13 @@ struct muse_context {
     struct muse_kv_layer **kv_layers;   /* [n_seq_max] kv[s]->layers, bound to every run */
     int32_t *pos;                       /* [n_batch] positions of the current micro-batch */
     int32_t *out_rows;                  /* [n_batch] its output rows */
-    const uint8_t *capture_layers;      /* forwarded to the run (NULL: every layer); set around
-                                           its own capture by the DFlash drafter (speculative/draft_ctx.c) */
+    /* the feature rows (muse_context_set_features): [n_batch][n_features * n_embd] on the device */
+    struct muse_buffer *features;
+    int32_t *feature_layers;            /* [n_features] */
+    int32_t n_features;
+    int32_t n_feature_rows;             /* rows the last forward wrote */
+    struct muse_buffer *embd;           /* params.embeddings: [n_batch][n_embd] final hidden states */
 };
-
-/*
- * Grow the context's device scratch so that it also covers `need` (every size the maximum of
- * both; n_threads is the device's): for a second network that runs on the same device (the DFlash
- * drafter). Errors: those of muse_device_reserve (the old scratch is kept).
- */
-muse_status muse_context_reserve(struct muse_context *ctx, const struct muse_backend_plan *need, struct muse_error *err);
 
 /*
  * muse_eval with logits for the rows first_row..n_tokens-1 only: logits = [n_tokens - first_row]

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <pthread.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -488,6 +489,24 @@ static void region_or_direct(struct muse_threadpool *pool, muse_parallel_fn fn, 
     else fn(0, 1, ctx);
 }
 
+/* Tell the progress callback that tensor i is written (or planned); MUSE_ERR_CANCELLED when it
+ * asks to stop. */
+static muse_status report(const struct run *r, int i, struct muse_error *err) {
+    if (!r->p->progress) return MUSE_OK;
+    const struct planned *pl = &r->plan[i];
+    char b1[16], b2[16];
+    struct muse_quantize_tensor info = {
+        .index = i, .n_tensors = r->n, .name = pl->t->name, .type_in = ggml_name((enum muse_type)pl->t->type, b1),
+        .type_out = ggml_name(pl->type_out, b2), .n_dims = pl->n_dims, .bytes_in = pl->t->nbytes,
+        .bytes_out = pl->bytes_out, .fallback = pl->fallback, .manual = pl->manual,
+    };
+    memcpy(info.ne, pl->t->ne, sizeof info.ne);
+    if (r->p->progress(r->p->progress_user, &info))
+        return muse_error_set(err, MUSE_ERR_CANCELLED, "quantize cancelled after tensor %d of %d (%s)", i + 1, r->n,
+                              pl->t->name);
+    return MUSE_OK;
+}
+
 static muse_status write_output(struct run *r, const char *out_path, struct muse_error *err) {
     const struct muse_gguf *in = r->in;
     struct muse_gguf_writer *w = NULL;
@@ -594,16 +613,7 @@ static muse_status write_output(struct run *r, const char *out_path, struct muse
             free(src_copy);
             src_copy = NULL;
         }
-        if (r->p->progress) {
-            char b1[16], b2[16];
-            struct muse_quantize_tensor info = {
-                .index = i, .n_tensors = r->n, .name = t->name, .type_in = ggml_name((enum muse_type)t->type, b1),
-                .type_out = ggml_name(pl->type_out, b2), .n_dims = pl->n_dims, .bytes_in = t->nbytes,
-                .bytes_out = pl->bytes_out, .fallback = pl->fallback, .manual = pl->manual,
-            };
-            memcpy(info.ne, t->ne, sizeof info.ne);
-            r->p->progress(&info, r->p->progress_user);
-        }
+        if ((st = report(r, i, err))) goto fail;
     }
     st = muse_gguf_writer_close(w, err);
     w = NULL;
@@ -614,7 +624,8 @@ nomem:
 fail:
     if (w) {
         struct muse_error ignored;
-        muse_gguf_writer_close(w, &ignored);   /* removes the partial file */
+        muse_gguf_writer_close(w, &ignored);   /* removes a partial file */
+        unlink(out_path);                      /* and a whole one (cancelled after the last tensor) */
         w = NULL;
     }
     goto done;
@@ -680,18 +691,9 @@ muse_status muse_quantize(const char *in_path, const char *out_path, const struc
     }
     if (!params->dry_run) {
         if ((st = write_output(&r, out_path, err))) goto out;
-    } else if (params->progress) {
-        for (int i = 0; i < r.n; i++) {
-            const struct planned *pl = &r.plan[i];
-            char b1[16], b2[16];
-            struct muse_quantize_tensor info = {
-                .index = i, .n_tensors = r.n, .name = pl->t->name, .type_in = ggml_name((enum muse_type)pl->t->type, b1),
-                .type_out = ggml_name(pl->type_out, b2), .n_dims = pl->n_dims, .bytes_in = pl->t->nbytes,
-                .bytes_out = pl->bytes_out, .fallback = pl->fallback, .manual = pl->manual,
-            };
-            memcpy(info.ne, pl->t->ne, sizeof info.ne);
-            params->progress(&info, params->progress_user);
-        }
+    } else {
+        for (int i = 0; i < r.n; i++)
+            if ((st = report(&r, i, err))) goto out;
     }
     if (stats) {
         stats->n_tensors = r.n;

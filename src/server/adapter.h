@@ -49,6 +49,7 @@ struct muse_srv_adapter_info {
     int n_threads, n_batch;
     int n_embd, n_layer;
     const char *chat_template; /* the template's source text, "" for the built-in one; lives as long as the adapter */
+    char pooling[8];           /* how `embed` pools ("mean", "last", ...); "" without embeddings */
 };
 
 /* What the chat template needs from a /v1/chat/completions request (borrowed pointers). */
@@ -147,6 +148,12 @@ struct muse_srv_adapter_ops {
                                    struct muse_grammar **out, struct muse_error *err);
     muse_status (*slot_constrain)(void *slot, const struct muse_grammar *g, const char *const *triggers,
                                   const char *seed, struct muse_error *err);
+    /*
+     * Optional (NULL: no embeddings): the embedding of toks[0..n) (any thread; calls are
+     * serialised), pooled as info.pooling and normalized as muse_embed's `normalize`; out:
+     * [info.n_embd]. Errors: those of muse_embed (CONTEXT: longer than info.n_ctx), NOMEM.
+     */
+    muse_status (*embed)(void *self, const int32_t *toks, int n, int normalize, float *out, struct muse_error *err);
 };
 
 /* An adapter: an ops table plus its state. */
@@ -183,6 +190,8 @@ struct muse_srv_model_params {
     const char *chat_template;  /* [chat_template_len] Jinja text instead of the file's template; NULL = the file's */
     size_t chat_template_len;
     const char *chat_template_path; /* its file name, for messages */
+    int pooling;                /* embeddings: enum muse_pooling, or -1: the file's pooling_type, else last
+                                   (none cannot serve an embeddings request) */
 };
 
 /*

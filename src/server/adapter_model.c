@@ -6,9 +6,10 @@
  * the sliding-window rings taken where each prompt ends (slot_begin). The session decides what a
  * rewind the rings cannot serve costs, exactly as in `muse chat`; this file only adapts.
  *
- * Generation goes through the speculative loop (src/speculative/spec.h), one per slot, over its
- * session: plain decoding without a drafter; with --draft-model each slot drafts with its own ring
- * (which follows the session's prefix reuse, rollbacks and checkpoints). The scheduler still sees
+ * Generation goes through the generation loop (src/gen/generate.h), one per slot, over its
+ * session: plain decoding without a drafter; with --draft-model each slot's loop has speculative
+ * decoding plugged in (src/speculative/spec.h), drafting with its own ring (which follows the
+ * session's prefix reuse, rollbacks and checkpoints). The scheduler still sees
  * one token per slot_sample and one slot_eval per token: a verify step queues its accepted tokens
  * (already in the cache, so their slot_eval is free) and slot_sample hands them out one by one, so
  * streaming, stop strings, the output parser, max tokens and cancellation work per token as before.
@@ -26,6 +27,7 @@
 #include "core/error.h"
 #include "gen/media.h"
 #include "gen/constrain.h"
+#include "gen/generate.h"
 #include "gen/sampler.h"
 #include "gen/session.h"
 #include "gguf/gguf.h"
@@ -50,13 +52,17 @@ struct model_adapter {
     struct muse_spec_params spec;
     struct muse_grammar_vocab *gvocab; /* the token trie, built by the first grammar request */
     pthread_mutex_t gvocab_mu;
+    struct muse_context *embd_ctx;     /* embeddings: made by the first request (n_ctx of a slot); embd_mu */
+    enum muse_pooling pooling;
+    pthread_mutex_t embd_mu;
 };
 
 struct model_slot {
     struct model_adapter *r;
     struct muse_context *ctx;
     struct muse_session *kv;      /* the context's KV state (tokens, reuse, checkpoints) */
-    struct muse_spec *gen;        /* the generation loop over kv (speculative with a drafter) */
+    struct muse_gen *gen;         /* the generation loop over kv */
+    struct muse_spec *spec;       /* speculative decoding plugged into it (with a drafter), or NULL */
     bool has_logits;              /* a prompt eval or a step left something to sample */
     bool generating;              /* between slot_begin and the next slot_keep: slot_eval(1) commits a sample */
     struct muse_sampler *sampler; /* of the current request (slot_begin) */
@@ -160,7 +166,8 @@ out:
 static void model_slot_free(void *slot) {
     struct model_slot *s = slot;
     if (!s) return;
-    muse_spec_free(s->gen);
+    muse_spec_free(s->spec);
+    muse_gen_free(s->gen);
     muse_session_free(s->kv);
     muse_context_free(s->ctx);
     muse_sampler_free(s->sampler);
@@ -176,7 +183,8 @@ static void *model_slot_create(void *self, struct muse_error *err) {
     s->r = r;
     if (muse_context_create(r->model, cp, &s->ctx, err) != MUSE_OK) goto fail;
     if (muse_session_create(s->ctx, muse_session_default_params(), &s->kv, err) != MUSE_OK) goto fail;
-    if (muse_spec_create(s->kv, r->drafter, r->spec, &s->gen, err) != MUSE_OK) goto fail;
+    if (muse_gen_create(s->kv, &s->gen, err) != MUSE_OK) goto fail;
+    if (r->drafter && muse_spec_create(s->gen, r->drafter, r->spec, &s->spec, err) != MUSE_OK) goto fail;
     return s;
 nomem:
     muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
@@ -187,7 +195,7 @@ fail:
 
 static struct muse_session_keep model_slot_keep(void *slot, int n_keep) {
     struct model_slot *s = slot;
-    struct muse_session_keep k = muse_spec_keep(s->gen, n_keep);
+    struct muse_session_keep k = muse_gen_keep(s->gen, n_keep);
     s->has_logits = false;
     s->generating = false;
     return k;
@@ -197,8 +205,8 @@ static muse_status model_slot_eval(void *slot, const int32_t *toks, int n, struc
     struct model_slot *s = slot;
     s->has_logits = false;
     /* generating: the token just sampled (an accepted draft costs nothing; the anchor is a step) */
-    muse_status st = s->generating && n == 1 ? muse_spec_advance(s->gen, toks[0], INT64_MAX, err)
-                                             : muse_spec_eval(s->gen, toks, n, err);
+    muse_status st = s->generating && n == 1 ? muse_gen_advance(s->gen, toks[0], INT64_MAX, err)
+                                             : muse_gen_eval(s->gen, toks, n, err);
     if (st == MUSE_OK) s->has_logits = true;
     return st;
 }
@@ -252,7 +260,7 @@ static muse_status model_slot_eval_media(void *slot, void *media, int from, int 
     s->has_logits = false;
     s->media_turn = true; /* no drafting in this request (slot_begin): the ring restarts after the rows */
     struct media_range m = {s, media, from, n};
-    muse_status st = muse_spec_eval_rows(s->gen, media_range_eval, &m, err);
+    muse_status st = muse_gen_eval_rows(s->gen, media_range_eval, &m, err);
     if (st == MUSE_OK) s->has_logits = true;
     return st;
 }
@@ -273,11 +281,11 @@ static muse_status model_slot_begin(void *slot, const struct muse_sampler_params
     muse_constraint_free(s->cons);
     s->cons = NULL;
     /* the prompt ends here: the next request most likely diverges here (session.h) */
-    muse_status st = muse_spec_checkpoint(s->gen, err);
+    muse_status st = muse_gen_checkpoint(s->gen, err);
     if (st != MUSE_OK) return st;
     if ((st = muse_sampler_create(*sp, s->r->info.n_vocab, &s->sampler, err)) != MUSE_OK) return st;
-    muse_spec_begin(s->gen, s->sampler);
-    muse_spec_set_drafting(s->gen, !s->media_turn); /* turns with images are decoded plainly */
+    muse_gen_begin(s->gen, s->sampler);
+    if (s->spec) muse_spec_set_drafting(s->spec, !s->media_turn); /* turns with images are decoded plainly */
     s->media_turn = false;
     s->generating = true;
     return MUSE_OK;
@@ -312,7 +320,7 @@ static muse_status model_slot_sample(void *slot, int n_probs, struct muse_srv_pr
     /* the loop samples and accepts (penalties look at what this request generated) */
     const int n_vocab = s->r->info.n_vocab;
     const float *row = NULL;
-    muse_status st = muse_spec_sample(s->gen, tok, &row, err);
+    muse_status st = muse_gen_sample(s->gen, tok, &row, err);
     if (st != MUSE_OK) return st;
     if (n_probs > 0) {
         int n = n_probs < n_vocab ? n_probs : n_vocab; /* the server clamps; the sampled one stays at [n_probs] */
@@ -325,7 +333,7 @@ static muse_status model_slot_sample(void *slot, int n_probs, struct muse_srv_pr
 
 static void model_slot_spec_counts(void *slot, uint64_t *drafted, uint64_t *accepted, uint64_t *steps) {
     struct model_slot *s = slot;
-    const struct muse_spec_stats now = muse_spec_stats(s->gen);
+    const struct muse_spec_stats now = s->spec ? muse_spec_stats(s->spec) : (struct muse_spec_stats){0};
     *drafted = now.n_drafted - s->counted.n_drafted;
     *accepted = now.n_accepted - s->counted.n_accepted;
     *steps = now.n_steps_spec - s->counted.n_steps_spec;
@@ -342,7 +350,7 @@ static muse_status model_slot_constrain(void *slot, const struct muse_grammar *g
                                         const char *seed, struct muse_error *err) {
     struct model_slot *s = slot;
     struct model_adapter *r = s->r;
-    muse_spec_constrain(s->gen, NULL); /* the loop samples through the constraint (no drafting) */
+    muse_gen_constrain(s->gen, NULL); /* the loop samples through the constraint (no drafting) */
     muse_constraint_free(s->cons);
     s->cons = NULL;
     if (!g) return MUSE_OK;
@@ -352,13 +360,36 @@ static muse_status model_slot_constrain(void *slot, const struct muse_grammar *g
     pthread_mutex_unlock(&r->gvocab_mu);
     if (st != MUSE_OK) return st;
     st = muse_constraint_create(g, r->gvocab, r->tok, triggers, seed, &s->cons, err);
-    if (st == MUSE_OK) muse_spec_constrain(s->gen, s->cons);
+    if (st == MUSE_OK) muse_gen_constrain(s->gen, s->cons);
+    return st;
+}
+
+static muse_status model_embed(void *self, const int32_t *toks, int n, int normalize, float *out, struct muse_error *err) {
+    struct model_adapter *r = self;
+    pthread_mutex_lock(&r->embd_mu);
+    muse_status st = MUSE_OK;
+    if (!r->embd_ctx) {
+        struct muse_context_params cp = r->cp;
+        cp.embeddings = 1;
+        cp.n_seq_max = 1;
+        cp.trace = NULL;
+        cp.capture = NULL;
+        st = muse_context_create(r->model, cp, &r->embd_ctx, err);
+    }
+    if (st == MUSE_OK && r->pooling == MUSE_POOLING_NONE)
+        st = muse_error_set(err, MUSE_ERR_INVALID_ARG,
+                            "the server pools embeddings with 'none' (a vector per token), which the embeddings APIs "
+                            "cannot return: start it with --pooling mean, cls or last");
+    else if (st == MUSE_OK) st = muse_embed(r->embd_ctx, toks, n, r->pooling, normalize, out, err);
+    pthread_mutex_unlock(&r->embd_mu);
     return st;
 }
 
 static void model_destroy(void *self) {
     struct model_adapter *r = self;
     if (!r) return;
+    muse_context_free(r->embd_ctx);
+    pthread_mutex_destroy(&r->embd_mu);
     muse_media_cache_free(r->media);
     muse_vision_free(r->vision);
     muse_chat_free(r->chat);
@@ -392,6 +423,7 @@ static const struct muse_srv_adapter_ops model_ops = {
     .slot_spec_counts = model_slot_spec_counts,
     .grammar_compile = model_grammar_compile,
     .slot_constrain = model_slot_constrain,
+    .embed = model_embed,
 };
 
 /* Text of token id (for the template's bos_token/eos_token), "" when absent. */
@@ -405,15 +437,16 @@ static void token_text(const struct muse_tokenizer *tok, int32_t id, char *buf, 
 
 muse_status muse_srv_model_adapter_create(const char *model_path, const struct muse_srv_model_params *params,
                                           struct muse_srv_adapter *out, struct muse_error *err) {
-    const struct muse_srv_model_params none = {0};
+    const struct muse_srv_model_params none = {.pooling = -1};
     if (!params) params = &none;
     struct model_adapter *r = calloc(1, sizeof *r);
     if (!r) return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
     pthread_mutex_init(&r->chat_mu, NULL);
     pthread_mutex_init(&r->gvocab_mu, NULL);
+    pthread_mutex_init(&r->embd_mu, NULL);
     r->cp = params->cparams ? *params->cparams : muse_context_default_params();
     if (params->n_batch > 0) r->cp.n_batch = (uint32_t)params->n_batch;
-    r->spec = params->draft_path ? params->spec : muse_spec_default_params();
+    r->spec = params->spec; /* used with draft_path only */
     struct muse_model_params mp = params->mparams ? *params->mparams : muse_model_default_params();
     muse_status st = muse_model_load(model_path, mp, &r->model, err);
     if (st != MUSE_OK) goto fail;
@@ -456,11 +489,6 @@ muse_status muse_srv_model_adapter_create(const char *model_path, const struct m
         auto_cp.n_ctx = 0;
         r->info.n_ctx = (int)muse_context_auto_n_ctx(r->model, auto_cp, params->n_slots > 1 ? params->n_slots : 1);
     }
-    if (r->info.n_ctx > r->info.n_ctx_train) {
-        st = muse_error_set(err, MUSE_ERR_INVALID_ARG, "--ctx-size %d is larger than the model's context (%d)",
-                            r->info.n_ctx, r->info.n_ctx_train);
-        goto fail;
-    }
     r->cp.n_ctx = (uint32_t)r->info.n_ctx;
     if (params->alias) {
         snprintf(r->info.model_name, sizeof r->info.model_name, "%s", params->alias);
@@ -474,6 +502,10 @@ muse_status muse_srv_model_adapter_create(const char *model_path, const struct m
     r->info.n_batch = (int)(r->cp.n_batch ? r->cp.n_batch : muse_context_default_params().n_batch);
     r->info.n_threads = (int)muse_context_params_threads(r->cp);
     r->info.n_embd = muse_model_n_embd(r->model);
+    r->pooling = (enum muse_pooling)(params->pooling >= 0 ? params->pooling
+                                     : muse_model_pooling(r->model) > 0 ? muse_model_pooling(r->model)
+                                                                        : MUSE_POOLING_LAST);
+    snprintf(r->info.pooling, sizeof r->info.pooling, "%s", muse_pooling_name(r->pooling));
     r->info.n_layer = muse_model_n_layer(r->model);
     if (params->mmproj) {
         struct muse_vision_params vp = muse_vision_default_params();

@@ -140,6 +140,70 @@ fail:
 
 /* ---- the prompt ---------------------------------------------------------------------------------- */
 
+/* ---- the context shift: the oldest turns go when the prompt leaves no room for the answer ---------- */
+
+/* Positions a chat keeps for its answer: max_tokens (at most half a slot), else a quarter of a slot
+ * up to 256. */
+static int answer_room(const struct muse_server *srv, const struct muse_srv_job *job) {
+    const int n_ctx = srv->info.n_ctx;
+    if (job->n_predict > 0) return job->n_predict < n_ctx / 2 ? job->n_predict : n_ctx / 2;
+    return n_ctx / 4 < 256 ? n_ctx / 4 : 256;
+}
+
+static bool role_is(const cJSON *m, const char *role) {
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "role");
+    return cJSON_IsString(r) && !strcmp(r->valuestring, role);
+}
+
+/* Drop the oldest turn of messages (a copy the caller owns): the first message after the leading
+ * system / developer ones and what follows it up to the next user message, never the last user
+ * message. Returns the messages dropped (0: nothing can go). */
+static int drop_oldest_turn(cJSON *messages) {
+    const int n = cJSON_GetArraySize(messages);
+    int first = 0, last_user = -1;
+    while (first < n && (role_is(cJSON_GetArrayItem(messages, first), "system") ||
+                         role_is(cJSON_GetArrayItem(messages, first), "developer")))
+        first++;
+    for (int i = n - 1; i >= first && last_user < 0; i--)
+        if (role_is(cJSON_GetArrayItem(messages, i), "user")) last_user = i;
+    int end = first + 1; /* [first, end) goes: up to the next user message */
+    while (end < n && !role_is(cJSON_GetArrayItem(messages, end), "user")) end++;
+    if (last_user < 0 || end > last_user) return 0;
+    for (int i = first; i < end; i++) cJSON_DeleteItemFromArray(messages, first);
+    return end - first;
+}
+
+/* A text prompt: rendered and tokenized into job; while it leaves less than answer_room and the
+ * server shifts, the oldest turns go and it is rendered again. Replies itself on failure. */
+static bool text_prompt(struct srv_req *r, struct muse_srv_chat_input in, char **prompt, struct muse_srv_job *job) {
+    struct muse_server *srv = r->srv;
+    cJSON *shifted = NULL;
+    int dropped = 0;
+    struct muse_error err = {0};
+    for (;;) {
+        free(job->prompt);
+        job->prompt = NULL;
+        if (srv->ad.ops->tokenize(srv->ad.self, *prompt, strlen(*prompt), false, true, &job->prompt, &job->n_prompt,
+                                  &err) != MUSE_OK) {
+            cJSON_Delete(shifted);
+            muse_srv_reply_error(r, 500, "server_error", NULL, "tokenizer failed: %s", err.msg);
+            return false;
+        }
+        if (!srv->p.context_shift || job->n_prompt + answer_room(srv, job) <= srv->info.n_ctx) break;
+        if (!shifted && !(shifted = cJSON_Duplicate(in.messages, true))) break;
+        const int k = drop_oldest_turn(shifted);
+        char *p = NULL;
+        in.messages = shifted;
+        if (!k || srv->ad.ops->render_chat(srv->ad.self, &in, &p, &err) != MUSE_OK) break; /* as it is */
+        dropped += k;
+        free(*prompt);
+        *prompt = p;
+    }
+    cJSON_Delete(shifted);
+    job->n_shifted = dropped;
+    return muse_srv_check_prompt(r, job);
+}
+
 bool muse_srv_chat_prompt(struct srv_req *r, const struct muse_srv_chat_input *chat, struct muse_srv_job *job) {
     struct muse_server *srv = r->srv;
     char msg[400] = "", *prompt = NULL;
@@ -187,7 +251,7 @@ bool muse_srv_chat_prompt(struct srv_req *r, const struct muse_srv_chat_input *c
         }
         ok = true;
     } else {
-        ok = muse_srv_tokenize_prompt(r, prompt, false, job);
+        ok = text_prompt(r, in, &prompt, job);
     }
 out:
     for (int k = 0; k < n_images; k++) muse_image_free(&images[k]);

@@ -140,13 +140,25 @@ static bool parse_grammar(struct muse_server *srv, const cJSON *req, struct muse
             return false;
         }
         st = srv->ad.ops->grammar_compile(srv->ad.self, MUSE_GRAMMAR_JSON_SCHEMA, text, strlen(text), &job->grammar, &err);
-        free(text);
+        free(job->schema);
+        job->schema = text; /* a chat compiles its whole-answer grammar from it (muse_srv_chat_whole_grammar) */
     }
     if (st != MUSE_OK) {
         snprintf(msg, cap, "%s", err.msg);
         return false;
     }
     *param = NULL;
+    return true;
+}
+
+bool muse_srv_chat_whole_grammar(struct muse_server *srv, struct muse_srv_job *job, char *msg, size_t cap) {
+    if (!job->schema || !job->grammar || !srv->ad.ops->grammar_compile) return true;
+    struct muse_error err = {0};
+    if (srv->ad.ops->grammar_compile(srv->ad.self, MUSE_GRAMMAR_CHAT_JSON_SCHEMA, job->schema, strlen(job->schema),
+                                     &job->grammar_whole, &err) != MUSE_OK) {
+        snprintf(msg, cap, "%s", err.msg);
+        return false;
+    }
     return true;
 }
 
@@ -233,11 +245,18 @@ bool muse_srv_parse_common(struct muse_server *srv, const cJSON *req, struct mus
 bool muse_srv_tokenize_prompt(struct srv_req *r, const char *text, bool add_special, struct muse_srv_job *job) {
     struct muse_server *s = r->srv;
     struct muse_error err = {0};
+    free(job->prompt);
+    job->prompt = NULL;
     if (s->ad.ops->tokenize(s->ad.self, text, strlen(text), add_special, true, &job->prompt, &job->n_prompt, &err) !=
         MUSE_OK) {
         muse_srv_reply_error(r, 500, "server_error", NULL, "tokenizer failed: %s", err.msg);
         return false;
     }
+    return muse_srv_check_prompt(r, job);
+}
+
+bool muse_srv_check_prompt(struct srv_req *r, struct muse_srv_job *job) {
+    struct muse_server *s = r->srv;
     if (job->n_prompt < 1) {
         muse_srv_reply_error(r, 400, "invalid_request_error", "prompt", "the prompt is empty");
         return false;
@@ -245,7 +264,8 @@ bool muse_srv_tokenize_prompt(struct srv_req *r, const char *text, bool add_spec
     if (job->n_prompt >= s->info.n_ctx) {
         muse_srv_reply_error(r, 400, "invalid_request_error", "messages",
                              "the prompt is %d tokens but the context of a slot is %d tokens: shorten the input or start "
-                             "the server with a larger --ctx-size",
+                             "the server with a larger --ctx-size (a chat drops its oldest turns unless --no-context-shift, "
+                             "but its system messages and last user message must fit)",
                              job->n_prompt, s->info.n_ctx);
         return false;
     }

@@ -1,7 +1,7 @@
 /*
- * api_llama.c - llama-server's informational endpoints that tools use: GET /props, GET /slots,
- * and POST /v1/embeddings answered 501 (docs/server.md says why). /apply-template is in
- * api_openai.c (it shares the chat request's checks).
+ * api_llama.c - llama-server's informational endpoints that tools use: GET /props, GET /slots.
+ * /apply-template is in api_openai.c (it shares the chat request's checks), the embeddings in
+ * api_embed.c.
  */
 #include <math.h>
 #include <stdio.h>
@@ -70,8 +70,3 @@ enum MHD_Result muse_srv_api_slots(struct srv_req *r) {
     return muse_srv_reply_json(r, 200, root);
 }
 
-enum MHD_Result muse_srv_api_embeddings(struct srv_req *r) {
-    return muse_srv_reply_error(r, 501, "not_implemented_error", NULL,
-                                "embeddings are not available: Muse-Glimmer is a generative model without an embedding "
-                                "head, and libmuse does not expose the final hidden state (docs/server.md)");
-}

@@ -368,7 +368,13 @@ static enum MHD_Result render_and_run(struct srv_req *r, struct muse_srv_job *jo
         return MHD_YES;
     }
     job->parse_channels = true;
-    job->grammar_lazy = true; /* format: the answer is constrained, the reasoning is free */
+    job->grammar_lazy = true; /* format: the answer is constrained (the whole of it unless the prompt holds the header) */
+    char msg[256];
+    if (!muse_srv_chat_whole_grammar(r->srv, job, msg, sizeof msg)) {
+        muse_srv_reply_error(r, 400, "invalid_request_error", "format", "%s", msg);
+        muse_srv_job_release(job);
+        return MHD_YES;
+    }
     if (tools) job->tools = cJSON_Duplicate(tools, true);
     return muse_srv_run_job(r, job, o);
 }

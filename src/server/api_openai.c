@@ -278,8 +278,13 @@ enum MHD_Result muse_srv_api_chat(struct srv_req *r) {
         }
     }
     job->parse_channels = true;
-    /* response_format: the answer is constrained, reasoning is free; a forced tool call: all of it */
+    /* response_format: the answer is constrained (the whole of it unless the prompt holds the header);
+     * a forced tool call: all of it */
     job->grammar_lazy = !tool_forced;
+    if (job->grammar_lazy && !muse_srv_chat_whole_grammar(r->srv, job, msg, sizeof msg)) {
+        ret = muse_srv_reply_error(r, 400, "invalid_request_error", "response_format", "%s", msg);
+        goto out;
+    }
     job->no_tool_calls = no_tools;
     if (use_tools) job->tools = cJSON_Duplicate(use_tools, true);
     cJSON_Delete(kwargs);

@@ -53,6 +53,7 @@ struct muse_server_params muse_server_default_params(void) {
     p.top_p = 0.95f;
     p.top_k = 64;
     p.min_p = 0.0f;
+    p.context_shift = true;
     return p;
 }
 
@@ -746,11 +747,12 @@ static void log_request(struct muse_server *s, struct srv_req *r, enum MHD_Reque
     struct muse_srv_job *job = r->job;
     if (job) atomic_fetch_add(&job->refs, 1);
     pthread_mutex_unlock(&s->park_mu);
-    int n_prompt = 0, n_out = 0;
+    int n_prompt = 0, n_out = 0, n_shifted = 0;
     if (job) {
         pthread_mutex_lock(&job->mu);
         n_prompt = job->n_prompt;
         n_out = job->n_out;
+        n_shifted = job->n_shifted;
         if (s->p.log_verbose && job->started) {
             double pre = (double)(job->t_prefill_end_us - job->t_start_us) / 1e3;
             double dec = (double)(job->t_end_us - job->t_prefill_end_us) / 1e3;
@@ -762,8 +764,10 @@ static void log_request(struct muse_server *s, struct srv_req *r, enum MHD_Reque
         muse_srv_job_release(job);
     }
     const char *how = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection closed early)";
-    snprintf(line, sizeof line, "%s %.300s %u %d/%d tokens %.1f ms%s%s", r->method, r->url ? r->url : "?",
-             r->answered ? r->status : 0, n_prompt, n_out, ms, extra, how);
+    char shift[64] = "";
+    if (n_shifted) snprintf(shift, sizeof shift, " (context shift: %d oldest messages dropped)", n_shifted);
+    snprintf(line, sizeof line, "%s %.300s %u %d/%d tokens %.1f ms%s%s%s", r->method, r->url ? r->url : "?",
+             r->answered ? r->status : 0, n_prompt, n_out, ms, shift, extra, how);
     s->p.log(s->p.log_ud, line);
 }
 

@@ -1,6 +1,7 @@
 /*
  * logprobs.c - OpenAI's log-probability shapes of a job's generated tokens: chat's
- * choices[].logprobs.content entries and the legacy completions' parallel arrays. The job keeps,
+ * choices[].logprobs.content entries (the answer's tokens only: not the channel header, the
+ * reasoning or a tool call) and the legacy completions' parallel arrays (every token). The job keeps,
  * per generated token, the top n_probs of softmax(logits) and the sampled token's own probability
  * (sched.h: probs); these functions only format (job->mu held by the caller).
  */
@@ -21,6 +22,9 @@ static int piece_bytes(struct muse_server *srv, int32_t tok, char *buf, int cap)
 
 int muse_srv_logprobs_end(struct muse_server *srv, const struct muse_srv_job *job) {
     int n = job->n_out;
+    /* chat: only the tokens whose part (answer or not) is decided */
+    if (job->out_raw_end && !job->done)
+        while (n > 0 && job->out_raw_end[n - 1] > job->raw_decided) n--;
     /* the stop token is no text of the answer: OpenAI lists only what the content is made of */
     if (n > 0 && srv->ad.ops->is_eog(srv->ad.self, job->out_toks[n - 1])) /* always the last: generation ends there */
         n--;
@@ -39,6 +43,17 @@ static cJSON *chat_entry(struct muse_server *srv, int32_t tok, float p) {
     return e;
 }
 
+/* Whether generated token i is part of the answer: always for raw text; for a parsed chat, when a
+ * byte of it lies in one of the answer's ranges (not the channel markup, the header, the
+ * reasoning or a tool call). */
+static bool in_answer(const struct muse_srv_job *job, int i) {
+    if (!job->out_raw_end) return true;
+    const int lo = i ? job->out_raw_end[i - 1] : 0, hi = job->out_raw_end[i];
+    for (int k = 0; k < job->n_answer; k++)
+        if (job->answer[k].lo < hi && lo < job->answer[k].hi) return true;
+    return false;
+}
+
 cJSON *muse_srv_chat_logprobs(struct muse_server *srv, const struct muse_srv_job *job, int from, int to, int top) {
     cJSON *lp = cJSON_CreateObject();
     cJSON *content = cJSON_AddArrayToObject(lp, "content");
@@ -46,6 +61,7 @@ cJSON *muse_srv_chat_logprobs(struct muse_server *srv, const struct muse_srv_job
     int stride = job->n_probs + 1;
     if (top > job->n_probs) top = job->n_probs;
     for (int i = from; i < to; i++) {
+        if (!in_answer(job, i)) continue;
         const struct muse_srv_prob *pr = job->probs + (size_t)i * (size_t)stride;
         cJSON *e = chat_entry(srv, job->out_toks[i], pr[job->n_probs].prob);
         cJSON *tl = cJSON_AddArrayToObject(e, "top_logprobs");

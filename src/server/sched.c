@@ -74,6 +74,8 @@ void muse_srv_job_release(struct muse_srv_job *job) {
     free(job->stops);
     cJSON_Delete(job->tools);
     muse_grammar_free(job->grammar);
+    muse_grammar_free(job->grammar_whole);
+    free(job->schema);
     muse_srv_buf_free(&job->content);
     muse_srv_buf_free(&job->reasoning);
     for (int i = 0; i < job->n_calls; i++) {
@@ -83,6 +85,8 @@ void muse_srv_job_release(struct muse_srv_job *job) {
     free(job->calls);
     free(job->out_toks);
     free(job->probs);
+    free(job->out_raw_end);
+    free(job->answer);
     pthread_mutex_destroy(&job->mu);
     pthread_cond_destroy(&job->cv);
     free(job);
@@ -93,7 +97,9 @@ void muse_srv_job_cancel(struct muse_srv_job *job) { atomic_store(&job->cancel, 
 /*
  * Arm the job's grammar on the slot. Chat (grammar_lazy): armed at the Muse-Glimmer answer header
  * (`to=user<|message|>`, or a headerless `<|start|>assistant<|message|>`), so reasoning stays free;
- * the seed is the end of the prompt (the generation prompt may already hold the header).
+ * the seed is the end of the prompt (the generation prompt may already hold the header). A JSON
+ * schema's chat constrains the whole answer instead (grammar_whole), so that a model that never
+ * writes the header still answers with the JSON.
  */
 static muse_status constrain(const struct muse_srv_adapter *ad, void *slot, const struct muse_srv_job *job,
                              struct muse_error *err) {
@@ -112,6 +118,14 @@ static muse_status constrain(const struct muse_srv_adapter *ad, void *slot, cons
         n += (size_t)np;
     }
     seed[n] = 0;
+    if (job->grammar_lazy && job->grammar_whole) { /* the whole answer unless the prompt holds its header */
+        bool header = false;
+        for (int i = 0; triggers[i]; i++) {
+            const size_t k = strlen(triggers[i]);
+            header |= n >= k && !memcmp(seed + n - k, triggers[i], k);
+        }
+        if (!header) return ad->ops->slot_constrain(slot, job->grammar_whole, NULL, seed, err);
+    }
     return ad->ops->slot_constrain(slot, job->grammar, job->grammar_lazy ? triggers : NULL, seed, err);
 }
 
@@ -154,6 +168,8 @@ struct gen {
     struct muse_srv_buf utf8; /* piece bytes not yet forming complete UTF-8 */
     struct muse_srv_buf raw;  /* valid UTF-8 generated text */
     size_t fed;               /* raw[0..fed) went to the parser (or to content when raw) */
+    size_t feed_end;          /* the end of what the parser is being fed (deltas lie before it) */
+    size_t seek;              /* where the next delta is looked for in raw (chat logprobs) */
     bool finished;            /* the parser saw its end */
     bool stopped_by_word;
 };
@@ -178,9 +194,39 @@ static void add_tool_call(struct muse_srv_job *job, const char *id, const char *
     job->n_calls++;
 }
 
+/* Where a reasoning or content delta lies in the generated text, for the chat logprobs: deltas
+ * are the text's own bytes, in order, so each is found after the previous one; an answer delta
+ * adds its range to job->answer. Everything before a delta is decided. */
+static void place_delta(struct gen *g, const struct muse_output_event *ev) {
+    struct muse_srv_job *job = g->job;
+    if (!job->out_raw_end || !ev->len || g->seek >= g->feed_end) return;
+    const char *r = muse_srv_buf_str(&g->raw);
+    const char *at = memmem(r + g->seek, g->feed_end - g->seek, ev->text, ev->len);
+    if (!at) return; /* not verbatim: the tokens stay undecided until the end */
+    const int lo = (int)(at - r), hi = lo + (int)ev->len;
+    if (ev->kind == MUSE_OUTPUT_CONTENT) {
+        if (job->n_answer && job->answer[job->n_answer - 1].hi == lo) {
+            job->answer[job->n_answer - 1].hi = hi;
+        } else {
+            if (job->n_answer == job->cap_answer) {
+                const int cap = job->cap_answer ? 2 * job->cap_answer : 4;
+                struct muse_srv_span *a = realloc(job->answer, sizeof *a * (size_t)cap);
+                if (!a) return;
+                job->answer = a;
+                job->cap_answer = cap;
+            }
+            job->answer[job->n_answer++] = (struct muse_srv_span){lo, hi};
+        }
+    }
+    g->seek = (size_t)hi;
+    job->raw_decided = hi;
+}
+
 /* Output parser events: called with job->mu held by the worker. */
 static void on_output(void *ud, const struct muse_output_event *ev) {
-    struct muse_srv_job *job = ud;
+    struct gen *g = ud;
+    struct muse_srv_job *job = g->job;
+    if (ev->kind != MUSE_OUTPUT_TOOL_CALL) place_delta(g, ev);
     switch (ev->kind) {
     case MUSE_OUTPUT_REASONING: muse_srv_buf_append(&job->reasoning, ev->text, ev->len); break;
     case MUSE_OUTPUT_CONTENT: muse_srv_buf_append(&job->content, ev->text, ev->len); break;
@@ -259,13 +305,16 @@ static void text_advance(struct gen *g, bool final) {
     }
     if (safe > g->fed) {
         /* out of memory inside the parser loses text, never the request (the parser stays usable) */
+        g->feed_end = safe;
         if (g->parser) (void)muse_output_parser_feed(g->parser, r + g->fed, safe - g->fed);
         else muse_srv_buf_append(&job->content, r + g->fed, safe - g->fed); /* raw completion: verbatim */
         g->fed = safe;
     }
     if ((final || hit) && g->parser && !g->finished) {
+        g->feed_end = g->fed;
         (void)muse_output_parser_finish(g->parser); /* flushes held-back text (max_tokens, stop string) */
         g->finished = true;
+        job->raw_decided = (int)g->raw.len; /* all of it: what is not the answer is not */
     }
 }
 
@@ -281,6 +330,11 @@ static bool record_token(struct muse_srv_job *job, int32_t tok, const struct mus
             struct muse_srv_prob *p = realloc(job->probs, (size_t)cap * (size_t)(job->n_probs + 1) * sizeof *p);
             if (!p) return false;
             job->probs = p;
+        }
+        if (job->n_probs > 0 && job->parse_channels) {
+            int *e = realloc(job->out_raw_end, (size_t)cap * sizeof *e);
+            if (!e) return false;
+            job->out_raw_end = e;
         }
         job->cap_out = cap;
     }
@@ -384,7 +438,7 @@ static enum muse_srv_finish run_job(struct slot *sl, struct muse_srv_job *job, c
                                                .no_tool_calls = job->no_tool_calls,
                                                .id_prefix = prefix,
                                                .callback = on_output,
-                                               .user = job};
+                                               .user = &g};
         if (muse_output_parser_create(&pp, &g.parser, &err) != MUSE_OK) g.parser = NULL;
     }
     if (job->n_probs > 0) probs = calloc((size_t)job->n_probs + 1, sizeof *probs);
@@ -420,8 +474,9 @@ static enum muse_srv_finish run_job(struct slot *sl, struct muse_srv_job *job, c
         if (ok && np) {
             muse_srv_buf_append(&g.utf8, piece, (size_t)np);
             utf8_drain(&g, false);
-            text_advance(&g, false);
         }
+        if (ok && job->out_raw_end) job->out_raw_end[job->n_out - 1] = (int)(g.raw.len + g.utf8.len);
+        if (ok && np) text_advance(&g, false);
         pthread_cond_broadcast(&job->cv);
         pthread_mutex_unlock(&job->mu);
         job_notify(job, false);

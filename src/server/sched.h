@@ -79,6 +79,11 @@ struct muse_srv_job {
     struct cJSON *tools; /* types tool-call arguments; may be NULL */
     struct muse_grammar *grammar; /* constrained decoding (owned); NULL = free text */
     bool grammar_lazy;   /* chat: the grammar arms at the answer header (reasoning stays free) */
+    struct muse_grammar *grammar_whole; /* chat with a JSON schema (owned): the whole answer - a bounded
+                                           reasoning block, the header, the JSON - used instead of the
+                                           lazy grammar when the prompt does not end with the header */
+    char *schema;        /* the JSON schema's text of `grammar` (owned), or NULL */
+    int n_shifted;       /* chat: messages the context shift dropped from the request (api_chat.c) */
     uint64_t id;         /* unique per server: tool-call ids derive from it */
     void *media;         /* a prompt with images: the adapter's handle (prompt then holds its ids), or NULL */
     void (*media_free)(void *self, void *media); /* how the job frees media (with media_self) */
@@ -103,8 +108,14 @@ struct muse_srv_job {
     int n_calls, cap_calls;
     int32_t *out_toks;                /* [n_out] generated tokens (stop token included) */
     struct muse_srv_prob *probs;      /* [n_out][n_probs + 1]: the top n_probs, then the sampled token */
-    int *out_text_end;                /* [n_out] content length (bytes) after each token */
     int n_out, cap_out;
+    /* chat logprobs (parse_channels with n_probs): which tokens are the answer's. Bytes of the
+     * generated text after each token, the answer's byte ranges in that text, and how many bytes
+     * are decided (the parser placed them in the answer, the reasoning or markup) */
+    int *out_raw_end;                 /* [n_out] */
+    struct muse_srv_span { int lo, hi; } *answer; /* [n_answer], increasing */
+    int n_answer, cap_answer;
+    int raw_decided;
     int n_cached;                     /* prompt tokens reused from the slot's cache (set before prefill) */
     int slot;                         /* slot index once started, else -1 */
     bool started, done;

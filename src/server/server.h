@@ -42,10 +42,13 @@ struct muse_server_params {
     void (*log)(void *ud, const char *line);
     void *log_ud;
     bool log_verbose;
+    /* a chat whose prompt leaves no room for the answer drops its oldest turns (the system messages
+     * and the last user message stay) instead of a 400 (llama-server's --context-shift) */
+    bool context_shift;
 };
 
 /* The defaults: 127.0.0.1:8080, 1 slot, queue 64, 4 MiB bodies, 1024 connections (256 per address),
- * 30 s read deadline, no CORS, published sampling (T 1, p .95, k 64). */
+ * 30 s read deadline, no CORS, published sampling (T 1, p .95, k 64), context shift on. */
 struct muse_server_params muse_server_default_params(void);
 
 struct muse_server;

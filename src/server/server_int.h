@@ -217,6 +217,8 @@ bool muse_srv_chat_prompt(struct srv_req *r, const struct muse_srv_chat_input *c
 
 /* Tokenize and check the context; replies 400/500 itself and returns false on failure. */
 bool muse_srv_tokenize_prompt(struct srv_req *r, const char *text, bool add_special, struct muse_srv_job *job);
+/* The checks of muse_srv_tokenize_prompt on job's prompt (not empty, shorter than a slot); replies 400. */
+bool muse_srv_check_prompt(struct srv_req *r, struct muse_srv_job *job);
 
 /*
  * The prompt of a completion request: a string, an array of token ids, or an array holding one
@@ -241,7 +243,8 @@ char *muse_srv_utf8_clean(const char *s, size_t n);
 cJSON *muse_srv_piece_json(struct muse_server *srv, int32_t tok);
 
 /* OpenAI log probabilities (logprobs.c) of generated tokens [from, to), job->mu held. The tokens that
- * have them: [0, muse_srv_logprobs_end) (all generated ones but a final stop token). */
+ * have them: [0, muse_srv_logprobs_end) (all generated ones but a final stop token; while a chat job
+ * runs, those whose part - answer or not - is decided); chat lists only the answer's tokens. */
 int muse_srv_logprobs_end(struct muse_server *srv, const struct muse_srv_job *job);
 /* chat: {"content": [{token, logprob, bytes, top_logprobs: [top entries]}], "refusal": null} */
 cJSON *muse_srv_chat_logprobs(struct muse_server *srv, const struct muse_srv_job *job, int from, int to, int top);
@@ -278,6 +281,9 @@ enum MHD_Result muse_srv_api_ollama_show(struct srv_req *r);
 enum MHD_Result muse_srv_api_ollama_tags(struct srv_req *r);
 enum MHD_Result muse_srv_api_ollama_version(struct srv_req *r);
 enum MHD_Result muse_srv_api_ollama_ps(struct srv_req *r);
+/* A chat job with a JSON schema (job->schema): compile its whole-answer grammar (job->grammar_whole,
+ * sched.h). False with msg on failure. */
+bool muse_srv_chat_whole_grammar(struct muse_server *srv, struct muse_srv_job *job, char *msg, size_t cap);
 /* Parse r->body as a JSON object; replies 400 and returns NULL on malformed input. */
 cJSON *muse_srv_parse_body(struct srv_req *r);
 

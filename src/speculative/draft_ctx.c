@@ -8,6 +8,7 @@
 
 #include "core/assert.h"
 #include "core/error.h"
+#include "backend/device.h"
 #include "speculative/drafter.h"
 
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
@@ -22,6 +23,8 @@ void muse_draft_ctx_free(struct muse_draft_ctx *dc) {
     if (!dc) return;
     free(dc->ring);
     free(dc->ring_buf);
+    muse_program_free(&dc->prog_inject);
+    muse_program_free(&dc->prog_block);
     free(dc->mem);
     free(dc);
 }
@@ -49,34 +52,21 @@ static muse_status ring_alloc(struct muse_draft_ctx *dc, struct muse_error *err)
     return MUSE_OK;
 }
 
-/* The activations of drafter.h, one allocation, each buffer rounded up to 16 floats. */
-static muse_status activations_alloc(struct muse_draft_ctx *dc, struct muse_error *err) {
-    const struct muse_dflash_hparams *hp = &dc->d->hp;
-    const size_t nb = (size_t)dc->n_batch, B = hp->block_size, nr = nb > B ? nb : B;
-    const size_t H = hp->n_embd, F = muse_dflash_n_features(hp), n_q = muse_dflash_n_q(hp), n_kv = muse_dflash_n_kv(hp);
+/* The outputs of drafter.h, one allocation, each array rounded up to 16 elements. */
+static muse_status outputs_alloc(struct muse_draft_ctx *dc, struct muse_error *err) {
+    const size_t nb = (size_t)dc->n_batch, B = dc->d->hp.block_size, nr = nb > B ? nb : B;
 #define R16(n) (((size_t)(n) + 15) & ~(size_t)15)
-    dc->rope_stride = (int64_t)R16(hp->n_rot / 2 + 1);
-    const size_t sizes[] = {
-        R16(nb * F), R16(nb * H), R16(hp->n_layer * nb * n_kv), R16(hp->n_layer * nb * n_kv), /* feat g kc vc */
-        R16(B * H), R16(B * H), R16(B * H), R16(B * n_q), R16(B * n_q), R16(B * n_kv), R16(B * n_kv), /* x h o q att kb vb */
-        R16(B * hp->n_ff), R16(B * hp->n_ff), R16(nr * (size_t)dc->rope_stride), R16(nr * (size_t)dc->rope_stride), /* fg fu cos sin */
-        R16(B * (size_t)dc->d->n_vocab), R16(B), R16(B), R16(B), R16(B), R16(nr), /* logits conf conf10 argmax ids pos */
-    };
+    const size_t sizes[] = {R16(B * (size_t)dc->d->n_vocab), R16(B), R16(B), R16(B), R16(B), R16(B), R16(nr)};
 #undef R16
     size_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) total += sizes[i];
-    dc->mem = aligned_alloc(64, total * sizeof(float));
-    if (!dc->mem) return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory for the drafter's activations (%zu MB)",
-                                        total * sizeof(float) >> 20);
-    memset(dc->mem, 0, total * sizeof(float));
-    float *p = dc->mem;
-    float **bufs[] = {&dc->feat, &dc->g, &dc->kc, &dc->vc, &dc->x, &dc->h, &dc->o, &dc->q, &dc->att, &dc->kb, &dc->vb,
-                      &dc->fg, &dc->fu, &dc->rope_cos, &dc->rope_sin, &dc->logits, &dc->conf, &dc->conf_top10};
-    size_t i = 0;
-    for (; i < sizeof bufs / sizeof bufs[0]; i++) *bufs[i] = p, p += sizes[i];
-    dc->argmax = (int32_t *)(void *)p, p += sizes[i++];
-    dc->ids = (int32_t *)(void *)p, p += sizes[i++];
-    dc->pos = (int32_t *)(void *)p;
+    dc->mem = aligned_alloc(64, total * 4);
+    if (!dc->mem) return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory for the drafter's outputs (%zu MB)", total * 4 >> 20);
+    memset(dc->mem, 0, total * 4);
+    uint8_t *p = dc->mem;
+    void **arrays[] = {(void **)&dc->logits, (void **)&dc->conf, (void **)&dc->conf_top10, (void **)&dc->argmax,
+                       (void **)&dc->ids, (void **)&dc->out_rows, (void **)&dc->pos};
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) *arrays[i] = p, p += sizes[i] * 4; /* floats and int32s */
     return MUSE_OK;
 }
 
@@ -114,8 +104,8 @@ muse_status muse_draft_ctx_create(const struct muse_drafter *d, struct muse_cont
     dc->n_cells = params.n_ring;
     dc->window = (int32_t)window;
     dc->n_batch = (int32_t)params.n_batch;
-    if ((st = ring_alloc(dc, err)) || (st = activations_alloc(dc, err))) goto fail;
-    /* the target's backend must plan for the drafter's rows, widths, ring and heads */
+    if ((st = ring_alloc(dc, err)) || (st = outputs_alloc(dc, err)) || (st = muse_draft_programs_build(dc, err))) goto fail;
+    /* the target's device must plan for the drafter's rows, widths, ring, heads and activations */
     const int64_t H = hp->n_embd;
     const struct muse_backend_plan need = {
         .n_batch = (int32_t)max64(dc->n_batch, hp->block_size),
@@ -123,7 +113,11 @@ muse_status muse_draft_ctx_create(const struct muse_drafter *d, struct muse_cont
         .max_cells = dc->n_cells,
         .max_head_dim = (int32_t)hp->head_dim,
     };
-    if ((st = muse_context_reserve(target, &need, err))) goto fail;
+    const size_t ws = dc->prog_inject.workspace_floats > dc->prog_block.workspace_floats ? dc->prog_inject.workspace_floats
+                                                                                          : dc->prog_block.workspace_floats;
+    if ((st = muse_device_reserve(target->dev, &need, ws, err))) goto fail;
+    /* the target's forwards write the features the ring is fed with (muse_draft_eval_via) */
+    if ((st = muse_context_set_features(target, hp->target_layers, (int32_t)hp->n_target_layers, err))) goto fail;
     *out = dc;
     return MUSE_OK;
 fail:
@@ -231,30 +225,6 @@ muse_status muse_draft_inject(struct muse_draft_ctx *dc, const float *features, 
 
 // ---- target evaluation with feature capture --------------------------------------------------------
 
-struct capture {
-    const struct muse_drafter *d;
-    float *dst;                 /* [n][n_features] rows of positions pos0.. */
-    int32_t pos0, n;
-    muse_layer_capture_fn chain; /* the context's own hook, still called */
-    void *chain_user;
-};
-
-/* The residual entering target layer il: copied into every feature slot that names il. */
-static void capture_hook(void *user, int32_t il, const int32_t *pos, int32_t n_tokens, const float *x) {
-    struct capture *c = user;
-    if (c->chain) c->chain(c->chain_user, il, pos, n_tokens, x);
-    const struct muse_dflash_hparams *hp = &c->d->hp;
-    const size_t H = hp->n_embd, F = muse_dflash_n_features(hp);
-    for (uint32_t k = 0; k < hp->n_target_layers; k++) {
-        if (hp->target_layers[k] != il) continue;
-        for (int32_t r = 0; r < n_tokens; r++) {
-            const int32_t row = pos[r] - c->pos0;
-            if (row < 0 || row >= c->n) continue;
-            memcpy(c->dst + (size_t)row * F + k * H, x + (size_t)r * H, sizeof(float) * H);
-        }
-    }
-}
-
 static muse_status eval_target(void *user, const int32_t *tokens, int32_t n_tokens, float *logits, int logits_all,
                                struct muse_error *err) {
     return muse_eval(user, tokens, n_tokens, logits, logits_all, err);
@@ -280,26 +250,20 @@ muse_status muse_draft_eval_via(struct muse_draft_ctx *dc, const int32_t *tokens
         eval_user = t;
     }
     const int64_t F = muse_dflash_n_features(&dc->d->hp), n_vocab = dc->d->n_vocab;
+    /* one forward per chunk: its feature rows are the target's (muse_context_features) */
     const int32_t chunk = dc->n_batch < (int32_t)t->params.n_batch ? dc->n_batch : (int32_t)t->params.n_batch;
-    const muse_layer_capture_fn saved = t->params.capture;
-    void *const saved_user = t->params.capture_user;
-    const uint8_t *const saved_layers = t->capture_layers;
-    muse_status st = MUSE_OK;
     for (int32_t done = 0; done < n_tokens;) {
         const int32_t n = n_tokens - done < chunk ? n_tokens - done : chunk;
         const bool last = done + n == n_tokens;
-        struct capture c = {dc->d, features ? features + (size_t)done * F : dc->feat, muse_context_n_past(t), n, saved,
-                            saved_user};
-        t->params.capture = capture_hook;
-        t->params.capture_user = &c;
-        t->capture_layers = saved ? NULL : dc->d->capture_layers; /* a hook of the caller's sees every layer */
         float *lg = !logits ? NULL : logits_all ? logits + (size_t)done * n_vocab : last ? logits : NULL;
-        st = eval(eval_user, tokens + done, n, lg, logits_all, err);
-        t->params.capture = saved;
-        t->params.capture_user = saved_user;
-        t->capture_layers = saved_layers;
+        muse_status st = eval(eval_user, tokens + done, n, lg, logits_all, err);
         if (st) return st;
-        if (inject) inject_rows(dc, c.dst, n);
+        int32_t n_rows;
+        const float *f = muse_context_features(t, &n_rows);
+        if (!f || n_rows != n)
+            return muse_error_set(err, MUSE_ERR_INTERNAL, "the target gave %d feature rows for %d tokens", n_rows, n);
+        if (features) memcpy(features + (size_t)done * F, f, sizeof(float) * (size_t)n * (size_t)F);
+        if (inject) inject_rows(dc, f, n);
         done += n;
     }
     return MUSE_OK;

@@ -52,12 +52,6 @@ muse_status muse_drafter_load_gguf(struct muse_gguf *gguf, const struct muse_mod
         d->has_fc_scale = true;
         memcpy(&d->fc_scale, d->w.fc_scale.data, sizeof(float));
     }
-    /* the target layers whose inputs are captured (the others skip the capture's barriers) */
-    if (!(d->capture_layers = calloc(thp->n_layer + 1, 1))) {
-        st = muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
-        goto fail;
-    }
-    for (uint32_t k = 0; k < d->hp.n_target_layers; k++) d->capture_layers[d->hp.target_layers[k]] = 1;
     *out = d;
     return MUSE_OK;
 fail:
@@ -81,7 +75,6 @@ void muse_drafter_free(struct muse_drafter *d) {
     if (!d) return;
     muse_dflash_weights_free(&d->w);
     muse_gguf_free(d->gguf);
-    free(d->capture_layers);
     free(d);
 }
 

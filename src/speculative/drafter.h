@@ -1,9 +1,9 @@
 /*
  * drafter.h - the internals behind the public muse_drafter / muse_draft_ctx handles
  * (include/muse.h, "DFlash block drafter"): the loaded drafter (config + weights + the views it
- * borrows from the target), the draft context (the KV ring, the activations), and the two
- * parallel regions of the drafter forward (draft_forward.c: pass A+B "inject" and pass C "draft
- * a block", spec dflash.md section 3).
+ * borrows from the target), the draft context (the KV ring, the outputs), and the two programs
+ * of the drafter forward (draft_forward.c: pass A+B "inject" and pass C "draft a block", spec
+ * dflash.md section 3), run on the target's device.
  *
  * The ring. Layer il keeps a muse_kv_layer of n_cells cells, position p in cell p % n_cells (the
  * layout the backends' attention reads). Positions 0..n_past-1 have been injected; a draft at
@@ -20,9 +20,8 @@
  * acceptance until the window refills; never a wrong key). floor is 0 for a ring filled from 0.
  *
  * The block's attention (spec 3.4): query row r (position P + r) sees ring positions
- * P + r - window + 1 .. P - 1 and all n_rows block positions P..P+n_rows-1 (non-causal). The
- * backend attention op sees positions lo..pos of a query; calling it per row with pos = the last
- * block position P + n_rows - 1 and window n_swa + n_rows - 1 - r gives exactly that set.
+ * P + r - window + 1 .. P - 1 and all n_rows block positions P..P+n_rows-1 (non-causal): the
+ * ATTENTION op's BLOCK mask (program.h) with n_swa = window and the run's kv_floor = floor.
  */
 #pragma once
 
@@ -30,6 +29,7 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
+#include "backend/program.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "muse.h"
@@ -50,7 +50,6 @@ struct muse_drafter {
     bool has_fc_scale;               /* fc.scale */
     float fc_scale;
     int64_t n_vocab;                 /* the target's vocabulary */
-    uint8_t *capture_layers;         /* [target n_layer]: 1 for the target layers the features read */
 };
 
 /*
@@ -62,7 +61,7 @@ muse_status muse_drafter_load_gguf(struct muse_gguf *gguf, const struct muse_mod
 
 struct muse_draft_ctx {
     const struct muse_drafter *d;
-    struct muse_context *target;     /* its ops and backend state run the drafter (read per call) */
+    struct muse_context *target;     /* its device runs the drafter; its feature rows feed the ring */
     struct muse_draft_ctx_params params; /* as resolved */
     enum muse_type ring_type;
     uint32_t n_cells;                /* ring cells per layer */
@@ -75,31 +74,29 @@ struct muse_draft_ctx {
     void *ring_buf;
     size_t ring_size;                /* bytes of ring_buf */
 
-    /* activations (one allocation; sizes in rows x floats) */
-    int64_t rope_stride;             /* floats per row of rope_cos / rope_sin */
-    float *feat;                     /* [n_batch][n_features] captured feature rows */
-    float *g;                        /* [n_batch][n_embd] encoded rows */
-    float *kc, *vc;                  /* [n_layer][n_batch][n_kv] injected keys / values of every layer */
-    float *x, *h, *o;                /* [block][n_embd] residual, normed input, block output */
-    float *q, *att;                  /* [block][n_q] */
-    float *kb, *vb;                  /* [block][n_kv] the block's keys / values */
-    float *fg, *fu;                  /* [block][n_ff] */
-    float *rope_cos, *rope_sin;      /* [max(n_batch, block)][rope_stride] */
+    /* the drafter forward (draft_forward.c), run on the target's device (its workspace holds the
+     * activations); the outputs below (one allocation) */
+    struct muse_program prog_inject; /* pass A + B over up to n_batch rows */
+    struct muse_program prog_block;  /* pass C over up to block_size rows */
     float *logits;                   /* [block][n_vocab] raw logits */
     float *conf, *conf_top10;        /* [block] per row */
     int32_t *argmax;                 /* [block] per row */
     int32_t *ids;                    /* [block] the block's input ids */
+    int32_t *out_rows;               /* [block] the head's rows */
     int32_t *pos;                    /* [max(n_batch, block)] */
-    float *mem;
+    void *mem;
 };
 
+/* Build dc's two programs (prog_inject, prog_block) once. Errors: NOMEM. */
+muse_status muse_draft_programs_build(struct muse_draft_ctx *dc, struct muse_error *err);
+
 /* Pass A + B for n rows (n <= n_batch) of features at positions pos0..pos0+n-1: encode and store
- * every layer's key/value into the ring. Runs one region on the target's backend. */
+ * every layer's key/value into the ring. One run of prog_inject on the target's device. */
 void muse_draft_forward_inject(struct muse_draft_ctx *dc, const float *features, int32_t n, int32_t pos0);
 
 /* Pass C: the block dc->ids[0..n_rows) at positions P..P+n_rows-1; the LM head (dc->logits, and per
- * row dc->argmax / conf / conf_top10) runs for rows head_lo..head_hi-1 only. Runs one region on the
- * target's backend. */
+ * row dc->argmax / conf / conf_top10) runs for rows head_lo..head_hi-1 only. One run of prog_block
+ * on the target's device. */
 void muse_draft_forward_block(struct muse_draft_ctx *dc, int32_t n_rows, int32_t P, int32_t head_lo, int32_t head_hi);
 
 /*
@@ -147,7 +144,3 @@ muse_status muse_draft_eval_via(struct muse_draft_ctx *dc, const int32_t *tokens
  */
 muse_status muse_draft_block_lazy(struct muse_draft_ctx *dc, int32_t anchor, int32_t n_rows, int32_t head_rows,
                                   struct muse_draft_block *out, struct muse_error *err);
-
-/* The confidences of one row of raw logits: the argmax (ties to the lower id, NaN never wins),
- * its full softmax probability and its probability after a softmax over the 10 highest logits. */
-void muse_draft_row_confidence(const float *row, int64_t n_vocab, int32_t *argmax, float *conf, float *conf_top10);

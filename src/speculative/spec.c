@@ -1,14 +1,9 @@
 /*
- * spec.c - the generation loop with DFlash speculative decoding (the contract: spec.h).
+ * spec.c - DFlash speculative decoding plugged into the generation loop (the contract: spec.h).
  *
- * State between calls:
- *   - the session holds the target's KV state; `ring n_past + n_pending == session n_past` (the
- *     pending rows are the captured features of positions ring n_past .. session n_past - 1);
- *   - the queue q[0..qn) holds tokens already sampled, handed out by muse_spec_sample from q[qi];
- *     the first q_cached of them are in the cache (accepted drafts, positions N - q_cached .. N - 1
- *     with N the session's n_past), the one after them (if any) is the anchor, not evaluated yet;
- *   - `cur`: logits to sample from once the queue is drained (after a prompt eval, or after a run
- *     that a stop token ended), else NULL.
+ * State between calls: the session holds the target's KV state; `ring n_past + n_pending ==
+ * session n_past` (the pending rows are the captured features of positions ring n_past .. session
+ * n_past - 1); the loop's queue (gen/generate.h) holds what a step emitted.
  */
 #include "speculative/spec.h"
 
@@ -17,7 +12,6 @@
 #include <time.h>
 
 #include "core/error.h"
-#include "gen/constrain.h"
 #include "model/model.h"
 #include "speculative/drafter.h"
 
@@ -28,12 +22,14 @@ struct ring_copy {
 
 struct muse_spec {
     struct muse_spec_params p;
-    struct muse_session *s;          /* borrowed */
+    struct muse_gen *g;              /* borrowed: the loop this engine is plugged into */
+    struct muse_gen_queue *q;        /* its queue */
+    struct muse_session *s;          /* its session */
     struct muse_context *ctx;        /* the session's */
     const struct muse_model *model;
     int32_t n_vocab, n_ctx, n_batch;
 
-    /* drafting (all NULL / 0 without a drafter) */
+    /* drafting */
     const struct muse_drafter *d;
     struct muse_draft_ctx *dc;
     int32_t n_rows;                  /* block rows per draft (llama.cpp: n_max + 1) */
@@ -44,18 +40,9 @@ struct muse_spec {
     int32_t n_copies;
     uint64_t n_saves;
     bool drafting;
-    struct muse_constraint *cons; /* a grammar on this request (muse_spec_constrain): no drafting */
     bool last_gated_out;             /* the last draft's first row did not pass the gate */
     int32_t *batch;                  /* [block_size + 1] a verify batch: the anchor, then the drafts */
     int32_t *drafts;                 /* batch + 1 */
-
-    /* generation */
-    struct muse_sampler *smp;        /* borrowed per request */
-    float *vlog;                     /* [n_rows][n_vocab] logits of the last eval / verify */
-    const float *cur;
-    int32_t *q;                      /* [n_rows + 1] */
-    int32_t *q_row;                  /* [n_rows + 1] the vlog row each queued token was sampled from */
-    int32_t qn, qi, q_cached;
 
     struct muse_spec_governor gov;
     struct muse_spec_floor_bandit bandit;
@@ -89,14 +76,12 @@ struct muse_spec_params muse_spec_default_params(void) {
 
 void muse_spec_free(struct muse_spec *sp) {
     if (!sp) return;
+    if (sp->q) muse_gen_plug(sp->g, NULL, 0, NULL);
     for (int32_t i = 0; sp->copies && i < sp->n_copies; i++) muse_draft_snapshot_free(&sp->copies[i].snap);
     free(sp->copies);
     muse_draft_ctx_free(sp->dc);
     free(sp->pend);
     free(sp->batch);
-    free(sp->vlog);
-    free(sp->q);
-    free(sp->q_row);
     free(sp);
 }
 
@@ -133,36 +118,32 @@ static muse_status create_drafting(struct muse_spec *sp, struct muse_error *err)
     return MUSE_OK;
 }
 
-muse_status muse_spec_create(struct muse_session *s, const struct muse_drafter *d, struct muse_spec_params params,
+static muse_status plug_in(struct muse_spec *sp, struct muse_error *err);
+
+muse_status muse_spec_create(struct muse_gen *g, const struct muse_drafter *d, struct muse_spec_params params,
                              struct muse_spec **out, struct muse_error *err) {
     *out = NULL;
+    if (!d) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "speculative decoding needs a drafter");
     struct muse_spec *sp = calloc(1, sizeof *sp);
     if (!sp) return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
     muse_status st = MUSE_OK;
     sp->p = params;
-    sp->s = s;
-    sp->ctx = muse_session_context(s);
+    sp->g = g;
+    sp->s = muse_gen_session(g);
+    sp->ctx = muse_session_context(sp->s);
     sp->model = sp->ctx->model;
     sp->n_vocab = muse_model_n_vocab(sp->model);
     sp->n_ctx = (int32_t)muse_context_n_ctx(sp->ctx);
     sp->n_batch = (int32_t)muse_context_n_batch(sp->ctx);
     sp->d = d;
-    sp->n_rows = 1;
-    if (d && (st = create_drafting(sp, err))) goto fail;
-    sp->vlog = malloc(sizeof(float) * (size_t)sp->n_vocab * (size_t)sp->n_rows);
-    sp->q = malloc(sizeof(int32_t) * (size_t)(sp->n_rows + 1));
-    sp->q_row = malloc(sizeof(int32_t) * (size_t)(sp->n_rows + 1));
-    if (!sp->vlog || !sp->q || !sp->q_row) {
-        st = muse_error_set(err, MUSE_ERR_NOMEM, "out of memory for the verify logits");
-        goto fail;
-    }
+    if ((st = create_drafting(sp, err)) || (st = plug_in(sp, err))) goto fail;
     muse_spec_governor_init(&sp->gov, params.governor, &params.clock);
     sp->gov.shadow_probe = params.shadow_probe;
     sp->gov.carry = params.carry;
     sp->gov.shadow_budget = params.shadow_budget;
     muse_spec_floor_bandit_init(&sp->bandit, &params.clock);
     /* the ring follows the session from where it is now */
-    if (sp->dc) muse_draft_restart(sp->dc, muse_session_n_past(s));
+    muse_draft_restart(sp->dc, muse_session_n_past(sp->s));
     *out = sp;
     return MUSE_OK;
 fail:
@@ -174,20 +155,15 @@ fail:
 
 /* Inject the pending rows (the ring catches up with the target). */
 static muse_status flush(struct muse_spec *sp, struct muse_error *err) {
-    if (!sp->dc || sp->n_pending == 0) return MUSE_OK;
+    if (sp->n_pending == 0) return MUSE_OK;
     muse_status st = muse_draft_inject(sp->dc, sp->pend, sp->n_pending, err);
     sp->n_pending = 0;
     return st;
 }
 
-static void queue_clear(struct muse_spec *sp) {
-    sp->qn = sp->qi = sp->q_cached = 0;
-    sp->cur = NULL;
-}
-
 /* The session now holds n positions (a rollback): bring the ring there (spec.h). */
-static void ring_follow(struct muse_spec *sp, int32_t n) {
-    if (!sp->dc) return;
+static void ring_follow(void *self, int32_t n) {
+    struct muse_spec *sp = self;
     const int32_t rp = muse_draft_n_past(sp->dc);
     if (n >= rp) { /* within the pending rows: drop the tail */
         sp->n_pending = n - rp;
@@ -218,30 +194,12 @@ static void ring_follow(struct muse_spec *sp, int32_t n) {
         if (sp->copies[i].snap.n_past > n) sp->copies[i].snap.n_past = -1;
 }
 
-struct muse_session_keep muse_spec_reuse(struct muse_spec *sp, const int32_t *prompt, int32_t n_prompt) {
-    struct muse_session_keep k = muse_session_reuse(sp->s, prompt, n_prompt);
-    ring_follow(sp, k.n_kept);
-    queue_clear(sp);
-    return k;
-}
-
-struct muse_session_keep muse_spec_keep(struct muse_spec *sp, int32_t n_keep) {
-    struct muse_session_keep k = muse_session_keep(sp->s, n_keep);
-    ring_follow(sp, k.n_kept);
-    queue_clear(sp);
-    return k;
-}
-
-void muse_spec_clear(struct muse_spec *sp) {
-    muse_session_clear(sp->s);
-    ring_follow(sp, 0);
-    queue_clear(sp);
-}
-
-muse_status muse_spec_checkpoint(struct muse_spec *sp, struct muse_error *err) {
-    muse_status st = muse_session_checkpoint(sp->s, err);
-    if (st || !sp->dc || sp->n_copies == 0) return st;
-    if ((st = flush(sp, err))) return st;
+/* The session saved a checkpoint: a ring copy at the same place. */
+static muse_status ring_checkpoint(void *self, struct muse_error *err) {
+    struct muse_spec *sp = self;
+    if (sp->n_copies == 0) return MUSE_OK;
+    muse_status st = flush(sp, err);
+    if (st) return st;
     const int32_t n = muse_draft_n_past(sp->dc);
     int32_t pick = -1;
     for (int32_t i = 0; i < sp->n_copies; i++) {
@@ -263,37 +221,37 @@ static muse_status session_eval(void *user, const int32_t *tokens, int32_t n, fl
 }
 
 /* Evaluate tokens through the session, capturing their features into the pending rows (the ring
- * lags); n <= pend_cap - n_pending. */
-static muse_status eval_capture(struct muse_spec *sp, const int32_t *tokens, int32_t n, float *logits, int logits_all,
+ * lags; a full pending buffer is injected first); n <= pend_cap. */
+static muse_status eval_capture(void *self, const int32_t *tokens, int32_t n, float *logits, int logits_all,
                                 struct muse_error *err) {
-    if (!sp->dc) return muse_session_eval(sp->s, tokens, n, logits, logits_all, err);
+    struct muse_spec *sp = self;
+    muse_status st = sp->n_pending + n > sp->pend_cap ? flush(sp, err) : MUSE_OK;
+    if (st) return st;
     const int64_t F = muse_drafter_n_features(sp->d);
-    muse_status st = muse_draft_eval_via(sp->dc, tokens, n, logits, logits_all, sp->pend + (size_t)sp->n_pending * F, false,
-                                         session_eval, sp->s, err);
+    st = muse_draft_eval_via(sp->dc, tokens, n, logits, logits_all, sp->pend + (size_t)sp->n_pending * F, false,
+                             session_eval, sp->s, err);
     if (st == MUSE_OK) sp->n_pending += n;
     return st;
 }
 
-muse_status muse_spec_eval(struct muse_spec *sp, const int32_t *tokens, int32_t n, struct muse_error *err) {
-    queue_clear(sp);
-    muse_status st;
-    if (!sp->dc) {
-        st = muse_session_eval(sp->s, tokens, n, sp->vlog, 0, err);
-    } else if ((st = flush(sp, err)) == MUSE_OK) {
-        /* target and ring together, chunk by chunk (prompt catch-up, spec 4.2) */
-        st = muse_draft_eval_via(sp->dc, tokens, n, sp->vlog, 0, NULL, true, session_eval, sp->s, err);
-        if (st && muse_draft_n_past(sp->dc) != muse_session_n_past(sp->s)) ring_follow(sp, muse_session_n_past(sp->s));
-    }
-    if (st == MUSE_OK) sp->cur = sp->vlog;
+/* Prompt tokens: target and ring together, chunk by chunk (prompt catch-up, spec 4.2). */
+static muse_status spec_eval(void *self, const int32_t *tokens, int32_t n, float *logits, struct muse_error *err) {
+    struct muse_spec *sp = self;
+    muse_status st = flush(sp, err);
+    if (st) return st;
+    st = muse_draft_eval_via(sp->dc, tokens, n, logits, 0, NULL, true, session_eval, sp->s, err);
+    if (st && muse_draft_n_past(sp->dc) != muse_session_n_past(sp->s)) ring_follow(sp, muse_session_n_past(sp->s));
     return st;
 }
 
-muse_status muse_spec_eval_rows(struct muse_spec *sp, muse_spec_rows_fn eval, void *user, struct muse_error *err) {
-    queue_clear(sp);
+/* Rows the ring cannot follow: it restarts at the session's new end. */
+static muse_status spec_eval_rows(void *self, muse_gen_rows_fn eval, void *user, float *logits,
+                                  struct muse_error *err) {
+    struct muse_spec *sp = self;
     muse_status st = flush(sp, err);
-    if (st == MUSE_OK) st = eval(user, sp->vlog, err);
+    if (st == MUSE_OK) st = eval(user, logits, err);
     const int32_t n = muse_session_n_past(sp->s);
-    if (sp->dc && muse_draft_n_past(sp->dc) != n) {
+    if (muse_draft_n_past(sp->dc) != n) {
         sp->n_pending = 0;
         if (n < muse_draft_n_past(sp->dc)) {
             ring_follow(sp, n); /* a failed eval that rolled back */
@@ -302,77 +260,19 @@ muse_status muse_spec_eval_rows(struct muse_spec *sp, muse_spec_rows_fn eval, vo
             sp->stats.n_ring_restarts++;
         }
     }
-    if (st == MUSE_OK) sp->cur = sp->vlog;
     return st;
 }
 
-// ---- generation ------------------------------------------------------------------------------------
+// ---- decode steps ----------------------------------------------------------------------------------
 
-void muse_spec_begin(struct muse_spec *sp, struct muse_sampler *smp) {
-    sp->smp = smp;
-    sp->cons = NULL;
-    sp->qn = sp->qi = sp->q_cached = 0; /* cur (the prompt's logits) stays */
+static void spec_begin(void *self) {
+    struct muse_spec *sp = self;
     muse_spec_governor_new_sequence(&sp->gov); /* the card's reset, or its later NewSequence (governor.h) */
-}
-
-muse_status muse_spec_sample(struct muse_spec *sp, int32_t *tok, const float **row, struct muse_error *err) {
-    if (sp->qi < sp->qn) {
-        *tok = sp->q[sp->qi];
-        if (row) *row = sp->vlog + (size_t)sp->q_row[sp->qi] * sp->n_vocab;
-        sp->qi++;
-        return MUSE_OK;
-    }
-    if (!sp->cur || !sp->smp) return muse_error_set(err, MUSE_ERR_INTERNAL, "speculative loop: nothing to sample from");
-    if (sp->cons) { /* grammar-constrained (gen/constrain.h): reads the logits, never changes them */
-        muse_status st = muse_constraint_sample(sp->cons, sp->smp, sp->cur, tok, err);
-        if (st == MUSE_OK) st = muse_constraint_accept(sp->cons, *tok, err);
-        if (st != MUSE_OK) return st;
-    } else {
-        *tok = muse_sampler_sample(sp->smp, sp->cur);
-    }
-    muse_sampler_accept(sp->smp, *tok);
-    if (row) *row = sp->cur;
-    sp->q[0] = *tok;
-    sp->q_row[0] = (int32_t)((sp->cur - sp->vlog) / sp->n_vocab);
-    sp->qn = sp->qi = 1;
-    sp->q_cached = 0;
-    sp->cur = NULL;
-    return MUSE_OK;
-}
-
-int32_t muse_spec_n_past(const struct muse_spec *sp) {
-    const int32_t N = muse_session_n_past(sp->s);
-    if (sp->qi == 0) return N;
-    return N - sp->q_cached + (sp->qi - 1);
-}
-
-/* Sample row r of vlog and accept it into the sampler. */
-static int32_t sample_row(struct muse_spec *sp, int32_t r) {
-    const int32_t t = muse_sampler_sample(sp->smp, sp->vlog + (size_t)r * sp->n_vocab);
-    muse_sampler_accept(sp->smp, t);
-    return t;
 }
 
 /* A plain step for the anchor: evaluate it (capturing its features), sample the next token. */
 static muse_status plain_step(struct muse_spec *sp, int32_t anchor, struct muse_error *err) {
-    sp->cur = NULL;
-    if (sp->dc && sp->n_pending == sp->pend_cap) {
-        muse_status st = flush(sp, err);
-        if (st) return st;
-    }
-    muse_status st = eval_capture(sp, &anchor, 1, sp->vlog, 0, err);
-    if (st) return st;
-    if (sp->cons) { /* a grammar: muse_spec_sample samples from these logits through it */
-        sp->qn = sp->qi = sp->q_cached = 0;
-        sp->cur = sp->vlog;
-        return MUSE_OK;
-    }
-    sp->q[0] = sample_row(sp, 0);
-    sp->q_row[0] = 0;
-    sp->qn = 1;
-    sp->qi = 0;
-    sp->q_cached = 0;
-    return MUSE_OK;
+    return muse_gen_step_plain(sp->g, anchor, eval_capture, sp, err);
 }
 
 /* Drafts kept by the gate among the first `have` rows of block b. */
@@ -388,7 +288,8 @@ static int32_t gate(const struct muse_spec *sp, const struct muse_draft_block *b
  * sample: the draft's cost is speculation's).
  */
 static muse_status spec_step(struct muse_spec *sp, int32_t anchor, int32_t kmax, int32_t arm, struct muse_error *err) {
-    sp->cur = NULL;
+    struct muse_gen_queue *q = sp->q;
+    q->cur = NULL;
     muse_status st = flush(sp, err);
     if (st) return st;
     const int32_t P = muse_session_n_past(sp->s);
@@ -422,31 +323,30 @@ static muse_status spec_step(struct muse_spec *sp, int32_t anchor, int32_t kmax,
     }
     /* verify: [anchor, d1..dk] at P..P+k in one batch, every row's logits, features pending */
     sp->batch[0] = anchor;
-    if ((st = eval_capture(sp, sp->batch, k + 1, sp->vlog, 1, err))) return st;
-    int32_t *rows = sp->q; /* the emitted tokens */
+    if ((st = eval_capture(sp, sp->batch, k + 1, q->logits, 1, err))) return st;
     /* accept: row i's sample is emitted; it continues the run while it equals draft i+1 */
     int32_t n_emit = 0, keep = P + 1, m = 0;
     bool stopped = false;
     for (int32_t i = 0; i <= k; i++) {
-        const int32_t t = sample_row(sp, i);
-        rows[n_emit] = t;
-        sp->q_row[n_emit] = i;
+        const int32_t t = muse_gen_sample_row(sp->g, i);
+        q->tok[n_emit] = t;
+        q->row[n_emit] = i;
         n_emit++;
         if (i == k || t != sp->drafts[i]) break; /* the bonus or the correction: the next anchor */
         m++;
         keep++;
         if (muse_model_token_is_stop(sp->model, t)) { /* the run ends at a stop token (in the cache) */
             stopped = true;
-            sp->cur = sp->vlog + (size_t)(i + 1) * sp->n_vocab;
+            q->cur = q->logits + (size_t)(i + 1) * sp->n_vocab;
             break;
         }
     }
     /* roll back the rejected rows: the target by a truncate, the ring by dropping pending rows */
     if ((st = muse_session_truncate(sp->s, keep, err))) return st;
     sp->n_pending -= (P + k + 1) - keep;
-    sp->qn = n_emit;
-    sp->qi = 0;
-    sp->q_cached = stopped ? n_emit : n_emit - 1;
+    q->n = n_emit;
+    q->next = 0;
+    q->n_cached = stopped ? n_emit : n_emit - 1;
     sp->stats.n_steps_spec++;
     sp->stats.n_drafted += (uint64_t)k;
     sp->stats.n_accepted += (uint64_t)m;
@@ -462,29 +362,26 @@ static muse_status spec_step(struct muse_spec *sp, int32_t anchor, int32_t kmax,
  */
 static muse_status shadow_step(struct muse_spec *sp, int32_t anchor, bool *hit, struct muse_error *err) {
     *hit = false;
-    sp->cur = NULL;
+    sp->q->cur = NULL;
     muse_status st = flush(sp, err);
     struct muse_draft_block b;
     const int32_t rows = sp->p.lazy_head && sp->n_rows > 2 ? 2 : sp->n_rows; /* the lazy head's 2-row probe */
     if (st || (st = muse_draft_block_lazy(sp->dc, anchor, rows, 1, &b, err))) return st;
     if ((st = plain_step(sp, anchor, err))) return st;
-    *hit = sp->qn == 1 && sp->q[0] == b.tokens[0];
+    *hit = sp->q->n == 1 && sp->q->tok[0] == b.tokens[0];
     sp->stats.n_steps_shadow++;
     return MUSE_OK;
 }
 
-muse_status muse_spec_advance(struct muse_spec *sp, int32_t tok, int64_t n_more, struct muse_error *err) {
-    if (sp->qi < 1 || sp->q[sp->qi - 1] != tok)
-        return muse_error_set(err, MUSE_ERR_INVALID_ARG, "speculative loop: advance with token %d, which was not just sampled", tok);
-    if (sp->qi - 1 < sp->q_cached) return MUSE_OK; /* an accepted draft: already in the cache */
-    /* tok is the anchor, at P */
+/* The loop's decode step for tok, the anchor at P (generate.h): speculative, shadow or plain as the
+ * drafter, the governor and the room allow. */
+static muse_status spec_advance(void *self, int32_t tok, int64_t n_more, struct muse_error *err) {
+    struct muse_spec *sp = self;
     const int32_t P = muse_session_n_past(sp->s);
-    if (P + 1 > sp->n_ctx)
-        return muse_error_set(err, MUSE_ERR_CONTEXT, "the context is full (%d positions)", sp->n_ctx);
     int64_t kmax = sp->n_max;
     if (kmax > n_more - 1) kmax = n_more - 1;
     if (kmax > sp->n_ctx - P - 1) kmax = sp->n_ctx - P - 1;
-    const bool could = sp->dc && sp->drafting && !sp->cons && sp->smp && kmax >= 1;
+    const bool could = sp->drafting && muse_gen_may_draft(sp->g) && kmax >= 1;
     const bool spec = could && muse_spec_governor_allows(&sp->gov);
     const bool shadow = could && !spec && muse_spec_governor_wants_shadow(&sp->gov);
     if (could && !spec && !shadow) sp->stats.n_steps_parked++;
@@ -494,13 +391,10 @@ muse_status muse_spec_advance(struct muse_spec *sp, int32_t tok, int64_t n_more,
     muse_status st = spec     ? spec_step(sp, tok, (int32_t)kmax, arm, err)
                      : shadow ? shadow_step(sp, tok, &hit, err)
                               : plain_step(sp, tok, err);
-    if (st) {
-        queue_clear(sp);
-        return st;
-    }
+    if (st) return st;
     if (!spec) sp->stats.n_steps_plain++;
     const int64_t ns = muse_spec_clock_now(&sp->p.clock) - t0;
-    const int32_t emitted = sp->qn;
+    const int32_t emitted = sp->q->n;
     if (shadow) {
         muse_spec_governor_record_shadow(&sp->gov, hit, ns); /* not a sample of either side */
         return MUSE_OK;
@@ -511,9 +405,17 @@ muse_status muse_spec_advance(struct muse_spec *sp, int32_t tok, int64_t n_more,
     return MUSE_OK;
 }
 
+static muse_status plug_in(struct muse_spec *sp, struct muse_error *err) {
+    const struct muse_gen_plug plug = {
+        .self = sp, .follow = ring_follow, .checkpoint = ring_checkpoint, .eval = spec_eval,
+        .eval_rows = spec_eval_rows, .begin = spec_begin, .step = spec_advance,
+    };
+    muse_status st = muse_gen_plug(sp->g, &plug, sp->n_rows, err);
+    if (st == MUSE_OK) sp->q = muse_gen_queue(sp->g);
+    return st;
+}
+
 void muse_spec_set_drafting(struct muse_spec *sp, bool on) { sp->drafting = on; }
-void muse_spec_constrain(struct muse_spec *sp, struct muse_constraint *c) { sp->cons = c; }
-bool muse_spec_has_drafter(const struct muse_spec *sp) { return sp->dc != NULL; }
 struct muse_spec_stats muse_spec_stats(const struct muse_spec *sp) { return sp->stats; }
 void muse_spec_stats_reset(struct muse_spec *sp) { memset(&sp->stats, 0, sizeof sp->stats); }
 const struct muse_spec_governor *muse_spec_governor(const struct muse_spec *sp) { return &sp->gov; }

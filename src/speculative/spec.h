@@ -1,26 +1,17 @@
 /*
- * spec.h - the generation loop with DFlash speculative decoding (spec dflash.md sections 4-5):
- * draft a block, verify it with one target batch, accept the longest matching prefix plus one
- * token, roll back what was rejected; the cost governor and the adaptive confidence floor
- * (governor.h) decide when and how much to draft. Without a drafter it is the plain loop, so
- * `muse run`, `muse chat`, `muse bench` and the server generate through this one file either way.
+ * spec.h - DFlash speculative decoding (spec dflash.md sections 4-5), plugged into the generation
+ * loop (src/gen/generate.h): draft a block, verify it with one target batch, accept the longest
+ * matching prefix plus one token, roll back what was rejected; the cost governor and the adaptive
+ * confidence floor (governor.h) decide when and how much to draft. The caller's loop is the plain
+ * one (muse_gen_eval / _begin / _sample / _advance); with an engine plugged in, its decode steps
+ * are this file's.
  *
- * Over a session (src/gen/session.h): the engine drives the session's context (prefix reuse,
- * rollback, checkpoints go through muse_spec_* so the drafter's ring follows every change of the
- * target's KV state) and owns the drafter's state for that sequence (a muse_draft_ctx, its ring
+ * Over the loop's session (src/gen/session.h): the loop tells the engine every change of the
+ * target's KV state (prefix reuse, rollback, checkpoints: muse_gen_*), so the drafter's ring
+ * follows it; the engine owns the drafter's state for that sequence (a muse_draft_ctx, its ring
  * and copies of it paired with the session's checkpoints).
  *
- * Generation is token by token for the caller, whatever happens underneath:
- *
- *     muse_spec_reuse(sp, prompt, n)  ...  muse_spec_eval(sp, rest, n_rest)   the prompt
- *     muse_spec_begin(sp, sampler)                                          a request
- *     for (;;) {
- *         muse_spec_sample(sp, &tok, &row)      the next token (already accepted into the sampler)
- *         ... stop at EOS/EOT, max tokens, a stop string, cancellation: simply stop calling ...
- *         muse_spec_advance(sp, tok, n_more)    commit it, compute what comes next
- *     }
- *
- * A speculative step (inside advance, for the anchor = the last sampled token, at position P):
+ * A speculative step (inside muse_gen_advance, for the anchor = the last sampled token, at position P):
  * flush the ring, draft a block for the anchor, keep k drafts by the confidence gate (llama.cpp's
  * p_min per row when asked for, else the bandit's cumulative floor), evaluate [anchor, d1..dk] as
  * one target batch, then sample the target's rows in order with the request's sampler - row i is
@@ -57,8 +48,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "gen/sampler.h"
-#include "gen/session.h"
+#include "gen/generate.h"
 #include "muse.h"
 #include "speculative/governor.h"
 
@@ -113,83 +103,34 @@ struct muse_spec_stats {
 struct muse_spec;
 
 /*
- * An engine over session s (borrowed: must outlive it; its context's KV state must change only
- * through the engine from now on) with drafter d (NULL: plain decoding; else borrowed, made for the
- * context's model). Allocates everything here: the drafter's context and ring copies, the verify
- * logits (n_max + 1 rows of n_vocab), the pending features. Errors: those of muse_draft_ctx_create
- * (another model's drafter...), MUSE_ERR_NOMEM. *out owned by the caller (muse_spec_free).
+ * An engine with drafter d (borrowed, made for the context's model) plugged into loop g (borrowed:
+ * must outlive it; from now on the loop's prompt evaluation, rollbacks, checkpoints and decode
+ * steps go through the engine; the ring follows the session from its current length). Allocates
+ * everything here: the drafter's context and ring copies, the verify logits (the loop's, n_max + 1
+ * rows of n_vocab), the pending features. Errors: MUSE_ERR_INVALID_ARG (d NULL: plain decoding
+ * needs no engine), those of muse_draft_ctx_create (another model's drafter...), MUSE_ERR_NOMEM.
+ * *out owned by the caller (muse_spec_free, before muse_gen_free: it unplugs the engine, the loop
+ * decodes plainly again).
+ *
+ * Image rows (muse_gen_eval_rows) restart the ring at the session's new end (it drafts from what
+ * follows alone: correct, with less context). The cost governor starts a new sequence at each
+ * muse_gen_begin (spec 5.4's NewSequence; with params.carry off the model card's per-request
+ * reset, spec 5.3). While the request has a grammar (muse_gen_constrain) no step drafts (a verify
+ * step samples the target's rows without the grammar).
  */
-muse_status muse_spec_create(struct muse_session *s, const struct muse_drafter *d, struct muse_spec_params params,
+muse_status muse_spec_create(struct muse_gen *g, const struct muse_drafter *d, struct muse_spec_params params,
                              struct muse_spec **out, struct muse_error *err);
 void muse_spec_free(struct muse_spec *sp);
-
-/* The session's KV state, the ring following (see above). As muse_session_reuse / _keep / _clear /
- * _checkpoint. After any of these, evaluate before sampling again. */
-struct muse_session_keep muse_spec_reuse(struct muse_spec *sp, const int32_t *prompt, int32_t n_prompt);
-struct muse_session_keep muse_spec_keep(struct muse_spec *sp, int32_t n_keep);
-void muse_spec_clear(struct muse_spec *sp);
-muse_status muse_spec_checkpoint(struct muse_spec *sp, struct muse_error *err);
-
-/* Evaluate prompt tokens at the end of the cache (target + ring); the last one's logits are what
- * the next muse_spec_sample samples from. Errors are muse_eval's (nothing changed on a CONTEXT or
- * INVALID_ARG error raised before evaluating). */
-muse_status muse_spec_eval(struct muse_spec *sp, const int32_t *tokens, int32_t n, struct muse_error *err);
-
-/*
- * Evaluate positions the ring cannot follow (image rows, which have no token ids): eval(user,
- * logits, err) appends them to the session and writes the last position's logits [n_vocab]; the
- * ring then restarts at the session's new end (it drafts from what follows alone: correct, with
- * less context). Errors: eval's (the ring still follows what the session kept).
- */
-typedef muse_status (*muse_spec_rows_fn)(void *user, float *logits, struct muse_error *err);
-muse_status muse_spec_eval_rows(struct muse_spec *sp, muse_spec_rows_fn eval, void *user, struct muse_error *err);
-
-/* Start a request with this sampler (borrowed until the next begin; its history and RNG as the
- * caller set them up, e.g. the prompt accepted). The cost governor starts a new sequence (spec 5.4's
- * NewSequence; with params.carry off the model card's per-request reset, spec 5.3). */
-void muse_spec_begin(struct muse_spec *sp, struct muse_sampler *smp);
-
-/*
- * The next token: sampled with the request's sampler (and accepted into it: the caller does not
- * call muse_sampler_accept), from the logits of the position it follows. *row (may be NULL)
- * receives those logits [n_vocab] (for top-k probabilities), valid until the next advance.
- * Errors: MUSE_ERR_INTERNAL when there are no logits (no eval or advance since the last change).
- */
-muse_status muse_spec_sample(struct muse_spec *sp, int32_t *tok, const float **row, struct muse_error *err);
-
-/*
- * Commit tok (the token the last muse_spec_sample returned) and prepare the next: nothing to do
- * when it was an accepted draft already in the cache; else a decode step for it (speculative when
- * the drafter, the governor and the room allow). n_more: how many more tokens the caller may take
- * after tok (bounds the drafts; INT64_MAX for no bound). Errors: MUSE_ERR_CONTEXT (no room for tok),
- * muse_eval's, MUSE_ERR_INVALID_ARG (tok is not the token just sampled).
- */
-muse_status muse_spec_advance(struct muse_spec *sp, int32_t tok, int64_t n_more, struct muse_error *err);
-
-/* Positions before the token the last muse_spec_sample returned (what muse_context_n_past would be
- * in plain decoding: accepted drafts already in the cache are not counted until sampled). */
-int32_t muse_spec_n_past(const struct muse_spec *sp);
 
 /* Drafting on or off (on by default; a turn with image rows turns it off). The ring stays in step. */
 void muse_spec_set_drafting(struct muse_spec *sp, bool on);
 
-/*
- * Constrain this request's sampling by a grammar (gen/constrain.h; borrowed until the next
- * muse_spec_begin or muse_spec_constrain, NULL drops it; call after muse_spec_begin, which drops
- * it). muse_spec_sample then samples through it and accepts into it; while it is set no step
- * drafts (a verify step samples the target's rows without the grammar).
- */
-struct muse_constraint;
-void muse_spec_constrain(struct muse_spec *sp, struct muse_constraint *c);
-
-/* Whether a drafter is attached. */
-bool muse_spec_has_drafter(const struct muse_spec *sp);
 struct muse_spec_stats muse_spec_stats(const struct muse_spec *sp);
 void muse_spec_stats_reset(struct muse_spec *sp);
 /* The governor and the bandit (read-only views, for reports and tests). */
 const struct muse_spec_governor *muse_spec_governor(const struct muse_spec *sp);
 const struct muse_spec_floor_bandit *muse_spec_bandit(const struct muse_spec *sp);
-/* The drafter's context (tests: the position invariants); NULL without a drafter. */
+/* The drafter's context (tests: the position invariants). */
 const struct muse_draft_ctx *muse_spec_draft_ctx(const struct muse_spec *sp);
 /* Feature rows captured but not yet injected into the ring. */
 int32_t muse_spec_n_pending(const struct muse_spec *sp);

@@ -130,17 +130,12 @@ uint32_t muse_synth_file_type(const struct muse_synth_tensor *tensors, size_t n)
 uint64_t muse_synth_data_bytes(const struct muse_synth_tensor *tensors, size_t n);
 
 /*
- * Progress callback: called after each chunk of tensor data with the bytes written so far and the
- * total. Returning false cancels the write (muse_synth_write then returns MUSE_ERR_CANCELLED).
- */
-typedef bool (*muse_synth_progress_fn)(uint64_t done, uint64_t total, void *user);
-
-/*
  * Write the synthetic GGUF for `cfg` to `path` (created or truncated). Validates cfg first.
- * progress may be NULL. Memory use is the metadata plus a buffer of a few MB whatever the file
+ * progress (may be NULL) is called after each chunk of tensor data with the bytes written so far
+ * and the total; nonzero from it cancels the write (MUSE_ERR_CANCELLED, the file removed). Memory use is the metadata plus a buffer of a few MB whatever the file
  * size. On error the partial file is removed. Thread-safe (no shared state).
  */
-muse_status muse_synth_write(const struct muse_synth_config *cfg, const char *path, muse_synth_progress_fn progress,
+muse_status muse_synth_write(const struct muse_synth_config *cfg, const char *path, muse_progress_fn progress,
                              void *user, struct muse_error *err);
 
 /* ---- vocabulary ------------------------------------------------------------------------ */

@@ -146,7 +146,7 @@ static muse_status set_metadata(struct muse_gguf_writer *w, const struct muse_sy
 
 /* ---- the write ------------------------------------------------------------------------------ */
 
-muse_status muse_synth_write(const struct muse_synth_config *cfg, const char *path, muse_synth_progress_fn progress,
+muse_status muse_synth_write(const struct muse_synth_config *cfg, const char *path, muse_progress_fn progress,
                              void *user, struct muse_error *err) {
     struct muse_synth_tensor *t = NULL;
     size_t n_t = 0;
@@ -197,7 +197,7 @@ muse_status muse_synth_write(const struct muse_synth_config *cfg, const char *pa
                 goto fail;
             }
             done += (uint64_t)n_rows * row_size;
-            if (progress && !progress(done, total, user)) {
+            if (progress && progress(user, done, total)) {
                 st = muse_error_set(err, MUSE_ERR_CANCELLED, "synth: cancelled");
                 goto fail;
             }

@@ -48,6 +48,7 @@ struct muse_output_parser {
     struct sbuf reasoning, content;
     cJSON *tool_calls;
     bool ended, finished, nomem;
+    bool cut_tool_call;
 };
 
 static bool sb_put(struct muse_output_parser *p, struct sbuf *b, const char *s, size_t n) {
@@ -462,6 +463,16 @@ muse_status muse_output_parser_finish(struct muse_output_parser *p) {
     if (p->finished) return MUSE_OK;
     split_pending(p, true);
     if (p->st == ST_HEADER && p->header.n && !header_possible(p->header.d, p->header.n)) header_to_body(p);
+    if (p->st == ST_BODY && p->ch == CH_TOOL) { /* cut off (max_tokens, a stop, the context end) */
+        char *name = NULL, *args = NULL;
+        if (muse_atem_parse(p->body.d ? p->body.d : "", p->body.n, p->tools, &name, &args) == MUSE_OK)
+            emit_tool_call(p, name, args); /* complete but for its end marker */
+        else
+            p->cut_tool_call = true; /* half a call: neither a call nor content (never markup) */
+        free(name);
+        free(args);
+        p->body.n = 0;
+    }
     if (p->st == ST_BODY) end_message(p);
     p->st = ST_DONE;
     p->finished = true;
@@ -481,3 +492,5 @@ const char *muse_output_parser_content(const struct muse_output_parser *p, size_
 const cJSON *muse_output_parser_tool_calls(const struct muse_output_parser *p) { return p->tool_calls; }
 
 bool muse_output_parser_turn_ended(const struct muse_output_parser *p) { return p->ended; }
+
+bool muse_output_parser_cut_tool_call(const struct muse_output_parser *p) { return p->cut_tool_call; }

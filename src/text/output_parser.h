@@ -7,7 +7,8 @@
  * a marker (<|start|> <|message|> <|eom|> <|eot|> <|end_of_text|>, a recipient header, an ATEM
  * tag at the start of a headerless message); tool calls are emitted once complete. Call
  * muse_output_parser_finish at the end (also on max_tokens: it flushes what was held back).
- * Malformed markup degrades to content; the parser never fails on model output.
+ * Malformed markup degrades to content, except a tool call cut off by the end, which is dropped
+ * (muse_output_parser_cut_tool_call); the parser never fails on model output.
  * See spec/tokenizer-and-chat.md section 4 and docs/chat.md.
  */
 #pragma once
@@ -83,6 +84,10 @@ const char *muse_output_parser_content(const struct muse_output_parser *p, size_
 const cJSON *muse_output_parser_tool_calls(const struct muse_output_parser *p);
 /* Whether the turn ended with <|eot|> / <|end_of_text|> (false: cut off or not finished). */
 bool muse_output_parser_turn_ended(const struct muse_output_parser *p);
+/* Whether finish cut a tool call short (its ATEM block incomplete): the part is dropped - neither
+ * a TOOL_CALL nor content, so markup never reaches the answer; the caller reports the cut (OpenAI's
+ * finish_reason "length"). A complete block missing only its end marker is still a call. */
+bool muse_output_parser_cut_tool_call(const struct muse_output_parser *p);
 
 /*
  * Parse one ATEM message body ("<atem:function_calls>\n<atem:invoke name=...>...") into a

@@ -191,4 +191,4 @@ struct muse_vision {
 
 /* Replace the progress hook of muse_vision_params (the media cache routes it per encode). Not while
  * an encode runs. */
-void muse_vision_set_progress(struct muse_vision *v, muse_vision_progress_fn fn, void *user);
+void muse_vision_set_progress(struct muse_vision *v, muse_progress_fn fn, void *user);

@@ -22,7 +22,7 @@
  * gather as rows of patch_size floats) and the position table resized to the grid, in window
  * order. The index maps (window order, im2col, pixel shuffle, RoPE positions) belong to the
  * program. The stage hook and the progress callback are HOOK ops; a progress callback that
- * returns 0 ends the run after its layer.
+ * returns nonzero ends the run after its layer.
  *
  * Numerics (docs/vision.md): matmuls as ggml's CPU backend (the backends agree bit for bit);
  * LayerNorm as ggml_norm (program.c); GELU 0.5f*x*(1 + erff(x*0.70710678f)) as
@@ -399,7 +399,7 @@ static int on_hook(void *user, int32_t id, const float *data, int64_t rows, int6
     const struct muse_vision_params *p = &t->v->params;
     const struct hook_info *hi = &t->hooks[id];
     if (p->stage && hi->name[0]) p->stage(p->stage_user, hi->name, data, rows, cols);
-    if (hi->layer_done && p->progress && !p->progress(p->progress_user, hi->layer_done, (int32_t)t->v->hp.n_layer))
+    if (hi->layer_done && p->progress && p->progress(p->progress_user, (uint64_t)hi->layer_done, t->v->hp.n_layer))
         return 1;
     return 0;
 }

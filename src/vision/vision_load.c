@@ -75,7 +75,7 @@ void muse_vision_free(struct muse_vision *v) {
     free(v);
 }
 
-void muse_vision_set_progress(struct muse_vision *v, muse_vision_progress_fn fn, void *user) {
+void muse_vision_set_progress(struct muse_vision *v, muse_progress_fn fn, void *user) {
     v->params.progress = fn;
     v->params.progress_user = user;
 }

@@ -250,6 +250,20 @@ static void test_base_file(void) {
     remove(bad);
 }
 
+/* What the progress callback saw; it cancels at call `cancel_at` (-1: never). */
+struct seen_progress {
+    int calls;
+    int64_t last_done, total;
+    int cancel_at;
+};
+static int progress_cb(void *user, uint64_t done, uint64_t total) {
+    struct seen_progress *p = user;
+    p->calls++;
+    p->last_done = (int64_t)done;
+    p->total = (int64_t)total;
+    return p->calls == p->cancel_at;
+}
+
 static void test_eval_chunk(void) {
     char path[64];
     snprintf(path, sizeof path, "/tmp/muse-test-ppl-%d.gguf", (int)getpid());
@@ -276,11 +290,11 @@ static void test_eval_chunk(void) {
     const int32_t keep = chunk[0];
     float *a = malloc(sizeof(float) * (C - first) * V), *b = malloc(sizeof(float) * (C - first) * V);
     float *all = malloc(sizeof(float) * C * V);
-    TEST_COND("eval whole", muse_ppl_eval_chunk(c32, chunk, C, C, bos, a, &err) == MUSE_OK);
+    TEST_COND("eval whole", muse_ppl_eval_chunk(c32, chunk, C, C, bos, a, NULL, NULL, &err) == MUSE_OK);
     TEST_COND("caller's tokens untouched", chunk[0] == keep);
-    TEST_COND("eval again (cache cleared)", muse_ppl_eval_chunk(c32, chunk, C, C, bos, b, &err) == MUSE_OK &&
+    TEST_COND("eval again (cache cleared)", muse_ppl_eval_chunk(c32, chunk, C, C, bos, b, NULL, NULL, &err) == MUSE_OK &&
                                                 !memcmp(a, b, sizeof(float) * (C - first) * V));
-    TEST_COND("eval in 7s", muse_ppl_eval_chunk(c7, chunk, C, 7, bos, b, &err) == MUSE_OK);
+    TEST_COND("eval in 7s", muse_ppl_eval_chunk(c7, chunk, C, 7, bos, b, NULL, NULL, &err) == MUSE_OK);
     double dmax = 0;
     for (int i = 0; i < (C - first) * V; i++) dmax = fmax(dmax, fabs(a[i] - b[i]));
     TEST_CONDF(dmax < 1e-4, "batch 7 vs batch 32: max diff %g", dmax);
@@ -293,10 +307,18 @@ static void test_eval_chunk(void) {
     dmax = 0;
     for (int i = 0; i < (C - first) * V; i++) dmax = fmax(dmax, fabs(a[i] - all[(size_t)first * V + i]));
     TEST_CONDF(dmax < 1e-5, "rows first.. vs muse_eval: max diff %g", dmax);
-    TEST_COND("chunk too large", muse_ppl_eval_chunk(c32, chunk, C + 1, C, bos, a, &err) == MUSE_ERR_CONTEXT);
-    TEST_COND("chunk too small", muse_ppl_eval_chunk(c32, chunk, 3, C, bos, a, &err) == MUSE_ERR_INVALID_ARG);
+    /* progress after every forward of 7, and a cancel from it */
+    struct seen_progress pr = {0, 0, 0, -1};
+    TEST_COND("eval with progress", muse_ppl_eval_chunk(c7, chunk, C, 7, bos, b, progress_cb, &pr, &err) == MUSE_OK);
+    TEST_CONDF(pr.calls == (C + 6) / 7 && pr.last_done == C && pr.total == C, "progress: %d calls, last %lld of %lld",
+               pr.calls, (long long)pr.last_done, (long long)pr.total);
+    pr = (struct seen_progress){0, 0, 0, 2};
+    TEST_COND("cancelled by progress", muse_ppl_eval_chunk(c7, chunk, C, 7, bos, b, progress_cb, &pr, &err) ==
+                                           MUSE_ERR_CANCELLED && pr.calls == 2);
+    TEST_COND("chunk too large", muse_ppl_eval_chunk(c32, chunk, C + 1, C, bos, a, NULL, NULL, &err) == MUSE_ERR_CONTEXT);
+    TEST_COND("chunk too small", muse_ppl_eval_chunk(c32, chunk, 3, C, bos, a, NULL, NULL, &err) == MUSE_ERR_INVALID_ARG);
     chunk[9] = V;
-    TEST_COND("bad token", muse_ppl_eval_chunk(c32, chunk, C, C, bos, a, &err) == MUSE_ERR_INVALID_ARG);
+    TEST_COND("bad token", muse_ppl_eval_chunk(c32, chunk, C, C, bos, a, NULL, NULL, &err) == MUSE_ERR_INVALID_ARG);
     free(a);
     free(b);
     free(all);

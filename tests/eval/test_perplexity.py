@@ -10,7 +10,8 @@
   * the base file: its layout parsed here (header, tokens, rows decoding to the log-softmax);
     KL of the model against itself = 0 with 100 % same top token; a Q8_0 copy has KL > 0;
   * bad inputs (text shorter than 2*ctx tokens, missing files, a foreign or damaged base file,
-    a base made with another vocabulary or context): exit 1 with one clear line.
+    a base made with another vocabulary or context): exit 1 with one clear line;
+  * a long chunk's progress line on a terminal (a pty), none when piped.
 Env: MUSE (the CLI)."""
 import json, math, os, random, re, struct, subprocess, sys, tempfile
 
@@ -205,6 +206,26 @@ fails('context too small', ['perplexity', '-m', model, '-f', text_path, '-c', 2]
 check('no partial base left after a failed run', not os.path.exists(os.path.join(tmp, 'fail.bin')) and
       run('perplexity', '-m', model, '-f', short, '-c', CTX, '--kl-divergence-base',
           os.path.join(tmp, 'fail.bin')).returncode == 1 and not os.path.exists(os.path.join(tmp, 'fail.bin')))
+
+# on a terminal a chunk of several forwards shows its progress on stderr (erased after); piped: none
+import pty
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(MUSE, [MUSE, 'perplexity', '-m', model, '-f', text_path, '-c', str(CTX), '-b', '8', '--chunks', '2'])
+out = b''
+while True:
+    try:
+        chunk = os.read(fd, 4096)
+    except OSError:
+        break
+    if not chunk:
+        break
+    out += chunk
+os.waitpid(pid, 0)
+out = out.decode('utf-8', 'replace')
+check('progress on a terminal', re.search(r'chunk 1/2: \d+/%d tokens' % CTX, out) and 'Final estimate' in out, out[-300:])
+piped = run('perplexity', '-m', model, '-f', text_path, '-c', CTX, '-b', 8, '--chunks', 2)
+check('no progress when piped', 'tokens (' not in piped.stderr and piped.returncode == 0, piped.stderr[-300:])
 
 print('%d failures' % failures)
 sys.exit(1 if failures else 0)

@@ -16,7 +16,10 @@
  *     re-evaluated, no encode); a different image with the same size stops the prefix at its first
  *     row; continuation logits equal a cold evaluation bit for bit;
  *   - the cache: a hit does not encode, a bound of 0 drops unpinned rows, an LRU bound keeps the
- *     newest, a projector of another width is refused.
+ *     newest, a projector of another width is refused;
+ *   - its progress hook (muse.h's shape: 0 goes on, nonzero cancels): every tower layer reported
+ *     with the image's index; nonzero mid-way fails the rows with MUSE_ERR_CANCELLED and caches
+ *     nothing.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -337,6 +340,44 @@ static void test_cache_bounds(void) {
     muse_image_free(&img);
 }
 
+struct progress_log {
+    int calls, stop_at;
+    int32_t image;
+    uint64_t done, total;
+};
+
+static int on_encode(void *user, int32_t image, uint64_t done, uint64_t total) {
+    struct progress_log *l = user;
+    l->calls++;
+    l->image = image, l->done = done, l->total = total;
+    return l->stop_at > 0 && (int)done >= l->stop_at;
+}
+
+static void test_progress(void) {
+    struct muse_error err;
+    struct muse_media_cache *c = NULL;
+    struct muse_image img;
+    if (!load_image("img_96x64_small.png", &img)) return;
+    muse_media_cache_create(vision, 256, MUSE_MEDIA_CACHE_DEFAULT_BYTES, &c, &err);
+    struct progress_log l = {.stop_at = 2};
+    muse_media_cache_set_progress(c, on_encode, &l);
+    struct muse_media_prompt p = {0};
+    muse_media_prompt_add_image(&p, vision, &img, false, NULL, 0, &err);
+    muse_status st = muse_media_prompt_rows(c, &p, 0, p.n, &err);
+    TEST_CONDF(st == MUSE_ERR_CANCELLED && l.calls == 2 && l.done == 2 && l.image == 0, "cancelled encode: status %d (%s), "
+               "%d calls, done %llu", st, err.msg, l.calls, (unsigned long long)l.done);
+    TEST_COND("a cancelled encode caches nothing", muse_media_cache_stats(c).n_entries == 0);
+    muse_media_prompt_free(&p);
+    l = (struct progress_log){0};
+    muse_media_prompt_add_image(&p, vision, &img, false, NULL, 0, &err);
+    st = muse_media_prompt_rows(c, &p, 0, p.n, &err);
+    TEST_CONDF(st == MUSE_OK && l.calls == (int)l.total && l.done == l.total && l.total >= 2,
+               "encode with progress: status %d, %d calls of %llu layers", st, l.calls, (unsigned long long)l.total);
+    muse_media_prompt_free(&p);
+    muse_media_cache_free(c);
+    muse_image_free(&img);
+}
+
 static void test_ids(void) {
     uint8_t key[32];
     for (int i = 0; i < 32; i++) key[i] = (uint8_t)(i * 37 + 11);
@@ -399,6 +440,7 @@ int main(void) {
     test_text();
     test_reuse(c);
     test_cache_bounds();
+    test_progress();
     muse_media_cache_free(c);
     muse_vision_free(vision);
     muse_tokenizer_free(tok);

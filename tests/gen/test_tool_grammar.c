@@ -63,6 +63,9 @@ static int feed(const struct muse_grammar *g, const char *text) {
     return ok;
 }
 
+/* GBNF text -> grammar over the test vocabulary (NULL after printing why). */
+static struct muse_grammar *compile(char *gbnf, struct muse_error *err);
+
 static struct muse_grammar *build(const cJSON *tools, const char *name) {
     char *gbnf = NULL;
     struct muse_error err = {0};
@@ -70,11 +73,16 @@ static struct muse_grammar *build(const cJSON *tools, const char *name) {
         fprintf(stderr, "tool grammar: %s\n", err.msg);
         return NULL;
     }
+    return compile(gbnf, &err);
+}
+
+static struct muse_grammar *compile(char *gbnf, struct muse_error *err0) {
+    struct muse_error *err = err0;
     struct muse_gbnf_token_lookup lk = {find, NULL};
     struct muse_gbnf *pg = NULL;
     struct muse_grammar *g = NULL;
-    if (muse_gbnf_parse(gbnf, strlen(gbnf), NULL, &lk, &pg, &err) != MUSE_OK || muse_grammar_create(pg, &g, &err) != MUSE_OK)
-        fprintf(stderr, "tool grammar does not compile: %s\n%s\n", err.msg, gbnf);
+    if (muse_gbnf_parse(gbnf, strlen(gbnf), NULL, &lk, &pg, err) != MUSE_OK || muse_grammar_create(pg, &g, err) != MUSE_OK)
+        fprintf(stderr, "grammar does not compile: %s\n%s\n", err->msg, gbnf);
     muse_gbnf_free(pg);
     free(gbnf);
     return g;
@@ -108,6 +116,24 @@ int main(void) {
         TEST_COND("named: not another", feed(add, CALL("get_weather", P("city", "P") P("days", "3"))) == 0);
         TEST_COND("text after the call", feed(add, CALL("add", P("a", "1")) "x") == 0);
     }
+    /* a whole chat answer with JSON under a schema (muse_chat_json_grammar) */
+    static const char schema[] = "{\"type\": \"object\", \"properties\": {\"n\": {\"type\": \"integer\"}}, "
+                                 "\"required\": [\"n\"]}";
+    char *jg = NULL;
+    TEST_COND("chat JSON grammar", muse_chat_json_grammar(schema, strlen(schema), &jg, &err) == MUSE_OK && jg);
+    struct muse_grammar *cj = jg ? compile(jg, &err) : NULL;
+    TEST_COND("chat JSON grammar compiles", cj != NULL);
+    if (cj) {
+        TEST_COND("header then JSON", feed(cj, " to=user<|message|>{\"n\": 42}") == 1);
+        TEST_COND("reasoning, header, JSON",
+                  feed(cj, " to=self<|message|>Think.<|eom|><|start|>assistant to=user<|message|>{\"n\": -7}") == 1);
+        TEST_COND("no header: refused", feed(cj, "{\"n\": 42}") == 0);
+        TEST_COND("text instead of JSON", feed(cj, " to=user<|message|>Hello") == 0);
+        TEST_COND("JSON outside the schema", feed(cj, " to=user<|message|>{\"m\": 1}") == 0);
+        TEST_COND("a tool call instead", feed(cj, CALL("add", P("a", "1"))) == 0);
+    }
+    muse_grammar_free(cj);
+    TEST_COND("not JSON", muse_chat_json_grammar("{x", 2, &jg, &err) == MUSE_ERR_FORMAT && !jg);
     char *gbnf = NULL;
     TEST_COND("no such tool", muse_tool_call_grammar(tools, "nope", &gbnf, &err) == MUSE_ERR_INVALID_ARG && !gbnf);
     cJSON *bad = cJSON_Parse("[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"type\": \"object\","

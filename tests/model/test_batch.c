@@ -5,7 +5,9 @@
  * the sequences (attention runs per run of one sequence's rows, KV stores per row), their lengths
  * differ (the SWA ring of window 8 wraps for the longest), then decode steps take one row of each
  * sequence in a shuffled order. Also: a bad sequence id, a wrong position and an oversized batch
- * are refused and evaluate nothing.
+ * are refused and evaluate nothing. The feature rows (muse_context_set_features: layers 0, 2, the
+ * final residual, 2 again) of every batch row equal its solo run's, which equal the rows the
+ * capture hook sees; a bad feature layer is refused, and none set gives none.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -14,6 +16,7 @@
 
 #include "model/model.h"
 #include "synth/synth.h"
+#include "synth_fixture.h"
 #include "test.h"
 
 #define N_SEQ 3
@@ -23,24 +26,80 @@ static const int32_t prompt_len[N_SEQ] = {7, 19, 3};
 
 static int32_t tok(int32_t s, int32_t i, int32_t n_vocab) { return (int32_t)((s * 101 + i * 37 + 5) % (n_vocab - 3)); }
 
-/* Logits of every prompt row, then of each decode step, of sequence s run alone. [rows][n_vocab] */
-static float *solo(struct muse_model *m, struct muse_context_params cp, int32_t s, int32_t n_vocab) {
+#define N_FEAT 4
+static const int32_t feat_layers[N_FEAT] = {0, 2, 4, 2}; /* 4 = n_layer: the final residual */
+static int64_t g_n_embd;
+
+/* The capture hook's rows of layers 0 and 2 (slots 0 and 1 of a feature row) at their positions. */
+struct seen {
+    float *rows; /* [position][N_FEAT * n_embd] */
+};
+static void capture_cb(void *user, int32_t il, const int32_t *pos, int32_t n_tokens, const float *x) {
+    struct seen *c = user;
+    const size_t E = (size_t)g_n_embd;
+    for (int32_t r = 0; r < n_tokens && (il == 0 || il == 2); r++)
+        memcpy(c->rows + (size_t)pos[r] * N_FEAT * E + (il == 0 ? 0 : E), x + r * E, sizeof(float) * E);
+}
+
+/* The feature rows of the last forward into feat + pos0 rows; n the rows expected. */
+static void take_features(struct muse_context *ctx, float *feat, int32_t pos0, int32_t n) {
+    int32_t got = -1;
+    const float *f = muse_context_features(ctx, &got);
+    TEST_CONDF(f && got == n, "feature rows: %d for %d rows", got, n);
+    if (f && got == n) memcpy(feat + (size_t)pos0 * N_FEAT * g_n_embd, f, sizeof(float) * (size_t)n * N_FEAT * g_n_embd);
+}
+
+/* Logits of every prompt row, then of each decode step, of sequence s run alone. [rows][n_vocab];
+ * its feature rows into *feat ([rows][N_FEAT * n_embd]). */
+static float *solo(struct muse_model *m, struct muse_context_params cp, int32_t s, int32_t n_vocab, float **feat) {
     struct muse_context *ctx = NULL;
     struct muse_error err;
+    const int32_t n = prompt_len[s];
+    const size_t F = N_FEAT * (size_t)g_n_embd;
+    struct seen seen = {calloc((size_t)(n + N_STEPS) * F, sizeof(float))};
+    *feat = calloc((size_t)(n + N_STEPS) * F, sizeof(float));
     cp.n_seq_max = 1;
-    if (muse_context_create(m, cp, &ctx, &err) != MUSE_OK) {
+    cp.capture = capture_cb;
+    cp.capture_user = &seen;
+    if (muse_context_create(m, cp, &ctx, &err) != MUSE_OK ||
+        muse_context_set_features(ctx, feat_layers, N_FEAT, &err) != MUSE_OK) {
         TEST_CONDF(false, "solo context: %s", err.msg);
+        muse_context_free(ctx);
+        free(seen.rows);
         return NULL;
     }
-    const int32_t n = prompt_len[s];
     float *out = malloc(sizeof(float) * (size_t)n_vocab * (size_t)(n + N_STEPS));
     int32_t t[64];
     for (int32_t i = 0; i < n + N_STEPS; i++) t[i] = tok(s, i, n_vocab);
     TEST_COND("solo prompt", muse_eval(ctx, t, n, out, 1, &err) == MUSE_OK);
-    for (int32_t k = 0; k < N_STEPS; k++)
+    take_features(ctx, *feat, 0, n);
+    for (int32_t k = 0; k < N_STEPS; k++) {
         TEST_COND("solo step", muse_eval(ctx, t + n + k, 1, out + (size_t)(n + k) * n_vocab, 0, &err) == MUSE_OK);
+        take_features(ctx, *feat, n + k, 1);
+    }
+    const size_t E = (size_t)g_n_embd;
+    for (int32_t i = 0; i < n + N_STEPS; i++) {
+        const float *f = *feat + i * F, *c = seen.rows + i * F;
+        TEST_CONDF(!memcmp(f, c, sizeof(float) * 2 * E) && !memcmp(f + 3 * E, c + E, sizeof(float) * E),
+                   "sequence %d position %d: the feature rows differ from the capture hook's", s, i);
+    }
+    free(seen.rows);
     muse_context_free(ctx);
     return out;
+}
+
+/* Batch rows i of (bs, bpos) against their solo feature rows. */
+static void check_features(struct muse_context *ctx, float *const *ref_feat, const int32_t *bs, const int32_t *bpos,
+                           int32_t n, const char *what) {
+    const size_t F = N_FEAT * (size_t)g_n_embd;
+    int32_t got = -1;
+    const float *f = muse_context_features(ctx, &got);
+    TEST_CONDF(f && got == n, "%s: %d feature rows for %d", what, got, n);
+    for (int32_t i = 0; f && got == n && i < n; i++)
+        if (ref_feat[bs[i]])
+            TEST_CONDF(!memcmp(f + i * F, ref_feat[bs[i]] + (size_t)bpos[i] * F, sizeof(float) * F),
+                       "%s: row %d (sequence %d, position %d): feature rows differ from the solo run", what, i, bs[i],
+                       bpos[i]);
 }
 
 static void run(struct muse_model *m, const char *backend, uint32_t threads) {
@@ -50,8 +109,8 @@ static void run(struct muse_model *m, const char *backend, uint32_t threads) {
     cp.n_batch = 32;
     cp.n_threads = threads;
     cp.backend = backend;
-    float *ref[N_SEQ];
-    for (int32_t s = 0; s < N_SEQ; s++) ref[s] = solo(m, cp, s, n_vocab);
+    float *ref[N_SEQ], *ref_feat[N_SEQ];
+    for (int32_t s = 0; s < N_SEQ; s++) ref[s] = solo(m, cp, s, n_vocab, &ref_feat[s]);
     struct muse_context *ctx = NULL;
     struct muse_error err;
     cp.n_seq_max = N_SEQ;
@@ -59,6 +118,11 @@ static void run(struct muse_model *m, const char *backend, uint32_t threads) {
         TEST_CONDF(false, "batch context: %s", err.msg);
         return;
     }
+    int32_t n_rows = -1, bad_layer[2] = {0, 5};
+    TEST_COND("no features set", muse_context_features(ctx, &n_rows) == NULL && n_rows == 0);
+    TEST_COND("feature layer past n_layer", muse_context_set_features(ctx, bad_layer, 2, &err) == MUSE_ERR_INVALID_ARG);
+    TEST_COND("still none", muse_context_features(ctx, NULL) == NULL);
+    TEST_COND("features", muse_context_set_features(ctx, feat_layers, N_FEAT, &err) == MUSE_OK);
     /* the prompts, interleaved: row by row round the sequences while each has rows left */
     int32_t bt[32], bs[32], bpos[32], n = 0, next[N_SEQ] = {0};
     int8_t want[32];
@@ -73,6 +137,7 @@ static void run(struct muse_model *m, const char *backend, uint32_t threads) {
     float *lg = malloc(sizeof(float) * (size_t)n_vocab * 32);
     struct muse_batch b = {.n_tokens = n, .token = bt, .seq_id = bs, .pos = bpos, .logits = want};
     TEST_COND("batch prompt", muse_decode(ctx, &b, lg, &err) == MUSE_OK);
+    check_features(ctx, ref_feat, bs, bpos, n, "batch prompt");
     for (int32_t i = 0; i < n && ref[bs[i]]; i++)
         TEST_CONDF(!memcmp(lg + (size_t)i * n_vocab, ref[bs[i]] + (size_t)bpos[i] * n_vocab, sizeof(float) * n_vocab),
                    "%s t%u: prompt row %d (sequence %d, position %d) differs from its solo run", backend, threads, i,
@@ -97,6 +162,9 @@ static void run(struct muse_model *m, const char *backend, uint32_t threads) {
         }
         struct muse_batch d = {.n_tokens = N_SEQ, .token = st, .seq_id = ss};
         TEST_COND("batch step", muse_decode(ctx, &d, lg, &err) == MUSE_OK);
+        int32_t sp[N_SEQ];
+        for (int32_t i = 0; i < N_SEQ; i++) sp[i] = prompt_len[ss[i]] + k;
+        check_features(ctx, ref_feat, ss, sp, N_SEQ, "batch step");
         for (int32_t i = 0; i < N_SEQ; i++) {
             const int32_t s = ss[i];
             if (!ref[s]) continue;
@@ -113,32 +181,21 @@ static void run(struct muse_model *m, const char *backend, uint32_t threads) {
     if (ref[1])
         TEST_COND("truncate then step",
                   !memcmp(lg, ref[1] + (size_t)prompt_len[1] * n_vocab, sizeof(float) * n_vocab));
+    TEST_COND("features off", muse_context_set_features(ctx, NULL, 0, &err) == MUSE_OK && !muse_context_features(ctx, NULL));
     free(lg);
-    for (int32_t s = 0; s < N_SEQ; s++) free(ref[s]);
+    for (int32_t s = 0; s < N_SEQ; s++) free(ref[s]), free(ref_feat[s]);
     muse_context_free(ctx);
 }
 
 int main(void) {
-    const char *e = getenv("MUSE_CPU");
-    char mode[96];
-    snprintf(mode, sizeof mode, "%s%sexact", e ? e : "", e && *e ? "," : "");
-    setenv("MUSE_CPU", mode, 1);
+    fixture_exact_kernels();
     char path[128];
-    snprintf(path, sizeof path, "/tmp/muse-test-batch-%d.gguf", (int)getpid());
-    struct muse_error err;
-    struct muse_synth_config cfg;
-    TEST_COND("preset", muse_synth_preset("tiny", &cfg, &err) == MUSE_OK);
-    cfg.n_layer = 4;
-    cfg.n_swa = 8;
-    cfg.values = MUSE_SYNTH_VALUES_CONDITIONED;
-    cfg.n_rules = 0;
-    struct muse_model *m = NULL;
-    if (muse_synth_parse_types("*=q8_0", &cfg, &err) != MUSE_OK || muse_synth_write(&cfg, path, NULL, NULL, &err) != MUSE_OK ||
-        muse_model_load(path, muse_model_default_params(), &m, &err) != MUSE_OK) {
-        TEST_CONDF(false, "model: %s", err.msg);
+    struct muse_model *m = fixture_synth_model("batch", 4, 8, "*=q8_0", path, sizeof path);
+    if (!m) {
         unlink(path);
         return TEST_REPORT();
     }
+    g_n_embd = muse_model_n_embd(m);
     run(m, "ref", 1);
     run(m, "cpu", 1);
     run(m, "cpu", 2);

@@ -155,8 +155,19 @@ static void test_chunking_and_ring(void) {
         TEST_COND("truncate beyond n_past refused", muse_kv_truncate(ctx, NTOK + 1, &err) == MUSE_ERR_INVALID_ARG);
         muse_context_free(ctx);
     }
-    cp.n_ctx = 100000;
-    TEST_COND("n_ctx above context_length refused", muse_context_create(m, cp, &ctx, &err) == MUSE_ERR_INVALID_ARG);
+    /* above the trained context: allowed, as llama.cpp (which warns); positions past it evaluate */
+    cp.n_ctx = 2 * (uint32_t)muse_model_n_ctx_train(m);
+    TEST_COND("n_ctx above context_length allowed", muse_context_create(m, cp, &ctx, &err) == MUSE_OK);
+    if (ctx) {
+        const int32_t n = muse_model_n_ctx_train(m) + 5;
+        int32_t *t = calloc((size_t)n, sizeof *t);
+        for (int32_t i = 0; t && i < n; i++) t[i] = (i * 7 + 3) % 100;
+        TEST_COND("evaluates past the trained context", t && muse_eval(ctx, t, n, NULL, 0, &err) == MUSE_OK);
+        free(t);
+        muse_context_free(ctx);
+    }
+    cp.n_ctx = 1u << 31;
+    TEST_COND("absurd n_ctx refused", muse_context_create(m, cp, &ctx, &err) == MUSE_ERR_INVALID_ARG);
     muse_model_free(m);
     free(a);
     free(b);

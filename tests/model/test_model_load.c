@@ -1,7 +1,8 @@
 /*
  * test_model_load.c - hyperparameters and tensor binding with llama.cpp's rules: both forms of
  * the sliding-window pattern, defaults (softcap 30, freq_base_swa), required keys named in the
- * error, wrong shapes naming tensor / expected / found, missing tensors, other architectures.
+ * error, wrong shapes naming tensor / expected / found, missing tensors, other architectures, a
+ * load cancelled by its progress callback.
  */
 #include <string.h>
 #include <unistd.h>
@@ -185,6 +186,46 @@ static void test_architectures(void) {
                                                     MUSE_ERR_IO && m == NULL);
 }
 
+/* As every progress callback (muse.h): 0 goes on, nonzero cancels. */
+static int count_then_cancel(void *user, uint64_t done, uint64_t total) {
+    int *calls = user;
+    (*calls)++;
+    return done > 0 && total > 0;
+}
+
+static int count_only(void *user, uint64_t done, uint64_t total) {
+    (void)done, (void)total;
+    (*(int *)user)++;
+    return 0;
+}
+
+static void test_cancel(void) {
+    struct fx_spec s = fx_default();
+    if (!fx_write(path, &s)) {
+        TEST_COND("cancel: fixture written", 0);
+        return;
+    }
+    for (int mmap = 0; mmap <= 1; mmap++) { /* populate the mapping, or read the file */
+        struct muse_model_params mp = muse_model_default_params();
+        mp.use_mmap = mmap;
+        mp.populate = 1;
+        int calls = 0;
+        struct muse_model *m = (struct muse_model *)&calls;
+        struct muse_error err = {0};
+        mp.progress = count_then_cancel;
+        mp.progress_user = &calls;
+        muse_status st = muse_model_load(path, mp, &m, &err);
+        TEST_CONDF(st == MUSE_ERR_CANCELLED && m == NULL && calls == 1, "cancelled load (mmap %d): status %d (%s), %d calls",
+                   mmap, st, err.msg, calls);
+        calls = 0;
+        mp.progress = count_only;
+        st = muse_model_load(path, mp, &m, &err);
+        TEST_CONDF(st == MUSE_OK && m && calls >= 1, "load with progress (mmap %d): status %d (%s), %d calls", mmap, st,
+                   err.msg, calls);
+        muse_model_free(m);
+    }
+}
+
 int main(void) {
     snprintf(path, sizeof path, "/tmp/muse-test-model-load-%d.gguf", (int)getpid());
     test_pattern_forms();
@@ -192,6 +233,7 @@ int main(void) {
     test_required_keys();
     test_tensors();
     test_architectures();
+    test_cancel();
     unlink(path);
     return TEST_REPORT();
 }

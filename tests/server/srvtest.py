@@ -154,6 +154,9 @@ SCRIPT = {
         # 37 tokens of reasoning and headers (specials are one token each, text one per byte), then
         # "partial <|eo" (12 tokens): max_tokens 49 cuts inside what could become <|eot|>
         {"match": "cut me", "output": CUT_REPLY},
+        # reasoning, then the answer's header, then the answer: chat logprobs list the answer only
+        {"match": "think first", "output": " to=self<|message|>Let me think.<|eom|><|start|>assistant to=user"
+                                           "<|message|>The answer is 42."},
     ],
 }
 TOOLS = [{"type": "function", "function": {

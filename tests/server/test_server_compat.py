@@ -1,8 +1,8 @@
 """test_server_compat.py - what llama.cpp, OpenAI and Ollama clients expect beyond the basics, on the
 TEST-ONLY scripted engine: OpenAI logprobs/top_logprobs (chat) and logprobs/echo (completions),
 streamed and not, through the official `openai` client; a 400 naming each field muse does not
-honour; llama-server's /props, /slots, /apply-template and /v1/embeddings (501); the Ollama API
-through the official `ollama` client (chat, generate, NDJSON streaming, tags, show, ps, version,
+honour; llama-server's /props, /slots, /apply-template and /v1/embeddings (501: the scripted
+engine computes none); the Ollama API through the official `ollama` client (chat, generate, NDJSON streaming, tags, show, ps, version,
 errors); the request log line of each request."""
 import json
 import math
@@ -41,6 +41,35 @@ def openai_logprobs(cl):
         if ch.choices and ch.choices[0].logprobs and ch.choices[0].logprobs.content:
             entries += ch.choices[0].logprobs.content
     check([e.token for e in entries] == [e.token for e in lp.content], f"streamed chat logprobs: {len(entries)} entries")
+    # the answer's tokens only: not the reasoning, not the channel markup and header (issue 32 item 3)
+    think = [{"role": "user", "content": "think first"}]
+    r = cl.chat.completions.create(model="muse-test", messages=think, logprobs=True, top_logprobs=1)
+    c = r.choices[0]
+    text = "".join(e.token for e in c.logprobs.content)
+    check(c.message.content == "The answer is 42." and text == c.message.content,
+          f"logprobs after reasoning spell the answer only: {text!r} ({c.message.content!r})")
+    entries = []
+    for ch in cl.chat.completions.create(model="muse-test", messages=think, logprobs=True, stream=True):
+        if ch.choices and ch.choices[0].logprobs and ch.choices[0].logprobs.content:
+            entries += ch.choices[0].logprobs.content
+    check("".join(e.token for e in entries) == "The answer is 42.", f"streamed: {[e.token for e in entries]}")
+    r = cl.chat.completions.create(model="muse-test", messages=[{"role": "user", "content": "weather?"}], tools=TOOLS,
+                                   logprobs=True)
+    check(r.choices[0].message.tool_calls and not r.choices[0].logprobs.content,
+          f"a tool call has no answer tokens: {len(r.choices[0].logprobs.content or [])} entries")
+    # a tool call cut off by max_tokens: no markup in the content, finish_reason "length" (issue 32 item 5);
+    # WEATHER_CALL's ATEM block starts after ~60 tokens of reasoning and header
+    weather = [{"role": "user", "content": "weather?"}]
+    for n in (70, 110):
+        r = cl.chat.completions.create(model="muse-test", messages=weather, tools=TOOLS, max_tokens=n,
+                                       tool_choice="required")
+        m = r.choices[0].message
+        check(r.choices[0].finish_reason == "length" and "atem" not in (m.content or "") and not m.tool_calls,
+              f"cut tool call at {n} tokens: {r.choices[0].finish_reason} {m.content!r} {m.tool_calls}")
+        text = "".join((ch.choices[0].delta.content or "") for ch in
+                       cl.chat.completions.create(model="muse-test", messages=weather, tools=TOOLS, max_tokens=n,
+                                                  stream=True) if ch.choices)
+        check("atem" not in text, f"streamed cut tool call at {n} tokens: {text!r}")
     # completions: parallel arrays, text offsets, echo
     r = cl.completions.create(model="muse-test", prompt="hello", max_tokens=6, logprobs=2)
     lp = r.choices[0].logprobs

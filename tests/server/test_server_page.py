@@ -4,7 +4,8 @@ puts reasoning in a collapsed block, shows a tool call, reports cached tokens on
 and its Stop button cancels the generation on the server. Then: Markdown (marked, embedded in the
 binary) with code blocks and their copy buttons and model HTML shown as text, conversations kept
 across a reload (localStorage), the settings panel (system prompt, sampling) in the request, the
-favicon. TEST-ONLY scripted engine."""
+favicon; a failed turn (marked, never resent, Retry / Edit, nothing empty saved), no image button
+without a projector, styled tables, the narrow layout. TEST-ONLY scripted engine."""
 import pathlib
 import shutil
 import time
@@ -60,7 +61,9 @@ def main():
         report("test_server_page.py")
     md = (" to=user<|message|>Here:\n\n```python\nprint(1)\n```\n\n**bold** <img src=x onerror=\"window.pwned=1\">"
           " [bad](javascript:window.pwned=2) [good](https://example.com/)")
-    script = dict(SCRIPT, token_delay_ms=25, rules=[{"match": "markdown please", "output": md}] + SCRIPT["rules"])
+    table = " to=user<|message|>| name | n |\n|---|---|\n| a | 1 |\n| b | 2 |\n"
+    script = dict(SCRIPT, token_delay_ms=25, rules=[{"match": "markdown please", "output": md},
+                                                    {"match": "table please", "output": table}] + SCRIPT["rules"])
     with Server(script, "--parallel", "1") as srv:
         drv = browser()
         try:
@@ -174,6 +177,64 @@ def main():
             drv.refresh()
             check(drv.find_element(By.ID, "system").get_attribute("value") == "Answer in French." and
                   drv.find_element(By.ID, "temperature").get_attribute("value") == "0.3", "settings kept across reloads")
+
+            # 9. a failed turn (issue 32 item 1): marked, never sent again, Retry and Edit; after a reload no
+            # empty answer comes back; an old page's empty answers are dropped; no image button without a
+            # projector; tables styled; the narrow layout
+            check(not drv.find_element(By.ID, "attach").is_displayed(), "no image button without a projector")
+            drv.find_element(By.ID, "clear").click()
+            top_p = "const t = document.getElementById('top-p'); t.value = arguments[0];" \
+                    " t.dispatchEvent(new Event('change'));"
+            hook = ("window._bodies = []; const f = window.fetch; window.fetch = (u, o) => {"
+                    " if (o && o.body) window._bodies.push(JSON.parse(o.body)); return f(u, o); };")
+            drv.execute_script(hook)
+            drv.execute_script(top_p, "2")  # out of range: the server answers 400
+            send(drv, "this one fails")
+            note = wait_for(lambda: drv.find_elements(By.CSS_SELECTOR, ".msg.user.failed .failed-note") and
+                            drv.find_element(By.CSS_SELECTOR, ".msg.user.failed .failed-note").text, "failed turn")
+            check(note and "top_p" in note, f"the failed turn says why: {note!r}")
+            check(not drv.find_elements(By.CSS_SELECTOR, ".msg.assistant"), "no empty answer bubble for it")
+            drv.execute_script(top_p, "0.95")
+            send(drv, "after the failure")
+            wait_for(lambda: len(drv.find_elements(By.CSS_SELECTOR, ".msg.assistant .stats")) == 1, "answer after failure")
+            b = drv.execute_script("return window._bodies")[-1]
+            sent = [m.get("content") for m in b.get("messages", [])]
+            check("this one fails" not in sent and "after the failure" in sent, f"the failed message is not resent: {sent}")
+            drv.refresh()
+            wait_for(lambda: drv.find_elements(By.CSS_SELECTOR, ".msg.user.failed"), "failed turn after reload")
+            check(len(drv.find_elements(By.CSS_SELECTOR, ".msg.assistant")) == 1 and
+                  all(e.text for e in drv.find_elements(By.CSS_SELECTOR, ".msg.assistant .content")),
+                  "after a reload: the one real answer, no empty bubble")
+            drv.execute_script(hook)
+            drv.find_element(By.CSS_SELECTOR, ".msg.user.failed button.retry").click()
+            wait_for(lambda: len(drv.find_elements(By.CSS_SELECTOR, ".msg.assistant")) == 2 and
+                     last_assistant(drv).find_elements(By.CSS_SELECTOR, ".stats"), "retried turn")
+            check(not drv.find_elements(By.CSS_SELECTOR, ".msg.user.failed") and
+                  "You said: this one fails" in last_assistant(drv).text, "Retry sends it again and it is answered")
+            b = drv.execute_script("return window._bodies")[-1]
+            check([m["content"] for m in b["messages"] if m["role"] == "user"] == ["after the failure", "this one fails"],
+                  f"the retried request: {b['messages']}")
+            # an older page saved failed turns as empty answers: they are dropped on load
+            drv.execute_script("const cs = JSON.parse(localStorage.getItem('muse-conversations'));"
+                               " cs[0].messages.push({role: 'user', content: 'old'}, {role: 'assistant', content: ''});"
+                               " localStorage.setItem('muse-conversations', JSON.stringify(cs));")
+            drv.refresh()
+            wait_for(lambda: len(drv.find_elements(By.CSS_SELECTOR, ".msg.user")) == 3, "reloaded old conversation")
+            check(len(drv.find_elements(By.CSS_SELECTOR, ".msg.assistant")) == 2, "the old empty answer is not shown")
+            drv.execute_script(hook)
+            send(drv, "table please")
+            cell = wait_for(lambda: last_assistant(drv).find_elements(By.CSS_SELECTOR, ".stats") and
+                            last_assistant(drv).find_elements(By.CSS_SELECTOR, ".content table th"), "a table")
+            th = cell[0] if cell else None
+            check(th is not None and th.value_of_css_property("border-top-style") == "solid", "tables have borders")
+            b = drv.execute_script("return window._bodies")[-1]
+            check(all(m.get("content") for m in b["messages"] if m["role"] == "assistant"),
+                  "no empty assistant message is sent")
+            drv.set_window_size(420, 900)
+            side, main = drv.find_element(By.ID, "side"), drv.find_element(By.ID, "main")
+            check(side.rect["y"] + side.rect["height"] <= main.rect["y"] + 1 and main.rect["width"] <= 420,
+                  f"narrow screen: the list above the chat ({side.rect}, {main.rect})")
+            drv.set_window_size(1200, 900)
 
             # 8. favicon, and marked served from the binary
             icon = drv.find_element(By.CSS_SELECTOR, "link[rel=icon]").get_attribute("href")

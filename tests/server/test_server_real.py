@@ -2,9 +2,14 @@
 sliding window 8): the real tokenizer, chat template, forward and sampler behind the server.
 Prompt-cache reuse must not change greedy output: a warm slot (prefix kept, rewound through the
 sliding-window checkpoint, or restarted) gives the same tokens as a cold one. With --batch-size 32
-the rings hold 8 + 32 rows, so a rewind of more than ~33 positions needs the checkpoint."""
+the rings hold 8 + 32 rows, so a rewind of more than ~33 positions needs the checkpoint. The
+embeddings endpoints (OpenAI, llama.cpp, Ollama) against `muse embed`."""
+import base64
+import json
+import math
 import os
 import pathlib
+import struct
 import subprocess
 import tempfile
 import time
@@ -12,7 +17,8 @@ import time
 from srvtest import MUSE, check, ensure_venv, report
 import srvtest
 
-ensure_venv(["openai"])
+ensure_venv(["openai", "ollama"])
+import ollama  # noqa: E402
 import openai  # noqa: E402
 
 
@@ -146,8 +152,78 @@ def main():
                                                           "function": {"name": "get_weather", "arguments": "{not json"}}])]
         st, _, js = srv.request("POST", "/v1/chat/completions", {"messages": bad, "tools": TOOLS}, timeout=120)
         check(st == 400 and "error" in js, f"unparsable tool-call arguments: 400 ({st})")
+        # embeddings (pooling last, the default for a file without pooling_type): the openai client,
+        # base64, token-id input, Ollama's two endpoints, the CLI's vectors, the refusals
+        def f32(v):  # JSON numbers read back as the float32 the server wrote
+            return [struct.unpack("<f", struct.pack("<f", x))[0] for x in v]
+
+        e = cl.embeddings.create(model="m", input=["hello world", "the cat sat"])
+        vecs = [d.embedding for d in e.data]
+        check(len(vecs) == 2 and len(vecs[0]) == 256 and vecs[0] != vecs[1], f"two vectors of n_embd: {len(vecs)}")
+        check(all(abs(math.sqrt(sum(x * x for x in v)) - 1) < 1e-5 for v in vecs), "unit length")
+        check(e.usage.prompt_tokens == e.usage.total_tokens > 4, f"usage {e.usage}")
+        cli = json.loads(subprocess.run([MUSE, "embed", "-m", model, "-p", "hello world", "--pooling", "last"],
+                                        check=True, capture_output=True, text=True).stdout)["data"][0]["embedding"]
+        check(max(abs(a - b) for a, b in zip(cli, vecs[0])) < 1e-6, "the server's vector is muse embed's")
+        st, _, js = srv.request("POST", "/v1/embeddings", {"input": "hello world", "encoding_format": "base64"})
+        raw = struct.unpack("<256f", base64.b64decode(js["data"][0]["embedding"]))
+        check(st == 200 and max(abs(a - b) for a, b in zip(raw, vecs[0])) == 0, "base64: the same little-endian floats")
+        _, _, tk = srv.request("POST", "/tokenize", {"content": "hello world", "add_special": True})
+        st, _, js = srv.request("POST", "/v1/embeddings", {"input": [tk["tokens"]]})
+        check(st == 200 and f32(js["data"][0]["embedding"]) == vecs[0], "token ids in, the same vector")
+        st, _, js = srv.request("POST", "/api/embed", {"model": "m", "input": ["hello world"]})
+        check(st == 200 and f32(js["embeddings"][0]) == vecs[0] and js["prompt_eval_count"] == len(tk["tokens"]),
+              f"/api/embed: {st} {str(js)[:120]}")
+        oe = ollama.Client(host=srv.base).embed(model="m", input="hello world")
+        check(f32(oe.embeddings[0]) == vecs[0], "the ollama client's embed: the same vector")
+        st, _, js = srv.request("POST", "/api/embeddings", {"model": "m", "prompt": "hello world"})
+        n = math.sqrt(sum(x * x for x in js["embedding"]))
+        check(st == 200 and abs(n - 1) > 1e-3 and all(abs(a / n - b) < 1e-6 for a, b in zip(js["embedding"], vecs[0])),
+              "/api/embeddings: the same direction, not normalized (as Ollama)")
+        for body, what in (({"input": "x", "dimensions": 8}, "dimensions"), ({"input": ""}, "input"),
+                           ({"input": [[1, 10 ** 9]]}, "input"), ({"input": "x", "encoding_format": "int8"}, "encoding_format"),
+                           ({"input": "x " * 3000}, "context")):
+            st, _, js = srv.request("POST", "/v1/embeddings", body, timeout=120)
+            check(st == 400 and "error" in js, f"refused ({what}): {st} {str(js)[:160]}")
+        # response_format json_schema on a random-weight model at temperature 1: valid JSON every time
+        # (the whole answer is constrained, not only what follows a header the model may never write)
+        schema = {"type": "object", "properties": {"n": {"type": "integer"}, "mood": {"enum": ["happy", "sad"]}},
+                  "required": ["n", "mood"]}
+        rf = {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}
+        valid = 0
+        for k in range(12):
+            r = cl.chat.completions.create(model="m", messages=[{"role": "user", "content": f"Say something {k}."}],
+                                           response_format=rf, temperature=1.0, seed=100 + k, max_tokens=1600)
+            try:
+                js = json.loads(r.choices[0].message.content or "")
+                valid += isinstance(js, dict) and set(js) == {"n", "mood"} and isinstance(js["n"], int) and \
+                    js["mood"] in ("happy", "sad")
+            except ValueError:
+                pass
+        check(valid == 12, f"json_schema at temperature 1 on a random model: {valid} of 12 valid")
+        st, _, js = srv.request("POST", "/api/chat", {"model": "m", "stream": False, "format": schema,
+                                                      "messages": [{"role": "user", "content": "Hi"}],
+                                                      "options": {"temperature": 1.0, "seed": 7, "num_predict": 1600}},
+                                timeout=300)
+        check(st == 200 and set(json.loads(js["message"]["content"])) == {"n", "mood"}, f"ollama format: {st} {str(js)[:200]}")
+        # a chat longer than the slot (2048): the oldest turns go, the system message and the last user
+        # message stay (issue 32 item 2); a system message alone too long is still a 400
+        long_turns = [{"role": "system", "content": "You are terse."}]
+        for k in range(40):
+            long_turns += [{"role": "user", "content": f"Question {k}: " + "words and more words " * 12},
+                           {"role": "assistant", "content": f"Answer {k}: " + "fine and more fine " * 12}]
+        long_turns.append({"role": "user", "content": "The last question?"})
+        st, _, js = srv.request("POST", "/v1/chat/completions", {"messages": long_turns, "max_tokens": 4}, timeout=120)
+        check(st == 200 and js["usage"]["prompt_tokens"] + 4 <= 2048, f"a long chat shifts: {st} {str(js)[:200]}")
+        check("context shift:" in srv.logtext() and "oldest messages dropped" in srv.logtext(), "the log line says so")
+        big_system = [{"role": "system", "content": "rules " * 3000}, {"role": "user", "content": "hi"}]
+        st, _, js = srv.request("POST", "/v1/chat/completions", {"messages": big_system, "max_tokens": 4}, timeout=120)
+        check(st == 400 and "context-shift" in js["error"]["message"], f"an oversized system message: {st} {str(js)[:200]}")
         m = srv.metrics()
         check(m["muse_prompt_tokens_cached_total"] > 0 and m["muse_decode_tokens_per_second"] > 0, "real metrics")
+    with RealServer(model, "--parallel", "1", "--ctx-size", "2048", "--no-context-shift") as srv:
+        st, _, js = srv.request("POST", "/v1/chat/completions", {"messages": long_turns, "max_tokens": 4}, timeout=120)
+        check(st == 400, f"--no-context-shift: a long chat is a 400 ({st})")
     tmp.cleanup()
     report("test_server_real.py")
 

@@ -1,6 +1,8 @@
 /*
- * test_spec.c - the speculative loop (src/speculative/spec.c) is lossless: what it emits is what
- * plain decoding emits, token for token, whatever the drafter proposes and the governor decides.
+ * test_spec.c - speculative decoding (src/speculative/spec.c, plugged into the generation loop of
+ * src/gen/generate.c) is lossless: what it emits is what plain decoding emits, token for token,
+ * whatever the drafter proposes and the governor decides; the loop without a drafter is plain
+ * decoding.
  *
  * The reference is an independent plain loop (muse_eval one token at a time on a context of its
  * own, the sampler as `muse run` always used it). Drafters, on a synthetic target (4 layers, width
@@ -27,6 +29,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "gen/generate.h"
 #include "gen/sampler.h"
 #include "gen/session.h"
 #include "speculative/drafter.h"
@@ -174,49 +177,52 @@ struct run_cfg {
     struct muse_spec_params params;
 };
 
-/* Generate through spec.c (drafter may be NULL); checks the position invariants after every step.
- * Returns tokens generated, -1 on error. */
+/* Generate through the loop, spec.c plugged in when there is a drafter (d may be NULL); checks the
+ * position invariants after every step. Returns tokens generated, -1 on error. */
 static int spec_generate(struct muse_model *m, struct muse_drafter *d, const int32_t *prompt, int n, const struct run_cfg *rc,
                          int32_t *out, struct muse_spec_stats *stats) {
     struct muse_context *ctx = new_ctx(m, rc->n_ctx);
     struct muse_session *ses = NULL;
+    struct muse_gen *g = NULL;
     struct muse_spec *sp = NULL;
     struct muse_sampler *smp = NULL;
     struct muse_error err;
     int n_gen = -1;
     struct muse_session_params ps = {.n_checkpoints = 0};
-    if (!ctx || muse_session_create(ctx, ps, &ses, &err) || muse_spec_create(ses, d, rc->params, &sp, &err) ||
+    if (!ctx || muse_session_create(ctx, ps, &ses, &err) || muse_gen_create(ses, &g, &err) ||
+        (d && muse_spec_create(g, d, rc->params, &sp, &err)) ||
         muse_sampler_create(rc->spp, muse_model_n_vocab(m), &smp, &err)) {
         fprintf(stderr, "spec setup: %s\n", err.msg);
         goto done;
     }
     for (int i = 0; i < n; i++) muse_sampler_accept(smp, prompt[i]);
-    if (muse_spec_eval(sp, prompt, n, &err)) goto done;
-    muse_spec_begin(sp, smp);
+    if (muse_gen_eval(g, prompt, n, &err)) goto done;
+    muse_gen_begin(g, smp);
     n_gen = 0;
     bool inv = true;
     while (n_gen < rc->max) {
         int32_t t;
-        if (muse_spec_sample(sp, &t, NULL, &err)) {
+        if (muse_gen_sample(g, &t, NULL, &err)) {
             n_gen = -1;
             break;
         }
-        inv = inv && muse_spec_n_past(sp) == n + n_gen;
+        inv = inv && muse_gen_n_past(g) == n + n_gen;
         out[n_gen++] = t;
-        if (muse_model_token_is_stop(m, t) || n_gen == rc->max || muse_spec_n_past(sp) >= rc->n_ctx) break;
-        if (muse_spec_advance(sp, t, rc->max - n_gen, &err)) {
+        if (muse_model_token_is_stop(m, t) || n_gen == rc->max || muse_gen_n_past(g) >= rc->n_ctx) break;
+        if (muse_gen_advance(g, t, rc->max - n_gen, &err)) {
             fprintf(stderr, "advance: %s\n", err.msg);
             n_gen = -1;
             break;
         }
-        const struct muse_draft_ctx *dc = muse_spec_draft_ctx(sp);
+        const struct muse_draft_ctx *dc = sp ? muse_spec_draft_ctx(sp) : NULL;
         if (dc) inv = inv && muse_draft_n_past(dc) + muse_spec_n_pending(sp) == muse_session_n_past(ses);
         inv = inv && muse_session_n_past(ses) == muse_context_n_past(ctx);
     }
     TEST_COND("positions: ring + pending == session, spec n_past == emitted", inv);
-    if (stats) *stats = muse_spec_stats(sp);
+    if (stats && sp) *stats = muse_spec_stats(sp);
 done:
     muse_spec_free(sp);
+    muse_gen_free(g);
     muse_session_free(ses);
     muse_sampler_free(smp);
     muse_context_free(ctx);
@@ -404,21 +410,21 @@ static void test_cuts(struct muse_model *stop_model, struct muse_drafter *stop_c
  * reuse equal those of a cold engine on the same prompt (the ring was rolled back or restored
  * exactly), and the output equals plain decoding; a ring that cannot follow restarts (output still
  * plain's). */
-static int converse_turn(struct muse_spec *sp, struct muse_model *m, const int32_t *prompt, int n, int max, int32_t *out,
+static int converse_turn(struct muse_gen *g, struct muse_model *m, const int32_t *prompt, int n, int max, int32_t *out,
                          struct muse_session_keep *keep) {
     struct muse_error err;
     struct muse_sampler *smp = NULL;
     if (muse_sampler_create(muse_sampler_default_params(), muse_model_n_vocab(m), &smp, &err)) return -1;
-    *keep = muse_spec_reuse(sp, prompt, n);
+    *keep = muse_gen_reuse(g, prompt, n);
     int n_gen = -1;
-    if (muse_spec_eval(sp, prompt + keep->n_kept, n - keep->n_kept, &err) || muse_spec_checkpoint(sp, &err)) goto done;
-    muse_spec_begin(sp, smp);
+    if (muse_gen_eval(g, prompt + keep->n_kept, n - keep->n_kept, &err) || muse_gen_checkpoint(g, &err)) goto done;
+    muse_gen_begin(g, smp);
     n_gen = 0;
     while (n_gen < max) {
         int32_t t;
-        if (muse_spec_sample(sp, &t, NULL, &err)) break;
+        if (muse_gen_sample(g, &t, NULL, &err)) break;
         out[n_gen++] = t;
-        if (n_gen == max || muse_spec_advance(sp, t, max - n_gen, &err)) break;
+        if (n_gen == max || muse_gen_advance(g, t, max - n_gen, &err)) break;
     }
 done:
     muse_sampler_free(smp);
@@ -433,6 +439,7 @@ struct conv {
     struct muse_drafter *d;
     struct muse_context *ctx;
     struct muse_session *ses;
+    struct muse_gen *g;
     struct muse_spec *sp;
     struct muse_spec_params p;
     struct script warm, cold;
@@ -458,10 +465,11 @@ static int conv_turn(struct conv *c, const int32_t *conv, int n, int max, int32_
     struct muse_error err;
     struct muse_session_keep keep;
     c->warm.n_steps = 0;
-    const int ng = converse_turn(c->sp, c->m, conv, n, max, out, &keep);
+    const int ng = converse_turn(c->g, c->m, conv, n, max, out, &keep);
     *kind = keep.kind;
     struct muse_context *c2 = conv_ctx(c);
     struct muse_session *s2 = NULL;
+    struct muse_gen *g2 = NULL;
     struct muse_spec *sp2 = NULL;
     struct muse_spec_params p2 = c->p;
     p2.hook_user = &c->cold;
@@ -469,8 +477,9 @@ static int conv_turn(struct conv *c, const int32_t *conv, int n, int max, int32_
     int32_t ref[128];
     int nr = -1;
     struct muse_session_keep k2;
-    if (c2 && !muse_session_create(c2, muse_session_default_params(), &s2, &err) && !muse_spec_create(s2, c->d, p2, &sp2, &err))
-        nr = converse_turn(sp2, c->m, conv, n, max, ref, &k2);
+    if (c2 && !muse_session_create(c2, muse_session_default_params(), &s2, &err) && !muse_gen_create(s2, &g2, &err) &&
+        !muse_spec_create(g2, c->d, p2, &sp2, &err))
+        nr = converse_turn(g2, c->m, conv, n, max, ref, &k2);
     bool same_drafts = c->warm.n_steps == c->cold.n_steps;
     for (int i = 0; same_drafts && i < c->warm.n_steps && i < 512; i++)
         same_drafts = c->warm.seen_k[i] == c->cold.seen_k[i] && c->warm.seen_pos[i] == c->cold.seen_pos[i] &&
@@ -479,6 +488,7 @@ static int conv_turn(struct conv *c, const int32_t *conv, int n, int max, int32_
     if (strstr(what, "restart")) TEST_CONDF(!same_drafts, "%s: a restarted ring drafts differently at first", what);
     else TEST_CONDF(same_drafts && c->warm.n_steps > 3, "%s: drafts == a cold engine's (%d steps)", what, c->warm.n_steps);
     muse_spec_free(sp2);
+    muse_gen_free(g2);
     muse_session_free(s2);
     muse_context_free(c2);
     return ng;
@@ -498,7 +508,7 @@ static void test_reuse(struct muse_model *m, struct muse_drafter *d) {
         c.swa_full = variant;
         c.ctx = conv_ctx(&c);
         if (!c.ctx || muse_session_create(c.ctx, muse_session_default_params(), &c.ses, &err) ||
-            muse_spec_create(c.ses, d, c.p, &c.sp, &err)) {
+            muse_gen_create(c.ses, &c.g, &err) || muse_spec_create(c.g, d, c.p, &c.sp, &err)) {
             TEST_COND("reuse setup", false);
             goto next;
         }
@@ -536,9 +546,10 @@ static void test_reuse(struct muse_model *m, struct muse_drafter *d) {
         (void)ng;
     next:
         muse_spec_free(c.sp);
+        muse_gen_free(c.g);
         muse_session_free(c.ses);
         muse_context_free(c.ctx);
-        c.sp = NULL, c.ses = NULL, c.ctx = NULL;
+        c.sp = NULL, c.g = NULL, c.ses = NULL, c.ctx = NULL;
     }
 }
 
@@ -592,6 +603,7 @@ static void governed(struct muse_model *m, struct muse_drafter *d, int64_t spec_
     struct muse_error err;
     struct muse_context *ctx = new_ctx(m, N_CTX);
     struct muse_session *ses = NULL;
+    struct muse_gen *g = NULL;
     struct muse_spec *sp = NULL;
     struct muse_sampler *smp = NULL;
     struct cost_clock cc = {.sp = &sp, .spec_cost = spec_cost, .plain_cost = 1000000, .shadow_cost = 500000};
@@ -604,16 +616,17 @@ static void governed(struct muse_model *m, struct muse_drafter *d, int64_t spec_
     make_prompt(prompt, 20, 2024); /* then 20 tokens of its greedy text: the copier has history from the start */
     plain_generate(m, prompt, 20, muse_sampler_default_params(), 20, N_CTX, prompt + 20);
     memset(st, 0, sizeof *st);
-    if (!ctx || muse_session_create(ctx, ps, &ses, &err) || muse_spec_create(ses, d, p, &sp, &err) ||
+    if (!ctx || muse_session_create(ctx, ps, &ses, &err) || muse_gen_create(ses, &g, &err) ||
+        muse_spec_create(g, d, p, &sp, &err) ||
         muse_sampler_create(muse_sampler_default_params(), muse_model_n_vocab(m), &smp, &err) ||
-        muse_spec_eval(sp, prompt, 40, &err)) {
+        muse_gen_eval(g, prompt, 40, &err)) {
         TEST_COND("governed setup", false);
         goto done;
     }
-    muse_spec_begin(sp, smp);
+    muse_gen_begin(g, smp);
     for (int i = 0; i < n; i++) {
         int32_t t;
-        if (muse_spec_sample(sp, &t, NULL, &err) || (i + 1 < n && muse_spec_advance(sp, t, n - i - 1, &err))) break;
+        if (muse_gen_sample(g, &t, NULL, &err) || (i + 1 < n && muse_gen_advance(g, t, n - i - 1, &err))) break;
     }
     *st = muse_spec_stats(sp);
     *parked = muse_spec_governor(sp)->n_parked_steps;
@@ -621,6 +634,7 @@ static void governed(struct muse_model *m, struct muse_drafter *d, int64_t spec_
 done:
     muse_sampler_free(smp);
     muse_spec_free(sp);
+    muse_gen_free(g);
     muse_session_free(ses);
     muse_context_free(ctx);
 }
@@ -653,29 +667,32 @@ static void test_governed(struct muse_model *m, struct muse_drafter *copier, str
     TEST_CONDF(time < 199 * 1000000LL / 2, "and the scripted time is under half of plain's (%.1f of 199 steps)", (double)time / 1e6);
 }
 
-/* Errors: a sample with nothing to sample from, an advance with a token that was not sampled. */
+/* Errors: a sample with nothing to sample from, an advance with a token that was not sampled; with
+ * and without a drafter (d NULL). */
 static void test_misuse(struct muse_model *m, struct muse_drafter *d) {
     struct muse_error err;
     struct muse_context *ctx = new_ctx(m, N_CTX);
     struct muse_session *ses = NULL;
+    struct muse_gen *g = NULL;
     struct muse_spec *sp = NULL;
     struct muse_sampler *smp = NULL;
-    if (!ctx || muse_session_create(ctx, muse_session_default_params(), &ses, &err) ||
-        muse_spec_create(ses, d, muse_spec_default_params(), &sp, &err) ||
+    if (!ctx || muse_session_create(ctx, muse_session_default_params(), &ses, &err) || muse_gen_create(ses, &g, &err) ||
+        (d && muse_spec_create(g, d, muse_spec_default_params(), &sp, &err)) ||
         muse_sampler_create(muse_sampler_default_params(), muse_model_n_vocab(m), &smp, &err)) {
         TEST_COND("misuse setup", false);
         goto done;
     }
     int32_t t, prompt[4] = {1, 2, 3, 4};
-    muse_spec_begin(sp, smp);
-    TEST_COND("sample before any eval", muse_spec_sample(sp, &t, NULL, &err) == MUSE_ERR_INTERNAL);
-    TEST_COND("eval", muse_spec_eval(sp, prompt, 4, &err) == MUSE_OK);
-    TEST_COND("sample", muse_spec_sample(sp, &t, NULL, &err) == MUSE_OK);
-    TEST_COND("advance with another token", muse_spec_advance(sp, t + 1, 10, &err) == MUSE_ERR_INVALID_ARG);
-    TEST_COND("advance", muse_spec_advance(sp, t, 10, &err) == MUSE_OK);
+    muse_gen_begin(g, smp);
+    TEST_COND("sample before any eval", muse_gen_sample(g, &t, NULL, &err) == MUSE_ERR_INTERNAL);
+    TEST_COND("eval", muse_gen_eval(g, prompt, 4, &err) == MUSE_OK);
+    TEST_COND("sample", muse_gen_sample(g, &t, NULL, &err) == MUSE_OK);
+    TEST_COND("advance with another token", muse_gen_advance(g, t + 1, 10, &err) == MUSE_ERR_INVALID_ARG);
+    TEST_COND("advance", muse_gen_advance(g, t, 10, &err) == MUSE_OK);
 done:
     muse_sampler_free(smp);
     muse_spec_free(sp);
+    muse_gen_free(g);
     muse_session_free(ses);
     muse_context_free(ctx);
 }
@@ -711,6 +728,9 @@ int main(void) {
         for (int bi = 0; bi < (getenv("MUSE_SANITIZER") ? 1 : 2); bi++) {
             g_backend = backends[bi];
             char tag[64];
+            struct muse_spec_stats none = {0};
+            snprintf(tag, sizeof tag, "%s the loop without a drafter", g_backend);
+            lossless(m, NULL, tag, muse_spec_default_params(), &none);
             snprintf(tag, sizeof tag, "%s noise 0", g_backend);
             test_drafters(m, dcopy, drand, tag);
             g_threads = 1;
@@ -723,6 +743,7 @@ int main(void) {
             test_reuse(m2, dcopy2);
             test_restart(m2, dcopy2);
             test_misuse(m2, dcopy2);
+            test_misuse(m2, NULL);
             test_governed(m, dcopy, drand);
         }
     }

@@ -563,9 +563,9 @@ static void check_file(const char *path, const struct muse_synth_config *cfg, co
     muse_gguf_free(g);
 }
 
-static bool cancel_at_half(uint64_t done, uint64_t total, void *user) {
+static int cancel_at_half(void *user, uint64_t done, uint64_t total) {
     (void)user;
-    return done * 2 < total;
+    return done * 2 >= total;
 }
 
 static bool files_equal(const char *a, const char *b) {

@@ -83,6 +83,8 @@ static void run_one(const struct expect *e, const cJSON *tools, size_t chunk) {
         TEST_CONDF(!strcmp(c.args[i], e->call_args[i]), "%s: call %d args %s, want %s", e->name, i, c.args[i], e->call_args[i]);
     }
     TEST_CONDF(muse_output_parser_turn_ended(p) == e->ended, "%s: turn_ended %d", e->name, muse_output_parser_turn_ended(p));
+    const bool cut = strstr(e->name, "tool call cut") != NULL;
+    TEST_CONDF(muse_output_parser_cut_tool_call(p) == cut, "%s: cut_tool_call %d", e->name, muse_output_parser_cut_tool_call(p));
     muse_output_parser_free(p);
 }
 
@@ -125,10 +127,18 @@ static const struct expect cases[] = {
      "one two", "three", 0, {0}, {0}, true},
     {"text that only looks like markers", " to=user<|message|>a <| b |> <|eomx to= c<|eot|>", "", "a <| b |> <|eomx to= c", 0, {0}, {0}, true},
     {"answer ending in <|end_of_text|>", " to=user<|message|>bye<|end_of_text|>", "", "bye", 0, {0}, {0}, true},
-    /* a tool call cut by max_tokens degrades to content (its text is not lost) */
+    /* a tool call cut by max_tokens is dropped: never markup in the content (issue 32 item 5) */
     {"tool call cut by max_tokens",
      " to=get_weather<|message|><atem:function_calls>\n<atem:invoke name=\"get_weather\">\n<atem:param",
-     "", "<atem:function_calls>\n<atem:invoke name=\"get_weather\">\n<atem:param", 0, {0}, {0}, false},
+     "", "", 0, {0}, {0}, false},
+    {"headerless tool call cut by max_tokens", "<atem:function_calls>\n<atem:invoke name=\"get_weather\">", "", "", 0,
+     {0}, {0}, false},
+    {"answer, then a tool call cut by max_tokens",
+     " to=user<|message|>Checking.<|eom|><|start|>assistant to=get_weather<|message|><atem:function_calls>\n<atem:inv",
+     "", "Checking.", 0, {0}, {0}, false},
+    /* complete but for its end marker (a stop string, max_tokens right after it): still a call */
+    {"tool call without its end marker", " to=get_weather<|message|>" ATEM1("get_weather", PARAM("city", "Paris")), "", "",
+     1, {"get_weather"}, {"{\"city\":\"Paris\"}"}, false},
     /* streaming must decide headers exactly as batch does (found by fuzz_output_parser): */
     /* a header with a trailing word that starts with 't' after the recipient */
     {"header with a trailing t-word", " to=self tail<|message|>thought<|eom|><|start|>assistant to=user<|message|>ok<|eot|>",

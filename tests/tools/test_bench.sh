@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `muse bench`: the llama-bench JSON records (field names, counts, positive rates, samples per
-# repeat, depth), the markdown table, comma lists (-p -n -t -b), -o jsonl|csv, and the usage errors.
+# repeat, depth), the markdown table, comma lists (-p -n -t -b), -o jsonl|csv, --parallel (records
+# per NPL, aggregate rates: NPL x tokens / seconds), and the usage errors.
 set -euo pipefail
 MUSE="${MUSE:-build/muse}"
 SHARED="${MUSE_SHARED:-../shared}"
@@ -64,6 +65,23 @@ print("csv ok")
 PY
 "$MUSE" bench -m "$MODEL" -p 8 -n 0 -r 1 -o md -b 4,8 > "$tmp/b2.md"
 grep -q '^| model | size | params | backend | threads | n_batch | test | t/s |' "$tmp/b2.md" || { echo "no n_batch column"; fail=1; }
+# --parallel: llama-batched-bench's aggregate rate, a record per NPL with n_parallel; -b 4 splits
+# the prompts of 3 sequences (and a tg step of 3 rows fits)
+"$MUSE" bench -m "$MODEL" -p 6 -n 3 -d 2 -np 1,3 -b 4 -r 2 -t 2 -o jsonl > "$tmp/p.jsonl"
+python3 - "$tmp/p.jsonl" <<'PY' || fail=1
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+got = [(r["n_parallel"], r["test"]) for r in recs]
+assert got == [(1, "pp6 @ d2"), (1, "tg3 @ d2"), (3, "pp6 @ d2"), (3, "tg3 @ d2")], got
+for r in recs:
+    n = (r["n_prompt"] or r["n_gen"]) * r["n_parallel"]
+    for ts, ns in zip(r["samples_ts"], r["samples_ns"]):
+        assert ts > 0 and abs(ts - n / (ns * 1e-9)) <= 1e-3 * ts, (r["test"], ts, ns)
+print("parallel ok")
+PY
+"$MUSE" bench -m "$MODEL" -p 4 -n 0 -np 2 -r 1 > "$tmp/np.md"
+grep -q '^| model | size | params | backend | threads | npl | test | t/s |' "$tmp/np.md" || { echo "no npl column"; fail=1; }
+if "$MUSE" bench -m "$MODEL" -np 0 > /dev/null 2>&1; then echo "-np 0 accepted"; fail=1; fi
 if "$MUSE" bench -m "$MODEL" -o xml > /dev/null 2>&1; then echo "-o xml accepted"; fail=1; fi
 if "$MUSE" bench -m "$MODEL" -p 8,,16 > /dev/null 2>&1; then echo "empty list item accepted"; fail=1; fi
 if "$MUSE" bench -m "$MODEL" -t 1,999 > /dev/null 2>&1; then echo "-t 999 accepted"; fail=1; fi

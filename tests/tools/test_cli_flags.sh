@@ -3,7 +3,7 @@
 # one error line with a --help hint (never the whole usage), one "muse CMD:" prefix, the file
 # named once, ranges checked with the allowed range in the message, - for standard input,
 # `muse help CMD`, `muse info -m`, the version with its commit, serve failing before it listens,
-# and the default context (the model's, capped by the memory available).
+# the default context (the model's, capped by the memory available), and -c above it (a warning).
 set -uo pipefail
 MUSE="${MUSE:-build/muse}"
 tmp=$(mktemp -d)
@@ -58,6 +58,11 @@ bad run --kv q4 "f16, f32 or q8_0"
 check "--kv f32 and -ctk f32 -ctv f32 both make an f32 cache" 'grep -q "KV f32" "$tmp/kv1" && grep -q "KV f32" "$tmp/kv2"'
 "$MUSE" run -m "$M" -p x -ctk q8_0 > /dev/null 2> "$tmp/e"
 check "-ctk without a matching -ctv: a clear error" 'grep -q "ctv" "$tmp/e"'
+# -c above the trained context (4096): allowed with a warning, as llama.cpp (issue 32 item 2)
+"$MUSE" run -m "$M" -p x -n 1 -c 8192 > /dev/null 2> "$tmp/e"; rc=$?
+check "-c above the trained context runs, with a warning" '[ $rc -eq 0 ] && grep -q "larger than the model was trained for (4096)" "$tmp/e"'
+"$MUSE" run -m "$M" -p x -n 1 -c 4096 > /dev/null 2> "$tmp/e"
+check "no warning within it" '! grep -q "trained for" "$tmp/e"'
 
 # llama.cpp spellings: the same tokens as muse's own
 "$MUSE" run -m "$M" -p "Hello" --max-tokens 6 --ctx-size 64 --batch 8 --threads 1 --seed 3 --temperature 0.7 --top-k 20 \

@@ -58,7 +58,7 @@ static void usage(FILE *f) {
             "  -b, --batch-size B,...   prompt chunk sizes (default 512)\n"
             "  -np, --parallel NPL,...  run the pp / tg tests over NPL sequences in one context each (muse_decode,\n"
             "                           as llama-batched-bench): t/s = all sequences' tokens per second; -npl too\n"
-            "  -r, --repetitions R      timed repeats per test, after one warm-up (default 5)\n"
+            "  -r, --repetitions R      timed repeats per test, after one warm-up (default 5; --no-warmup: none)\n"
             "  -o, --output FORMAT      md (table, default), json (one array), jsonl (a record per line), csv\n"
             "  --json                   = -o json\n"
             "  --roofline               also measure read bandwidth and the decode roofline\n"
@@ -589,7 +589,7 @@ int cmd_bench(int argc, char **argv) {
                     r->n_parallel = npl;
                     r->reps = (int)reps;
                     const int ct = cpu_time ? n_threads : 0;
-                    if ((par ? run_once_par(ctx, tokens, depth, p, p ? 0 : 1, npl, &rows, logits, 0)
+                    if (!o.no_warmup && (par ? run_once_par(ctx, tokens, depth, p, p ? 0 : 1, npl, &rows, logits, 0)
                              : run_once(ctx, tokens, depth, p, p ? 0 : 1, logits, 0)) < 0)
                         goto done; /* warm-up */
                     for (int j = 0; j < reps; j++) {
@@ -620,7 +620,7 @@ int cmd_bench(int argc, char **argv) {
                     r->n_batch = (int)muse_context_n_batch(ctx);
                     r->n_parallel = 1;
                     r->reps = (int)reps;
-                    bool bad = run_image(v, ctx, &imgs[k], (int32_t)md.max_tokens, tokens, ttft, &n_pos) < 0;
+                    bool bad = !o.no_warmup && run_image(v, ctx, &imgs[k], (int32_t)md.max_tokens, tokens, ttft, &n_pos) < 0;
                     for (int j = 0; !bad && j < reps; j++) {
                         double ns = run_image(v, ctx, &imgs[k], (int32_t)md.max_tokens, tokens, ttft, &n_pos);
                         bad = ns < 0;
@@ -683,8 +683,13 @@ int cmd_bench(int argc, char **argv) {
         muse_threadpool_free(pool);
         free(buf);
     }
+    /* the model as llama-bench names it: architecture, size, type ("muse-glimmer 28M Q4_K"): the
+     * description up to its colon, the type in capitals */
     char desc[256];
     muse_model_desc(model, desc, sizeof desc);
+    char *colon = strchr(desc, ':');
+    if (colon) *colon = '\0';
+    for (char *c = strrchr(desc, ' '); c && *c; c++) *c = (char)(*c >= 'a' && *c <= 'z' ? *c - 32 : *c);
     const char *backend = muse_context_backend(ctx);
     /* the SIMD level only matters to the cpu backend */
     char level[48];
@@ -721,6 +726,12 @@ int cmd_bench(int argc, char **argv) {
             for (size_t f = 0; f < nf; f++) csv_cell(cJSON_GetObjectItemCaseSensitive(rec, csv_fields[f]), f + 1 == nf);
         }
     } else {
+        /* llama-bench's units: MiB or GiB, M or B */
+        char size_s[32], params_s[32];
+        if (size < 1024.0 * 1048576.0) snprintf(size_s, sizeof size_s, "%.2f MiB", size / 1048576.0);
+        else snprintf(size_s, sizeof size_s, "%.2f GiB", size / (1024.0 * 1048576.0));
+        if (n_params < 1e9) snprintf(params_s, sizeof params_s, "%.2f M", n_params * 1e-6);
+        else snprintf(params_s, sizeof params_s, "%.2f B", n_params * 1e-9);
         printf("| model | size | params | backend | threads |%s%s test | t/s |\n", show_batch ? " n_batch |" : "",
                par ? " npl |" : "");
         printf("| --- | ---: | ---: | --- | ---: |%s%s ---: | ---: |\n", show_batch ? " ---: |" : "", par ? " ---: |" : "");
@@ -728,15 +739,15 @@ int cmd_bench(int argc, char **argv) {
             char nb[48] = "";
             if (show_batch) snprintf(nb, sizeof nb, " %d |", res[i].n_batch);
             if (par) snprintf(nb + strlen(nb), sizeof nb - strlen(nb), " %d |", res[i].n_parallel);
-            printf("| %s | %.2f MiB | %.2f M | %s (%s) | %d |%s %s | %.2f ± %.2f |\n", desc, size / 1048576.0,
-                   n_params * 1e-6, backend, level, res[i].n_threads, nb, res[i].test, res[i].avg_ts, res[i].stddev_ts);
+            printf("| %s | %s | %s | %s (%s) | %d |%s %s | %.2f ± %.2f |\n", desc, size_s, params_s, backend, level,
+                   res[i].n_threads, nb, res[i].test, res[i].avg_ts, res[i].stddev_ts);
         }
         for (int k = 0; have_spec && k < 2; k++) {
             char nb[48] = "";
             if (show_batch) snprintf(nb, sizeof nb, " %u |", muse_context_n_batch(ctx));
             if (par) snprintf(nb + strlen(nb), sizeof nb - strlen(nb), " 1 |");
-            printf("| %s | %.2f MiB | %.2f M | %s (%s) | %d |%s %s | %.2f ± %.2f |\n", desc, size / 1048576.0,
-                   n_params * 1e-6, backend, level, bw_threads, nb, sres[k].test, sres[k].avg_ts, sres[k].stddev_ts);
+            printf("| %s | %s | %s | %s (%s) | %d |%s %s | %.2f ± %.2f |\n", desc, size_s, params_s, backend, level,
+                   bw_threads, nb, sres[k].test, sres[k].avg_ts, sres[k].stddev_ts);
         }
         if (have_spec) {
             const struct muse_spec_stats *ss = &sres[1].stats;

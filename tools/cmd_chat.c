@@ -13,7 +13,8 @@
  * ending in a backslash continues on the next, and a """ line opens a block that a line ending in
  * """ closes. Ctrl-C stops an answer (what was generated is kept as the assistant's turn) or a
  * prompt being processed (the message is dropped) and returns to the prompt; Ctrl-C at an empty
- * prompt quits with status 130, as llama-cli does (/exit and Ctrl-D quit with 0). A conversation
+ * prompt quits with status 130, as llama-cli does (/exit and Ctrl-D quit with 0), except within
+ * CHAT_CTRL_C_GRACE_US after a turn ended (that one was meant for the answer). A conversation
  * that outgrows the context drops its oldest exchanges (the system prompt stays) and continues
  * (--no-context-shift: the turn fails instead).
  *
@@ -47,6 +48,7 @@
 #include "progress.h"
 #include "sampling_opts.h"
 #include "spec_opts.h"
+#include "text_opts.h"
 
 struct chat_cli {
     struct model_opts mo;
@@ -57,6 +59,8 @@ struct chat_cli {
     struct sampling_opts so;
     struct media_opts md;
     struct spec_opts spo;
+    struct text_opts to;
+    char *prompt_owned; /* -p with its escapes processed */
 };
 
 #define C(dst) ((struct chat_cli *)(dst))
@@ -104,7 +108,8 @@ static const struct cli_opt rows[] = {
     {"--template|--chat-template-file", "FILE", "chat template (Jinja) instead of the file's tokenizer.chat_template", set_str},
     {"--jinja", NULL, "accepted for llama.cpp compatibility (templates always go through Jinja)", set_switch},
     {"-n|--n-predict|--predict|--max-tokens", "N", "tokens per answer at most (default 1024; -1 = no limit)", set_n},
-    {"--ignore-eos", NULL, "do not stop at the end of turn (answers end at -n or Ctrl-C)", set_switch},
+    {"--ignore-eos", NULL, "do not stop at the end of turn: the end token is left out and the answer goes on\n"
+                           "(to -n, a -r text or Ctrl-C)", set_switch},
     {"--context-shift", NULL, "when the conversation outgrows the context, drop the oldest exchanges\n"
                               "(the system prompt stays) and go on (default)", set_switch},
     {"--no-context-shift", NULL, "instead fail the turn that does not fit", set_switch},
@@ -121,8 +126,11 @@ static void usage(FILE *f) {
             "       muse chat -m MODEL -p TEXT --dump-prompt   print the rendered prompt and its token ids, no inference\n"
             "Interactive: arrows, history (~/.muse_history; MUSE_HISTORY=FILE, empty = none), a line ending in \\\n"
             "continues on the next, \"\"\" opens and closes a multi-line block. Ctrl-C stops an answer (kept\n"
-            "as the assistant's turn) and returns to the prompt; Ctrl-C at an empty prompt quits (status 130).\n");
+            "as the assistant's turn) and returns to the prompt; Ctrl-C at an empty prompt quits (status 130),\n"
+            "unless an answer ended less than a second before (that Ctrl-C was meant for the answer).\n");
     cli_opts_usage(f, rows, N_ROWS);
+    text_opts_usage(f);
+    fprintf(f, "  (-r: the answer ends before the text, which is not kept; -e applies to -p, not to typed lines)\n");
     sampling_opts_usage(f, SAMPLING_CHAT);
     spec_opts_usage(f);
     model_opts_usage(f);
@@ -130,8 +138,14 @@ static void usage(FILE *f) {
     fprintf(f, "  (chat: the --image files go with the first user message; /image FILE attaches one to the next)\n");
 }
 
-/* Set by SIGINT while the interactive chat runs (no SA_RESTART: a blocked read returns EINTR). */
+/* Set by SIGINT while the interactive chat runs (no SA_RESTART: a blocked read returns EINTR).
+ * The turn that it stops clears it; the prompt's reader watches it (line_edit_watch). SIGINT
+ * reaches this thread: the thread pool's workers block it (src/core/threadpool.c). */
 static volatile sig_atomic_t interrupted;
+
+/* A Ctrl-C at the empty prompt within this long after an answer ended was meant for the answer
+ * (it ended, or stopped, while the key was on its way): it does not quit. */
+#define CHAT_CTRL_C_GRACE_US 1000000
 
 static void on_sigint(int sig) {
     (void)sig;
@@ -153,12 +167,15 @@ struct session {
     char *system_owned;
     struct muse_session *kv; /* the context's KV state: its tokens, prefix reuse, checkpoints */
     struct muse_drafter *drafter; /* --draft-model, or NULL */
+    struct stop_match *sm;   /* -r: the answer's text goes through it (NULL without -r) */
     struct muse_gen *eng;    /* the generation loop over kv */
     struct muse_spec *spec;  /* speculative decoding plugged into it (with a drafter; its ring follows kv), or NULL */
     int32_t *gen;     /* [n_ctx] the answer's token ids so far (a context shift re-evaluates them) */
     bool color;
     int shown;        /* 0 nothing yet, 1 reasoning, 2 content */
     int turn;
+    int64_t turn_end_us; /* when the last turn (or command) ended; 0: a key was typed since */
+    bool bad_value;      /* open_text failed on a bad option value (exit status 2) */
     uint64_t calls;
     /* images: the projector, the images of the conversation's messages (in the order of their
      * <__media__> markers), those attached to the next user message, the current prompt */
@@ -196,17 +213,38 @@ static void on_event(void *user, const struct muse_output_event *ev) {
 
 /* ---- one turn ---- */
 
-/* Feed a generated token to the parser (control tokens as markers, text through the detokenizer). */
-static void feed_token(struct session *s, struct muse_output_parser *p, int32_t id) {
+static void feed_text(void *user, const char *t, size_t n) {
+    if (n) muse_output_parser_feed_token(user, t, n, false);
+}
+
+/* Text for the parser, through the -r matcher when there is one; true when a -r text completed. */
+static bool feed_checked(struct session *s, struct muse_output_parser *p, const char *t, size_t n) {
+    if (!s->sm) {
+        feed_text(p, t, n);
+        return false;
+    }
+    return stop_match_feed(s->sm, t, n, feed_text, p);
+}
+
+/*
+ * Feed a generated token to the parser (control tokens as markers, text through the detokenizer
+ * and the -r matcher). True when a -r text completed: the answer ends before it. A control token
+ * ends a partial match (its text is then text); a -r equal to a control token's text matches it.
+ */
+static bool feed_token(struct session *s, struct muse_output_parser *p, int32_t id) {
     const char *t;
     size_t n;
     if (muse_tokenizer_is_control(s->tok, id)) {
-        if (muse_detok_flush(s->detok, &t, &n) == MUSE_OK && n) muse_output_parser_feed_token(p, t, n, false);
+        if (muse_detok_flush(s->detok, &t, &n) == MUSE_OK && n && feed_checked(s, p, t, n)) return true;
         t = muse_tokenizer_token_bytes(s->tok, id, &n);
+        if (s->sm) {
+            stop_match_flush(s->sm, feed_text, p);
+            if (t && stop_match_whole(s->sm, t, n)) return true;
+        }
         if (t) muse_output_parser_feed_token(p, t, n, true);
-    } else if (muse_detok_push(s->detok, id, &t, &n) == MUSE_OK && n) {
-        muse_output_parser_feed_token(p, t, n, false);
+        return false;
     }
+    return muse_detok_push(s->detok, id, &t, &n) == MUSE_OK && n && feed_checked(s, p, t, n);
 }
 
 static bool render_prompt(struct session *s, int32_t **ids, size_t *n_ids, char **text, struct muse_error *err) {
@@ -477,8 +515,15 @@ static bool run_turn(struct session *s) {
     }
     muse_detok_reset(s->detok);
     s->shown = 0;
+    stop_match_free(s->sm);
+    bool oom;
+    if (!(s->sm = stop_match_create(&s->o->to, false, &oom)) && oom) {
+        cli_err("out of memory");
+        goto done;
+    }
     int32_t n_gen = 0;
     const char *stop = "max-tokens";
+    char stop_buf[160];
     while (n_gen < s->o->max_tokens) {
         if (interrupted) {
             stop = "interrupted (the answer so far is kept)";
@@ -491,8 +536,16 @@ static bool run_turn(struct session *s) {
             break;
         }
         s->gen[n_gen++] = t;
-        feed_token(s, p, t);
-        if (!s->o->ignore_eos && muse_model_token_is_stop(s->model, t)) {
+        const bool eos = muse_model_token_is_stop(s->model, t);
+        /* --ignore-eos: the end token is not shown to the parser, so the answer goes on as one
+         * message (fed, it would close the message and hide what follows) */
+        if (!(eos && s->o->ignore_eos) && feed_token(s, p, t)) {
+            char shown[128];
+            snprintf(stop_buf, sizeof stop_buf, "reverse prompt \"%s\"", text_show(stop_match_hit(s->sm), shown, sizeof shown));
+            stop = stop_buf;
+            break;
+        }
+        if (eos && !s->o->ignore_eos) {
             stop = "end of turn";
             break;
         }
@@ -513,7 +566,10 @@ static bool run_turn(struct session *s) {
     }
     const char *rest;
     size_t rn;
-    if (muse_detok_flush(s->detok, &rest, &rn) == MUSE_OK && rn) muse_output_parser_feed_token(p, rest, rn, false);
+    if (!stop_match_hit(s->sm)) {
+        if (muse_detok_flush(s->detok, &rest, &rn) == MUSE_OK && rn) feed_checked(s, p, rest, rn);
+        if (s->sm && !stop_match_hit(s->sm)) stop_match_flush(s->sm, feed_text, p);
+    }
     muse_output_parser_finish(p);
     if (s->shown == 1 && s->color) fputs("\033[0m", stdout);
     fputc('\n', stdout);
@@ -530,7 +586,7 @@ static bool run_turn(struct session *s) {
         snprintf(miss, sizeof miss, "; sliding-window miss: %d cached tokens re-evaluated", keep.n_asked);
     if (dropped) snprintf(shift, sizeof shift, "; context shift: dropped the %d oldest messages", dropped);
     char spec[512];
-    spec_opts_summary(s->spec, spec, sizeof spec);
+    spec_opts_summary(s->spec, s->o->mo.verbosity > 0, spec, sizeof spec);
     if (s->o->mo.verbosity >= 0)
         fprintf(stderr, "[turn %d: prompt %zu tokens, %d reused from the cache, %zu evaluated in %.3f s; generated %d tokens in %.3f s (%.2f tok/s); stop: %s%s%s%s%s]\n",
                 s->turn, n_ids, common, n_ids - (size_t)common, tp, n_gen, tg, tg > 0 ? (double)n_gen / tg : 0.0, stop,
@@ -558,6 +614,7 @@ static int parse_args(struct chat_cli *o, int argc, char **argv) {
         int r = model_opts_parse(&o->mo, argc, argv, &i);
         if (r == 0) r = sampling_opts_parse(&o->so, argc, argv, &i);
         if (r == 0) r = spec_opts_parse(&o->spo, argc, argv, &i);
+        if (r == 0) r = text_opts_parse(&o->to, argc, argv, &i);
         if (r == 0) r = cli_opts_parse(rows, N_ROWS, o, argc, argv, &i);
         if (r == 0) r = media_opts_parse(&o->md, argc, argv, &i);
         if (r < 0) return 2;
@@ -574,6 +631,10 @@ static int parse_args(struct chat_cli *o, int argc, char **argv) {
     if (o->prompt || o->input_file) o->oneshot = true;
     if (o->oneshot && !o->prompt && !o->input_file) return cli_usage_err("a one-shot turn needs -p TEXT or -f FILE");
     if (o->dump_prompt && !o->oneshot) return cli_usage_err("--dump-prompt needs -p TEXT or -f FILE");
+    if (o->prompt && !(o->prompt = o->prompt_owned = text_opts_prompt(&o->to, o->prompt))) {
+        cli_err("out of memory");
+        return 1;
+    }
     return -1; /* go on */
 }
 
@@ -627,7 +688,10 @@ static bool open_text(struct session *s, struct muse_error *err) {
         muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
         goto done;
     }
-    if (!sampling_opts_grammar(&s->o->so, s->tok, &s->grammar, err)) goto done;
+    if (!sampling_opts_grammar(&s->o->so, s->tok, &s->grammar, err)) {
+        s->bad_value = err->status == MUSE_ERR_INVALID_ARG; /* --grammar / --json-schema text: exit 2 */
+        goto done;
+    }
     if (s->grammar && muse_grammar_vocab_from_tokenizer(s->tok, &s->gvocab, err) != MUSE_OK) goto done;
     ok = true;
 done:
@@ -745,24 +809,34 @@ static int repl(struct session *s) {
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = 0; /* no SA_RESTART: Ctrl-C must end a blocked read */
     sigaction(SIGINT, &sa, &old);
+    interrupted = 0;
+    line_edit_watch(le, &interrupted, SIGINT);
     struct msgbuf m = {0};
     enum { NORMAL, CONTINUED, BLOCK } mode = NORMAL;
     int rc = 0;
+    s->turn_end_us = 0;
     for (;;) {
-        interrupted = 0;
         const char *line;
         bool had_text;
+        /* a Ctrl-C that came after the last turn ended is pending here: the read returns at once */
         enum line_status ls = line_edit_read(le, mode == NORMAL ? "> " : "... ", &line, &had_text);
         if (ls == LINE_INTERRUPT) {
             interrupted = 0;
+            const bool late = s->turn_end_us && muse_time_us() - s->turn_end_us < CHAT_CTRL_C_GRACE_US;
+            s->turn_end_us = 0;
             if (had_text || mode != NORMAL) { /* discard what was being typed */
                 m.n = 0;
                 mode = NORMAL;
                 continue;
             }
+            if (late) { /* meant for the answer that had just ended: not a request to quit */
+                printf("(the answer had already ended; Ctrl-C again at the empty prompt quits)\n");
+                continue;
+            }
             rc = 130;
             break;
         }
+        s->turn_end_us = 0;
         if (ls == LINE_EOF) {
             if (line_edit_is_tty(le)) fputc('\n', stdout);
             break;
@@ -802,11 +876,16 @@ static int repl(struct session *s) {
         const char *msg = m.p;
         m.n = 0; /* m.p stays valid until the next append */
         if (msg[0] == '/' && !strchr(msg, '\n')) {
-            if (!command(s, msg)) break;
+            const bool go_on = command(s, msg);
+            interrupted = 0; /* a Ctrl-C during a command (a /tool turn, an image load) was its own */
+            s->turn_end_us = muse_time_us();
+            if (!go_on) break;
             continue;
         }
         if (!add_user(s, msg)) continue;
         run_turn(s);
+        interrupted = 0; /* a Ctrl-C during the turn stopped it (or came as it ended): used up */
+        s->turn_end_us = muse_time_us();
     }
     sigaction(SIGINT, &old, NULL);
     free(m.p);
@@ -819,6 +898,7 @@ int cmd_chat(int argc, char **argv) {
     model_opts_init(&o.mo);
     sampling_opts_init(&o.so, SAMPLING_CHAT);
     spec_opts_init(&o.spo);
+    text_opts_init(&o.to);
     int r = parse_args(&o, argc, argv);
     if (r >= 0) return r;
     struct session s = {.o = &o, .color = isatty(STDOUT_FILENO) && !getenv("NO_COLOR")};
@@ -827,6 +907,7 @@ int cmd_chat(int argc, char **argv) {
     char *input = NULL;
     if (!open_text(&s, &err)) {
         cli_err("%s", err.msg);
+        if (s.bad_value) rc = 2;
         goto done;
     }
     const char *user = o.prompt;
@@ -889,6 +970,8 @@ done:
     media_close(&s.media);
     media_opts_free(&o.md);
     free(s.system_owned);
+    stop_match_free(s.sm);
+    free(o.prompt_owned);
     muse_spec_free(s.spec);
     muse_gen_free(s.eng);
     muse_session_free(s.kv);

@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "core/timer.h"
+#include "gguf/tensor_type.h"
 #include "muse.h"
 #include "quantize/quant_rules.h"
 
@@ -74,9 +75,22 @@ struct quant_opts {
 
 #define Q(dst) ((struct quant_opts *)(dst))
 
+/* A ggml type name (llama-quantize's, case-insensitive); a bad value (exit 2) otherwise. Whether muse
+ * can write that type is muse_quantize's to say. */
+static bool type_name_ok(const char *f, const char *v, const char *spec) {
+    if (muse_type_from_name(v) >= 0) return true;
+    cli_err("bad value for %s: '%s' (unknown ggml type '%s')", f, spec, v);
+    return false;
+}
+
 static int add_tensor_type(void *d, const char *f, const char *v) {
-    (void)f;
     struct quant_opts *q = Q(d);
+    const char *sep = strchr(v, '=');
+    if (!sep || sep == v || !sep[1]) {
+        cli_err("bad value for %s: '%s' (expected PATTERN=TYPE)", f, v);
+        return -1;
+    }
+    if (!type_name_ok(f, sep + 1, v)) return -1;
     if (q->n_tt + 2 > q->cap_tt) {
         int cap = q->cap_tt ? 2 * q->cap_tt : 16;
         char **nl = realloc(q->tt, sizeof(char *) * (size_t)cap);
@@ -99,6 +113,7 @@ static int set_type_file(void *d, const char *f, const char *v) {
 }
 
 static int set_string(void *d, const char *f, const char *v) {
+    if (!type_name_ok(f, v, v)) return -1;
     if (!strcmp(f, "--output-tensor-type")) Q(d)->p.output_tensor_type = v;
     else Q(d)->p.token_embedding_type = v;
     return 0;
@@ -198,6 +213,10 @@ int cmd_quantize(int argc, char **argv) {
         p->type = pos[2];
     } else {
         cli_usage_err("expected IN.gguf OUT.gguf TYPE");
+        goto out;
+    }
+    if (!muse_ftype_lookup(p->type)) { /* a bad value (exit 2), before any file is read */
+        cli_err("bad value for TYPE: '%s' (muse quantize --help lists the types)", p->type);
         goto out;
     }
     p->tensor_types = (const char *const *)q.tt;

@@ -26,6 +26,7 @@
 #include "text/tokenizer.h"
 #include "sampling_opts.h"
 #include "spec_opts.h"
+#include "text_opts.h"
 
 struct run_opts {
     const char *prompt_text;
@@ -33,9 +34,10 @@ struct run_opts {
     int32_t *tokens;
     int n_tokens;
     int64_t max_tokens;
-    bool print_ids, no_echo, help;
+    bool print_ids, no_echo, help, ignore_eos;
     struct sampling_opts so;
     struct spec_opts spo;
+    struct text_opts to;
 };
 
 #define R(dst) ((struct run_opts *)(dst))
@@ -71,6 +73,7 @@ static int set_flag(void *d, const char *f, const char *v) {
     (void)v;
     if (!strcmp(f, "--ids")) R(d)->print_ids = true;
     else if (!strcmp(f, "--no-display-prompt")) R(d)->no_echo = true;
+    else if (!strcmp(f, "--ignore-eos")) R(d)->ignore_eos = true;
     else R(d)->help = true;
     return 0;
 }
@@ -81,6 +84,8 @@ static const struct cli_opt rows[] = {
     {"--tokens", "IDS", "prompt as comma-separated token ids (used as given)", set_tokens},
     {"-n|--n-predict|--predict|--max-tokens", "N", "tokens to generate at most (default 128; 0 = prompt only;\n"
                                                    "-1 = until the context is full)", set_n},
+    {"--ignore-eos", NULL, "do not stop at EOS / EOT: the end token is left out of the output and generation\n"
+                           "goes on (to -n, the context's end or a -r text)", set_flag},
     {"--no-display-prompt", NULL, "do not echo the prompt before the generated text", set_flag},
     {"--ids", NULL, "print the generated token ids (comma-separated, like --tokens) instead of text;\n"
                     "the prompt is not echoed", set_flag},
@@ -93,6 +98,8 @@ static void usage(FILE *f) {
                "Generates text from a raw prompt (no chat template; --chat applies it: see muse chat --help).\n"
                "The prompt is echoed, then the generated text streams (stdout); speed on stderr.\n");
     cli_opts_usage(f, rows, N_ROWS);
+    text_opts_usage(f);
+    fprintf(f, "  (-r: the text is printed, then generation stops; the prompt itself is never matched)\n");
     sampling_opts_usage(f, SAMPLING_RUN);
     spec_opts_usage(f);
     model_opts_usage(f);
@@ -160,6 +167,13 @@ static muse_status media_rows_eval(void *user, float *logits, struct muse_error 
     return muse_media_eval(m->s, m->cache, m->p, 0, m->p->n, logits, 0, err);
 }
 
+static void emit_stdout(void *user, const char *s, size_t n) {
+    (void)user;
+    if (n) fwrite(s, 1, n, stdout);
+}
+
+static void emit_none(void *user, const char *s, size_t n) { (void)user, (void)s, (void)n; }
+
 /* A prompt chunk through the generation loop (target and drafter ring); the loop keeps the last
  * chunk's logits for the first sample. */
 static muse_status eval_gen(void *g, const int32_t *t, int32_t n, float *logits, struct muse_error *err) {
@@ -177,10 +191,13 @@ int cmd_run(int argc, char **argv) {
     media_opts_init(&md);
     sampling_opts_init(&ro.so, SAMPLING_RUN);
     spec_opts_init(&ro.spo);
+    text_opts_init(&ro.to);
     int usage_rc = 2;
+    char *prompt_owned = NULL; /* -p with its escapes processed */
     for (int i = 1; i < argc; i++) {
         int r = model_opts_parse(&mo, argc, argv, &i);
         if (r == 0) r = sampling_opts_parse(&ro.so, argc, argv, &i);
+        if (r == 0) r = text_opts_parse(&ro.to, argc, argv, &i);
         if (r == 0) r = spec_opts_parse(&ro.spo, argc, argv, &i);
         if (r == 0) r = cli_opts_parse(rows, N_ROWS, &ro, argc, argv, &i);
         if (r == 0) r = media_opts_parse(&md, argc, argv, &i);
@@ -207,6 +224,11 @@ int cmd_run(int argc, char **argv) {
         cli_usage_err("--image needs a text prompt (-p or -f; for token ids with images: muse logits --tokens ...,img,...)");
         goto usage_fail;
     }
+    if (ro.prompt_text && !(ro.prompt_text = prompt_owned = text_opts_prompt(&ro.to, ro.prompt_text))) {
+        cli_err("out of memory");
+        media_opts_free(&md);
+        return 1;
+    }
     struct muse_model *model = NULL;
     struct muse_context *ctx = NULL;
     struct muse_sampler *smp = NULL;
@@ -222,14 +244,20 @@ int cmd_run(int argc, char **argv) {
     struct muse_error err;
     struct media_ctx media = {0};
     struct muse_media_prompt mp = {0};
+    struct stop_match *sm = NULL; /* -r */
     /* text in and out (the tokenizer), or ids only; the prompt is read before the model loads */
     if (run_text_open(mo.model_path, &rt, &err)) {
-        if (ro.prompt_text || ro.input_file) {
+        if (ro.prompt_text || ro.input_file || ro.to.n_stops) {
             cli_err("%s", err.msg);
             goto done;
         }
         rt = NULL; /* ids in, ids out */
         ro.print_ids = true;
+    }
+    bool oom;
+    if (!(sm = stop_match_create(&ro.to, true, &oom)) && oom) {
+        cli_err("out of memory");
+        goto done;
     }
     if (md.n_images == 0 && !ro.tokens && run_text_encode_prompt(rt, ro.prompt_text, ro.input_file, &ro.tokens, &ro.n_tokens, &err)) {
         cli_err("%s", err.msg);
@@ -241,7 +269,12 @@ int cmd_run(int argc, char **argv) {
             goto done;
         }
         const struct muse_tokenizer *tok = run_text_tokenizer(rt);
-        if (!sampling_opts_grammar(&ro.so, tok, &grammar, &err) || muse_grammar_vocab_from_tokenizer(tok, &gvocab, &err) ||
+        if (!sampling_opts_grammar(&ro.so, tok, &grammar, &err)) {
+            cli_err("%s", err.msg);
+            if (err.status == MUSE_ERR_INVALID_ARG) rc = 2; /* a bad --grammar / --json-schema value */
+            goto done;
+        }
+        if (muse_grammar_vocab_from_tokenizer(tok, &gvocab, &err) ||
             muse_constraint_create(grammar, gvocab, tok, NULL, NULL, &cons, &err)) {
             cli_err("%s", err.msg);
             goto done;
@@ -303,6 +336,7 @@ int cmd_run(int argc, char **argv) {
             if (ro.tokens[i] >= 0) run_text_print_token(rt, ro.tokens[i], stdout);
     int64_t n_gen = 0;
     const char *stop = "max-tokens";
+    char stop_buf[160];
     while (n_gen < ro.max_tokens) {
         int32_t tok;
         if (muse_gen_sample(gen, &tok, NULL, &err)) {
@@ -311,13 +345,27 @@ int cmd_run(int argc, char **argv) {
             goto done;
         }
         n_gen++;
-        if (muse_model_token_is_stop(model, tok)) {
+        const bool eos = muse_model_token_is_stop(model, tok);
+        if (eos && !ro.ignore_eos) {
             stop = "end of turn (EOS/EOT)";
             break;
         }
-        if (text_out) run_text_print_token(rt, tok, stdout);
-        else printf("%s%d", n_gen > 1 ? "," : "", tok);
+        bool hit = false;
+        if (!text_out && !eos) printf("%s%d", n_gen > 1 ? "," : "", tok);
+        if (rt && !eos) { /* --ignore-eos: the end token is not part of the text */
+            const char *piece;
+            size_t len;
+            run_text_piece(rt, tok, &piece, &len);
+            if (sm) hit = stop_match_feed(sm, piece, len, text_out ? emit_stdout : emit_none, NULL);
+            else if (text_out) fwrite(piece, 1, len, stdout);
+        }
         fflush(stdout);
+        if (hit) {
+            char shown[128];
+            snprintf(stop_buf, sizeof stop_buf, "reverse prompt \"%s\"", text_show(stop_match_hit(sm), shown, sizeof shown));
+            stop = stop_buf;
+            break;
+        }
         if (n_gen == ro.max_tokens) break;
         if (muse_gen_n_past(gen) >= n_ctx) {
             stop = "context full";
@@ -329,7 +377,17 @@ int cmd_run(int argc, char **argv) {
             goto done;
         }
     }
-    if (text_out) run_text_flush(rt, stdout);
+    if (rt && !stop_match_hit(sm)) {
+        const char *piece;
+        size_t len;
+        run_text_flush_piece(rt, &piece, &len);
+        if (sm) {
+            stop_match_feed(sm, piece, len, text_out ? emit_stdout : emit_none, NULL);
+            stop_match_flush(sm, text_out ? emit_stdout : emit_none, NULL);
+        } else if (text_out) {
+            fwrite(piece, 1, len, stdout);
+        }
+    }
     printf("\n");
     fflush(stdout);
     int64_t t2 = muse_time_us();
@@ -340,7 +398,7 @@ int cmd_run(int argc, char **argv) {
                 ro.n_tokens, tp, tp > 0 ? ro.n_tokens / tp : 0.0, (long long)n_gen, tg, tg > 0 ? (double)n_gen / tg : 0.0,
                 stop, muse_context_backend(ctx), n_ctx, (unsigned long long)ro.so.sp.seed);
         char summary[512];
-        spec_opts_summary(sp, summary, sizeof summary);
+        spec_opts_summary(sp, mo.verbosity > 0, summary, sizeof summary);
         if (summary[0]) cli_err("%s", summary);
     }
     if (mo.verbosity >= 0 && media.cache && media.n_images > 0) {
@@ -349,15 +407,18 @@ int cmd_run(int argc, char **argv) {
                 (unsigned long long)cs.tokens_encoded, cs.encode_s,
                 cs.encode_s > 0 ? (double)cs.tokens_encoded / cs.encode_s : 0.0);
     }
-    if (cons && mo.verbosity >= 0) {
+    if (cons && mo.verbosity > 0) { /* -v: the grammar's cost */
         uint64_t ns = 0, nm = 0;
         double ms = 0;
         muse_constraint_counts(cons, &ns, &nm, &ms);
-        cli_err("grammar: %llu tokens checked, %llu resampled under the mask; %.3f ms in the grammar (%.3f ms per token)",
+        cli_err("grammar: %llu tokens checked, %llu of them refused and sampled again from the allowed ones; "
+                "%.3f ms in the grammar (%.3f ms per token)",
                 (unsigned long long)ns, (unsigned long long)nm, ms, ns ? ms / (double)ns : 0.0);
     }
     rc = 0;
 done:
+    stop_match_free(sm);
+    free(prompt_owned);
     muse_spec_free(sp);
     muse_gen_free(gen);
     muse_session_free(ses);

@@ -6,11 +6,15 @@
  * History file: $MUSE_HISTORY when set (empty = none), else ~/.muse_history; the last 1000
  * lines, saved after every line so a killed session keeps them.
  *
- * Ctrl-C: the caller installs a SIGINT handler without SA_RESTART; a read it interrupts returns
- * LINE_INTERRUPT (the line being typed is discarded; *had_text says whether there was any).
+ * Ctrl-C: the caller installs a SIGINT handler without SA_RESTART that sets a flag, and gives the
+ * flag to line_edit_watch; a read returns LINE_INTERRUPT (the line being typed is discarded;
+ * *had_text says whether there was any) when the flag is set before it waits for a key or while
+ * it waits. The terminal reader checks the flag and waits with the signal blocked in between
+ * (ppoll), so a Ctrl-C is never lost between the check and the wait. The caller clears the flag.
  */
 #pragma once
 
+#include <signal.h>
 #include <stdbool.h>
 
 struct line_edit;
@@ -20,6 +24,8 @@ enum line_status { LINE_OK, LINE_EOF, LINE_INTERRUPT };
 /* prog: the name libedit reads ~/.editrc sections by. Never fails: falls back to getline. */
 struct line_edit *line_edit_open(const char *prog);
 void line_edit_close(struct line_edit *le);
+/* Interrupt reads when *flag becomes non-zero (set by the handler of signal sig). */
+void line_edit_watch(struct line_edit *le, volatile sig_atomic_t *flag, int sig);
 /* Whether the line editor (libedit) is in use. */
 bool line_edit_is_tty(const struct line_edit *le);
 /* Print `prompt` and read a line (no trailing newline); *line is owned by le, valid until the next

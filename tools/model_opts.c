@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "cli.h"
 #include "core/threadpool.h"
 #include "core/timer.h"
@@ -69,7 +70,10 @@ static int set_kv_v(void *d, const char *f, const char *v) {
 }
 
 static int set_backend(void *d, const char *f, const char *v) {
-    (void)f;
+    if (!muse_backend_find(v)) { /* a bad value (exit 2), not an error of the model it would load */
+        cli_err("bad value for %s: '%s' (expected cpu or ref)", f, v);
+        return -1;
+    }
     O(d)->cparams.backend = v;
     return 0;
 }
@@ -129,6 +133,12 @@ static int set_no_repack(void *d, const char *f, const char *v) {
     return 0;
 }
 
+static int set_no_warmup(void *d, const char *f, const char *v) {
+    (void)f, (void)v;
+    O(d)->no_warmup = true;
+    return 0;
+}
+
 static int set_quiet(void *d, const char *f, const char *v) {
     (void)f, (void)v;
     O(d)->verbosity = -1;
@@ -159,6 +169,8 @@ static const struct cli_opt rows[] = {
      set_ngl},
     {"-fa|--flash-attn", "[on|off|auto]",
      "accepted for llama.cpp compatibility (muse's attention is always fused)", set_fa},
+    {"--no-warmup", NULL, "accepted for llama.cpp compatibility: run, chat and serve do no warm-up run\n"
+                          "(llama.cpp's evaluates one empty batch at load); bench skips its warm-up runs", set_no_warmup},
     {"-v|--verbose|--log-verbose", NULL, "also print the model, the context size and the load time", set_verbose},
     {"--log-disable", NULL, "quiet: no progress lines and no speed summary on stderr (errors still print)",
      set_quiet},

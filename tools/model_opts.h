@@ -1,7 +1,7 @@
 /*
  * model_opts.h - the model/context options shared by `muse run`, `chat`, `logits` and `bench`
  * (-m, -c, -b, -t, --kv / -ctk / -ctv, --backend, --swa-full, loading: --no-mmap, --mlock,
- * -lm; accepted for llama.cpp compatibility: -ngl, -fa; output: -v, --log-disable) and the
+ * -lm; accepted for llama.cpp compatibility: -ngl, -fa, --no-warmup; output: -v, --log-disable) and the
  * MUSE_LAYER_TRACE hook. One table of rows in model_opts.c: an alias or a new flag is one row.
  */
 #pragma once
@@ -19,6 +19,7 @@ struct model_opts {
                          holds the last one given (model_opts_open refuses a pair that differs) */
     int verbosity;    /* -1 --log-disable (no progress, no speed lines), 0 default, 1 -v */
     bool ngl_given;   /* -ngl was given: one note that muse runs on the CPU */
+    bool no_warmup;   /* --no-warmup: bench skips its warm-up runs (the others never warm up) */
 };
 
 /* Defaults (context and model defaults of the library). */

@@ -78,14 +78,28 @@ muse_status run_text_encode_prompt(struct run_text *rt, const char *text, const 
     return MUSE_OK;
 }
 
+void run_text_piece(struct run_text *rt, int32_t id, const char **s, size_t *n) {
+    *s = NULL;
+    *n = 0;
+    if (muse_detok_push(rt->detok, id, s, n) != MUSE_OK) *n = 0;
+}
+
+void run_text_flush_piece(struct run_text *rt, const char **s, size_t *n) {
+    *s = NULL;
+    *n = 0;
+    if (muse_detok_flush(rt->detok, s, n) != MUSE_OK) *n = 0;
+}
+
 void run_text_print_token(struct run_text *rt, int32_t id, FILE *f) {
-    const char *s = NULL;
-    size_t n = 0;
-    if (muse_detok_push(rt->detok, id, &s, &n) == MUSE_OK && n) fwrite(s, 1, n, f);
+    const char *s;
+    size_t n;
+    run_text_piece(rt, id, &s, &n);
+    if (n) fwrite(s, 1, n, f);
 }
 
 void run_text_flush(struct run_text *rt, FILE *f) {
-    const char *s = NULL;
-    size_t n = 0;
-    if (muse_detok_flush(rt->detok, &s, &n) == MUSE_OK && n) fwrite(s, 1, n, f);
+    const char *s;
+    size_t n;
+    run_text_flush_piece(rt, &s, &n);
+    if (n) fwrite(s, 1, n, f);
 }

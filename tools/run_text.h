@@ -27,3 +27,7 @@ struct muse_tokenizer *run_text_tokenizer(struct run_text *rt);
 void run_text_print_token(struct run_text *rt, int32_t id, FILE *f);
 /* Print whatever is held back. */
 void run_text_flush(struct run_text *rt, FILE *f);
+/* The same as text: the bytes a token completes (*n = 0: none yet), valid until the next call;
+ * then what is held back at the end. */
+void run_text_piece(struct run_text *rt, int32_t id, const char **s, size_t *n);
+void run_text_flush_piece(struct run_text *rt, const char **s, size_t *n);

@@ -186,7 +186,9 @@ bool sampling_opts_grammar(const struct sampling_opts *o, const struct muse_toke
     muse_status st = muse_grammar_compile(syntax, buf ? buf : text, len, tok, out, &e);
     free(buf);
     if (st != MUSE_OK) {
-        muse_error_set(err, st, "%s: %s", flag, e.msg);
+        /* the text on the command line is a bad value (usage); a file's text is the file's error */
+        muse_error_set(err, st == MUSE_ERR_NOMEM ? st : text ? MUSE_ERR_INVALID_ARG : MUSE_ERR_FORMAT, "%s: %s", flag,
+                       e.msg);
         return false;
     }
     return true;

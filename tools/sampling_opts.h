@@ -38,7 +38,9 @@ struct muse_tokenizer;
 /*
  * The grammar the flags ask for (*out NULL when none): reads the file, converts a schema,
  * compiles against tok. Returns false with err set to "FLAG: ..." (the grammar's line and
- * column, the schema keyword and its JSON pointer, or the unreadable file).
+ * column, the schema keyword and its JSON pointer, or the unreadable file); err->status is
+ * MUSE_ERR_INVALID_ARG when the text given on the command line (--grammar, --json-schema) does
+ * not compile: a bad value, which the commands report with exit status 2.
  */
 bool sampling_opts_grammar(const struct sampling_opts *o, const struct muse_tokenizer *tok, struct muse_grammar **out,
                            struct muse_error *err);

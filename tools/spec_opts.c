@@ -125,17 +125,18 @@ bool spec_opts_load(const struct spec_opts *o, const char *cmd, const struct mus
     return true;
 }
 
-void spec_opts_summary(const struct muse_spec *sp, char *buf, size_t size) {
+void spec_opts_summary(const struct muse_spec *sp, bool verbose, char *buf, size_t size) {
     buf[0] = 0;
     if (!sp) return;
     const struct muse_spec_stats s = muse_spec_stats(sp);
-    int n = snprintf(buf, size,
-             "speculative: %llu verify steps, %llu drafted, %llu accepted (%.1f%%), %.2f tokens per verify step; "
-             "%llu plain steps (%llu parked, %llu shadow), %llu gated out",
-             (unsigned long long)s.n_steps_spec, (unsigned long long)s.n_drafted, (unsigned long long)s.n_accepted,
-             s.n_drafted ? 100.0 * (double)s.n_accepted / (double)s.n_drafted : 0.0,
-             s.n_steps_spec ? (double)s.n_emitted_spec / (double)s.n_steps_spec : 0.0, (unsigned long long)s.n_steps_plain,
-             (unsigned long long)s.n_steps_parked, (unsigned long long)s.n_steps_shadow, (unsigned long long)s.n_steps_gated);
+    int n = snprintf(buf, size, "speculative: %llu accepted of %llu drafted tokens (%.1f%%), %.2f tokens per model step",
+                     (unsigned long long)s.n_accepted, (unsigned long long)s.n_drafted,
+                     s.n_drafted ? 100.0 * (double)s.n_accepted / (double)s.n_drafted : 0.0,
+                     s.n_steps_spec ? (double)s.n_emitted_spec / (double)s.n_steps_spec : 0.0);
+    if (!verbose || n <= 0 || (size_t)n >= size) return;
+    n += snprintf(buf + n, size - (size_t)n, " (%llu verify steps; %llu plain steps: %llu parked, %llu shadow; %llu gated out)",
+                  (unsigned long long)s.n_steps_spec, (unsigned long long)s.n_steps_plain, (unsigned long long)s.n_steps_parked,
+                  (unsigned long long)s.n_steps_shadow, (unsigned long long)s.n_steps_gated);
     if (s.n_floor_steps[0] + s.n_floor_steps[1] + s.n_floor_steps[2] + s.n_floor_steps[3] > 0 && n > 0 && (size_t)n < size)
         snprintf(buf + n, size - (size_t)n, "; verify steps per floor: %.2f %llu, %.2f %llu, %.2f %llu, %.2f %llu",
                  (double)muse_spec_floors[0], (unsigned long long)s.n_floor_steps[0], (double)muse_spec_floors[1],

@@ -42,6 +42,7 @@ void spec_opts_usage(FILE *f);
  * "muse CMD: <message>" (CMD: cli_prog; `cmd` is kept for the callers) and return false. */
 bool spec_opts_load(const struct spec_opts *o, const char *cmd, const struct muse_model *model, struct muse_drafter **out);
 
-/* One stderr-style summary of a run's speculation into buf ("" when sp is NULL: no drafter): steps, drafted,
- * accepted and the acceptance rate, tokens per verify step, parked steps. */
-void spec_opts_summary(const struct muse_spec *sp, char *buf, size_t size);
+/* One stderr-style summary of a run's speculation into buf ("" when sp is NULL: no drafter), in plain
+ * words: "speculative: A accepted of D drafted tokens (x%), T tokens per model step"; verbose (-v)
+ * adds the step counts (verify, plain, parked, shadow, gated out, per floor). */
+void spec_opts_summary(const struct muse_spec *sp, bool verbose, char *buf, size_t size);

@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -118,17 +119,28 @@ muse_status muse_threadpool_create(int n_threads, struct muse_threadpool **out, 
             goto fail;
         }
     }
+    /* Workers take none of the process's asynchronous signals (a terminal's SIGINT, SIGTERM, ...):
+     * the kernel then hands them to a thread that takes them, the application's, so its handler
+     * runs there and a call that thread is blocked in (a read waiting for a line) is interrupted.
+     * A worker inherits the mask it is created with; faults stay deliverable. */
+    sigset_t async, old;
+    sigfillset(&async);
+    static const int faults[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS};
+    for (size_t k = 0; k < sizeof faults / sizeof faults[0]; k++) sigdelset(&async, faults[k]);
+    pthread_sigmask(SIG_BLOCK, &async, &old);
     for (int i = 1; i < n_threads; i++) {
         struct worker *w = &pool->workers[i - 1];
         w->pool = pool;
         w->ith = i;
         if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+            pthread_sigmask(SIG_SETMASK, &old, NULL);
             st = muse_error_set(err, MUSE_ERR_INTERNAL, "thread pool: cannot start thread %d of %d", i,
                                 n_threads);
             goto fail;
         }
         pool->n_started++;
     }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     *out = pool;
     return MUSE_OK;
 fail:

@@ -9,6 +9,9 @@
  * Waiting: workers spin briefly for the next region, then sleep on a futex (an idle pool costs no
  * CPU); the barrier and the end of a region spin a shorter while, then sleep too, so that more
  * threads than free cores (a shared machine) still make progress.
+ *
+ * Signals: the workers block every asynchronous signal (SIGINT, SIGTERM, ...; faults excepted),
+ * so those always reach one of the application's own threads, where its handlers expect them.
  */
 #pragma once
 

@@ -60,6 +60,29 @@ int32_t muse_model_token_bos(const struct muse_model *m) { return m->hp.bos_toke
 int32_t muse_model_token_eos(const struct muse_model *m) { return m->hp.eos_token_id; }
 int32_t muse_model_token_eot(const struct muse_model *m) { return m->hp.eot_token_id; }
 
+uint64_t muse_model_n_params(const struct muse_model *m) {
+    uint64_t n = 0;
+    for (uint64_t i = 0; i < m->gguf->n_tensors; i++) n += (uint64_t)m->gguf->tensors[i].n_elements;
+    return n;
+}
+
+const char *muse_model_size_label(uint64_t n_params, char *buf, size_t size) {
+    static const char units[] = "KMBT";
+    double v = (double)n_params;
+    int u = -1;
+    while (u < 3 && v >= 999.5) { /* 999.6K prints as 1.0M, not 1000K */
+        v /= 1000;
+        u++;
+    }
+    char num[32];
+    if (v < 9.95 && u >= 0) snprintf(num, sizeof num, "%.1f", v);
+    else snprintf(num, sizeof num, "%.0f", v);
+    size_t n = strlen(num);
+    if (n > 2 && !strcmp(num + n - 2, ".0")) num[n - 2] = '\0';
+    snprintf(buf, size, "%s%.*s", num, u >= 0 ? 1 : 0, u >= 0 ? &units[u] : "");
+    return buf;
+}
+
 int muse_model_token_is_stop(const struct muse_model *m, int32_t token) {
     return token >= 0 && (token == m->hp.eos_token_id || token == m->hp.eot_token_id);
 }
@@ -67,8 +90,10 @@ int muse_model_token_is_stop(const struct muse_model *m, int32_t token) {
 void muse_model_desc(const struct muse_model *m, char *buf, size_t size) {
     const struct muse_hparams *hp = &m->hp;
     const char *type = hp->n_layer ? muse_type_layouts[m->w.layers[0].ffn_down.type].name : "?";
+    char label[32];
     snprintf(buf, size, "%s %s %s: %u layers (%u SWA, window %u), n_embd %u, heads %u/%u, head_dim %u, n_ff %u, vocab %d",
-             hp->arch, muse_hparams_type_label(hp), type ? type : "?", hp->n_layer, muse_hparams_n_swa_layers(hp),
+             hp->arch, muse_model_size_label(muse_model_n_params(m), label, sizeof label), type ? type : "?",
+             hp->n_layer, muse_hparams_n_swa_layers(hp),
              hp->n_swa, hp->n_embd, hp->n_head[0], hp->n_head_kv[0], hp->n_embd_head_k, hp->n_ff[0],
              (int)m->w.n_vocab);
 }

@@ -272,10 +272,6 @@ uint32_t muse_hparams_n_rot(const struct muse_hparams *hp, uint32_t il) {
     return hp->is_swa[il] ? hp->n_rot_swa : hp->n_rot;
 }
 
-const char *muse_hparams_type_label(const struct muse_hparams *hp) {
-    return hp->n_layer == 52 ? "30B" : "?B";
-}
-
 uint32_t muse_hparams_n_swa_layers(const struct muse_hparams *hp) {
     uint32_t n = 0;
     for (uint32_t il = 0; il < hp->n_layer; il++) n += hp->is_swa[il];

@@ -96,8 +96,5 @@ uint32_t muse_hparams_n_embd_k_gqa(const struct muse_hparams *hp, uint32_t il); 
 uint32_t muse_hparams_n_embd_v_gqa(const struct muse_hparams *hp, uint32_t il); /* n_head_kv * head_dim_v */
 uint32_t muse_hparams_n_rot(const struct muse_hparams *hp, uint32_t il);     /* swa ? n_rot_swa : n_rot */
 
-/* llama.cpp's type label: "30B" for 52 layers, "?B" otherwise. Constant string. */
-const char *muse_hparams_type_label(const struct muse_hparams *hp);
-
 /* Number of SWA layers. */
 uint32_t muse_hparams_n_swa_layers(const struct muse_hparams *hp);

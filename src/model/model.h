@@ -48,3 +48,8 @@ muse_status muse_eval_rows(struct muse_context *ctx, const int32_t *tokens, int3
 /* Hyperparameters / weights of a loaded model. */
 const struct muse_hparams *muse_model_hparams(const struct muse_model *model);
 const struct muse_weights *muse_model_weights(const struct muse_model *model);
+/* The parameters: the elements of every tensor in the file (as llama.cpp's llama_model_n_params). */
+uint64_t muse_model_n_params(const struct muse_model *model);
+/* The parameter count as model names write it: "6M", "336M", "1.5B", "30B" (below 10 of the unit,
+ * one decimal unless it is .0; from 10, whole units). Returns buf. */
+const char *muse_model_size_label(uint64_t n_params, char *buf, size_t size);

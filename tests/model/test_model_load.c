@@ -117,7 +117,23 @@ static void test_defaults(void) {
     TEST_COND("stop tokens: EOS and EOT", muse_model_token_is_stop(m, 298) && muse_model_token_is_stop(m, 299) &&
                                               !muse_model_token_is_stop(m, 297));
     TEST_COND("n_vocab from token_embd", muse_model_n_vocab(m) == 300);
-    TEST_COND("type label for 4 layers", !strcmp(muse_hparams_type_label(hp), "?B"));
+    /* the size in the description is the parameter count of the file's tensors, never "?B" */
+    uint64_t n_params = 0;
+    const struct muse_gguf *g = m->gguf;
+    for (uint64_t i = 0; i < g->n_tensors; i++) n_params += (uint64_t)g->tensors[i].n_elements;
+    char desc[256], want[64], label[32];
+    muse_model_desc(m, desc, sizeof desc);
+    snprintf(want, sizeof want, "muse-glimmer %s ", muse_model_size_label(n_params, label, sizeof label));
+    TEST_CONDF(muse_model_n_params(m) == n_params && n_params > 0 && !strncmp(desc, want, strlen(want)),
+               "desc '%s', want it to start with '%s'", desc, want);
+    static const struct {
+        uint64_t n;
+        const char *label;
+    } labels[] = {{5970000, "6M"}, {336000000, "336M"}, {1540000000, "1.5B"}, {30200000000ull, "30B"},
+                  {9970000, "10M"}, {999700000, "1B"}, {12345, "12K"}, {300, "300"}};
+    for (size_t k = 0; k < sizeof labels / sizeof labels[0]; k++)
+        TEST_CONDF(!strcmp(muse_model_size_label(labels[k].n, label, sizeof label), labels[k].label),
+                   "size label of %llu: '%s', want '%s'", (unsigned long long)labels[k].n, label, labels[k].label);
     muse_model_free(m);
 
     s = fx_default();

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # test_quantize_cli.sh - `muse quantize` end to end: bad input gives exit status 1, exactly one
 # line on stderr naming the problem, and no output file (not a GGUF, a missing file, an
-# already-quantized source, an unknown or IQ or imatrix-only TYPE, an unknown ggml type, a
+# already-quantized source, an IQ or imatrix-only TYPE, a
 # pattern that matches nothing, a bad regex, an override with a float TYPE, a shape without a
 # fallback, a type that does not fit a tensor's rows, the same input and output, an unwritable
-# output, another architecture); usage errors give status 2; --dry-run writes nothing; and
+# output, another architecture); usage errors and values that name nothing (an unknown TYPE or
+# ggml type, an override without PATTERN=TYPE) give status 2; --dry-run writes nothing; and
 # quantized files load and generate with `muse run` (greedy).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -20,14 +21,17 @@ bad() { n=$((n + 1)); fail=$((fail + 1)); echo "FAIL $*"; }
     -o "$dir/odd.gguf" -q || exit 1
 "$MUSE" quantize "$dir/f16.gguf" "$dir/q8.gguf" Q8_0 -q 2>/dev/null || exit 1
 
-# expect_error NAME PATTERN ARGS...: status 1, one stderr line containing PATTERN, no $dir/out.gguf
+# expect_error NAME PATTERN ARGS...: status 1 (expect_bad_value: 2), one stderr line containing PATTERN,
+# no $dir/out.gguf
+want_st=1
+expect_bad_value() { want_st=2; expect_error "$@"; want_st=1; }
 expect_error() {
     local name="$1" pat="$2"; shift 2
     rm -f "$dir/out.gguf"
     local err st
     err=$("$MUSE" quantize "$@" 2>&1 >/dev/null); st=$?
     local lines; lines=$(printf '%s\n' "$err" | wc -l)
-    if [ "$st" -ne 1 ]; then bad "$name: status $st (want 1): $err"; return; fi
+    if [ "$st" -ne "$want_st" ]; then bad "$name: status $st (want $want_st): $err"; return; fi
     if [ "$lines" -ne 1 ]; then bad "$name: $lines stderr lines: $err"; return; fi
     if ! grep -q -- "$pat" <<<"$err"; then bad "$name: '$err' lacks '$pat'"; return; fi
     if [ -e "$dir/out.gguf" ]; then bad "$name: left an output file"; return; fi
@@ -38,17 +42,19 @@ printf 'not a gguf file at all\n' >"$dir/text.gguf"
 expect_error "not a GGUF" "text.gguf" "$dir/text.gguf" "$dir/out.gguf" Q4_K_M
 expect_error "missing file" "nope.gguf" "$dir/nope.gguf" "$dir/out.gguf" Q4_K_M
 expect_error "quantized source" "already quantized" "$dir/q8.gguf" "$dir/out.gguf" Q4_K_M
-expect_error "unknown TYPE" "unknown quantization type 'Q7_K'" "$dir/f16.gguf" "$dir/out.gguf" Q7_K
+# a value that names nothing is a bad value, as everywhere in the CLI: status 2 (issue 32 item 6)
+expect_bad_value "unknown TYPE" "bad value for TYPE: 'Q7_K'" "$dir/f16.gguf" "$dir/out.gguf" Q7_K
 expect_error "IQ TYPE" "IQ types: use llama-quantize" "$dir/f16.gguf" "$dir/out.gguf" IQ4_XS
 expect_error "imatrix TYPE" "importance matrix" "$dir/f16.gguf" "$dir/out.gguf" Q2_K_S
-expect_error "unknown ggml type" "unknown ggml type 'q9_0'" "$dir/f16.gguf" "$dir/out.gguf" Q4_K_M --tensor-type attn_v=q9_0
+expect_bad_value "unknown ggml type" "unknown ggml type 'q9_0'" "$dir/f16.gguf" "$dir/out.gguf" Q4_K_M --tensor-type attn_v=q9_0
+expect_bad_value "unknown output type" "unknown ggml type 'zz'" "$dir/f16.gguf" "$dir/out.gguf" Q4_K_M --output-tensor-type zz
 expect_error "IQ override" "IQ type" "$dir/f16.gguf" "$dir/out.gguf" Q4_K_M --tensor-type attn_v=iq4_nl
 expect_error "activation type" "activation format" "$dir/f16.gguf" "$dir/out.gguf" Q4_K_M --output-tensor-type q8_K
 expect_error "pattern matching nothing" "'attn_zz' matches no quantizable tensor" "$dir/f16.gguf" "$dir/out.gguf" Q4_K_M \
     --tensor-type attn_v=q8_0 --tensor-type attn_zz=q8_0
 expect_error "pattern on norms only" "matches no quantizable tensor" "$dir/f16.gguf" "$dir/out.gguf" Q4_K_M \
     --tensor-type 'attn_norm=q8_0'
-expect_error "malformed override" "expected PATTERN=TYPE" "$dir/f16.gguf" "$dir/out.gguf" Q4_K_M --tensor-type attn_v
+expect_bad_value "malformed override" "expected PATTERN=TYPE" "$dir/f16.gguf" "$dir/out.gguf" Q4_K_M --tensor-type attn_v
 expect_error "bad regex" "bad pattern" "$dir/f16.gguf" "$dir/out.gguf" Q4_K_M --tensor-type '(attn=q8_0'
 expect_error "override with a float TYPE" "need a quantized TYPE" "$dir/f16.gguf" "$dir/out.gguf" F16 --tensor-type attn_v=q8_0
 expect_error "no fallback" "no fallback type" "$dir/odd.gguf" "$dir/out.gguf" Q1_0

@@ -33,12 +33,23 @@ for r in recs:
 assert pp["test"] == "pp16 @ d8" and pp["n_prompt"] == 16 and pp["n_gen"] == 0, pp
 assert tg["test"] == "tg4 @ d8" and tg["n_prompt"] == 0 and tg["n_gen"] == 4, tg
 assert pp["model_n_params"] > 6e6 and pp["model_size"] > 6e6, pp
+# model_type as llama-bench's: architecture, the parameter count as model names write it, the type
+import re
+assert re.fullmatch(r"muse-glimmer \d+(\.\d)?[KMB] [A-Z0-9_]+", pp["model_type"]), pp["model_type"]
+n, unit = re.match(r"muse-glimmer ([\d.]+)([KMB])", pp["model_type"]).groups()
+count = float(n) * {"K": 1e3, "M": 1e6, "B": 1e9}[unit]
+assert abs(count - pp["model_n_params"]) <= 0.05 * pp["model_n_params"], (count, pp["model_n_params"])
 print("json ok")
 PY
 
 "$MUSE" bench -m "$MODEL" -p 8 -n 0 -r 1 > "$tmp/b.md"
 grep -q '^| model | size | params | backend | threads | test | t/s |' "$tmp/b.md" || { echo "no table header"; fail=1; }
 grep -q '| pp8 | ' "$tmp/b.md" || { echo "no pp8 row"; fail=1; }
+# the model column is short (llama-bench's "muse-glimmer 6.6M Q8_0"), never "?B" or the layer list
+grep -Eq '^\| muse-glimmer [0-9.]+[KMB] [A-Z0-9_]+ \| [0-9.]+ MiB \| [0-9.]+ M \|' "$tmp/b.md" || { echo "model column: $(sed -n 3p "$tmp/b.md")"; fail=1; }
+# --no-warmup: the same records, without the warm-up runs
+"$MUSE" bench -m "$MODEL" -p 8 -n 2 -r 1 --no-warmup -o jsonl > "$tmp/nw.jsonl" || { echo "--no-warmup refused"; fail=1; }
+[ "$(wc -l < "$tmp/nw.jsonl")" -eq 2 ] || { echo "--no-warmup: $(cat "$tmp/nw.jsonl")"; fail=1; }
 if grep -q 'tg' "$tmp/b.md"; then echo "tg row despite -n 0"; fail=1; fi
 
 if "$MUSE" bench -p 8 > /dev/null 2>&1; then echo "missing -m accepted"; fail=1; fi

@@ -53,6 +53,25 @@ bad chat --top-p 2 "0 and <= 1"
 bad chat -t 999 "1..256"
 bad serve --top-p 2 "0 and <= 1"
 bad run --kv q4 "f16, f32 or q8_0"
+# values that name nothing are bad values too (they exited 1, as if a file were at fault: issue 32 item 6)
+bad run --backend gpu "expected cpu or ref"
+bad chat --backend nope "expected cpu or ref"
+bad serve --backend nope "expected cpu or ref"
+bad run --grammar 'root ::= (' "grammar line 1"
+bad run --grammar nope "expecting '::='"
+bad chat --json-schema '{"type": 5' "JSON schema"
+bad run -j '[' "JSON schema"
+bad run -r "" "non-empty"
+bad chat --reverse-prompt "" "non-empty"
+for cmd in logits bench; do
+    "$MUSE" $cmd -m "$M" --backend nope > /dev/null 2> "$tmp/e"; rc=$?
+    check "$cmd --backend nope refused (2)" '[ $rc -eq 2 ] && grep -q "expected cpu or ref" "$tmp/e"'
+done
+echo 'root ::= "a"' > "$tmp/g.gbnf"; echo 'root ::= (' > "$tmp/bad.gbnf"
+"$MUSE" run -m "$M" -p x -n 1 --grammar-file "$tmp/bad.gbnf" > /dev/null 2> "$tmp/e"; rc=$?
+check "a grammar file that does not compile: the file's error (1)" '[ $rc -eq 1 ] && grep -q "grammar-file" "$tmp/e"'
+"$MUSE" run -m "$M" -p x -n 1 --temp 0 --grammar-file "$tmp/g.gbnf" > /dev/null 2>&1
+check "a good grammar file runs" '[ $? -eq 0 ]'
 "$MUSE" run -m "$M" -p x -n 1 -v --kv f32 > /dev/null 2> "$tmp/kv1"
 "$MUSE" run -m "$M" -p x -n 1 -v -ctk f32 -ctv f32 > /dev/null 2> "$tmp/kv2"
 check "--kv f32 and -ctk f32 -ctv f32 both make an f32 cache" 'grep -q "KV f32" "$tmp/kv1" && grep -q "KV f32" "$tmp/kv2"'

@@ -102,7 +102,9 @@ $(BUILD)/obj/src/server/page_vendor.o: $(BUILD)/gen/muse_marked.h
 # the linker turns into a `lea` in the executables (in muse_gemm_iq4_nl_avx2: once, at its entry),
 # and registers are allocated differently around it. muse bench on the busy box (synthetic Q8_0
 # small model, 1 thread, --cpu-time, 12 alternating pairs): pp128 about 5% lower (10 pairs of 12),
-# tg32 about 3% higher, inside the box's +-10% noise; to be confirmed on a quiet machine.
+# tg32 about 3% higher, inside the box's +-10% noise. Again on a quieter box (load ~1; 2 threads,
+# --cpu-time, 5 alternating rounds, medians, the 4-layer n_embd 2048 files of docs/perf.md): Q4_K
+# pp128 1.05x, tg32 1.09x; Q8_0 pp128 1.00x, tg32 0.94x - no drop beyond the noise either way.
 LIB_PIC := -fPIC -fno-semantic-interposition
 $(BUILD)/obj/src/%.o: CFLAGS += $(LIB_PIC)
 

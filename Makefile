@@ -182,6 +182,8 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
+# The test variants (asan, fuzz, emu512) keep line tables only (-g1): their reports still name the
+# file and line, and the compiles are shorter (the test command's budget, README).
 # ASan + UBSan: catches out-of-bounds reads in parsers and undefined shifts in kernels.
 # Only the C test programs of ASAN_TESTS: run-tests.sh runs nothing else from build-asan/ (the CLI
 # and the benchmarks are left out). ASAN_SKIP: tests that run only in the normal build (and
@@ -194,7 +196,7 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB)
 ASAN_SKIP  := tests/model/test_tile_forward
 ASAN_TESTS := $(filter-out $(ASAN_SKIP),$(TEST_SRC:%.c=%))
 asan:
-	$(MAKE) BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \
+	$(MAKE) BUILD=build-asan OPT="-O1 -g1 -fno-omit-frame-pointer" \
 	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined" $(ASAN_TESTS:%=build-asan/%)
 print-asan-tests:
 	@echo $(ASAN_TESTS)
@@ -204,7 +206,7 @@ print-asan-tests:
 FUZZ_CFLAGS := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
 FUZZ_BIN    := $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/%)
 fuzz:
-	$(MAKE) BUILD=build-fuzz CC=clang OPT="-O1 -g" SAN="$(FUZZ_CFLAGS)" ISA_SAN= $(FUZZ_BIN)
+	$(MAKE) BUILD=build-fuzz CC=clang OPT="-O1 -g1" SAN="$(FUZZ_CFLAGS)" ISA_SAN= $(FUZZ_BIN)
 build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c build-fuzz/libmuse.a
 	@echo "clang $< -> $@"
 	$(Q)clang -std=c11 $(WARN) -O1 -g -D_GNU_SOURCE -Iinclude -Isrc -Itests $(shell pkg-config --cflags $(PKGS) 2>/dev/null) \
@@ -217,7 +219,7 @@ build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c build-fuzz/libmuse.a
 # check told that AMX is there. For the tests only (the kernel tests, test_forward and cpu == ref
 # at MUSE_CPU=avx512 and amx).
 emu512: $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out $(EMU_SRC),$(LIB_SRC)) $(TOOL_SRC)) $(EMU_TESTS:%=$(BUILD)/obj/%.o)
-	$(MAKE) BUILD=build-emu512 OBJ_FROM=$(BUILD) ISA_AVX512="$(ISA_AVX2) -DMUSE_EMULATE_AVX512" \
+	$(MAKE) BUILD=build-emu512 OBJ_FROM=$(BUILD) OPT="-O2 -g1" ISA_AVX512="$(ISA_AVX2) -DMUSE_EMULATE_AVX512" \
 	    ISA_AMX="$(ISA_AVX2) -DMUSE_EMULATE_AVX512 -DMUSE_EMULATE_AMX" \
 	    SAN="-DMUSE_CPU_EMULATE_AVX512 -DMUSE_CPU_EMULATE_AMX" \
 	    build-emu512/muse $(EMU_TESTS:%=build-emu512/%)

@@ -69,9 +69,11 @@ def main():
                                        max_tokens=12, temperature=0, logprobs=True, top_logprobs=3)
         lp = r.choices[0].logprobs.content
         n_gen = r.usage.completion_tokens - (r.choices[0].finish_reason == "stop")  # the stop token has none
-        check(len(lp) == n_gen and all(e.token == e.top_logprobs[0].token and abs(e.logprob - e.top_logprobs[0].logprob) < 1e-9
-                                    and e.top_logprobs[0].logprob >= e.top_logprobs[1].logprob for e in lp),
-              f"greedy chat logprobs: {lp[:2]}")
+        # the entries are the answer's tokens only (not the channel header or reasoning): they spell the content
+        check(len(lp) <= n_gen and "".join(e.token for e in lp) == (r.choices[0].message.content or "") and
+              all(e.token == e.top_logprobs[0].token and abs(e.logprob - e.top_logprobs[0].logprob) < 1e-9
+                  and e.top_logprobs[0].logprob >= e.top_logprobs[1].logprob for e in lp),
+              f"greedy chat logprobs: {lp[:2]} for {r.choices[0].message.content!r}")
 
     tmp = tempfile.TemporaryDirectory(prefix="muse-srv-opt-")
     tmpl = pathlib.Path(tmp.name) / "t.jinja"

@@ -27,6 +27,25 @@ AI __m256 first_lanes(int t) {
     return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(t), idx));
 }
 
+
+/* For rows r = 0..5 of named accumulators a<r>0, a<r>1: a<r>0 += x<r>[i] * b0, a<r>1 += x<r>[i] * b1
+ * (one broadcast per row; the scores' and the outputs' inner step alike). */
+#define FMA_ROW2(x, i, r, b0, b1)                           \
+    do {                                                    \
+        const __m256 xb = _mm256_broadcast_ss(x##r + (i));  \
+        a##r##0 = _mm256_fmadd_ps(xb, b0, a##r##0);         \
+        a##r##1 = _mm256_fmadd_ps(xb, b1, a##r##1);         \
+    } while (0)
+#define FMA_ROWS6(x, i, b0, b1)     \
+    do {                            \
+        FMA_ROW2(x, i, 0, b0, b1);  \
+        FMA_ROW2(x, i, 1, b0, b1);  \
+        FMA_ROW2(x, i, 2, b0, b1);  \
+        FMA_ROW2(x, i, 3, b0, b1);  \
+        FMA_ROW2(x, i, 4, b0, b1);  \
+        FMA_ROW2(x, i, 5, b0, b1);  \
+    } while (0)
+
 /* Scores of 6 rows (q[r], rows that repeat are computed twice and written twice, harmlessly)
  * against panels pb0 .. pb1 - 1, times scale, into s[r] (column 0 = key pb0 * 16). The 12
  * accumulators are named, not an array: GCC keeps arrays of __m256 indexed in a loop on the stack. */
@@ -41,19 +60,7 @@ static void qk6(const float *const q[6], const float *kp, int32_t hd, int32_t pb
         for (int32_t d = 0; d < hd; d++) {
             const __m256 k0 = _mm256_load_ps(kpan + (size_t)d * MUSE_WIN_KPANEL);
             const __m256 k1 = _mm256_load_ps(kpan + (size_t)d * MUSE_WIN_KPANEL + 8);
-#define ROW(r)                                                \
-    do {                                                      \
-        const __m256 qb = _mm256_broadcast_ss(q##r + d);      \
-        a##r##0 = _mm256_fmadd_ps(qb, k0, a##r##0);           \
-        a##r##1 = _mm256_fmadd_ps(qb, k1, a##r##1);           \
-    } while (0)
-            ROW(0);
-            ROW(1);
-            ROW(2);
-            ROW(3);
-            ROW(4);
-            ROW(5);
-#undef ROW
+            FMA_ROWS6(q, d, k0, k1);
         }
         const size_t col = (size_t)(pb - pb0) * MUSE_WIN_KPANEL;
 #define STORE(r)                                                          \
@@ -110,19 +117,7 @@ static void pv6(const float *const e[6], const float *v, int64_t ld, int32_t n, 
     if (W2) {
         for (int32_t j = 0; j < n; j++) {
             const __m256 v0 = _mm256_loadu_ps(v + (size_t)j * ld), v1 = _mm256_loadu_ps(v + (size_t)j * ld + 8);
-#define ROW(r)                                                \
-    do {                                                      \
-        const __m256 eb = _mm256_broadcast_ss(e##r + j);      \
-        a##r##0 = _mm256_fmadd_ps(eb, v0, a##r##0);           \
-        a##r##1 = _mm256_fmadd_ps(eb, v1, a##r##1);           \
-    } while (0)
-            ROW(0);
-            ROW(1);
-            ROW(2);
-            ROW(3);
-            ROW(4);
-            ROW(5);
-#undef ROW
+            FMA_ROWS6(e, j, v0, v1);
         }
     } else {
         for (int32_t j = 0; j < n; j++) {

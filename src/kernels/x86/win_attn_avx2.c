@@ -36,6 +36,16 @@ AI __m256 first_lanes(int t) {
         a##r##0 = _mm256_fmadd_ps(xb, b0, a##r##0);         \
         a##r##1 = _mm256_fmadd_ps(xb, b1, a##r##1);         \
     } while (0)
+/* M(0) .. M(5): a step of each of the six rows. */
+#define EACH6(M) \
+    do {         \
+        M(0);    \
+        M(1);    \
+        M(2);    \
+        M(3);    \
+        M(4);    \
+        M(5);    \
+    } while (0)
 #define FMA_ROWS6(x, i, b0, b1)     \
     do {                            \
         FMA_ROW2(x, i, 0, b0, b1);  \
@@ -68,12 +78,7 @@ static void qk6(const float *const q[6], const float *kp, int32_t hd, int32_t pb
         _mm256_storeu_ps(s[r] + col, _mm256_mul_ps(a##r##0, vs));         \
         _mm256_storeu_ps(s[r] + col + 8, _mm256_mul_ps(a##r##1, vs));     \
     } while (0)
-        STORE(0);
-        STORE(1);
-        STORE(2);
-        STORE(3);
-        STORE(4);
-        STORE(5);
+        EACH6(STORE);
 #undef STORE
     }
 }
@@ -137,12 +142,7 @@ static void pv6(const float *const e[6], const float *v, int64_t ld, int32_t n, 
         _mm256_storeu_ps(out[r], _mm256_mul_ps(a##r##0, vi));                                 \
         if (W2) _mm256_storeu_ps(out[r] + 8, _mm256_mul_ps(a##r##1, vi));                     \
     } while (0)
-    STORE(0);
-    STORE(1);
-    STORE(2);
-    STORE(3);
-    STORE(4);
-    STORE(5);
+    EACH6(STORE);
 #undef STORE
 }
 

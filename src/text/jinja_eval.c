@@ -337,6 +337,7 @@ static bool arith(struct jctx *c, enum jop op, struct jv a, struct jv b, struct 
         if (a.kind == JV_STR) {
             if (a.u.s->len && (uint64_t)k > c->lim.max_output / a.u.s->len)
                 return muse_jerr(c, "string repetition exceeds the output limit");
+            if (!a.u.s->len) k = 0; /* "" * 10**12 is "" at once (fuzz_jinja: it looped for minutes) */
             struct jbuf tmp = {0};
             for (int64_t i = 0; i < k; i++) muse_jbuf_put(&tmp, a.u.s->s, a.u.s->len);
             *out = muse_jv_strn(c, tmp.data ? tmp.data : "", tmp.len);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "text/jinja.h"
+#include "core/timer.h"
 #include "test.h"
 #include "test_jinja_cases.h"
 
@@ -100,6 +101,12 @@ static void test_limits(void) {
     free(out);
     st = render("{{ 'x' * 1000000000000 }}", NULL, &o, &out, &err);
     TEST_CONDF(st == MUSE_ERR_TEMPLATE, "giant string repetition refused: %s", err.msg);
+    free(out);
+    /* the empty string repeated a trillion times is empty at once (fuzz_jinja found it looping) */
+    int64_t t0 = muse_time_us();
+    st = render("[{{ '' * 4444444222222 }}][{{ (none|string)[:0] * 4444444222222 }}]", NULL, &o, &out, &err);
+    TEST_CONDF(st == MUSE_OK && out && !strcmp(out, "[][]") && muse_time_us() - t0 < 1000000,
+               "empty string repetition: %d '%s'", st, out ? out : "");
     free(out);
     o.limits.max_output = 0;
     o.limits.max_memory = 1 << 20;

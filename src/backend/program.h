@@ -239,6 +239,9 @@ static inline struct muse_prog_ref muse_ref(int16_t b, int64_t off, int64_t stri
 /* ggml's rope cache for position p: theta = p * theta_scale^i in f32 (incremental), cos/sin of
  * freq_scale * theta, for the n_rot / 2 pairs (the ROPE_ANGLES op's numerics). */
 void muse_rope_angles(float p, int32_t n_rot, float base, float freq_scale, float *c, float *s);
+/* Floats per row of a rope cache buffer (ROPE_ANGLES' dst / src): the n_rot / 2 angles and one
+ * more, rounded up to 16 (64 bytes). */
+static inline int64_t muse_rope_cols(int64_t n_rot) { return (n_rot / 2 + 1 + 15) & ~(int64_t)15; }
 
 /*
  * Run program p inside a parallel region of `ops` (state bs): this thread's share of every op, in

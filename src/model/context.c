@@ -266,7 +266,7 @@ static struct muse_prog_run run_args(const struct muse_context *ctx) {
 }
 
 const float *muse_context_embeddings(const struct muse_context *ctx, int32_t *n_rows) {
-    if (n_rows) *n_rows = ctx->embd ? ctx->n_feature_rows : 0;
+    if (n_rows) *n_rows = ctx->embd ? ctx->n_last_rows : 0;
     return ctx->embd ? muse_buffer_host(ctx->embd) : NULL;
 }
 
@@ -378,12 +378,12 @@ muse_status muse_context_set_features(struct muse_context *ctx, const int32_t *l
     ctx->features = buf;
     ctx->feature_layers = copy;
     ctx->n_features = n_layers;
-    ctx->n_feature_rows = 0;
+    ctx->n_last_rows = 0;
     return MUSE_OK;
 }
 
 const float *muse_context_features(const struct muse_context *ctx, int32_t *n_rows) {
-    if (n_rows) *n_rows = ctx->n_features ? ctx->n_feature_rows : 0;
+    if (n_rows) *n_rows = ctx->n_features ? ctx->n_last_rows : 0;
     return ctx->n_features ? muse_buffer_host(ctx->features) : NULL;
 }
 
@@ -421,7 +421,7 @@ static muse_status eval(struct muse_context *ctx, const int32_t *tokens, const f
             a.logits = logits + (size_t)(done + first - first_row) * n_vocab;
         }
         muse_device_run(ctx->dev, &ctx->prog, &a);
-        ctx->n_feature_rows = n;
+        ctx->n_last_rows = n;
         kv->n_past += n;
         if (kv->n_past > kv->n_high) kv->n_high = kv->n_past;
         done += n;
@@ -509,7 +509,7 @@ muse_status muse_decode(struct muse_context *ctx, const struct muse_batch *b, fl
     }
     a.logits = logits;
     muse_device_run(ctx->dev, &ctx->prog, &a);
-    ctx->n_feature_rows = n;
+    ctx->n_last_rows = n;
     for (int32_t s = 0; s < n_seq; s++) {
         struct muse_kv_cache *kv = ctx->kv[s];
         kv->n_past = next[s];

@@ -219,7 +219,7 @@ muse_status muse_text_program_build(const struct muse_hparams *hp, const struct 
     muse_program_init(p, n_batch);
     struct build B = {hp, w, p, {0}};
     struct bufs *b = &B.b;
-    const int64_t n_embd = hp->n_embd, rope_cols = ((int64_t)hp->n_rot_swa / 2 + 1 + 15) & ~(int64_t)15;
+    const int64_t n_embd = hp->n_embd, rope_cols = muse_rope_cols(hp->n_rot_swa);
     b->x = muse_program_buffer(p, n_embd);
     b->h = muse_program_buffer(p, n_embd);
     b->o = muse_program_buffer(p, n_embd);

@@ -32,7 +32,7 @@ struct muse_context {
     struct muse_buffer *features;
     int32_t *feature_layers;            /* [n_features] */
     int32_t n_features;
-    int32_t n_feature_rows;             /* rows the last forward wrote */
+    int32_t n_last_rows;                /* rows of the last forward (its feature and embedding rows) */
     struct muse_buffer *embd;           /* params.embeddings: [n_batch][n_embd] final hidden states */
 };
 

@@ -53,7 +53,6 @@ static void rope_angles(struct muse_program *p, const struct muse_dflash_hparams
                            .n_rot = (int32_t)hp->n_rot, .rope_base = hp->rope_freq_base, .rope_scale = hp->rope_freq_scale});
 }
 
-static int64_t rope_cols(const struct muse_dflash_hparams *hp) { return ((int64_t)hp->n_rot / 2 + 1 + 15) & ~(int64_t)15; }
 
 // ---- pass A + B: inject --------------------------------------------------------------------------
 
@@ -64,7 +63,7 @@ static void build_inject(const struct muse_drafter *d, struct muse_program *p) {
     const int64_t H = hp->n_embd, F = muse_dflash_n_features(hp), n_kv = muse_dflash_n_kv(hp), nb = p->n_batch;
     const int16_t feat = muse_program_buffer(p, F), g = muse_program_buffer(p, H);
     const int16_t kc = muse_program_buffer(p, (int64_t)hp->n_layer * n_kv), vc = muse_program_buffer(p, (int64_t)hp->n_layer * n_kv);
-    const int16_t rc = muse_program_buffer(p, rope_cols(hp)), rs = muse_program_buffer(p, rope_cols(hp));
+    const int16_t rc = muse_program_buffer(p, muse_rope_cols(hp->n_rot)), rs = muse_program_buffer(p, muse_rope_cols(hp->n_rot));
 
     op(p, (struct muse_op){.kind = MUSE_OP_EMBED, .dst = rows(feat, F), .n = F});
     /* g = fc . feat (x fc.scale)                                              [n][H] */
@@ -165,8 +164,8 @@ static void build_block(const struct muse_drafter *d, int32_t window, struct mus
     b.vb = muse_program_buffer(p, n_kv);
     b.fg = muse_program_buffer(p, hp->n_ff);
     b.fu = muse_program_buffer(p, hp->n_ff);
-    b.rc = muse_program_buffer(p, rope_cols(hp));
-    b.rs = muse_program_buffer(p, rope_cols(hp));
+    b.rc = muse_program_buffer(p, muse_rope_cols(hp->n_rot));
+    b.rs = muse_program_buffer(p, muse_rope_cols(hp->n_rot));
     p->bufs[MUSE_BUF_LOGITS].cols = n_vocab;
 
     op(p, (struct muse_op){.kind = MUSE_OP_EMBED, .dst = rows(b.x, H), .n = H, .table = &d->token_embd});

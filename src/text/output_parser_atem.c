@@ -30,7 +30,9 @@ static bool lit(struct scan *sc, const char *t) {
 static char *quoted_then_gt(struct scan *sc) {
     if (!lit(sc, "\"")) return NULL;
     size_t st = sc->i;
-    while (sc->i < sc->n && sc->s[sc->i] != '"' && sc->s[sc->i] != '\n' && sc->s[sc->i] != '<') sc->i++;
+    /* a NUL ends nothing but the C string it would become: such a name is malformed (fuzz_output_parser) */
+    while (sc->i < sc->n && sc->s[sc->i] != '"' && sc->s[sc->i] != '\n' && sc->s[sc->i] != '<' && sc->s[sc->i] != '\0')
+        sc->i++;
     if (sc->i >= sc->n || sc->s[sc->i] != '"' || sc->i == st) return NULL;
     size_t e = sc->i++;
     while (sc->i < sc->n && (sc->s[sc->i] == ' ' || sc->s[sc->i] == '\t')) sc->i++;

@@ -336,6 +336,18 @@ static void test_call_ids(void) {
 }
 
 int main(void) {
+    /* a name or key with a NUL byte is malformed, not a call named by its prefix (fuzz_output_parser) */
+    {
+        static const char nul_name[] = "<atem:function_calls><atem:invoke name=\"\0)f\"></atem:invoke></atem:function_calls>";
+        static const char nul_key[] = "<atem:function_calls><atem:invoke name=\"f\"><atem:parameter name=\"a\0b\">1"
+                                      "</atem:parameter></atem:invoke></atem:function_calls>";
+        char *nm = NULL, *args = NULL;
+        TEST_COND("NUL in a function name refused",
+                  muse_atem_parse(nul_name, sizeof nul_name - 1, NULL, &nm, &args) == MUSE_ERR_FORMAT && !nm && !args);
+        TEST_COND("NUL in a parameter name refused",
+                  muse_atem_parse(nul_key, sizeof nul_key - 1, NULL, &nm, &args) == MUSE_ERR_FORMAT && !nm && !args);
+    }
+
     static const size_t chunks[] = {100000, 1, 2, 3, 5, 11};
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         for (size_t k = 0; k < sizeof(chunks) / sizeof(chunks[0]); k++) run_one(&cases[i], NULL, chunks[k]);

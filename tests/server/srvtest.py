@@ -74,6 +74,16 @@ class Server:
         self.log.seek(0)
         return self.log.read()
 
+    def wait_log(self, *parts, timeout=10):
+        """The log once it holds every one of parts, or as it is after timeout seconds. A request's log line
+        is written when its connection completes, which may be just after the client has read the answer."""
+        deadline = time.time() + timeout
+        log = self.logtext()
+        while not all(p in log for p in parts) and time.time() < deadline:
+            time.sleep(0.05)
+            log = self.logtext()
+        return log
+
     def request(self, method, path, body=None, headers=None, timeout=30):
         """(status, headers dict, parsed JSON or text)."""
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)

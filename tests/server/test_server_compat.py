@@ -205,8 +205,7 @@ def ollama_api(srv):
 def request_log(srv):
     srv.request("POST", "/v1/chat/completions", {"messages": USER, "max_tokens": 3})
     srv.request("GET", "/nope")
-    time.sleep(0.2)
-    log = srv.logtext()
+    log = srv.wait_log("POST /v1/chat/completions 200 ", "GET /nope 404")
     check(any(line.startswith("POST /v1/chat/completions 200 ") and "/3 tokens" in line and line.endswith(" ms")
               for line in log.splitlines()), f"request log line for a chat: {log[-600:]}")
     check(any(line.startswith("GET /nope 404 0/0 tokens") for line in log.splitlines()), "request log line for a 404")

@@ -91,13 +91,7 @@ def main():
         st, _, c = srv.request("POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}],
                                                                  "max_tokens": 4}, headers={"Host": f"localhost:{srv.port}"})
         check(st == 200, f"chat with the q8_0 cache and Host localhost ({st} {c})")
-        # the request's log line is written when the connection completes, which may be just after the
-        # client has read the answer: wait for it (bounded) rather than race it
-        deadline = time.time() + 10
-        log = srv.logtext()
-        while "POST /v1/chat/completions 200" not in log and time.time() < deadline:
-            time.sleep(0.05)
-            log = srv.logtext()
+        log = srv.wait_log("POST /v1/chat/completions 200")
         check("listening on http://127.0.0.1:" in log, f"--host localhost binds 127.0.0.1: {log[:300]}")
         check("muse-glimmer" in log and "n_embd" in log, "-v prints the model")
         check("POST /v1/chat/completions 200" in log and "cached" in log and "tok/s" in log, "-v request details")

@@ -215,7 +215,8 @@ def main():
         long_turns.append({"role": "user", "content": "The last question?"})
         st, _, js = srv.request("POST", "/v1/chat/completions", {"messages": long_turns, "max_tokens": 4}, timeout=120)
         check(st == 200 and js["usage"]["prompt_tokens"] + 4 <= 2048, f"a long chat shifts: {st} {str(js)[:200]}")
-        check("context shift:" in srv.logtext() and "oldest messages dropped" in srv.logtext(), "the log line says so")
+        log = srv.wait_log("context shift:", "oldest messages dropped")
+        check("context shift:" in log and "oldest messages dropped" in log, "the log line says so")
         big_system = [{"role": "system", "content": "rules " * 3000}, {"role": "user", "content": "hi"}]
         st, _, js = srv.request("POST", "/v1/chat/completions", {"messages": big_system, "max_tokens": 4}, timeout=120)
         check(st == 400 and "context-shift" in js["error"]["message"], f"an oversized system message: {st} {str(js)[:200]}")

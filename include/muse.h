@@ -237,6 +237,9 @@ struct muse_batch {
                                order (its n_past, n_past + 1, ...); given positions must be exactly those */
     const int8_t *logits;   /* [n_tokens] nonzero: this row's logits are wanted; NULL: the last row of
                                each sequence in the batch */
+    const float *const *embd; /* [n_tokens] or NULL: a non-NULL embd[i] is row i's input (n_embd floats, an
+                                 image row of a vision projector) instead of token[i]'s embedding; token[i]
+                                 is then ignored */
 };
 
 /*
@@ -379,6 +382,10 @@ struct muse_kv_checkpoint;
  * fail). Errors: MUSE_ERR_NOMEM. */
 muse_status muse_kv_checkpoint_create(struct muse_context *ctx, struct muse_kv_checkpoint **out,
                                       struct muse_error *err);
+/* muse_kv_checkpoint_create for sequence seq: the checkpoint saves and restores that sequence's
+ * rings. Errors: MUSE_ERR_INVALID_ARG (bad id), MUSE_ERR_NOMEM. */
+muse_status muse_seq_checkpoint_create(struct muse_context *ctx, int32_t seq, struct muse_kv_checkpoint **out,
+                                       struct muse_error *err);
 void muse_kv_checkpoint_free(struct muse_kv_checkpoint *ck); /* NULL is fine */
 /* Copy the rings now; the position becomes the context's n_past (overwrites what it held).
  * Errors: MUSE_ERR_INVALID_ARG when the context was freed. */

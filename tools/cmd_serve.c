@@ -29,7 +29,10 @@ static void usage(FILE *f) {
             "  --port-file FILE    write the bound port to FILE once listening\n"
             "  -np, --parallel N   slots: sequences generated in parallel, each with its own KV cache (default 1);\n"
             "                      -c is the context of each (default: the trained context, capped so that every\n"
-            "                      slot's KV cache fits in the memory available)\n"
+            "                      slot's KV cache fits in the memory available). Several slots are batched: one\n"
+            "                      forward per step takes a token of every generating slot and prompt chunks of\n"
+            "                      the others (docs/server.md; not with --draft-model: each slot runs alone)\n"
+            "  -nocb, --no-cont-batching  every slot runs its own forward on its own thread (no batching)\n"
             "  --queue N           requests that may wait for a slot; beyond that 503 + Retry-After (default 64)\n"
             "  -a, --alias NAME    the model id in /v1/models and /api/tags (default: the file's base name)\n"
             "  --chat-template-file FILE\n"
@@ -106,7 +109,7 @@ static bool resolve_host(const char *name, char *out, size_t cap) {
 int cmd_serve(int argc, char **argv) {
     struct muse_server_params p = muse_server_default_params();
     const char *script = NULL, *port_file = NULL, *alias = NULL, *template_path = NULL, *host_name = NULL;
-    bool test_mode = false;
+    bool test_mode = false, no_batching = false;
     int64_t v;
     bool max_body_given = false;
     struct media_opts md;
@@ -165,6 +168,10 @@ int cmd_serve(int argc, char **argv) {
             NEXT();
             if (!cli_parse_int(a, val, 1, 256, &v)) return 2;
             p.n_slots = (int)v;
+        } else if (!strcmp(a, "--no-cont-batching") || !strcmp(a, "-nocb")) {
+            no_batching = true;
+        } else if (!strcmp(a, "--cont-batching") || !strcmp(a, "-cb")) {
+            no_batching = false;
         } else if (!strcmp(a, "--queue")) {
             NEXT();
             if (!cli_parse_int(a, val, 0, 100000, &v)) return 2;
@@ -311,6 +318,7 @@ int cmd_serve(int argc, char **argv) {
                                            .cparams = &mo.cparams,
                                            .mparams = &mo.mparams,
                                            .n_slots = p.n_slots,
+                                           .no_batching = no_batching,
                                            .alias = alias,
                                            .chat_template = tmpl,
                                            .chat_template_len = tmpl_len,
@@ -335,8 +343,8 @@ int cmd_serve(int argc, char **argv) {
         cli_err("warning: the context of a slot (%d positions) is larger than the model was trained for (%d): positions "
                 "past it may give poor output",
                 info.n_ctx, info.n_ctx_train);
-    fprintf(stderr, "muse serve: ready: model '%s', %d slot(s) of %d tokens, queue %d%s\n", info.model_name, p.n_slots,
-            info.n_ctx, p.queue, p.api_key ? ", API key required" : "");
+    fprintf(stderr, "muse serve: ready: model '%s', %d slot(s) of %d tokens%s, queue %d%s\n", info.model_name, p.n_slots,
+            info.n_ctx, info.batched ? " (batched)" : "", p.queue, p.api_key ? ", API key required" : "");
     if (mo.verbosity > 0 && info.desc[0]) fprintf(stderr, "muse serve: %s\n", info.desc);
     int sig = 0;
     sigwait(&sigs, &sig);

@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "core/timer.h"
+#include "gen/stepper.h"
 #include "text/tokenizer.h"
 #include "vision/vision.h"
 
@@ -391,7 +392,11 @@ muse_status muse_media_eval(struct muse_session *s, struct muse_media_cache *c, 
     for (int32_t k = 0; k < p->n_images && !any; k++)
         any = p->images[k].pos < from + n && p->images[k].pos + p->images[k].geom.n_tokens > from;
     if (!any) return muse_session_eval(s, p->ids + from, n, logits, logits_all, err);
+    /* the tower may take a while: batched sessions do not wait for this one meanwhile */
+    struct muse_stepper *stp = muse_session_stepper(s);
+    const bool joined = stp && muse_stepper_leave(stp, muse_session_seq(s));
     muse_status st = muse_media_prompt_rows(c, p, from, from + n, err);
+    if (joined) muse_stepper_join(stp, muse_session_seq(s));
     if (st != MUSE_OK) return st;
     const float **rows = calloc((size_t)n, sizeof *rows);
     if (!rows) return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");

@@ -2,7 +2,7 @@
  * session.c - one conversation's KV state: token mirror, prefix reuse, rollback, checkpoints
  * (the contract: session.h).
  *
- * Invariants between calls: s->n == muse_context_n_past(s->ctx) and toks[0..n) are the ids at
+ * Invariants between calls: s->n == muse_seq_n_past(s->ctx, s->seq) and toks[0..n) are the ids at
  * positions 0..n-1 (every change of n_past goes through this file); a checkpoint whose position
  * is >= 0 is restorable (kv_cache.c marks checkpoints stale whenever n_past drops below them), so
  * the choice below never restores one that would be refused.
@@ -14,11 +14,14 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "gen/stepper.h"
 
 struct muse_session {
     struct muse_context *ctx;        /* borrowed */
+    int32_t seq;                     /* the sequence of ctx it drives */
+    struct muse_stepper *stepper;    /* borrowed; NULL: evaluates ctx itself (seq 0) */
     int32_t *toks;                   /* [n_ctx] the ids of positions 0..n-1 */
-    int32_t n;                       /* == muse_context_n_past(ctx) between calls */
+    int32_t n;                       /* == muse_seq_n_past(ctx, seq) between calls */
     struct muse_kv_checkpoint **ck;  /* [n_ck], owned; each muse_kv_checkpoint_size() bytes */
     uint64_t *ck_saved;              /* [n_ck] value of n_saves at each checkpoint's last save (0 = never) */
     int32_t n_ck;
@@ -27,7 +30,7 @@ struct muse_session {
 };
 
 struct muse_session_params muse_session_default_params(void) {
-    struct muse_session_params p = {.n_checkpoints = 1};
+    struct muse_session_params p = {.n_checkpoints = 1, .seq = 0, .stepper = NULL};
     return p;
 }
 
@@ -46,16 +49,23 @@ muse_status muse_session_create(struct muse_context *ctx, struct muse_session_pa
     *out = NULL;
     if (params.n_checkpoints < 0)
         return muse_error_set(err, MUSE_ERR_INVALID_ARG, "a session needs n_checkpoints >= 0 (got %d)", params.n_checkpoints);
+    if (params.seq < 0 || params.seq >= (int32_t)muse_context_n_seq_max(ctx) || (params.seq != 0 && !params.stepper) ||
+        (params.stepper && muse_stepper_context(params.stepper) != ctx))
+        return muse_error_set(err, MUSE_ERR_INVALID_ARG,
+                              "a session on sequence %d of a context of %u needs a stepper over that context", params.seq,
+                              muse_context_n_seq_max(ctx));
     struct muse_session *s = calloc(1, sizeof *s);
     if (!s) goto nomem;
     s->ctx = ctx;
+    s->seq = params.seq;
+    s->stepper = params.stepper;
     s->toks = malloc(sizeof *s->toks * (muse_context_n_ctx(ctx) + 1));
     s->ck = calloc((size_t)params.n_checkpoints + 1, sizeof *s->ck);
     s->ck_saved = calloc((size_t)params.n_checkpoints + 1, sizeof *s->ck_saved);
     if (!s->toks || !s->ck || !s->ck_saved) goto nomem;
     for (; s->n_ck < params.n_checkpoints; s->n_ck++)
-        if ((st = muse_kv_checkpoint_create(ctx, &s->ck[s->n_ck], err)) != MUSE_OK) goto fail;
-    muse_kv_clear(ctx);
+        if ((st = muse_seq_checkpoint_create(ctx, s->seq, &s->ck[s->n_ck], err)) != MUSE_OK) goto fail;
+    muse_seq_clear(ctx, s->seq, NULL);
     *out = s;
     return MUSE_OK;
 nomem:
@@ -66,6 +76,8 @@ fail:
 }
 
 struct muse_context *muse_session_context(const struct muse_session *s) { return s->ctx; }
+int32_t muse_session_seq(const struct muse_session *s) { return s->seq; }
+struct muse_stepper *muse_session_stepper(const struct muse_session *s) { return s->stepper; }
 int32_t muse_session_n_past(const struct muse_session *s) { return s->n; }
 const int32_t *muse_session_tokens(const struct muse_session *s) { return s->toks; }
 struct muse_session_stats muse_session_stats(const struct muse_session *s) { return s->stats; }
@@ -109,7 +121,7 @@ static int32_t restore(struct muse_session *s, int32_t i, int32_t n_keep) {
     int32_t p = muse_kv_checkpoint_pos(s->ck[i]);
     /* both steps were checked by pick_checkpoint (valid checkpoint, legal truncate): cannot fail */
     if (muse_kv_checkpoint_restore(s->ck[i], NULL) != MUSE_OK) return -1;
-    if (p > n_keep && muse_kv_truncate(s->ctx, n_keep, NULL) != MUSE_OK) return -1;
+    if (p > n_keep && muse_seq_truncate(s->ctx, s->seq, n_keep, NULL) != MUSE_OK) return -1;
     return p > n_keep ? n_keep : p;
 }
 
@@ -119,7 +131,7 @@ struct muse_session_keep muse_session_keep(struct muse_session *s, int32_t n_kee
     if (n_keep > s->n) n_keep = s->n;
     struct muse_session_keep r = {.kind = MUSE_SESSION_KEEP_NONE, .n_asked = n_keep, .n_kept = n_keep, .ckpt_pos = -1};
     if (n_keep == s->n) return r;
-    if (muse_kv_truncate(s->ctx, n_keep, NULL) == MUSE_OK) {
+    if (muse_seq_truncate(s->ctx, s->seq, n_keep, NULL) == MUSE_OK) {
         r.kind = MUSE_SESSION_KEEP_TRUNCATED;
         s->stats.n_truncated++;
     } else {
@@ -132,7 +144,7 @@ struct muse_session_keep muse_session_keep(struct muse_session *s, int32_t n_kee
             r.ckpt_pos = p;
             s->stats.n_restored++;
         } else {
-            muse_kv_clear(s->ctx);
+            muse_seq_clear(s->ctx, s->seq, NULL);
             r.kind = MUSE_SESSION_KEEP_CLEARED;
             r.n_kept = 0;
             s->stats.n_cleared++;
@@ -152,7 +164,7 @@ muse_status muse_session_truncate(struct muse_session *s, int32_t n_keep, struct
     if (n_keep < 0 || n_keep > s->n)
         return muse_error_set(err, MUSE_ERR_INVALID_ARG, "cannot keep %d positions: the session holds %d", n_keep, s->n);
     if (n_keep == s->n) return MUSE_OK;
-    if (muse_kv_truncate(s->ctx, n_keep, NULL) == MUSE_OK) {
+    if (muse_seq_truncate(s->ctx, s->seq, n_keep, NULL) == MUSE_OK) {
         s->stats.n_truncated++;
     } else {
         int32_t i = pick_checkpoint(s, n_keep, true);
@@ -169,9 +181,10 @@ muse_status muse_session_truncate(struct muse_session *s, int32_t n_keep, struct
 
 muse_status muse_session_eval(struct muse_session *s, const int32_t *tokens, int32_t n, float *logits, int logits_all,
                               struct muse_error *err) {
-    muse_status st = muse_eval(s->ctx, tokens, n, logits, logits_all, err);
+    muse_status st = s->stepper ? muse_stepper_eval(s->stepper, s->seq, tokens, NULL, n, logits, logits_all ? 0 : n - 1, err)
+                                : muse_eval(s->ctx, tokens, n, logits, logits_all, err);
     if (st != MUSE_OK) return st;
-    memcpy(s->toks + s->n, tokens, sizeof *tokens * (size_t)n); /* muse_eval checked n_past + n <= n_ctx */
+    memcpy(s->toks + s->n, tokens, sizeof *tokens * (size_t)n); /* the eval checked n_past + n <= n_ctx */
     s->n += n;
     s->stats.n_tokens_evaluated += (uint64_t)n;
     return MUSE_OK;
@@ -193,7 +206,8 @@ muse_status muse_session_eval_mixed(struct muse_session *s, const int32_t *ids, 
                                       : "position %d has the image-row id %d but no row",
                                   i, ids[i]);
     }
-    muse_status st = muse_eval_mixed(s->ctx, ids, rows, n, logits, logits_all, err);
+    muse_status st = s->stepper ? muse_stepper_eval(s->stepper, s->seq, ids, rows, n, logits, logits_all ? 0 : n - 1, err)
+                                : muse_eval_mixed(s->ctx, ids, rows, n, logits, logits_all, err);
     if (st != MUSE_OK) return st;
     memcpy(s->toks + s->n, ids, sizeof *ids * (size_t)n);
     s->n += n;
@@ -221,6 +235,6 @@ muse_status muse_session_checkpoint(struct muse_session *s, struct muse_error *e
 }
 
 void muse_session_clear(struct muse_session *s) {
-    muse_kv_clear(s->ctx);
+    muse_seq_clear(s->ctx, s->seq, NULL);
     s->n = 0;
 }

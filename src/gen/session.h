@@ -43,9 +43,16 @@
 
 struct muse_session;
 
+struct muse_stepper;
+
 struct muse_session_params {
     int32_t n_checkpoints; /* checkpoints kept, each muse_kv_checkpoint_size() bytes (the rings); 0 = none:
                               every sliding-window miss re-prefills. Default 1 */
+    int32_t seq;           /* the context's sequence the session drives (muse_decode's seq_id); default 0 */
+    struct muse_stepper *stepper; /* NULL: the session evaluates its context itself (sequence 0 only); else
+                                     every evaluation goes through this stepper over the same context, batched
+                                     with the other sessions' (gen/stepper.h), and the session may run on its
+                                     own thread beside them */
 };
 
 /* n_checkpoints = 1: one copy of the rings, where the last prompt ended. */
@@ -79,18 +86,21 @@ struct muse_session_stats {
 };
 
 /*
- * A session over ctx (borrowed; must outlive the session). Clears ctx's cache: a session starts
- * empty. Allocates the token mirror (n_ctx ids) and params.n_checkpoints checkpoints, nothing
- * later. *out owned by the caller (muse_session_free). Errors: MUSE_ERR_INVALID_ARG
- * (n_checkpoints < 0), MUSE_ERR_NOMEM.
+ * A session over sequence params.seq of ctx (borrowed; must outlive the session). Clears that
+ * sequence's cache: a session starts empty. Allocates the token mirror (n_ctx ids) and
+ * params.n_checkpoints checkpoints, nothing later. *out owned by the caller (muse_session_free).
+ * Errors: MUSE_ERR_INVALID_ARG (n_checkpoints < 0, a bad sequence, a sequence other than 0 without
+ * a stepper, a stepper over another context), MUSE_ERR_NOMEM.
  */
 muse_status muse_session_create(struct muse_context *ctx, struct muse_session_params params, struct muse_session **out,
                                 struct muse_error *err);
 /* Free the session and its checkpoints (NULL is fine); the context stays as it is. */
 void muse_session_free(struct muse_session *s);
 
-/* The context the session drives. */
+/* The context the session drives, its sequence, and its stepper (NULL: none). */
 struct muse_context *muse_session_context(const struct muse_session *s);
+int32_t muse_session_seq(const struct muse_session *s);
+struct muse_stepper *muse_session_stepper(const struct muse_session *s);
 /* Positions in the cache (== muse_context_n_past of the context). */
 int32_t muse_session_n_past(const struct muse_session *s);
 /* The token ids in the cache, [muse_session_n_past]; valid until the next call that changes it. */

@@ -473,6 +473,8 @@ muse_status muse_kv_checkpoint_create(struct muse_context *ctx, struct muse_kv_c
 
 // ---- batches of several sequences ---------------------------------------------------------------
 
+/* Sequences a batch does not name are neither read nor written, so their owners may change them
+ * (truncate, restore a checkpoint) while a batch of other sequences runs (src/gen/stepper.h). */
 muse_status muse_decode(struct muse_context *ctx, const struct muse_batch *b, float *logits, struct muse_error *err) {
     const struct muse_model *m = ctx->model;
     const int32_t n = b ? b->n_tokens : 0, n_seq = (int32_t)ctx->params.n_seq_max;
@@ -480,14 +482,15 @@ muse_status muse_decode(struct muse_context *ctx, const struct muse_batch *b, fl
     if (n > (int32_t)ctx->params.n_batch)
         return muse_error_set(err, MUSE_ERR_INVALID_ARG, "a batch of %d rows exceeds the context's batch size %u", n,
                               ctx->params.n_batch);
-    int32_t next[MUSE_MAX_SEQ]; /* each sequence's next position while the rows are checked */
-    int32_t last[MUSE_MAX_SEQ]; /* each sequence's last row in the batch */
-    for (int32_t s = 0; s < n_seq; s++) next[s] = ctx->kv[s]->n_past, last[s] = -1;
+    int32_t next[MUSE_MAX_SEQ]; /* each named sequence's next position while the rows are checked */
+    int32_t last[MUSE_MAX_SEQ]; /* each sequence's last row in the batch; -1: not named (next unread) */
+    for (int32_t s = 0; s < n_seq; s++) last[s] = -1;
     for (int32_t i = 0; i < n; i++) {
         const int32_t s = b->seq_id ? b->seq_id[i] : 0;
         if (s < 0 || s >= n_seq)
             return muse_error_set(err, MUSE_ERR_INVALID_ARG, "row %d: sequence id %d outside 0..%d", i, s, n_seq - 1);
-        if (b->token[i] < 0 || b->token[i] >= (int32_t)m->w.n_vocab)
+        if (last[s] < 0) next[s] = ctx->kv[s]->n_past;
+        if ((!b->embd || !b->embd[i]) && (b->token[i] < 0 || b->token[i] >= (int32_t)m->w.n_vocab))
             return muse_error_set(err, MUSE_ERR_INVALID_ARG, "token id %d at index %d is out of range (vocabulary %d)",
                                   b->token[i], i, (int)m->w.n_vocab);
         if (b->pos && b->pos[i] != next[s])
@@ -501,6 +504,7 @@ muse_status muse_decode(struct muse_context *ctx, const struct muse_batch *b, fl
     }
     struct muse_prog_run a = run_args(ctx);
     a.tokens = b->token;
+    a.rows = b->embd;
     a.seq = b->seq_id;
     a.n_rows = n;
     for (int32_t i = 0; i < n && logits; i++) {
@@ -511,6 +515,7 @@ muse_status muse_decode(struct muse_context *ctx, const struct muse_batch *b, fl
     muse_device_run(ctx->dev, &ctx->prog, &a);
     ctx->n_last_rows = n;
     for (int32_t s = 0; s < n_seq; s++) {
+        if (last[s] < 0) continue;
         struct muse_kv_cache *kv = ctx->kv[s];
         kv->n_past = next[s];
         if (kv->n_past > kv->n_high) kv->n_high = kv->n_past;
@@ -537,4 +542,10 @@ muse_status muse_seq_clear(struct muse_context *ctx, int32_t seq, struct muse_er
 muse_status muse_seq_truncate(struct muse_context *ctx, int32_t seq, int32_t n_keep, struct muse_error *err) {
     muse_status st = seq_check(ctx, seq, err);
     return st ? st : muse_kv_cache_truncate(ctx->kv[seq], n_keep, err);
+}
+
+muse_status muse_seq_checkpoint_create(struct muse_context *ctx, int32_t seq, struct muse_kv_checkpoint **out,
+                                       struct muse_error *err) {
+    muse_status st = seq_check(ctx, seq, err);
+    return st ? st : muse_kv_cache_checkpoint_create(ctx->kv[seq], out, err);
 }

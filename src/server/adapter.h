@@ -50,6 +50,7 @@ struct muse_srv_adapter_info {
     int n_embd, n_layer;
     const char *chat_template; /* the template's source text, "" for the built-in one; lives as long as the adapter */
     char pooling[8];           /* how `embed` pools ("mean", "last", ...); "" without embeddings */
+    bool batched;              /* the slots' evaluations run as one forward per step (continuous batching) */
 };
 
 /* What the chat template needs from a /v1/chat/completions request (borrowed pointers). */
@@ -85,6 +86,10 @@ struct muse_srv_adapter_ops {
     /* A fresh slot (its own KV cache of info.n_ctx positions), or NULL with err set. */
     void *(*slot_create)(void *self, struct muse_error *err);
     void (*slot_free)(void *slot);
+    /* Optional (NULL: nothing to do): the slot's request is over (after its last slot function;
+     * the next request starts with slot_keep). The model adapter's batched slots stop taking part
+     * in the shared steps until then. */
+    void (*slot_done)(void *slot);
     /*
      * Keep the first n_keep cached positions (clamped to what the slot holds) and drop the rest,
      * as far as the slot can: the result says how many are kept and how (src/gen/session.h: in
@@ -134,6 +139,9 @@ struct muse_srv_adapter_ops {
      * slot's worker after a job.
      */
     void (*slot_spec_counts)(void *slot, uint64_t *drafted, uint64_t *accepted, uint64_t *steps);
+    /* Optional (NULL: no batching): the batched slots' counters (gen/stepper.h) - forwards, rows in
+     * them, forwards shared by two or more slots, prompt chunks cut at a step's budget. Any thread. */
+    void (*batch_stats)(void *self, uint64_t *steps, uint64_t *rows, uint64_t *shared, uint64_t *splits);
     /*
      * Constrained decoding (gen/constrain.h). grammar_compile: a request's grammar (GBNF or a
      * JSON Schema) compiled against the vocabulary, any thread; errors name the grammar's line
@@ -185,7 +193,11 @@ struct muse_srv_model_params {
     const struct muse_context_params *cparams; /* threads, KV type, backend ... (NULL = defaults);
                                                   n_ctx and n_batch above win over its own */
     const struct muse_model_params *mparams;   /* NULL = muse_model_default_params() */
-    int n_slots;                /* slots that share the memory (the automatic n_ctx); < 1 = 1 */
+    int n_slots;                /* slots that share the memory (the automatic n_ctx); < 1 = 1. With more
+                                   than one and no drafter the slots are batched: one context holds a
+                                   sequence per slot and their evaluations run as one forward per step
+                                   (gen/stepper.h) */
+    bool no_batching;           /* each slot a context of its own, evaluated on its own thread */
     const char *alias;          /* the model id; NULL = the file's base name */
     const char *chat_template;  /* [chat_template_len] Jinja text instead of the file's template; NULL = the file's */
     size_t chat_template_len;

@@ -30,6 +30,7 @@
 #include "gen/generate.h"
 #include "gen/sampler.h"
 #include "gen/session.h"
+#include "gen/stepper.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "server/adapter.h"
@@ -53,13 +54,21 @@ struct model_adapter {
     struct muse_grammar_vocab *gvocab; /* the token trie, built by the first grammar request */
     pthread_mutex_t gvocab_mu;
     struct muse_context *embd_ctx;     /* embeddings: made by the first request (n_ctx of a slot); embd_mu */
+    /* continuous batching (several slots, no drafter): one context holding a sequence per slot and
+     * the stepper that runs the slots' evaluations as one forward per step (gen/stepper.h); made by
+     * the first slot_create. NULL: each slot has a context of its own */
+    bool batched;
+    int n_slots, next_seq;
+    struct muse_context *shared;
+    struct muse_stepper *stepper;
     enum muse_pooling pooling;
     pthread_mutex_t embd_mu;
 };
 
 struct model_slot {
     struct model_adapter *r;
-    struct muse_context *ctx;
+    struct muse_context *ctx;     /* its own, or NULL: sequence seq of r->shared */
+    int32_t seq;
     struct muse_session *kv;      /* the context's KV state (tokens, reuse, checkpoints) */
     struct muse_gen *gen;         /* the generation loop over kv */
     struct muse_spec *spec;       /* speculative decoding plugged into it (with a drafter), or NULL */
@@ -178,11 +187,27 @@ static void model_slot_free(void *slot) {
 static void *model_slot_create(void *self, struct muse_error *err) {
     struct model_adapter *r = self;
     struct muse_context_params cp = r->cp;
+    struct muse_session_params sp = muse_session_default_params();
     struct model_slot *s = calloc(1, sizeof *s);
     if (!s) goto nomem;
     s->r = r;
-    if (muse_context_create(r->model, cp, &s->ctx, err) != MUSE_OK) goto fail;
-    if (muse_session_create(s->ctx, muse_session_default_params(), &s->kv, err) != MUSE_OK) goto fail;
+    if (r->batched) {
+        if (!r->shared) {
+            cp.n_seq_max = (uint32_t)r->n_slots;
+            if (muse_context_create(r->model, cp, &r->shared, err) != MUSE_OK) goto fail;
+            if (muse_stepper_create(r->shared, muse_stepper_default_params(), &r->stepper, err) != MUSE_OK) goto fail;
+        }
+        if (r->next_seq >= r->n_slots) {
+            muse_error_set(err, MUSE_ERR_INVALID_ARG, "more slots than the %d the adapter was made for", r->n_slots);
+            goto fail;
+        }
+        s->seq = sp.seq = r->next_seq++;
+        sp.stepper = r->stepper;
+        if (muse_session_create(r->shared, sp, &s->kv, err) != MUSE_OK) goto fail;
+    } else {
+        if (muse_context_create(r->model, cp, &s->ctx, err) != MUSE_OK) goto fail;
+        if (muse_session_create(s->ctx, sp, &s->kv, err) != MUSE_OK) goto fail;
+    }
     if (muse_gen_create(s->kv, &s->gen, err) != MUSE_OK) goto fail;
     if (r->drafter && muse_spec_create(s->gen, r->drafter, r->spec, &s->spec, err) != MUSE_OK) goto fail;
     return s;
@@ -195,10 +220,17 @@ fail:
 
 static struct muse_session_keep model_slot_keep(void *slot, int n_keep) {
     struct model_slot *s = slot;
+    if (s->r->stepper) muse_stepper_join(s->r->stepper, s->seq); /* a request starts: steps wait for this slot */
     struct muse_session_keep k = muse_gen_keep(s->gen, n_keep);
     s->has_logits = false;
     s->generating = false;
     return k;
+}
+
+/* The request is over: steps no longer wait for this slot. */
+static void model_slot_done(void *slot) {
+    struct model_slot *s = slot;
+    if (s->r->stepper) muse_stepper_leave(s->r->stepper, s->seq);
 }
 
 static muse_status model_slot_eval(void *slot, const int32_t *toks, int n, struct muse_error *err) {
@@ -340,6 +372,12 @@ static void model_slot_spec_counts(void *slot, uint64_t *drafted, uint64_t *acce
     s->counted = now;
 }
 
+static void model_batch_stats(void *self, uint64_t *steps, uint64_t *rows, uint64_t *shared, uint64_t *splits) {
+    struct model_adapter *r = self;
+    const struct muse_stepper_stats st = r->stepper ? muse_stepper_stats(r->stepper) : (struct muse_stepper_stats){0};
+    *steps = st.n_steps, *rows = st.n_rows, *shared = st.n_multi, *splits = st.n_split;
+}
+
 static muse_status model_grammar_compile(void *self, enum muse_grammar_syntax syntax, const char *text, size_t len,
                                          struct muse_grammar **out, struct muse_error *err) {
     struct model_adapter *r = self;
@@ -389,6 +427,8 @@ static void model_destroy(void *self) {
     struct model_adapter *r = self;
     if (!r) return;
     muse_context_free(r->embd_ctx);
+    muse_stepper_free(r->stepper);
+    muse_context_free(r->shared);
     pthread_mutex_destroy(&r->embd_mu);
     muse_media_cache_free(r->media);
     muse_vision_free(r->vision);
@@ -412,6 +452,7 @@ static const struct muse_srv_adapter_ops model_ops = {
     .render_chat = model_render,
     .slot_create = model_slot_create,
     .slot_free = model_slot_free,
+    .slot_done = model_slot_done,
     .slot_keep = model_slot_keep,
     .slot_eval = model_slot_eval,
     .slot_begin = model_slot_begin,
@@ -421,6 +462,7 @@ static const struct muse_srv_adapter_ops model_ops = {
     .slot_eval_media = model_slot_eval_media,
     .media_stats = model_media_stats,
     .slot_spec_counts = model_slot_spec_counts,
+    .batch_stats = model_batch_stats,
     .grammar_compile = model_grammar_compile,
     .slot_constrain = model_slot_constrain,
     .embed = model_embed,
@@ -447,6 +489,9 @@ muse_status muse_srv_model_adapter_create(const char *model_path, const struct m
     r->cp = params->cparams ? *params->cparams : muse_context_default_params();
     if (params->n_batch > 0) r->cp.n_batch = (uint32_t)params->n_batch;
     r->spec = params->spec; /* used with draft_path only */
+    r->n_slots = params->n_slots > 1 ? params->n_slots : 1;
+    r->batched = r->n_slots > 1 && !params->draft_path && !params->no_batching;
+    r->info.batched = r->batched;
     struct muse_model_params mp = params->mparams ? *params->mparams : muse_model_default_params();
     muse_status st = muse_model_load(model_path, mp, &r->model, err);
     if (st != MUSE_OK) goto fail;

@@ -407,6 +407,19 @@ static enum MHD_Result reply_metrics(struct srv_req *r) {
             muse_srv_buf_printf(&b, "# HELP %s %s\n# TYPE %s counter\n%s %.17g\n", ihelp[i][0], ihelp[i][1], ihelp[i][0],
                                 ihelp[i][0], iv[i]);
     }
+    if (s->info.batched && s->ad.ops->batch_stats) {
+        static const char *const bhelp[][2] = {
+            {"muse_batch_steps_total", "Forwards run for the batched slots (continuous batching)."},
+            {"muse_batch_rows_total", "Rows (tokens) in those forwards."},
+            {"muse_batch_shared_steps_total", "Forwards that held rows of two or more slots."},
+            {"muse_batch_prompt_splits_total", "Times a prompt chunk was cut at a step's row budget and went on in the next."},
+        };
+        uint64_t bv[4] = {0};
+        s->ad.ops->batch_stats(s->ad.self, &bv[0], &bv[1], &bv[2], &bv[3]);
+        for (size_t i = 0; i < 4; i++)
+            muse_srv_buf_printf(&b, "# HELP %s %s\n# TYPE %s counter\n%s %.17g\n", bhelp[i][0], bhelp[i][1], bhelp[i][0],
+                                bhelp[i][0], (double)bv[i]);
+    }
     enum MHD_Result ret = reply_buf(r, 200, "text/plain; version=0.0.4; charset=utf-8", muse_srv_buf_str(&b), b.len, true);
     muse_srv_buf_free(&b);
     return ret;

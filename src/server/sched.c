@@ -548,6 +548,7 @@ static void *worker(void *arg) {
         pthread_mutex_unlock(&s->mu);
         char err[sizeof ((struct muse_error *)0)->msg] = "";
         enum muse_srv_finish fin = run_job(sl, job, err, sizeof err);
+        if (s->ad->ops->slot_done) s->ad->ops->slot_done(sl->es);
         /* the slot is idle (or has the queue's head) before the job is reported done */
         pthread_mutex_lock(&s->mu);
         sl->last_used = ++s->tick;

@@ -233,6 +233,13 @@ bool muse_srv_parse_common(struct muse_server *srv, const cJSON *req, struct mus
             return false;
         }
     }
+    const cJSON *ie = cJSON_GetObjectItemCaseSensitive(req, "ignore_eos");
+    if (ie && !cJSON_IsBool(ie) && !cJSON_IsNull(ie)) {
+        snprintf(msg, cap, "'ignore_eos' must be a boolean");
+        *param = "ignore_eos";
+        return false;
+    }
+    job->ignore_eos = cJSON_IsTrue(ie);
     const cJSON *stream = cJSON_GetObjectItemCaseSensitive(req, "stream");
     if (stream && !cJSON_IsBool(stream) && !cJSON_IsNull(stream)) {
         snprintf(msg, cap, "'stream' must be a boolean");

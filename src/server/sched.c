@@ -464,9 +464,9 @@ static enum muse_srv_finish run_job(struct slot *sl, struct muse_srv_job *job, c
             fin = MUSE_SRV_FINISH_ERROR;
             break;
         }
-        bool eog = ad->ops->is_eog(ad->self, tok);
+        const bool eog_tok = ad->ops->is_eog(ad->self, tok), eog = eog_tok && !job->ignore_eos;
         char piece[MAX_PIECE];
-        int np = eog ? 0 : ad->ops->token_piece(ad->self, tok, piece, sizeof piece);
+        int np = eog_tok ? 0 : ad->ops->token_piece(ad->self, tok, piece, sizeof piece);
         if (np < 0) np = 0;
         if (np > (int)sizeof piece) np = (int)sizeof piece; /* no real token is that long */
         pthread_mutex_lock(&job->mu);

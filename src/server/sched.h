@@ -71,6 +71,8 @@ struct muse_srv_job {
     int n_prompt;
     struct muse_sampler_params sp; /* the request's sampling (defaults: muse_sampler_default_params) */
     int n_predict;       /* max generated tokens; < 0 = until the context is full */
+    bool ignore_eos;     /* an end token does not end the job (llama-server's ignore_eos): it stays out of
+                            the text and generation goes on after it */
     char **stops;        /* [n_stops] stop strings */
     int n_stops;
     int n_probs;         /* top-k list per generated token; 0 = none */

@@ -161,6 +161,13 @@ def native(srv):
     st, _, js2 = srv.request("POST", "/completion", {"prompt": [256, 97, 98, 99], "n_predict": 3})
     check(st == 200 and js2.get("content") == " Yo", f"/completion with ids {js2}")
     check(js2.get("tokens_cached", 0) >= 3, f"ids prompt reuses the text prompt's cache {js2.get('tokens_cached')}")
+    # ignore_eos (llama-server's): the script's <|eot|> does not end the answer, and stays out of the text
+    for ie, want in ((False, "eos"), (True, "limit")):
+        st, _, js3 = srv.request("POST", "/completion", {"prompt": "hi", "n_predict": 30, "ignore_eos": ie})
+        check(st == 200 and js3.get("stop_type") == want and js3.get("content") == " You said: hi" and
+              (js3.get("tokens_predicted") == 30) == ie, f"ignore_eos {ie}: {js3}")
+    st, _, js3 = srv.request("POST", "/completion", {"prompt": "hi", "ignore_eos": 1})
+    check(st == 400 and "ignore_eos" in str(js3), f"ignore_eos must be a boolean: {js3}")
     # native streaming: content pieces then a final stop event
     c = srv_conn(srv)
     c.request("POST", "/completion", json.dumps({"prompt": "q", "n_predict": 6, "stream": True, "return_tokens": True}))

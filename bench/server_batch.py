@@ -8,6 +8,7 @@ For each server mode (batched: --parallel N; unbatched: --parallel N -nocb):
      tokens) prefills on another slot.
 
     python3 bench/server_batch.py --model FILE.gguf [--parallel 8] [--tokens 64] [--long 4096] [-t 2]
+                                  [--serve-args "--prefill-step 16"]
 
 Loopback only; the standard library only. Prints one markdown table per mode and the commands.
 """
@@ -121,6 +122,7 @@ def main():
     ap.add_argument("-t", "--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--muse", default=str(REPO / "build" / "muse"))
+    ap.add_argument("--serve-args", default="", help="more `muse serve` options for the batched mode (e.g. --prefill-step 16)")
     args = ap.parse_args()
     print(f"model {args.model}, --parallel {args.parallel}, {args.tokens} tokens per client, long prompt {args.long}, "
           f"-t {args.threads}, median of {args.reps}")
@@ -129,7 +131,7 @@ def main():
     # alternate the modes so drift hits both
     res = {"batched": [], "-nocb": []}
     for _ in range(1):
-        for mode, extra in (("batched", []), ("-nocb", ["-nocb"])):
+        for mode, extra in (("batched", args.serve_args.split()), ("-nocb", ["-nocb"])):
             res[mode].append(measure(args.model, args, extra))
     for mode, rs in res.items():
         r = rs[0]

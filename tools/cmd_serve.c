@@ -27,12 +27,15 @@ static void usage(FILE *f) {
             "                      a name such as localhost is resolved, its first address bound)\n"
             "  --port N            TCP port (default 8080; 0 = any free port)\n"
             "  --port-file FILE    write the bound port to FILE once listening\n"
-            "  -np, --parallel N   slots: sequences generated in parallel, each with its own KV cache (default 1);\n"
+            "  -np, --parallel N   slots: sequences generated in parallel, each with its own KV cache (default 4);\n"
             "                      -c is the context of each (default: the trained context, capped so that every\n"
             "                      slot's KV cache fits in the memory available). Several slots are batched: one\n"
             "                      forward per step takes a token of every generating slot and prompt chunks of\n"
             "                      the others (docs/server.md; not with --draft-model: each slot runs alone)\n"
             "  -nocb, --no-cont-batching  every slot runs its own forward on its own thread (no batching)\n"
+            "  --prefill-step N    batched: prompt rows per step while other slots take part (default 32; a prompt\n"
+            "                      alone takes 4x): smaller lets the others' tokens and new prompts through sooner,\n"
+            "                      larger prefills faster\n"
             "  --queue N           requests that may wait for a slot; beyond that 503 + Retry-After (default 64)\n"
             "  -a, --alias NAME    the model id in /v1/models and /api/tags (default: the file's base name)\n"
             "  --chat-template-file FILE\n"
@@ -110,6 +113,7 @@ int cmd_serve(int argc, char **argv) {
     struct muse_server_params p = muse_server_default_params();
     const char *script = NULL, *port_file = NULL, *alias = NULL, *template_path = NULL, *host_name = NULL;
     bool test_mode = false, no_batching = false;
+    int prefill_step = 0;
     int64_t v;
     bool max_body_given = false;
     struct media_opts md;
@@ -168,6 +172,10 @@ int cmd_serve(int argc, char **argv) {
             NEXT();
             if (!cli_parse_int(a, val, 1, 256, &v)) return 2;
             p.n_slots = (int)v;
+        } else if (!strcmp(a, "--prefill-step")) {
+            NEXT();
+            if (!cli_parse_int(a, val, 1, 65536, &v)) return 2;
+            prefill_step = (int)v;
         } else if (!strcmp(a, "--no-cont-batching") || !strcmp(a, "-nocb")) {
             no_batching = true;
         } else if (!strcmp(a, "--cont-batching") || !strcmp(a, "-cb")) {
@@ -319,6 +327,7 @@ int cmd_serve(int argc, char **argv) {
                                            .mparams = &mo.mparams,
                                            .n_slots = p.n_slots,
                                            .no_batching = no_batching,
+                                           .prefill_step = prefill_step,
                                            .alias = alias,
                                            .chat_template = tmpl,
                                            .chat_template_len = tmpl_len,

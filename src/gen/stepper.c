@@ -27,6 +27,7 @@ struct req {
     float *logits;
     int64_t t_us;      /* when it began waiting (again, after a step that took only part of it) */
     bool finished;
+    bool planned;      /* taken into the step being planned */
     muse_status status;
     struct muse_error err;
     struct req *next;
@@ -57,7 +58,7 @@ struct muse_stepper {
 };
 
 struct muse_stepper_params muse_stepper_default_params(void) {
-    return (struct muse_stepper_params){.n_rows_step = 0, .n_prefill_rows = 64, .wait_us = 20000};
+    return (struct muse_stepper_params){.n_rows_step = 0, .n_prefill_rows = 32, .wait_us = 20000};
 }
 
 static int64_t now_us(void) {
@@ -88,7 +89,7 @@ muse_status muse_stepper_create(struct muse_context *ctx, struct muse_stepper_pa
                               p.n_rows_step, p.n_prefill_rows, p.wait_us);
     const int32_t n_batch = (int32_t)muse_context_n_batch(ctx);
     if (p.n_rows_step == 0 || p.n_rows_step > n_batch) p.n_rows_step = n_batch;
-    if (p.n_prefill_rows == 0) p.n_prefill_rows = 64;
+    if (p.n_prefill_rows == 0) p.n_prefill_rows = 32;
     if (p.wait_us == 0) p.wait_us = 20000;
     struct muse_stepper *st = calloc(1, sizeof *st);
     if (!st) return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
@@ -165,30 +166,42 @@ static bool ready(const struct muse_stepper *st, int64_t now, int64_t *deadline,
     return (*timeout = now >= *deadline);
 }
 
-/* Under mu: choose the rows of the step (stepper.h: decode rows first, then prompt rows, capped
- * while anybody decodes; logits rows within the scratch). Returns the number of takes. */
+/* Under mu: choose the rows of the step (stepper.h: decode rows first, then prompt rows, shortest
+ * first, capped while other sequences take part; logits rows within the scratch). Returns the
+ * number of takes. */
 static int32_t plan(struct muse_stepper *st, int32_t *n_rows) {
-    int32_t rows_left = st->p.n_rows_step, want_left = st->n_want_cap, n_take = 0;
-    bool decoding = false;
+    int32_t rows_left = st->p.n_rows_step, want_left = st->n_want_cap, n_take = 0, n_prompts = 0;
     for (struct req *r = st->head; r && rows_left > 0; r = r->next) {
-        if (r->n - r->done != 1) continue;
+        if (r->n - r->done != 1) {
+            n_prompts++;
+            continue;
+        }
         const bool want = r->logits && r->done >= r->first_row;
         if (want && want_left == 0) continue;
         st->take[n_take++] = (struct take){r, r->done, 1};
-        rows_left--, want_left -= want, decoding = true;
+        r->planned = true;
+        rows_left--, want_left -= want;
     }
-    int32_t cap = decoding && st->p.n_prefill_rows < rows_left ? st->p.n_prefill_rows : rows_left;
-    for (struct req *r = st->head; r && cap > 0; r = r->next) {
-        if (r->n - r->done < 2) continue;
-        int32_t k = r->n - r->done < cap ? r->n - r->done : cap;
+    /* alone, a prompt takes 4x the rows: a newcomer then waits for at most such a step */
+    const bool others = n_take > 0 || n_prompts > 1 || st->n_joined > 1;
+    const int64_t want_cap = (int64_t)st->p.n_prefill_rows * (others ? 1 : 4);
+    int32_t cap = want_cap < rows_left ? (int32_t)want_cap : rows_left;
+    /* prompts by rows left, fewest first: a short prompt is not queued behind a long one */
+    for (int32_t k = 0; k < n_prompts && cap > 0; k++) {
+        struct req *r = NULL;
+        for (struct req *q = st->head; q; q = q->next)
+            if (q->n - q->done >= 2 && !q->planned && (!r || q->n - q->done < r->n - r->done)) r = q;
+        if (!r) break;
+        int32_t n = r->n - r->done < cap ? r->n - r->done : cap;
         if (r->logits) { /* the rows that want logits must fit the scratch */
             const int32_t w0 = r->first_row > r->done ? r->first_row : r->done;
-            if (r->done + k - w0 > want_left) k = w0 - r->done + want_left;
-            if (k < 1) continue;
-            want_left -= r->done + k > w0 ? r->done + k - w0 : 0;
+            if (r->done + n - w0 > want_left) n = w0 - r->done + want_left;
+            if (n < 1) n = 0;
+            want_left -= r->done + n > w0 ? r->done + n - w0 : 0;
         }
-        st->take[n_take++] = (struct take){r, r->done, k};
-        cap -= k, rows_left -= k;
+        st->take[n_take++] = (struct take){r, r->done, n}; /* n 0: none this step */
+        r->planned = true;
+        cap -= n, rows_left -= n;
     }
     *n_rows = st->p.n_rows_step - rows_left;
     return n_take;
@@ -206,7 +219,7 @@ static void unlink_req(struct muse_stepper *st, struct req *r) {
 static void run_step(struct muse_stepper *st, bool timed_out) {
     int32_t n_rows = 0;
     const int32_t n_take = plan(st, &n_rows);
-    MUSE_ASSERT(n_take > 0); /* the oldest request always has a row that fits */
+    MUSE_ASSERT(n_take > 0 && n_rows > 0); /* some request always has a row that fits */
     st->running = true;
     int32_t b = 0;
     for (int32_t t = 0; t < n_take; t++) {
@@ -225,10 +238,12 @@ static void run_step(struct muse_stepper *st, bool timed_out) {
     const muse_status status = muse_decode(st->ctx, &batch, st->logits, &err);
     pthread_mutex_lock(&st->mu);
     const int64_t now = now_us();
-    int32_t o = 0; /* the next logits row of the scratch */
+    int32_t o = 0, n_seqs = 0; /* the next logits row of the scratch; sequences with rows in the step */
     for (int32_t t = 0; t < n_take; t++) {
         const struct take *tk = &st->take[t];
         struct req *r = tk->r;
+        r->planned = false;
+        n_seqs += tk->k > 0;
         if (status == MUSE_OK) {
             for (int32_t j = tk->from; j < tk->from + tk->k; j++)
                 if (r->logits && j >= r->first_row)
@@ -247,9 +262,9 @@ static void run_step(struct muse_stepper *st, bool timed_out) {
     }
     st->stats.n_steps++;
     st->stats.n_rows += (uint64_t)n_rows;
-    st->stats.n_multi += n_take > 1;
+    st->stats.n_multi += n_seqs > 1;
     st->stats.n_timeouts += timed_out;
-    if (n_take > st->stats.max_seqs) st->stats.max_seqs = n_take;
+    if (n_seqs > st->stats.max_seqs) st->stats.max_seqs = n_seqs;
     st->running = false;
     pthread_cond_broadcast(&st->cv);
 }

@@ -5,10 +5,13 @@
  *
  * A step. Every waiting request contributes rows, up to n_rows_step in all: first each request
  * that has one row left (a decode step, or the last row of a prompt), then the prompt rows of the
- * others in arrival order. While some sequence decodes in the step, prompt rows are capped at
- * n_prefill_rows, so a long prompt is fed in chunks between the other users' tokens instead of
- * freezing them for a whole batch. A request whose rows do not all fit stays in the queue with the
- * rest (its positions go on where the step left them); its caller returns when all are evaluated.
+ * others, the prompt with the fewest rows left first. While other sequences take part (a row of
+ * another in the step, or another joined), prompt rows are capped at n_prefill_rows per step, so a
+ * long prompt is fed in small chunks between the other users' tokens instead of freezing them for a
+ * whole batch, and a short prompt that arrives meanwhile goes first. A prompt alone takes up to 4x
+ * n_prefill_rows per step, so that a newcomer waits for at most such a step. A request whose rows do not
+ * all fit stays in the queue with the rest (its positions go on where the step left them); its
+ * caller returns when all are evaluated.
  *
  * When a step runs. A thread that drives a sequence joins the stepper for as long as it keeps
  * coming back (muse_stepper_join / leave: the server joins a slot for a request). A step starts
@@ -37,7 +40,7 @@ struct muse_stepper;
 
 struct muse_stepper_params {
     int32_t n_rows_step;    /* rows per forward at most; 0 (or above n_batch): the context's n_batch */
-    int32_t n_prefill_rows; /* prompt rows per step while another sequence decodes in it; 0 = 64 */
+    int32_t n_prefill_rows; /* prompt rows per step while other sequences take part; 0 = 32 */
     int32_t wait_us;        /* how long a waiting request waits for joined sequences; 0 = 20000 */
 };
 

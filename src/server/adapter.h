@@ -198,6 +198,8 @@ struct muse_srv_model_params {
                                    sequence per slot and their evaluations run as one forward per step
                                    (gen/stepper.h) */
     bool no_batching;           /* each slot a context of its own, evaluated on its own thread */
+    int prefill_step;           /* batched: prompt rows per step while other slots take part; 0 = the
+                                   stepper's default (muse_stepper_params.n_prefill_rows) */
     const char *alias;          /* the model id; NULL = the file's base name */
     const char *chat_template;  /* [chat_template_len] Jinja text instead of the file's template; NULL = the file's */
     size_t chat_template_len;

@@ -58,7 +58,7 @@ struct model_adapter {
      * the stepper that runs the slots' evaluations as one forward per step (gen/stepper.h); made by
      * the first slot_create. NULL: each slot has a context of its own */
     bool batched;
-    int n_slots, next_seq;
+    int n_slots, next_seq, prefill_step;
     struct muse_context *shared;
     struct muse_stepper *stepper;
     enum muse_pooling pooling;
@@ -195,7 +195,9 @@ static void *model_slot_create(void *self, struct muse_error *err) {
         if (!r->shared) {
             cp.n_seq_max = (uint32_t)r->n_slots;
             if (muse_context_create(r->model, cp, &r->shared, err) != MUSE_OK) goto fail;
-            if (muse_stepper_create(r->shared, muse_stepper_default_params(), &r->stepper, err) != MUSE_OK) goto fail;
+            struct muse_stepper_params stp = muse_stepper_default_params();
+            if (r->prefill_step > 0) stp.n_prefill_rows = r->prefill_step;
+            if (muse_stepper_create(r->shared, stp, &r->stepper, err) != MUSE_OK) goto fail;
         }
         if (r->next_seq >= r->n_slots) {
             muse_error_set(err, MUSE_ERR_INVALID_ARG, "more slots than the %d the adapter was made for", r->n_slots);
@@ -492,6 +494,7 @@ muse_status muse_srv_model_adapter_create(const char *model_path, const struct m
     r->n_slots = params->n_slots > 1 ? params->n_slots : 1;
     r->batched = r->n_slots > 1 && !params->draft_path && !params->no_batching;
     r->info.batched = r->batched;
+    r->prefill_step = params->prefill_step;
     struct muse_model_params mp = params->mparams ? *params->mparams : muse_model_default_params();
     muse_status st = muse_model_load(model_path, mp, &r->model, err);
     if (st != MUSE_OK) goto fail;

@@ -41,7 +41,7 @@ struct muse_server_params muse_server_default_params(void) {
     struct muse_server_params p = {0};
     p.host = "127.0.0.1";
     p.port = 8080;
-    p.n_slots = 1;
+    p.n_slots = 4;
     p.queue = 64;
     p.max_body = 4u << 20;
     p.max_connections = 1024;

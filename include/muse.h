@@ -301,6 +301,17 @@ int muse_model_pooling(const struct muse_model *model);
 muse_status muse_embed(struct muse_context *ctx, const int32_t *tokens, int32_t n_tokens, enum muse_pooling pooling,
                        int normalize, float *out, struct muse_error *err);
 
+/*
+ * Embed n_inputs inputs together: input i is tokens[i][0..n_tokens[i]). Their rows share forwards
+ * (muse_decode over the context's sequences, an input per sequence, a freed sequence taking the
+ * next input), so the weights are read once per forward for all of them. out: [n_inputs][n_embd],
+ * each vector what muse_embed gives that input (bit for bit with the exact kernels). Clears every
+ * sequence it uses. Errors as muse_embed (MUSE_POOLING_NONE is refused: one vector per input);
+ * nothing is written to out for an input refused up front (a bad token, no tokens, more than n_ctx).
+ */
+muse_status muse_embed_batch(struct muse_context *ctx, const int32_t *const *tokens, const int32_t *n_tokens,
+                             int32_t n_inputs, enum muse_pooling pooling, int normalize, float *out, struct muse_error *err);
+
 /* Positions stored for sequence seq (0 for an id out of range). */
 int32_t muse_seq_n_past(const struct muse_context *ctx, int32_t seq);
 /* muse_kv_clear / muse_kv_truncate for sequence seq. Errors: MUSE_ERR_INVALID_ARG (bad id, or as

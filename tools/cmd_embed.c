@@ -139,24 +139,31 @@ int cmd_embed(int argc, char **argv) {
         goto done;
     }
     mo.cparams.embeddings = 1;
+    mo.cparams.n_seq_max = n_in < 8 ? (uint32_t)n_in : 8; /* pooled inputs are embedded together */
     if (mo.cparams.n_ctx == 0) mo.cparams.n_ctx = (uint32_t)longest;
     if (!model_opts_open(&mo, "embed", &model, &ctx)) goto done;
     if (pooling < 0) pooling = muse_model_pooling(model) >= 0 ? muse_model_pooling(model) : MUSE_POOLING_NONE;
     const int64_t E = muse_model_n_embd(model);
-    if (!(vec = malloc(sizeof(float) * (size_t)E * (size_t)(pooling == MUSE_POOLING_NONE ? longest : 1)))) {
+    const bool pooled = pooling != MUSE_POOLING_NONE;
+    if (!(vec = malloc(sizeof(float) * (size_t)E * (size_t)(pooled ? n_in : longest)))) {
         cli_err("out of memory");
+        goto done;
+    }
+    if (pooled && muse_embed_batch(ctx, (const int32_t *const *)ids, n_ids, n_in, (enum muse_pooling)pooling,
+                                   (int)normalize, vec, &err)) { /* every line at once: they share forwards */
+        cli_err("%s", err.msg);
         goto done;
     }
     printf("{\"object\": \"list\", \"data\": [");
     for (int k = 0; k < n_in; k++) {
-        if (muse_embed(ctx, ids[k], n_ids[k], (enum muse_pooling)pooling, (int)normalize, vec, &err)) {
+        if (!pooled && muse_embed(ctx, ids[k], n_ids[k], (enum muse_pooling)pooling, (int)normalize, vec, &err)) {
             printf("]}\n");
             cli_err("text %d: %s", k, err.msg);
             goto done;
         }
         printf("%s\n  {\"object\": \"embedding\", \"index\": %d, \"embedding\": ", k ? "," : "", k);
-        if (pooling != MUSE_POOLING_NONE) {
-            print_vec(vec, E);
+        if (pooled) {
+            print_vec(vec + (size_t)k * (size_t)E, E);
         } else {
             putchar('[');
             for (int t = 0; t < n_ids[k]; t++) {

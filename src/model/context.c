@@ -353,6 +353,75 @@ muse_status muse_embed(struct muse_context *ctx, const int32_t *tokens, int32_t 
     return MUSE_OK;
 }
 
+muse_status muse_embed_batch(struct muse_context *ctx, const int32_t *const *tokens, const int32_t *n_tokens,
+                             int32_t n_inputs, enum muse_pooling pooling, int normalize, float *out, struct muse_error *err) {
+    const int64_t E = ctx->model->hp.n_embd;
+    const int32_t n_vocab = (int32_t)ctx->model->w.n_vocab, nb = (int32_t)ctx->params.n_batch;
+    const int32_t n_seq = (int32_t)ctx->params.n_seq_max;
+    if (!ctx->embd)
+        return muse_error_set(err, MUSE_ERR_INVALID_ARG, "this context computes no embeddings (create it with params.embeddings)");
+    if ((unsigned)pooling > MUSE_POOLING_LAST || pooling == MUSE_POOLING_NONE)
+        return muse_error_set(err, MUSE_ERR_INVALID_ARG, "pooling %s gives no vector per input: use muse_embed",
+                              muse_pooling_name(pooling));
+    if (n_inputs < 0 || (n_inputs > 0 && (!tokens || !n_tokens || !out)))
+        return muse_error_set(err, MUSE_ERR_INVALID_ARG, "nothing to embed");
+    for (int32_t i = 0; i < n_inputs; i++) {
+        if (!tokens[i] || n_tokens[i] < 1) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "input %d: nothing to embed", i);
+        if (n_tokens[i] > (int32_t)ctx->params.n_ctx)
+            return muse_error_set(err, MUSE_ERR_CONTEXT, "input %d: %d tokens exceed the context size %u (use a larger --ctx-size)",
+                                  i, n_tokens[i], ctx->params.n_ctx);
+        for (int32_t k = 0; k < n_tokens[i]; k++)
+            if (tokens[i][k] < 0 || tokens[i][k] >= n_vocab)
+                return muse_error_set(err, MUSE_ERR_INVALID_ARG, "input %d: token id %d at index %d is out of range (vocabulary %d)",
+                                      i, tokens[i][k], k, n_vocab);
+    }
+    /* per sequence: the input it holds (-1: free), its rows done, its running mean (double, as muse_embed) */
+    int32_t *input = malloc(sizeof *input * (size_t)n_seq), *done = calloc((size_t)n_seq, sizeof *done);
+    int32_t *bt = malloc(sizeof *bt * (size_t)nb), *bs = malloc(sizeof *bs * (size_t)nb);
+    double *sum = pooling == MUSE_POOLING_MEAN ? calloc((size_t)n_seq * (size_t)E, sizeof *sum) : NULL;
+    muse_status st = MUSE_OK;
+    if (!input || !done || !bt || !bs || (pooling == MUSE_POOLING_MEAN && !sum)) {
+        st = muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    for (int32_t s = 0; s < n_seq; s++) input[s] = -1;
+    for (int32_t next = 0, busy = 0;;) {
+        for (int32_t s = 0; s < n_seq && next < n_inputs; s++) /* free sequences take the next inputs */
+            if (input[s] < 0) {
+                muse_kv_cache_clear(ctx->kv[s]);
+                input[s] = next++, done[s] = 0, busy++;
+                if (sum) memset(sum + (size_t)s * E, 0, sizeof *sum * (size_t)E);
+            }
+        if (!busy) break;
+        int32_t n = 0;
+        for (int32_t s = 0; s < n_seq && n < nb; s++) /* each sequence's next rows, in order, while they fit */
+            for (int32_t k = input[s] < 0 ? 0 : done[s]; input[s] >= 0 && k < n_tokens[input[s]] && n < nb; k++)
+                bt[n] = tokens[input[s]][k], bs[n++] = s;
+        struct muse_batch b = {.n_tokens = n, .token = bt, .seq_id = bs};
+        if ((st = muse_decode(ctx, &b, NULL, err)) != MUSE_OK) goto out;
+        const float *h = muse_buffer_host(ctx->embd);
+        for (int32_t r = 0; r < n; r++) {
+            const int32_t s = bs[r], i = input[s], p = done[s]++;
+            const float *x = h + (size_t)r * E;
+            float *o = out + (size_t)i * E;
+            if (sum) {
+                for (int64_t k = 0; k < E; k++) sum[(size_t)s * E + k] += x[k];
+            } else if ((pooling == MUSE_POOLING_CLS && p == 0) || (pooling == MUSE_POOLING_LAST && p == n_tokens[i] - 1)) {
+                memcpy(o, x, sizeof(float) * (size_t)E);
+            }
+            if (done[s] == n_tokens[i]) { /* this input is complete */
+                if (sum)
+                    for (int64_t k = 0; k < E; k++) o[k] = (float)(sum[(size_t)s * E + k] / n_tokens[i]);
+                embd_normalize(o, o, E, normalize);
+                input[s] = -1, busy--;
+            }
+        }
+    }
+out:
+    free(input), free(done), free(bt), free(bs), free(sum);
+    return st;
+}
+
 muse_status muse_context_set_features(struct muse_context *ctx, const int32_t *layers, int32_t n_layers,
                                       struct muse_error *err) {
     const int32_t n_layer = (int32_t)ctx->model->hp.n_layer;

@@ -157,11 +157,13 @@ struct muse_srv_adapter_ops {
     muse_status (*slot_constrain)(void *slot, const struct muse_grammar *g, const char *const *triggers,
                                   const char *seed, struct muse_error *err);
     /*
-     * Optional (NULL: no embeddings): the embedding of toks[0..n) (any thread; calls are
-     * serialised), pooled as info.pooling and normalized as muse_embed's `normalize`; out:
-     * [info.n_embd]. Errors: those of muse_embed (CONTEXT: longer than info.n_ctx), NOMEM.
+     * Optional (NULL: no embeddings): the embeddings of n_inputs inputs toks[i][0..n[i]) (any thread;
+     * calls are serialised), computed together (muse_embed_batch: the inputs share forwards), pooled
+     * as info.pooling and normalized as muse_embed's `normalize`; out: [n_inputs][info.n_embd].
+     * Errors: those of muse_embed_batch (CONTEXT: an input longer than info.n_ctx), NOMEM.
      */
-    muse_status (*embed)(void *self, const int32_t *toks, int n, int normalize, float *out, struct muse_error *err);
+    muse_status (*embed)(void *self, const int32_t *const *toks, const int32_t *n, int n_inputs, int normalize, float *out,
+                         struct muse_error *err);
 };
 
 /* An adapter: an ops table plus its state. */

@@ -404,14 +404,15 @@ static muse_status model_slot_constrain(void *slot, const struct muse_grammar *g
     return st;
 }
 
-static muse_status model_embed(void *self, const int32_t *toks, int n, int normalize, float *out, struct muse_error *err) {
+static muse_status model_embed(void *self, const int32_t *const *toks, const int32_t *n, int n_inputs, int normalize,
+                               float *out, struct muse_error *err) {
     struct model_adapter *r = self;
     pthread_mutex_lock(&r->embd_mu);
     muse_status st = MUSE_OK;
     if (!r->embd_ctx) {
         struct muse_context_params cp = r->cp;
         cp.embeddings = 1;
-        cp.n_seq_max = 1;
+        cp.n_seq_max = 4; /* inputs of one request embedded together (muse_embed_batch) */
         cp.trace = NULL;
         cp.capture = NULL;
         st = muse_context_create(r->model, cp, &r->embd_ctx, err);
@@ -420,7 +421,7 @@ static muse_status model_embed(void *self, const int32_t *toks, int n, int norma
         st = muse_error_set(err, MUSE_ERR_INVALID_ARG,
                             "the server pools embeddings with 'none' (a vector per token), which the embeddings APIs "
                             "cannot return: start it with --pooling mean, cls or last");
-    else if (st == MUSE_OK) st = muse_embed(r->embd_ctx, toks, n, r->pooling, normalize, out, err);
+    else if (st == MUSE_OK) st = muse_embed_batch(r->embd_ctx, toks, n, n_inputs, r->pooling, normalize, out, err);
     pthread_mutex_unlock(&r->embd_mu);
     return st;
 }

@@ -12,8 +12,8 @@
  *   POST /api/embeddings              Ollama's older one: prompt -> {embedding} (not normalized,
  *                                     as Ollama)
  *
- * The inputs of a request run one after another on the work pool's thread (the adapter serialises
- * embed calls); each must fit the context of a slot.
+ * The inputs of a request are embedded together on the work pool's thread (muse_embed_batch: they
+ * share forwards; the adapter serialises embed calls); each must fit the context of a slot.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -167,14 +167,18 @@ enum MHD_Result muse_srv_api_embeddings(struct srv_req *r) {
             cJSON_Delete(req);
             return MHD_YES;
         }
-        float *v = malloc(sizeof(float) * (size_t)E);
+        float *all = malloc(sizeof(float) * (size_t)E * (size_t)n);
+        const int32_t **toks = malloc(sizeof *toks * (size_t)n);
+        int32_t *lens = malloc(sizeof *lens * (size_t)n);
         cJSON *data = cJSON_CreateArray();
         long long n_tok = 0;
         struct muse_error err = {0};
-        muse_status st = v ? MUSE_OK : muse_error_set(&err, MUSE_ERR_NOMEM, "out of memory");
+        muse_status st = all && toks && lens ? MUSE_OK : muse_error_set(&err, MUSE_ERR_NOMEM, "out of memory");
+        for (int i = 0; st == MUSE_OK && i < n; i++) toks[i] = in[i].toks, lens[i] = in[i].n;
+        if (st == MUSE_OK) /* every input at once: they share forwards */
+            st = srv->ad.ops->embed(srv->ad.self, toks, lens, n, d == EMBD_OLLAMA_OLD ? -1 : 2, all, &err);
         for (int i = 0; st == MUSE_OK && i < n; i++) {
-            st = srv->ad.ops->embed(srv->ad.self, in[i].toks, in[i].n, d == EMBD_OLLAMA_OLD ? -1 : 2, v, &err);
-            if (st) break;
+            const float *v = all + (size_t)i * (size_t)E;
             n_tok += in[i].n;
             cJSON *vec = NULL;
             if (b64) {
@@ -201,7 +205,9 @@ enum MHD_Result muse_srv_api_embeddings(struct srv_req *r) {
             }
         }
         inputs_free(in, n);
-        free(v);
+        free(all);
+        free(toks);
+        free(lens);
         if (st) {
             cJSON_Delete(data);
             ret = muse_srv_reply_error(r, st == MUSE_ERR_NOMEM ? 500 : 400,

@@ -4,7 +4,8 @@
  * feature rows of layer n_layer, normed here with ggml's numerics) bit for bit; the logits are
  * the same with and without embeddings; the chunking (n_batch 3 against 64) changes no bit (the
  * exact kernels: MUSE_CPU=exact, set before any device exists); mean, cls and last pooling
- * against the unpooled rows; the four normalizations; and the errors.
+ * against the unpooled rows; the four normalizations; several inputs batched (muse_embed_batch)
+ * against each alone; and the errors.
  */
 #include <math.h>
 #include <stdio.h>
@@ -137,6 +138,58 @@ out:
     muse_context_free(plain);
 }
 
+/* muse_embed_batch: 7 inputs of 1..20 tokens through 3 sequences, batches of 8 (inputs span
+ * forwards, a freed sequence takes the next input) and of 64, 1 and 2 threads: each vector equals
+ * muse_embed's of that input bit for bit, for mean, cls and last; the errors change nothing. */
+static void test_batch(struct muse_model *m, uint32_t threads, uint32_t n_batch) {
+    const int64_t E = muse_model_n_embd(m), V = muse_model_n_vocab(m);
+    enum { N_IN = 7 };
+    static const int32_t len[N_IN] = {5, 1, 20, 3, 9, 2, 14};
+    int32_t toks[N_IN][20];
+    const int32_t *ptr[N_IN];
+    for (int i = 0; i < N_IN; i++) {
+        for (int k = 0; k < len[i]; k++) toks[i][k] = tok(i * 11 + k * 3, (int32_t)V);
+        ptr[i] = toks[i];
+    }
+    struct muse_context_params cp = muse_context_default_params();
+    cp.n_ctx = 32;
+    cp.n_batch = n_batch;
+    cp.n_threads = threads;
+    cp.embeddings = 1;
+    struct muse_context *solo = open_ctx(m, n_batch, 1, threads), *ctx = NULL;
+    struct muse_error err;
+    cp.n_seq_max = 3;
+    if (!solo || muse_context_create(m, cp, &ctx, &err) != MUSE_OK) {
+        TEST_CONDF(false, "batch context: %s", err.msg);
+        muse_context_free(solo);
+        return;
+    }
+    float *got = malloc(sizeof(float) * (size_t)(E * N_IN)), *want = malloc(sizeof(float) * (size_t)E);
+    const enum muse_pooling pools[3] = {MUSE_POOLING_MEAN, MUSE_POOLING_CLS, MUSE_POOLING_LAST};
+    for (int k = 0; k < 3; k++) {
+        TEST_COND("embed batch", muse_embed_batch(ctx, ptr, len, N_IN, pools[k], 2, got, &err) == MUSE_OK);
+        for (int i = 0; i < N_IN; i++) {
+            TEST_COND("solo", muse_embed(solo, toks[i], len[i], pools[k], 2, want, &err) == MUSE_OK);
+            TEST_CONDF(!memcmp(want, got + (size_t)i * E, sizeof(float) * (size_t)E),
+                       "t%u b%u %s: input %d of the batch differs from muse_embed", threads, n_batch,
+                       muse_pooling_name(pools[k]), i);
+        }
+    }
+    TEST_COND("none refused", muse_embed_batch(ctx, ptr, len, N_IN, MUSE_POOLING_NONE, 2, got, &err) == MUSE_ERR_INVALID_ARG);
+    int32_t bad_len[N_IN];
+    memcpy(bad_len, len, sizeof bad_len);
+    bad_len[3] = 0;
+    TEST_COND("an empty input refused", muse_embed_batch(ctx, ptr, bad_len, N_IN, MUSE_POOLING_MEAN, 2, got, &err) == MUSE_ERR_INVALID_ARG);
+    int32_t many[40] = {0};
+    const int32_t *mp[1] = {many}, ml[1] = {40};
+    TEST_COND("longer than n_ctx", muse_embed_batch(ctx, mp, ml, 1, MUSE_POOLING_MEAN, 2, got, &err) == MUSE_ERR_CONTEXT);
+    TEST_COND("no inputs", muse_embed_batch(ctx, ptr, len, 0, MUSE_POOLING_MEAN, 2, got, &err) == MUSE_OK);
+    free(got);
+    free(want);
+    muse_context_free(solo);
+    muse_context_free(ctx);
+}
+
 int main(void) {
     fixture_exact_kernels();
     char path[128];
@@ -148,6 +201,8 @@ int main(void) {
     test_rows(m, 1);
     test_rows(m, 2);
     test_pooling(m);
+    test_batch(m, 1, 8);
+    test_batch(m, 2, 64);
     muse_model_free(m);
     unlink(path);
     return TEST_REPORT();

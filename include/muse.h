@@ -173,6 +173,12 @@ struct muse_context_params {
                                      work on sequence 0. At most MUSE_MAX_SEQ */
     int embeddings;               /* nonzero: every forward also writes each row's final hidden state
                                      (muse_context_embeddings, muse_embed) */
+    uint32_t n_ctx_pool;          /* 0: every sequence holds memory for n_ctx positions. Else the KV cache is
+                                     paged: each sequence has n_ctx positions of address space, and the
+                                     full-attention cells its positions use are taken as it grows, in small
+                                     blocks, from a pool of n_ctx_pool cells shared by all sequences (given
+                                     back when it shrinks or is cleared); an evaluation the pool cannot hold
+                                     fails with MUSE_ERR_CONTEXT, nothing evaluated (muse_seq_reserve) */
 };
 
 #define MUSE_MAX_SEQ 256
@@ -314,6 +320,14 @@ muse_status muse_embed_batch(struct muse_context *ctx, const int32_t *const *tok
 
 /* Positions stored for sequence seq (0 for an id out of range). */
 int32_t muse_seq_n_past(const struct muse_context *ctx, int32_t seq);
+/* Paged KV (params.n_ctx_pool): take now the pool's cells sequence seq needs to hold n_pos
+ * positions, so that evaluating up to there cannot fail for want of cells. Errors:
+ * MUSE_ERR_CONTEXT (the pool is full, or n_pos > n_ctx), MUSE_ERR_INVALID_ARG (bad id). Without a
+ * pool: checks only. */
+muse_status muse_seq_reserve(struct muse_context *ctx, int32_t seq, int32_t n_pos, struct muse_error *err);
+/* KV cells in use and in all: with a pool, the cells taken from it and its size; without, the
+ * positions the sequences hold and n_seq_max x n_ctx. */
+void muse_context_kv_cells(const struct muse_context *ctx, int64_t *used, int64_t *total);
 /* muse_kv_clear / muse_kv_truncate for sequence seq. Errors: MUSE_ERR_INVALID_ARG (bad id, or as
  * muse_kv_truncate). */
 muse_status muse_seq_clear(struct muse_context *ctx, int32_t seq, struct muse_error *err);

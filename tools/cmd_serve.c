@@ -33,6 +33,10 @@ static void usage(FILE *f) {
             "                      forward per step takes a token of every generating slot and prompt chunks of\n"
             "                      the others (docs/server.md; not with --draft-model: each slot runs alone)\n"
             "  -nocb, --no-cont-batching  every slot runs its own forward on its own thread (no batching)\n"
+            "  --kv-pool N         batched: the slots' KV is paged from a pool of N cells (full-attention positions)\n"
+            "                      shared by all: each slot may grow to -c, memory is taken as it is used and given\n"
+            "                      back; a request the pool cannot hold gets 503. Default: a pool when -c is automatic\n"
+            "                      and the memory available cannot give every slot the context one slot could have\n"
             "  --prefill-step N    batched: prompt rows per step while other slots take part (default 32; a prompt\n"
             "                      alone takes 4x): smaller lets the others' tokens and new prompts through sooner,\n"
             "                      larger prefills faster\n"
@@ -114,6 +118,7 @@ int cmd_serve(int argc, char **argv) {
     const char *script = NULL, *port_file = NULL, *alias = NULL, *template_path = NULL, *host_name = NULL;
     bool test_mode = false, no_batching = false;
     int prefill_step = 0;
+    int64_t kv_pool = 0;
     int64_t v;
     bool max_body_given = false;
     struct media_opts md;
@@ -172,6 +177,10 @@ int cmd_serve(int argc, char **argv) {
             NEXT();
             if (!cli_parse_int(a, val, 1, 256, &v)) return 2;
             p.n_slots = (int)v;
+        } else if (!strcmp(a, "--kv-pool")) {
+            NEXT();
+            if (!cli_parse_int(a, val, 1, UINT32_MAX, &v)) return 2;
+            kv_pool = v;
         } else if (!strcmp(a, "--prefill-step")) {
             NEXT();
             if (!cli_parse_int(a, val, 1, 65536, &v)) return 2;
@@ -328,6 +337,7 @@ int cmd_serve(int argc, char **argv) {
                                            .n_slots = p.n_slots,
                                            .no_batching = no_batching,
                                            .prefill_step = prefill_step,
+                                           .kv_pool = kv_pool,
                                            .alias = alias,
                                            .chat_template = tmpl,
                                            .chat_template_len = tmpl_len,
@@ -352,8 +362,10 @@ int cmd_serve(int argc, char **argv) {
         cli_err("warning: the context of a slot (%d positions) is larger than the model was trained for (%d): positions "
                 "past it may give poor output",
                 info.n_ctx, info.n_ctx_train);
-    fprintf(stderr, "muse serve: ready: model '%s', %d slot(s) of %d tokens%s, queue %d%s\n", info.model_name, p.n_slots,
-            info.n_ctx, info.batched ? " (batched)" : "", p.queue, p.api_key ? ", API key required" : "");
+    char pool[64] = "";
+    if (info.kv_pool) snprintf(pool, sizeof pool, ", a KV pool of %lld cells", (long long)info.kv_pool);
+    fprintf(stderr, "muse serve: ready: model '%s', %d slot(s) of %d tokens%s%s, queue %d%s\n", info.model_name, p.n_slots,
+            info.n_ctx, info.batched ? " (batched)" : "", pool, p.queue, p.api_key ? ", API key required" : "");
     if (mo.verbosity > 0 && info.desc[0]) fprintf(stderr, "muse serve: %s\n", info.desc);
     int sig = 0;
     sigwait(&sigs, &sig);

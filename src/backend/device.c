@@ -2,6 +2,9 @@
 #include "backend/device.h"
 
 #include <pthread.h>
+#include <stdbool.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +27,7 @@ struct muse_device {
 struct muse_buffer {
     void *data;
     size_t size;
+    bool mapped; /* muse_device_alloc_lazy: an anonymous mapping (munmap, madvise) */
 };
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -172,10 +176,36 @@ muse_status muse_device_alloc(struct muse_device *dev, size_t bytes, struct muse
     return MUSE_OK;
 }
 
+muse_status muse_device_alloc_lazy(struct muse_device *dev, size_t bytes, struct muse_buffer **out, struct muse_error *err) {
+    (void)dev;
+    *out = NULL;
+    struct muse_buffer *b = calloc(1, sizeof *b);
+    void *p = b ? mmap(NULL, bytes ? bytes : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
+                : MAP_FAILED;
+    if (p == MAP_FAILED) {
+        free(b);
+        return muse_error_set(err, MUSE_ERR_NOMEM, "out of address space for a %zu MiB buffer", bytes >> 20);
+    }
+    b->data = p;
+    b->size = bytes ? bytes : 1;
+    b->mapped = true;
+    *out = b;
+    return MUSE_OK;
+}
+
+void muse_buffer_release(struct muse_buffer *b, size_t offset, size_t bytes) {
+    if (!b || !b->mapped || offset >= b->size) return;
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t lo = (offset + page - 1) / page * page, hi = offset + bytes < b->size ? offset + bytes : b->size;
+    hi = hi / page * page;
+    if (hi > lo) madvise((char *)b->data + lo, hi - lo, MADV_DONTNEED);
+}
+
 void *muse_buffer_host(struct muse_buffer *b) { return b->data; }
 
 void muse_buffer_free(struct muse_buffer *b) {
     if (!b) return;
-    free(b->data);
+    if (b->mapped) munmap(b->data, b->size);
+    else free(b->data);
     free(b);
 }

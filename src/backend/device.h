@@ -70,4 +70,13 @@ void muse_device_swap_ops(struct muse_device *dev, const struct muse_backend_ops
 muse_status muse_device_alloc(struct muse_device *dev, size_t bytes, struct muse_buffer **out, struct muse_error *err);
 void *muse_buffer_host(struct muse_buffer *b);
 void muse_buffer_free(struct muse_buffer *b);
+/*
+ * A buffer whose memory is taken as it is written (paged KV caches): address space is reserved,
+ * pages are zero and cost nothing until touched; muse_buffer_release gives pages back (they read
+ * as zero again). Errors: NOMEM (no address space).
+ */
+muse_status muse_device_alloc_lazy(struct muse_device *dev, size_t bytes, struct muse_buffer **out, struct muse_error *err);
+/* Give back the whole pages inside [offset, offset + bytes) of a reserved buffer: they read as
+ * zero afterwards. A no-op for other buffers (muse_device_alloc). */
+void muse_buffer_release(struct muse_buffer *b, size_t offset, size_t bytes);
 

@@ -286,6 +286,8 @@ muse_status muse_stepper_eval(struct muse_stepper *st, int32_t seq, const int32_
         return muse_error_set(err, MUSE_ERR_CONTEXT,
                               "%d tokens after %d already in the context exceed the context size %d (use a larger --ctx-size)",
                               n, n_past, st->n_ctx);
+    muse_status rs = muse_seq_reserve(st->ctx, seq, n_past + n, err); /* a paged cache's cells: this request's alone */
+    if (rs != MUSE_OK) return rs;
     struct req r = {.seq = seq, .n = n, .first_row = logits ? first_row : n, .ids = ids, .rows = rows,
                     .logits = first_row < n ? logits : NULL};
     pthread_mutex_lock(&st->mu);

@@ -74,7 +74,9 @@ bool muse_stepper_leave(struct muse_stepper *st, int32_t seq);
  * evaluated: position i is the token ids[i], or the embedding row rows[i] when rows != NULL and
  * rows[i] != NULL. logits: NULL for none, else the rows first_row..n-1 ([n - first_row][n_vocab]).
  * Errors (nothing evaluated): MUSE_ERR_INVALID_ARG (bad sequence, token or n < 1), MUSE_ERR_CONTEXT
- * (the sequence would outgrow n_ctx), MUSE_ERR_NOMEM; a forward that fails fails every request in it.
+ * (the sequence would outgrow n_ctx, or a paged cache's pool cannot hold it: its cells are taken
+ * before the request waits, so only this request fails), MUSE_ERR_NOMEM; a forward that fails fails
+ * every request in it.
  */
 muse_status muse_stepper_eval(struct muse_stepper *st, int32_t seq, const int32_t *ids, const float *const *rows,
                               int32_t n, float *logits, int32_t first_row, struct muse_error *err);

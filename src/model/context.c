@@ -1,5 +1,6 @@
 /* context.c - the public model / context API of include/muse.h over the model floor. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -220,9 +221,11 @@ muse_status muse_context_create(struct muse_model *model, struct muse_context_pa
         st = muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
         goto fail;
     }
+    atomic_init(&ctx->pool.used, 0);
+    ctx->pool.total = params.n_ctx_pool;
     for (uint32_t s = 0; s < params.n_seq_max; s++) {
         if ((st = muse_kv_cache_create(ctx->dev, hp, params.n_ctx, params.n_batch, kv_type_ids[params.kv_type],
-                                       params.swa_full != 0, &ctx->kv[s], err)))
+                                       params.swa_full != 0, params.n_ctx_pool ? &ctx->pool : NULL, &ctx->kv[s], err)))
             goto fail;
         ctx->kv_layers[s] = ctx->kv[s]->layers;
     }
@@ -475,6 +478,8 @@ static muse_status eval(struct muse_context *ctx, const int32_t *tokens, const f
         return muse_error_set(err, MUSE_ERR_CONTEXT,
                               "%d tokens after %d already in the context exceed the context size %u (use a larger --ctx-size)",
                               n_tokens, kv->n_past, ctx->params.n_ctx);
+    muse_status st = muse_kv_cache_reserve(kv, kv->n_past + n_tokens, err); /* paged: the pool's cells */
+    if (st) return st;
     const int32_t n_batch = (int32_t)ctx->params.n_batch;
     for (int32_t done = 0; done < n_tokens;) {
         const int32_t n = n_tokens - done < n_batch ? n_tokens - done : n_batch;
@@ -571,6 +576,16 @@ muse_status muse_decode(struct muse_context *ctx, const struct muse_batch *b, fl
         ctx->pos[i] = next[s]++;
         last[s] = i;
     }
+    if (ctx->params.n_ctx_pool) { /* paged: every named sequence's new cells, taken at once */
+        int64_t need = 0;
+        for (int32_t s = 0; s < n_seq; s++)
+            if (last[s] >= 0) need += muse_kv_cache_need(ctx->kv[s], next[s]);
+        if (!muse_kv_pool_take(&ctx->pool, need))
+            return muse_error_set(err, MUSE_ERR_CONTEXT, "the KV pool is full: %lld of its %lld cells are in use and the batch needs %lld more",
+                                  (long long)atomic_load(&ctx->pool.used), (long long)ctx->pool.total, (long long)need);
+        for (int32_t s = 0; s < n_seq; s++)
+            if (last[s] >= 0) ctx->kv[s]->n_commit += (int32_t)muse_kv_cache_need(ctx->kv[s], next[s]);
+    }
     struct muse_prog_run a = run_args(ctx);
     a.tokens = b->token;
     a.rows = b->embd;
@@ -611,6 +626,26 @@ muse_status muse_seq_clear(struct muse_context *ctx, int32_t seq, struct muse_er
 muse_status muse_seq_truncate(struct muse_context *ctx, int32_t seq, int32_t n_keep, struct muse_error *err) {
     muse_status st = seq_check(ctx, seq, err);
     return st ? st : muse_kv_cache_truncate(ctx->kv[seq], n_keep, err);
+}
+
+muse_status muse_seq_reserve(struct muse_context *ctx, int32_t seq, int32_t n_pos, struct muse_error *err) {
+    muse_status st = seq_check(ctx, seq, err);
+    if (st) return st;
+    if (n_pos < 0 || n_pos > (int32_t)ctx->params.n_ctx)
+        return muse_error_set(err, MUSE_ERR_CONTEXT, "sequence %d: %d positions exceed the context size %u", seq, n_pos,
+                              ctx->params.n_ctx);
+    return muse_kv_cache_reserve(ctx->kv[seq], n_pos, err);
+}
+
+void muse_context_kv_cells(const struct muse_context *ctx, int64_t *used, int64_t *total) {
+    int64_t u = 0;
+    if (ctx->params.n_ctx_pool) {
+        u = atomic_load(&((struct muse_context *)ctx)->pool.used);
+    } else {
+        for (uint32_t s = 0; s < ctx->params.n_seq_max; s++) u += ctx->kv[s]->n_past;
+    }
+    if (used) *used = u;
+    if (total) *total = ctx->params.n_ctx_pool ? ctx->params.n_ctx_pool : (int64_t)ctx->params.n_ctx * ctx->params.n_seq_max;
 }
 
 muse_status muse_seq_checkpoint_create(struct muse_context *ctx, int32_t seq, struct muse_kv_checkpoint **out,

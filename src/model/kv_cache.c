@@ -1,6 +1,7 @@
 /* kv_cache.c - per-sequence KV cache (kv_cache.h): storage, rollback and ring checkpoints. */
 #include "model/kv_cache.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +20,7 @@ struct muse_kv_checkpoint {
 
 void muse_kv_cache_free(struct muse_kv_cache *kv) {
     if (!kv) return;
+    if (kv->pool) atomic_fetch_sub(&kv->pool->used, kv->n_commit);
     for (struct muse_kv_checkpoint *ck = kv->checkpoints; ck; ck = ck->next) ck->kv = NULL, ck->pos = -1;
     muse_buffer_free(kv->mem);
     free(kv->layers);
@@ -26,8 +28,17 @@ void muse_kv_cache_free(struct muse_kv_cache *kv) {
     free(kv);
 }
 
+static size_t gcd_size(size_t a, size_t b) {
+    while (b) {
+        size_t t = a % b;
+        a = b, b = t;
+    }
+    return a;
+}
+
 muse_status muse_kv_cache_create(struct muse_device *dev, const struct muse_hparams *hp, uint32_t n_ctx, uint32_t n_batch,
-                                 enum muse_type type, bool swa_full, struct muse_kv_cache **out, struct muse_error *err) {
+                                 enum muse_type type, bool swa_full, struct muse_kv_pool *pool, struct muse_kv_cache **out,
+                                 struct muse_error *err) {
     struct muse_kv_cache *kv = NULL;
     muse_status st;
     *out = NULL;
@@ -45,6 +56,8 @@ muse_status muse_kv_cache_create(struct muse_device *dev, const struct muse_hpar
     if (!kv->layers || !kv->n_swa) goto nomem;
 
     const int64_t block = muse_type_layouts[type].block_size;
+    const size_t page = 4096, align = pool ? page : 64; /* paged: every array on its own pages */
+    size_t cells_per_block = 1; /* paged: the fewest cells that fill whole pages of every full array */
     size_t total = 0;
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         struct muse_kv_layer *l = &kv->layers[il];
@@ -65,22 +78,33 @@ muse_status muse_kv_cache_create(struct muse_device *dev, const struct muse_hpar
         l->n_embd_v = (int32_t)muse_hparams_n_embd_v_gqa(hp, il);
         l->k_row_size = muse_type_row_size(type, l->n_embd_k);
         l->v_row_size = muse_type_row_size(type, l->n_embd_v);
-        uint64_t bytes = cells * (l->k_row_size + l->v_row_size);
-        if (bytes > SIZE_MAX - total - 64) goto nomem;
-        total += (size_t)bytes;
-        total = (total + 63) & ~(size_t)63;
+        const size_t rows[2] = {l->k_row_size, l->v_row_size};
+        for (int h = 0; h < 2; h++) {
+            uint64_t bytes = cells * rows[h];
+            if (bytes > SIZE_MAX - total - 2 * page) goto nomem;
+            total = (total + (size_t)bytes + align - 1) / align * align;
+            if (pool && cells == n_ctx) { /* a full layer's array: blocks of whole pages */
+                const size_t need = page / gcd_size(rows[h], page);
+                cells_per_block = cells_per_block / gcd_size(cells_per_block, need) * need;
+            }
+        }
     }
     kv->size = total;
-    if (muse_device_alloc(dev, total, &kv->mem, err)) goto nomem;
+    if (pool) {
+        kv->pool = pool;
+        kv->block = (uint32_t)(cells_per_block * ((16 + cells_per_block - 1) / cells_per_block)); /* at least 16 */
+        if (muse_device_alloc_lazy(dev, total, &kv->mem, err)) goto nomem;
+    } else if (muse_device_alloc(dev, total, &kv->mem, err)) {
+        goto nomem;
+    }
     kv->buf = muse_buffer_host(kv->mem);
-    uint8_t *p = kv->buf;
+    size_t off = 0;
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         struct muse_kv_layer *l = &kv->layers[il];
-        l->k = p;
-        p += (size_t)l->n_cells * l->k_row_size;
-        l->v = p;
-        p += (size_t)l->n_cells * l->v_row_size;
-        p = (uint8_t *)kv->buf + (((size_t)(p - (uint8_t *)kv->buf) + 63) & ~(size_t)63);
+        l->k = (uint8_t *)kv->buf + off;
+        off = (off + (size_t)l->n_cells * l->k_row_size + align - 1) / align * align;
+        l->v = (uint8_t *)kv->buf + off;
+        off = (off + (size_t)l->n_cells * l->v_row_size + align - 1) / align * align;
     }
     *out = kv;
     return MUSE_OK;
@@ -100,6 +124,44 @@ static void lower_n_past(struct muse_kv_cache *kv, int32_t n_past) {
     kv->n_past = n_past;
     for (struct muse_kv_checkpoint *ck = kv->checkpoints; ck; ck = ck->next)
         if (ck->pos > n_past) ck->pos = -1;
+    if (!kv->pool) return;
+    /* paged: the blocks above n_past go back to the pool, their pages to the system (zero again) */
+    const int32_t keep = (int32_t)(((int64_t)n_past + kv->block - 1) / kv->block * kv->block);
+    if (keep >= kv->n_commit) return;
+    for (uint32_t il = 0; il < kv->n_layer; il++) {
+        const struct muse_kv_layer *l = &kv->layers[il];
+        if (l->n_cells != kv->n_ctx) continue;
+        const size_t n = (size_t)(kv->n_commit - keep);
+        muse_buffer_release(kv->mem, (size_t)((uint8_t *)l->k - (uint8_t *)kv->buf) + (size_t)keep * l->k_row_size, n * l->k_row_size);
+        muse_buffer_release(kv->mem, (size_t)((uint8_t *)l->v - (uint8_t *)kv->buf) + (size_t)keep * l->v_row_size, n * l->v_row_size);
+    }
+    atomic_fetch_sub(&kv->pool->used, kv->n_commit - keep);
+    kv->n_commit = keep;
+}
+
+bool muse_kv_pool_take(struct muse_kv_pool *p, int64_t n) {
+    if (n <= 0) return true;
+    if (atomic_fetch_add(&p->used, n) + n <= p->total) return true;
+    atomic_fetch_sub(&p->used, n);
+    return false;
+}
+
+int64_t muse_kv_cache_need(const struct muse_kv_cache *kv, int32_t n_pos) {
+    if (!kv->pool) return 0;
+    const int64_t want = ((int64_t)n_pos + kv->block - 1) / kv->block * kv->block;
+    return want > kv->n_commit ? want - kv->n_commit : 0;
+}
+
+muse_status muse_kv_cache_reserve(struct muse_kv_cache *kv, int32_t n_pos, struct muse_error *err) {
+    const int64_t need = muse_kv_cache_need(kv, n_pos);
+    if (need == 0) return MUSE_OK;
+    if (!muse_kv_pool_take(kv->pool, need))
+        return muse_error_set(err, MUSE_ERR_CONTEXT,
+                              "the KV pool is full: %lld of its %lld cells are in use by the other sequences and "
+                              "%d more positions do not fit (a larger pool: more memory, or fewer/shorter sequences)",
+                              (long long)atomic_load(&kv->pool->used), (long long)kv->pool->total, n_pos - kv->n_past);
+    kv->n_commit += (int32_t)need;
+    return MUSE_OK;
 }
 
 void muse_kv_cache_clear(struct muse_kv_cache *kv) {
@@ -108,6 +170,7 @@ void muse_kv_cache_clear(struct muse_kv_cache *kv) {
      * n_cells) are all that was ever written; the rest is still calloc's zeros */
     for (uint32_t il = 0; il < kv->n_layer; il++) {
         struct muse_kv_layer *l = &kv->layers[il];
+        if (kv->pool && l->n_cells == kv->n_ctx) continue; /* paged full layers: given back, zero already */
         size_t cells = (uint32_t)kv->n_high < l->n_cells ? (size_t)kv->n_high : l->n_cells;
         memset(l->k, 0, cells * l->k_row_size);
         memset(l->v, 0, cells * l->v_row_size);

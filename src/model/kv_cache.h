@@ -9,6 +9,7 @@
  */
 #pragma once
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -16,6 +17,16 @@
 #include "backend/backend.h"
 #include "backend/device.h"
 #include "model/hparams.h"
+
+/*
+ * A pool of full-attention cells shared by the caches of one context (paged caches): each cache
+ * takes cells in blocks as its sequence grows and gives them back when it shrinks, so sequences
+ * that reserve n_ctx positions of address space each hold memory only for what they store.
+ */
+struct muse_kv_pool {
+    _Atomic int64_t used; /* cells taken */
+    int64_t total;        /* cells there are */
+};
 
 struct muse_kv_cache {
     uint32_t n_layer;
@@ -31,6 +42,11 @@ struct muse_kv_cache {
     void *buf;                    /* its host view: every layer points into it */
     size_t size;                  /* bytes of buf */
     struct muse_kv_checkpoint *checkpoints; /* live checkpoints of this cache (a list through ->next) */
+    /* paged (made with a pool): full layers' rows in a reserved buffer, each array page-aligned;
+     * rows 0..n_commit-1 of every full layer may hold memory, those above read as zero */
+    struct muse_kv_pool *pool;    /* borrowed; NULL: not paged */
+    uint32_t block;               /* cells per block: whole pages of every full layer's rows */
+    int32_t n_commit;             /* a multiple of block, >= n_past; the cells taken from the pool */
 };
 
 /*
@@ -41,7 +57,20 @@ struct muse_kv_cache {
  * Free with muse_kv_cache_free.
  */
 muse_status muse_kv_cache_create(struct muse_device *dev, const struct muse_hparams *hp, uint32_t n_ctx, uint32_t n_batch,
-                                 enum muse_type type, bool swa_full, struct muse_kv_cache **out, struct muse_error *err);
+                                 enum muse_type type, bool swa_full, struct muse_kv_pool *pool, struct muse_kv_cache **out,
+                                 struct muse_error *err);
+
+/*
+ * Paged caches: take the pool's cells for holding n_pos positions (in blocks). Errors:
+ * MUSE_ERR_CONTEXT when the pool has not enough left (nothing taken). Without a pool: MUSE_OK.
+ * Cells go back when n_past drops (truncate, restore, clear: the pages above are given back and
+ * read as zero) and when the cache is freed.
+ */
+muse_status muse_kv_cache_reserve(struct muse_kv_cache *kv, int32_t n_pos, struct muse_error *err);
+/* The cells n_pos positions would take beyond what kv holds (0 without a pool). */
+int64_t muse_kv_cache_need(const struct muse_kv_cache *kv, int32_t n_pos);
+/* Take n cells of pool p at once (false, nothing taken, when fewer are left). */
+bool muse_kv_pool_take(struct muse_kv_pool *p, int64_t n);
 
 /* Free the cache (NULL is fine); its checkpoints stay to be freed by their owners, detached. */
 void muse_kv_cache_free(struct muse_kv_cache *kv);

@@ -25,6 +25,7 @@ struct muse_context {
     struct muse_device *dev;            /* shared with every other user of the same device */
     struct muse_program prog;           /* the text forward for batches of up to n_batch rows */
     struct muse_kv_cache **kv;          /* [n_seq_max] each sequence's cache; kv[0] is the context's own */
+    struct muse_kv_pool pool;           /* params.n_ctx_pool: the full-attention cells the caches share */
     struct muse_kv_layer **kv_layers;   /* [n_seq_max] kv[s]->layers, bound to every run */
     int32_t *pos;                       /* [n_batch] positions of the current micro-batch */
     int32_t *out_rows;                  /* [n_batch] its output rows */

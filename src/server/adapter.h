@@ -51,6 +51,7 @@ struct muse_srv_adapter_info {
     const char *chat_template; /* the template's source text, "" for the built-in one; lives as long as the adapter */
     char pooling[8];           /* how `embed` pools ("mean", "last", ...); "" without embeddings */
     bool batched;              /* the slots' evaluations run as one forward per step (continuous batching) */
+    int64_t kv_pool;           /* batched with a paged KV: the pool's cells (0: every slot holds n_ctx) */
 };
 
 /* What the chat template needs from a /v1/chat/completions request (borrowed pointers). */
@@ -142,6 +143,9 @@ struct muse_srv_adapter_ops {
     /* Optional (NULL: no batching): the batched slots' counters (gen/stepper.h) - forwards, rows in
      * them, forwards shared by two or more slots, prompt chunks cut at a step's budget. Any thread. */
     void (*batch_stats)(void *self, uint64_t *steps, uint64_t *rows, uint64_t *shared, uint64_t *splits);
+    /* Optional: KV cells in use and in all over the slots: a paged pool's (muse_context_kv_cells),
+     * else used -1 (not told) and slots x n_ctx. Any thread; a snapshot. */
+    void (*kv_cells)(void *self, int64_t *used, int64_t *total);
     /*
      * Constrained decoding (gen/constrain.h). grammar_compile: a request's grammar (GBNF or a
      * JSON Schema) compiled against the vocabulary, any thread; errors name the grammar's line
@@ -202,6 +206,10 @@ struct muse_srv_model_params {
     bool no_batching;           /* each slot a context of its own, evaluated on its own thread */
     int prefill_step;           /* batched: prompt rows per step while other slots take part; 0 = the
                                    stepper's default (muse_stepper_params.n_prefill_rows) */
+    int64_t kv_pool;            /* batched: the slots' KV is paged, from a pool of this many cells
+                                   (context params.n_ctx_pool); 0 = automatic: a pool when n_ctx is
+                                   automatic and the memory available cannot hold every slot at the
+                                   context one slot could have alone */
     const char *alias;          /* the model id; NULL = the file's base name */
     const char *chat_template;  /* [chat_template_len] Jinja text instead of the file's template; NULL = the file's */
     size_t chat_template_len;

@@ -61,6 +61,7 @@ struct model_adapter {
     int n_slots, next_seq, prefill_step;
     struct muse_context *shared;
     struct muse_stepper *stepper;
+    struct model_slot **slots;     /* [n_slots] batched: each sequence's slot (what a full KV pool evicts from) */
     enum muse_pooling pooling;
     pthread_mutex_t embd_mu;
 };
@@ -78,6 +79,8 @@ struct model_slot {
     struct muse_spec_stats counted; /* the stats already reported by slot_spec_counts */
     bool media_turn;              /* image rows were evaluated for the coming request */
     struct muse_constraint *cons; /* its grammar, if any (slot_constrain) */
+    pthread_mutex_t mu;           /* guards busy; held while another slot's eviction clears this one */
+    bool busy;                    /* between slot_keep and slot_done: a request runs here */
 };
 
 static void model_info(void *self, struct muse_srv_adapter_info *out) { *out = ((struct model_adapter *)self)->info; }
@@ -181,6 +184,8 @@ static void model_slot_free(void *slot) {
     muse_context_free(s->ctx);
     muse_sampler_free(s->sampler);
     muse_constraint_free(s->cons);
+    if (s->r && s->r->slots && s->r->slots[s->seq] == s) s->r->slots[s->seq] = NULL;
+    pthread_mutex_destroy(&s->mu);
     free(s);
 }
 
@@ -191,9 +196,12 @@ static void *model_slot_create(void *self, struct muse_error *err) {
     struct model_slot *s = calloc(1, sizeof *s);
     if (!s) goto nomem;
     s->r = r;
+    pthread_mutex_init(&s->mu, NULL);
     if (r->batched) {
+        if (!r->slots && !(r->slots = calloc((size_t)r->n_slots, sizeof *r->slots))) goto nomem;
         if (!r->shared) {
             cp.n_seq_max = (uint32_t)r->n_slots;
+            cp.n_ctx_pool = (uint32_t)r->info.kv_pool;
             if (muse_context_create(r->model, cp, &r->shared, err) != MUSE_OK) goto fail;
             struct muse_stepper_params stp = muse_stepper_default_params();
             if (r->prefill_step > 0) stp.n_prefill_rows = r->prefill_step;
@@ -206,6 +214,7 @@ static void *model_slot_create(void *self, struct muse_error *err) {
         s->seq = sp.seq = r->next_seq++;
         sp.stepper = r->stepper;
         if (muse_session_create(r->shared, sp, &s->kv, err) != MUSE_OK) goto fail;
+        r->slots[s->seq] = s;
     } else {
         if (muse_context_create(r->model, cp, &s->ctx, err) != MUSE_OK) goto fail;
         if (muse_session_create(s->ctx, sp, &s->kv, err) != MUSE_OK) goto fail;
@@ -222,6 +231,9 @@ fail:
 
 static struct muse_session_keep model_slot_keep(void *slot, int n_keep) {
     struct model_slot *s = slot;
+    pthread_mutex_lock(&s->mu);
+    s->busy = true;
+    pthread_mutex_unlock(&s->mu);
     if (s->r->stepper) muse_stepper_join(s->r->stepper, s->seq); /* a request starts: steps wait for this slot */
     struct muse_session_keep k = muse_gen_keep(s->gen, n_keep);
     s->has_logits = false;
@@ -233,14 +245,40 @@ static struct muse_session_keep model_slot_keep(void *slot, int n_keep) {
 static void model_slot_done(void *slot) {
     struct model_slot *s = slot;
     if (s->r->stepper) muse_stepper_leave(s->r->stepper, s->seq);
+    pthread_mutex_lock(&s->mu);
+    s->busy = false;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/*
+ * A paged KV pool that cannot hold n more positions of slot s: forget the cache of an idle slot
+ * (its prompt cache: the next request there re-evaluates its prompt) so that its cells go back.
+ * True when one was evicted (try again), false when no idle slot holds anything (the caller's
+ * error stands: the running requests hold the pool).
+ */
+static bool evict_for(struct model_slot *s, int n, muse_status st) {
+    struct model_adapter *r = s->r;
+    if (st != MUSE_ERR_CONTEXT || !r->info.kv_pool || !r->slots || muse_session_n_past(s->kv) + n > r->info.n_ctx)
+        return false; /* not the pool: the slot's own context is full */
+    for (int i = 0; i < r->n_slots; i++) {
+        struct model_slot *o = r->slots[i];
+        if (!o || o == s) continue;
+        pthread_mutex_lock(&o->mu);
+        const bool evict = !o->busy && muse_session_n_past(o->kv) > 0;
+        if (evict) muse_gen_clear(o->gen);
+        pthread_mutex_unlock(&o->mu);
+        if (evict) return true;
+    }
+    return false;
 }
 
 static muse_status model_slot_eval(void *slot, const int32_t *toks, int n, struct muse_error *err) {
     struct model_slot *s = slot;
     s->has_logits = false;
-    /* generating: the token just sampled (an accepted draft costs nothing; the anchor is a step) */
-    muse_status st = s->generating && n == 1 ? muse_gen_advance(s->gen, toks[0], INT64_MAX, err)
-                                             : muse_gen_eval(s->gen, toks, n, err);
+    muse_status st;
+    do /* generating: the token just sampled (an accepted draft costs nothing; the anchor is a step) */
+        st = s->generating && n == 1 ? muse_gen_advance(s->gen, toks[0], INT64_MAX, err) : muse_gen_eval(s->gen, toks, n, err);
+    while (evict_for(s, n, st));
     if (st == MUSE_OK) s->has_logits = true;
     return st;
 }
@@ -294,7 +332,9 @@ static muse_status model_slot_eval_media(void *slot, void *media, int from, int 
     s->has_logits = false;
     s->media_turn = true; /* no drafting in this request (slot_begin): the ring restarts after the rows */
     struct media_range m = {s, media, from, n};
-    muse_status st = muse_gen_eval_rows(s->gen, media_range_eval, &m, err);
+    muse_status st;
+    do st = muse_gen_eval_rows(s->gen, media_range_eval, &m, err);
+    while (evict_for(s, n, st));
     if (st == MUSE_OK) s->has_logits = true;
     return st;
 }
@@ -380,6 +420,16 @@ static void model_batch_stats(void *self, uint64_t *steps, uint64_t *rows, uint6
     *steps = st.n_steps, *rows = st.n_rows, *shared = st.n_multi, *splits = st.n_split;
 }
 
+static void model_kv_cells(void *self, int64_t *used, int64_t *total) {
+    struct model_adapter *r = self;
+    if (r->shared && r->info.kv_pool) {
+        muse_context_kv_cells(r->shared, used, total); /* the pool's counter is atomic */
+    } else {
+        *used = -1; /* unknown here without reading the slots' caches under a step: not told */
+        *total = (int64_t)r->info.n_ctx * r->n_slots;
+    }
+}
+
 static muse_status model_grammar_compile(void *self, enum muse_grammar_syntax syntax, const char *text, size_t len,
                                          struct muse_grammar **out, struct muse_error *err) {
     struct model_adapter *r = self;
@@ -432,6 +482,7 @@ static void model_destroy(void *self) {
     muse_context_free(r->embd_ctx);
     muse_stepper_free(r->stepper);
     muse_context_free(r->shared);
+    free(r->slots);
     pthread_mutex_destroy(&r->embd_mu);
     muse_media_cache_free(r->media);
     muse_vision_free(r->vision);
@@ -466,6 +517,7 @@ static const struct muse_srv_adapter_ops model_ops = {
     .media_stats = model_media_stats,
     .slot_spec_counts = model_slot_spec_counts,
     .batch_stats = model_batch_stats,
+    .kv_cells = model_kv_cells,
     .grammar_compile = model_grammar_compile,
     .slot_constrain = model_slot_constrain,
     .embed = model_embed,
@@ -531,13 +583,25 @@ muse_status muse_srv_model_adapter_create(const char *model_path, const struct m
         goto fail;
     }
     r->info.n_ctx_train = muse_model_n_ctx_train(r->model);
+    struct muse_context_params auto_cp = r->cp;
+    auto_cp.n_ctx = 0;
     if (params->n_ctx > 0) {
         r->info.n_ctx = params->n_ctx;
     } else {
-        struct muse_context_params auto_cp = r->cp;
-        auto_cp.n_ctx = 0;
-        r->info.n_ctx = (int)muse_context_auto_n_ctx(r->model, auto_cp, params->n_slots > 1 ? params->n_slots : 1);
+        r->info.n_ctx = (int)muse_context_auto_n_ctx(r->model, auto_cp, r->n_slots);
+        if (r->batched && r->n_slots > 1 && !params->kv_pool) {
+            /* batched: a slot may grow to what it could have alone, while the slots together stay
+             * within the memory available (a paged KV pool), when that is more */
+            const int alone = (int)muse_context_auto_n_ctx(r->model, auto_cp, 1);
+            if (alone > r->info.n_ctx) {
+                r->info.kv_pool = (int64_t)r->info.n_ctx * r->n_slots;
+                r->info.n_ctx = alone;
+            }
+        }
     }
+    if (params->kv_pool > 0 && r->batched) r->info.kv_pool = params->kv_pool;
+    if (r->info.kv_pool > (int64_t)r->info.n_ctx * r->n_slots) r->info.kv_pool = 0; /* no smaller than reserving all */
+    if (r->info.kv_pool > UINT32_MAX) r->info.kv_pool = UINT32_MAX;
     r->cp.n_ctx = (uint32_t)r->info.n_ctx;
     if (params->alias) {
         snprintf(r->info.model_name, sizeof r->info.model_name, "%s", params->alias);

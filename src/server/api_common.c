@@ -458,7 +458,9 @@ enum MHD_Result muse_srv_reply_job(struct srv_req *r) {
     struct muse_srv_job *job = r->job;
     enum MHD_Result ret;
     pthread_mutex_lock(&job->mu);
-    if (job->finish == MUSE_SRV_FINISH_ERROR) {
+    if (job->finish == MUSE_SRV_FINISH_ERROR && job->err_status == MUSE_ERR_CONTEXT) { /* the KV pool: try later */
+        ret = muse_srv_reply_error(r, 503, "unavailable_error", NULL, "generation failed: %s", job->err);
+    } else if (job->finish == MUSE_SRV_FINISH_ERROR) {
         ret = muse_srv_reply_error(r, 500, "server_error", NULL, "generation failed: %s", job->err);
     } else if (job->finish == MUSE_SRV_FINISH_CANCELLED) {
         ret = muse_srv_reply_error(r, 503, "unavailable_error", NULL, "generation cancelled (server shutting down)");

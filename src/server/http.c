@@ -420,6 +420,17 @@ static enum MHD_Result reply_metrics(struct srv_req *r) {
             muse_srv_buf_printf(&b, "# HELP %s %s\n# TYPE %s counter\n%s %.17g\n", bhelp[i][0], bhelp[i][1], bhelp[i][0],
                                 bhelp[i][0], (double)bv[i]);
     }
+    if (s->ad.ops->kv_cells) {
+        int64_t used = -1, total = 0;
+        s->ad.ops->kv_cells(s->ad.self, &used, &total);
+        if (used >= 0)
+            muse_srv_buf_printf(&b, "# HELP muse_kv_cells_used KV cells (full-attention positions) the slots hold, from the "
+                                    "shared pool.\n# TYPE muse_kv_cells_used gauge\nmuse_kv_cells_used %lld\n",
+                                (long long)used);
+        muse_srv_buf_printf(&b, "# HELP muse_kv_cells_total KV cells of all slots (the pool's, when paged).\n"
+                                "# TYPE muse_kv_cells_total gauge\nmuse_kv_cells_total %lld\n",
+                            (long long)total);
+    }
     enum MHD_Result ret = reply_buf(r, 200, "text/plain; version=0.0.4; charset=utf-8", muse_srv_buf_str(&b), b.len, true);
     muse_srv_buf_free(&b);
     return ret;

@@ -494,7 +494,10 @@ static enum muse_srv_finish run_job(struct slot *sl, struct muse_srv_job *job, c
     }
     pthread_mutex_unlock(&job->mu);
 done:
-    if (fin == MUSE_SRV_FINISH_ERROR) snprintf(errbuf, cap, "%s", err.msg);
+    if (fin == MUSE_SRV_FINISH_ERROR) {
+        snprintf(errbuf, cap, "%s", err.msg);
+        job->err_status = err.status; /* published by job_finish's lock */
+    }
     if (s->metrics && ad->ops->slot_spec_counts) { /* speculative decoding's counters of this job */
         uint64_t drafted, accepted, steps;
         ad->ops->slot_spec_counts(sl->es, &drafted, &accepted, &steps);

@@ -124,6 +124,7 @@ struct muse_srv_job {
     enum muse_srv_finish finish;
     char stop_word[128];              /* the stop string that matched (FINISH_WORD) */
     char err[256];                    /* FINISH_ERROR message */
+    muse_status err_status;           /* FINISH_ERROR: the adapter's status (MUSE_ERR_CONTEXT: the KV pool is full) */
     int64_t t_submit_us, t_start_us, t_prefill_end_us, t_end_us;
 
     atomic_bool cancel; /* set by anyone (muse_srv_job_cancel); the worker polls it between tokens */

@@ -187,6 +187,80 @@ static void run(struct muse_model *m, const char *backend, uint32_t threads) {
     muse_context_free(ctx);
 }
 
+/* A paged cache (params.n_ctx_pool): sequences take the pool's cells as they grow and give them
+ * back when they shrink; an evaluation the pool cannot hold fails and changes nothing; logits equal
+ * those of a context that is not paged, also after cells were given back and taken again. */
+static void test_pool(struct muse_model *m) {
+    const int32_t n_vocab = muse_model_n_vocab(m);
+    struct muse_context_params cp = muse_context_default_params();
+    cp.n_ctx = 64;
+    cp.n_batch = 32;
+    cp.n_threads = 2;
+    struct muse_context *plain = NULL, *ctx = NULL;
+    struct muse_error err;
+    if (muse_context_create(m, cp, &plain, &err) != MUSE_OK) {
+        TEST_CONDF(false, "plain context: %s", err.msg);
+        return;
+    }
+    cp.n_seq_max = 3;
+    cp.n_ctx_pool = 128; /* two full sequences */
+    if (muse_context_create(m, cp, &ctx, &err) != MUSE_OK) {
+        TEST_CONDF(false, "paged context: %s", err.msg);
+        muse_context_free(plain);
+        return;
+    }
+    int64_t used = -1, total = -1;
+    muse_context_kv_cells(ctx, &used, &total);
+    TEST_CONDF(used == 0 && total == 128, "an empty pool: %lld of %lld", (long long)used, (long long)total);
+    int32_t t[64], seq[32];
+    for (int32_t i = 0; i < 64; i++) t[i] = tok(5, i, n_vocab);
+    float *want = malloc(sizeof(float) * (size_t)n_vocab), *got = malloc(sizeof(float) * (size_t)n_vocab);
+    /* sequence s takes its 64 positions in two batches of 32 */
+    for (int32_t s = 0; s < 2; s++)
+        for (int32_t h = 0; h < 2; h++) {
+            for (int32_t i = 0; i < 32; i++) seq[i] = s;
+            struct muse_batch b = {.n_tokens = 32, .token = t + 32 * h, .seq_id = seq};
+            TEST_COND("fill", muse_decode(ctx, &b, got, &err) == MUSE_OK);
+        }
+    muse_context_kv_cells(ctx, &used, NULL);
+    TEST_CONDF(used == 128, "two full sequences take the pool: %lld", (long long)used);
+    int32_t two = 2;
+    struct muse_batch one = {.n_tokens = 1, .token = t, .seq_id = &two};
+    TEST_COND("a full pool refuses", muse_decode(ctx, &one, got, &err) == MUSE_ERR_CONTEXT && muse_seq_n_past(ctx, 2) == 0);
+    TEST_COND("reserve refused too", muse_seq_reserve(ctx, 2, 1, &err) == MUSE_ERR_CONTEXT);
+    TEST_COND("reserve past n_ctx", muse_seq_reserve(ctx, 0, 65, &err) == MUSE_ERR_CONTEXT);
+    /* sequence 0 rolls back to 32 positions (as far as its window-8 rings allow): its cells above
+     * go back; sequence 2 can start */
+    TEST_COND("truncate", muse_seq_truncate(ctx, 0, 32, &err) == MUSE_OK);
+    muse_context_kv_cells(ctx, &used, NULL);
+    TEST_CONDF(used <= 112 && used >= 96, "cells given back: %lld in use", (long long)used);
+    /* sequence 2's 20 tokens, then one: logits as in a context that is not paged */
+    for (int32_t i = 0; i < 20; i++) seq[i] = 2;
+    struct muse_batch b20 = {.n_tokens = 20, .token = t, .seq_id = seq};
+    TEST_COND("after the give-back", muse_decode(ctx, &b20, got, &err) == MUSE_OK);
+    TEST_COND("plain", muse_eval(plain, t, 20, want, 0, &err) == MUSE_OK);
+    TEST_COND("paged logits == plain logits", !memcmp(want, got, sizeof(float) * (size_t)n_vocab));
+    /* sequence 1 cleared: its cells go back; sequence 0 goes on from 32 over the rows it gave back
+     * (zero pages again) */
+    TEST_COND("clear 1", muse_seq_clear(ctx, 1, &err) == MUSE_OK);
+    muse_context_kv_cells(ctx, &used, NULL);
+    TEST_CONDF(used <= 64, "sequence 1's cells given back: %lld in use", (long long)used);
+    int32_t zero = 0;
+    struct muse_batch b0 = {.n_tokens = 1, .token = t + 32, .seq_id = &zero};
+    TEST_COND("continue", muse_decode(ctx, &b0, got, &err) == MUSE_OK);
+    muse_kv_truncate(plain, 0, &err);
+    TEST_COND("plain 33", muse_eval(plain, t, 33, want, 0, &err) == MUSE_OK);
+    TEST_COND("over given-back rows: logits == plain", !memcmp(want, got, sizeof(float) * (size_t)n_vocab));
+    TEST_COND("clear", muse_seq_clear(ctx, 1, &err) == MUSE_OK && muse_seq_clear(ctx, 0, &err) == MUSE_OK &&
+                           muse_seq_clear(ctx, 2, &err) == MUSE_OK);
+    muse_context_kv_cells(ctx, &used, NULL);
+    TEST_CONDF(used == 0, "everything given back: %lld", (long long)used);
+    free(want);
+    free(got);
+    muse_context_free(ctx);
+    muse_context_free(plain);
+}
+
 int main(void) {
     fixture_exact_kernels();
     char path[128];
@@ -199,6 +273,7 @@ int main(void) {
     run(m, "ref", 1);
     run(m, "cpu", 1);
     run(m, "cpu", 2);
+    test_pool(m);
     muse_model_free(m);
     unlink(path);
     return TEST_REPORT();

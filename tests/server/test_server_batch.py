@@ -7,7 +7,11 @@ tiny) with the exact kernels (MUSE_CPU=exact: a batched row gives its solo run's
   - one more client that disconnects after two chunks, another cancelled by closing while still
     queued: the others are unaffected, the server goes on serving;
   - /metrics shows forwards that held rows of several slots, and prompt chunks cut at a step's budget;
+  - a paged KV pool (--kv-pool) smaller than the slots' contexts: a request the pool cannot hold while
+    another runs gets 503 and the other goes on; an idle slot's cache is evicted to make room;
   - -nocb: the slots run unbatched (no batch metrics) and still give the same streams."""
+import http.client
+import json
 import os
 import tempfile
 import threading
@@ -113,6 +117,39 @@ def main():
         # the server goes on: one more request after the crowd, equal to its solo output
         cl = openai.OpenAI(base_url=srv.base + "/v1", api_key="x", max_retries=0, timeout=300)
         check(run_one(cl, *reqs[0], stream=False) == solo[0], "a request after the crowd == solo")
+    # a paged KV pool of 600 cells for two slots of 512: a request the pool cannot hold while another
+    # runs gets 503 (that one goes on); an idle slot's cache is evicted to make room
+    with RealServer(model, "--parallel", "2", "--ctx-size", "512", "--kv-pool", "600", "-t", "2") as srv:
+        check("a KV pool of 600 cells" in srv.logtext(), "the ready line names the pool")
+        a_prompt = [10 + (i * 7) % 900 for i in range(300)]
+        b_prompt = [11 + (i * 13) % 900 for i in range(350)]
+        c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=300)
+        c.request("POST", "/completion", json.dumps({"prompt": a_prompt, "n_predict": 200, "ignore_eos": True,
+                                                     "temperature": 0, "stream": True}),
+                  {"Content-Type": "application/json"})
+        resp = c.getresponse()
+        first = resp.readline()
+        while first.strip() == b"":
+            first = resp.readline()
+        st, _, js = srv.request("POST", "/completion", {"prompt": b_prompt, "n_predict": 4}, timeout=120)
+        check(st == 503 and "KV pool is full" in str(js), f"a request the pool cannot hold: {st} {str(js)[:200]}")
+        last = {}
+        for line in resp:
+            if line.startswith(b"data: "):
+                last = json.loads(line[6:])
+                if last.get("stop"):
+                    break
+        c.close()
+        check(last.get("stop") and last.get("tokens_predicted") == 200,
+              f"the running request went on to its end: {str(last)[:300]}")
+        st, _, js = srv.request("POST", "/completion", {"prompt": b_prompt, "n_predict": 4}, timeout=120)
+        check(st == 200, f"the idle slot's cache evicted, the request served: {st} {str(js)[:200]}")
+        st, _, js = srv.request("POST", "/completion", {"prompt": a_prompt, "n_predict": 4}, timeout=120)
+        check(st == 200 and js.get("tokens_cached") == 0, f"and the other way round, from scratch: {st} "
+              f"{js.get('tokens_cached') if isinstance(js, dict) else js}")
+        m = srv.metrics()
+        check(m.get("muse_kv_cells_total") == 600 and 300 <= m.get("muse_kv_cells_used", -1) <= 600,
+              f"/metrics shows the pool: {m.get('muse_kv_cells_used')} of {m.get('muse_kv_cells_total')}")
     with RealServer(model, "--parallel", "4", "-nocb", *common) as srv:
         check("(batched)" not in srv.logtext(), "-nocb: not batched")
         res = concurrent(srv, reqs[:4])

@@ -95,6 +95,7 @@ int main(int argc, char **argv) {
     const struct muse_kernels *exact = muse_kernels_exact_for(fast->level);
     struct muse_kernels tile = *fast; /* the same table with the tile GEMM from one row */
     tile.tile_min_act = 1;
+    memset(tile.tile_min_small, 0, sizeof tile.tile_min_small);
     printf("small-batch lab: level %s, 1 thread, %lldx%lld weights (%d copies), best of %d (CPU time)\n\n",
            muse_cpu_level_name(fast->level), (long long)ne0, (long long)rows, copies, reps);
     printf("| type | path |");

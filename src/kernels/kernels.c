@@ -79,8 +79,8 @@ static const struct muse_kernels kernels_scalar = {
     }
 
 static const struct muse_kernels kernels_avx2 = X86_KERNELS(MUSE_CPU_LEVEL_AVX2, GEMM_ENTRY_AVX2, TILE_ENTRY_AVX2,
-                                                           TILE_BYTES_AVX2, TILE_ENTRY_AVX2, TILE_BYTES_AVX2, avx2, false,
-                                                           TILE_SMALL_NONE);
+                                                           TILE_BYTES_AVX2, TILE_ENTRY_AVX2, TILE_BYTES_AVX2, avx2,
+                                                           false, TILE_SMALL_NONE);
 static const struct muse_kernels kernels_avx512 = X86_KERNELS(MUSE_CPU_LEVEL_AVX512, GEMM_ENTRY_AVX512, TILE_ENTRY_AVX512,
                                                              TILE_BYTES_AVX512, TILE_ENTRY_AVX512, TILE_BYTES_AVX512,
                                                              avx512, false, TILE_SMALL_AVX512);

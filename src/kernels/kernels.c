@@ -28,17 +28,26 @@ static const struct muse_kernels kernels_scalar = {
 /* Activation rows from which the tile GEMM replaces the gemm kernels (docs/perf.md). */
 #define TILE_MIN_ACT 32
 
+/* The types whose AVX-512 tile GEMM (weights packed per call) beats the exact gemm kernels from
+ * fewer rows, and from how many: bench/smallbatch_lab on a 2048 x 5632 matrix from memory, one
+ * thread (docs/perf.md "Several sequences in one forward"). Not set at the AMX level (its
+ * packing was never timed) nor at the AVX2 level (its packing is another). */
+#define TILE_SMALL_AVX512 {[MUSE_TYPE_IQ2_XXS] = 8, [MUSE_TYPE_IQ4_XS] = 8, [MUSE_TYPE_Q8_0] = 16, \
+                           [MUSE_TYPE_Q4_K] = 16, [MUSE_TYPE_Q6_K] = 16}
+#define TILE_SMALL_NONE {0}
+
 /* The x86 tables: the AVX2 one, and the AVX-512 one with the VNNI builds of the same matrix
  * kernels (quantizers and attention helpers are the AVX2 ones; flash attention has an AVX-512 build
  * of its own, FLASH). TILE_*: the quant types' tile GEMM, FLOAT_*: the float types'. EXACT: the
  * tables without the reassociating kernels (tile GEMM), bit-identical to the reference (MUSE_CPU=exact). */
-#define X86_KERNELS(LEVEL, GEMM_ENTRY, TILE_ENTRY, TILE_BYTES, FLOAT_ENTRY, FLOAT_BYTES, FLASH, EXACT) \
+#define X86_KERNELS(LEVEL, GEMM_ENTRY, TILE_ENTRY, TILE_BYTES, FLOAT_ENTRY, FLOAT_BYTES, FLASH, EXACT, SMALL) \
     {                                                                                  \
         .level = LEVEL,                                                                \
         .exact_mode = EXACT,                                                           \
         .tile_gemm = {MUSE_TILE_TYPES(TILE_ENTRY) MUSE_TILE_FLOAT_TYPES(FLOAT_ENTRY)},  \
         .tile_bytes = {MUSE_TILE_TYPES(TILE_BYTES) MUSE_TILE_FLOAT_TYPES(FLOAT_BYTES)}, \
         .tile_min_act = TILE_MIN_ACT,                                                  \
+        .tile_min_small = SMALL,                                                       \
         .widen = {[MUSE_TYPE_F16] = muse_widen_f16_avx2, [MUSE_TYPE_BF16] = muse_widen_bf16_avx2}, \
         .attn_flash_f16 = EXACT ? NULL : muse_attn_flash_f16_##FLASH,                  \
         .attn_flash_scratch = EXACT ? NULL : muse_attn_flash_scratch_##FLASH,          \
@@ -70,21 +79,25 @@ static const struct muse_kernels kernels_scalar = {
     }
 
 static const struct muse_kernels kernels_avx2 = X86_KERNELS(MUSE_CPU_LEVEL_AVX2, GEMM_ENTRY_AVX2, TILE_ENTRY_AVX2,
-                                                           TILE_BYTES_AVX2, TILE_ENTRY_AVX2, TILE_BYTES_AVX2, avx2, false);
+                                                           TILE_BYTES_AVX2, TILE_ENTRY_AVX2, TILE_BYTES_AVX2, avx2,
+                                                           false, TILE_SMALL_NONE);
 static const struct muse_kernels kernels_avx512 = X86_KERNELS(MUSE_CPU_LEVEL_AVX512, GEMM_ENTRY_AVX512, TILE_ENTRY_AVX512,
                                                              TILE_BYTES_AVX512, TILE_ENTRY_AVX512, TILE_BYTES_AVX512,
-                                                             avx512, false);
+                                                             avx512, false, TILE_SMALL_AVX512);
 /* AMX: the AVX-512 table with the quant types' tile GEMM on the tile unit (the float types keep
  * the AVX-512 one: AMX-INT8 has no float product) */
 static const struct muse_kernels kernels_amx = X86_KERNELS(MUSE_CPU_LEVEL_AMX, GEMM_ENTRY_AVX512, TILE_ENTRY_AMX,
                                                           TILE_BYTES_AMX, TILE_ENTRY_AVX512, TILE_BYTES_AVX512,
-                                                          avx512, false);
+                                                          avx512, false, TILE_SMALL_NONE);
 static const struct muse_kernels kernels_avx2_exact = X86_KERNELS(MUSE_CPU_LEVEL_AVX2, GEMM_ENTRY_AVX2, TILE_NONE, TILE_NONE,
-                                                                 TILE_NONE, TILE_NONE, avx2, true);
+                                                                 TILE_NONE, TILE_NONE, avx2, true,
+                                                                 TILE_SMALL_NONE);
 static const struct muse_kernels kernels_avx512_exact = X86_KERNELS(MUSE_CPU_LEVEL_AVX512, GEMM_ENTRY_AVX512, TILE_NONE,
-                                                                   TILE_NONE, TILE_NONE, TILE_NONE, avx512, true);
+                                                                   TILE_NONE, TILE_NONE, TILE_NONE, avx512, true,
+                                                                   TILE_SMALL_NONE);
 static const struct muse_kernels kernels_amx_exact = X86_KERNELS(MUSE_CPU_LEVEL_AMX, GEMM_ENTRY_AVX512, TILE_NONE,
-                                                                TILE_NONE, TILE_NONE, TILE_NONE, avx512, true);
+                                                                TILE_NONE, TILE_NONE, TILE_NONE, avx512, true,
+                                                                TILE_SMALL_NONE);
 
 const struct muse_kernels *muse_kernels_for(enum muse_cpu_level level) {
     if (level > muse_cpu_level_max()) return NULL;

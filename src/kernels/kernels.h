@@ -218,6 +218,10 @@ struct muse_kernels {
     muse_tile_gemm_fn tile_gemm[MUSE_TYPE_COUNT];
     muse_tile_bytes_fn tile_bytes[MUSE_TYPE_COUNT];
     int tile_min_act;
+    /* Per weight type, the activation rows from which the tile GEMM runs when that is fewer than
+     * tile_min_act (0: tile_min_act): the small batches of several sequences decoded together
+     * (issue 29), where a type's packing pays from fewer rows (bench/smallbatch_lab). */
+    uint8_t tile_min_small[MUSE_TYPE_COUNT];
     /* F16 / BF16 activation rows widened to the f32 tile layout of the float weights (NULL: plain C) */
     muse_widen_fn widen[MUSE_TYPE_COUNT];
     /* True in the tables that reproduce the reference bit for bit (MUSE_CPU=exact, and the scalar

@@ -102,7 +102,8 @@ static bool tile_float(enum muse_type type) {
 }
 
 bool muse_matmul_tile_supported(const struct muse_kernels *k, enum muse_type type, int64_t ne0, int n_act) {
-    if (!k || (unsigned)type >= MUSE_TYPE_COUNT || !k->tile_gemm[type] || n_act < k->tile_min_act) return false;
+    if (!k || (unsigned)type >= MUSE_TYPE_COUNT || !k->tile_gemm[type]) return false;
+    if (n_act < (k->tile_min_small[type] ? k->tile_min_small[type] : k->tile_min_act)) return false;
     const struct muse_type_layout *l = muse_type_layout_get(type);
     const enum muse_type at = muse_type_traits[type].vec_dot_type;
     return l && ne0 > 0 && ne0 % l->block_size == 0 && ne0 % 32 == 0 &&

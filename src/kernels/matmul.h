@@ -74,6 +74,7 @@ void muse_matmul(const struct muse_kernels *k, const struct muse_matmul_weight *
 /*
  * Whether muse_matmul_tile runs for weights of `type` with rows of ne0 elements and n_act
  * activation rows: k has a tile GEMM for the type (none in exact mode), n_act >= k->tile_min_act
+ * (or the type's k->tile_min_small where set)
  * and ne0 is a multiple of the type's block. Pure.
  */
 bool muse_matmul_tile_supported(const struct muse_kernels *k, enum muse_type type, int64_t ne0, int n_act);

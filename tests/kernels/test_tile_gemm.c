@@ -173,7 +173,8 @@ static void test_level(enum muse_cpu_level level) {
     CHECK(k->tile_gemm[MUSE_TYPE_Q8_0] && k->tile_gemm[MUSE_TYPE_Q4_K] && k->tile_gemm[MUSE_TYPE_IQ2_XXS]);
     CHECK(k->tile_gemm[MUSE_TYPE_F32] && k->tile_gemm[MUSE_TYPE_F16] && k->tile_gemm[MUSE_TYPE_BF16]);
     static const int64_t rows[] = {1, 8, 13, 24};
-    static const int acts[] = {1, 2, 3, 4, 5, 7, 9, 17, 33, 40}; /* (AMX: blocks of 16 and tails) */
+    /* (AMX: blocks of 16 and tails; 8, 11, 16: the small batches of several sequences, issue 29) */
+    static const int acts[] = {1, 2, 3, 4, 5, 7, 8, 9, 11, 16, 17, 33, 40};
     int n = 0;
     for (int ti = 0; ti < N_TILE_TYPES; ti++) {
         const struct tile_type *tt = &tile_types[ti];
@@ -210,7 +211,31 @@ static void test_level(enum muse_cpu_level level) {
     printf("%s: %d tile GEMM cases\n", muse_cpu_level_name(level), n);
 }
 
+/* The small-batch thresholds (muse_kernels.tile_min_small): the tile GEMM runs for a type from
+ * its threshold on (below tile_min_act), never in the exact tables, and only for types that have
+ * one; the outputs at those row counts are check_case's (acts above). */
+static void test_small_thresholds(enum muse_cpu_level level) {
+    const struct muse_kernels *k = muse_kernels_for(level), *ke = muse_kernels_exact_for(level);
+    if (!k) return;
+    int n = 0;
+    for (int t = 0; t < MUSE_TYPE_COUNT; t++) {
+        TEST_CONDF(!ke->tile_min_small[t] || !ke->tile_gemm[t], "exact table: small-batch tile GEMM for type %d", t);
+        const int m = k->tile_min_small[t];
+        if (!m) continue;
+        TEST_CONDF(k->tile_gemm[t] && m >= 2 && m < k->tile_min_act, "%s type %d: threshold %d without a tile GEMM "
+                   "or not below tile_min_act", muse_cpu_level_name(level), t, m);
+        const int64_t ne0 = 2048;
+        for (int a = 1; a <= 40; a++)
+            TEST_CONDF(muse_matmul_tile_supported(k, (enum muse_type)t, ne0, a) == (a >= m) &&
+                           !muse_matmul_tile_supported(ke, (enum muse_type)t, ne0, a),
+                       "%s type %d: tile GEMM chosen wrongly for %d rows", muse_cpu_level_name(level), t, a);
+        n++;
+    }
+    printf("%s: %d types with a small-batch tile threshold\n", muse_cpu_level_name(level), n);
+}
+
 int main(void) {
+    for (int l = MUSE_CPU_LEVEL_AVX2; l < MUSE_CPU_LEVEL_COUNT; l++) test_small_thresholds((enum muse_cpu_level)l);
     for (int ti = 0; ti < N_TILE_TYPES; ti++) test_decode(&tile_types[ti]);
     if (muse_cpu_level_max() < MUSE_CPU_LEVEL_AVX2) printf("SKIP: no AVX2 on this machine\n");
     for (int l = MUSE_CPU_LEVEL_AVX2; l < MUSE_CPU_LEVEL_COUNT; l++) test_level((enum muse_cpu_level)l);

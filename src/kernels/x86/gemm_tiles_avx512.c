@@ -214,7 +214,7 @@ MUSE_AVX2_INLINE bool tile_gemm(const struct tile_cfg c, tile_decode_fn dec, int
 }
 
 #define TILE_DEFINE(T, t, FBE, G, O, CMAX, MINS, S1)                                                               \
-    static void td_##t##_fn(const uint8_t *blk, struct tile_row *r) { tdx_##t(blk, r); }                          \
+    static inline void td_##t##_fn(const uint8_t *blk, struct tile_row *r) { tdx_##t(blk, r); }                    \
     bool muse_tile_gemm_##t##_avx512(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *xp,          \
                                      size_t xps, int n_act, float *out, int64_t os, void *scratch,                 \
                                      size_t scratch_bytes) {                                                       \

@@ -365,16 +365,19 @@ MUSE_AVX2_INLINE __m256i avx2_load(const void *p) { return _mm256_loadu_si256((c
  * codes and scales, the float tiles' and the rms sums' columns) */
 MUSE_AVX2_INLINE void avx2_transpose8x32(__m256i x[8]) {
     __m256i t[8], u[8];
+    MUSE_UNROLL
     for (int i = 0; i < 4; i++) {
         t[2 * i] = _mm256_unpacklo_epi32(x[2 * i], x[2 * i + 1]);
         t[2 * i + 1] = _mm256_unpackhi_epi32(x[2 * i], x[2 * i + 1]);
     }
+    MUSE_UNROLL
     for (int i = 0; i < 2; i++) {
         u[4 * i + 0] = _mm256_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
         u[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
         u[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
         u[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
     }
+    MUSE_UNROLL
     for (int k = 0; k < 4; k++) {
         x[k] = _mm256_permute2x128_si256(u[k], u[4 + k], 0x20);
         x[k + 4] = _mm256_permute2x128_si256(u[k], u[4 + k], 0x31);
@@ -384,8 +387,10 @@ MUSE_AVX2_INLINE void avx2_transpose8x32(__m256i x[8]) {
 /* The same transpose of 8 x 8 floats (a permutation: the same bits) */
 MUSE_AVX2_INLINE void avx2_transpose8_ps(__m256 x[8]) {
     __m256i y[8];
+    MUSE_UNROLL
     for (int i = 0; i < 8; i++) y[i] = _mm256_castps_si256(x[i]);
     avx2_transpose8x32(y);
+    MUSE_UNROLL
     for (int i = 0; i < 8; i++) x[i] = _mm256_castsi256_ps(y[i]);
 }
 

@@ -63,9 +63,11 @@ MUSE_AVX2_INLINE void tile_pack(const struct tile_cfg c, tile_decode_fn dec, int
         for (int j = 0; j < c.fbe / 32; j++)
             for (int half = 0; half < 2; half++) { /* rows 0-7, then 8-15: the two 32-byte halves */
                 __m256i x[8];
+                MUSE_UNROLL
                 for (int r = 0; r < 8; r++)
                     x[r] = _mm256_add_epi8(_mm256_load_si256((const __m256i *)(tr[8 * half + r].v + 32 * j)), off);
                 avx2_transpose8x32(x);
+                MUSE_UNROLL
                 for (int k = 0; k < 8; k++) _mm256_storeu_si256((__m256i *)(rec + L.codes + (j * 8 + k) * 64 + 32 * half), x[k]);
             }
         float *dv = (float *)(void *)(rec + L.dv), *mv = (float *)(void *)(rec + L.mv);

@@ -186,13 +186,17 @@ static int32_t plan(struct muse_stepper *st, int32_t *n_rows) {
     const bool others = n_take > 0 || n_prompts > 1 || st->n_joined > 1;
     const int64_t want_cap = (int64_t)st->p.n_prefill_rows * (others ? 1 : 4);
     int32_t cap = want_cap < rows_left ? (int32_t)want_cap : rows_left;
-    /* prompts by rows left, fewest first: a short prompt is not queued behind a long one */
+    /* prompts by rows left, fewest first: a short prompt is not queued behind a long one, and a step
+     * that finishes a prompt takes no rows of one it cannot finish (that prompt's time to its first
+     * token is then one short step) */
+    bool finished_one = false;
     for (int32_t k = 0; k < n_prompts && cap > 0; k++) {
         struct req *r = NULL;
         for (struct req *q = st->head; q; q = q->next)
             if (q->n - q->done >= 2 && !q->planned && (!r || q->n - q->done < r->n - r->done)) r = q;
-        if (!r) break;
+        if (!r || (finished_one && r->n - r->done > cap)) break;
         int32_t n = r->n - r->done < cap ? r->n - r->done : cap;
+        finished_one |= r->done + n == r->n;
         if (r->logits) { /* the rows that want logits must fit the scratch */
             const int32_t w0 = r->first_row > r->done ? r->first_row : r->done;
             if (r->done + n - w0 > want_left) n = w0 - r->done + want_left;

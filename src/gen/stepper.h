@@ -8,7 +8,8 @@
  * others, the prompt with the fewest rows left first. While other sequences take part (a row of
  * another in the step, or another joined), prompt rows are capped at n_prefill_rows per step, so a
  * long prompt is fed in small chunks between the other users' tokens instead of freezing them for a
- * whole batch, and a short prompt that arrives meanwhile goes first. A prompt alone takes up to 4x
+ * whole batch, and a short prompt that arrives meanwhile goes first (a step that finishes a prompt
+ * takes no rows of a prompt it cannot finish, so the short one's step is short). A prompt alone takes up to 4x
  * n_prefill_rows per step, so that a newcomer waits for at most such a step. A request whose rows do not
  * all fit stays in the queue with the rest (its positions go on where the step left them); its
  * caller returns when all are evaluated.

@@ -5,7 +5,9 @@
  * thread's previous request (prefix reuse, rollbacks past the sliding-window rings: checkpoints and
  * re-prefills), decode steps cut off at random (a cancelled request), random pauses, an image-like
  * request with embedding rows, and evaluations that would outgrow the context (refused, nothing
- * changed). Every evaluation's logits are recorded; afterwards each thread's operations are
+ * changed), all on a paged KV pool smaller than the sequences' contexts together (an evaluation the
+ * pool cannot hold is refused, nothing evaluated; that thread then clears its sequence, giving its
+ * cells back, as the server evicts). Every evaluation's logits are recorded; afterwards each thread's operations are
  * replayed on a context of its own without a stepper, and every logits row must be equal bit for
  * bit (the exact kernels: MUSE_CPU=exact). Steps must have held several sequences at once (the
  * first one all four: they join before a barrier), prompt rows must have been split across steps
@@ -29,7 +31,7 @@
 #define N_BATCH 16
 #define MAX_OPS 400
 
-enum op_kind { OP_KEEP, OP_EVAL, OP_EVAL_ROWS, OP_CKPT, OP_TOO_LONG };
+enum op_kind { OP_KEEP, OP_EVAL, OP_EVAL_ROWS, OP_CKPT, OP_CLEAR, OP_TOO_LONG };
 
 struct op {
     enum op_kind kind;
@@ -48,6 +50,8 @@ struct worker {
     struct op ops[MAX_OPS];
     int n_ops;
     const float *last;  /* the logits of the last evaluation */
+    int pool_full;      /* evaluations the shared KV pool could not hold (the request then ends) */
+    bool req_over;      /* this request hit a full pool */
     bool failed;
     char why[256];
 };
@@ -84,6 +88,13 @@ static bool eval(struct worker *w, const int32_t *ids, int32_t n, bool rows) {
     } else {
         st = muse_session_eval(w->kv, ids, n, o->logits, 0, &err);
     }
+    if (st == MUSE_ERR_CONTEXT && strstr(err.msg, "KV pool")) { /* refused, nothing evaluated: the request ends */
+        free(o->ids), free(o->logits);
+        w->n_ops--;
+        w->pool_full++;
+        w->req_over = true;
+        return false;
+    }
     if (st != MUSE_OK) {
         w->failed = true;
         snprintf(w->why, sizeof w->why, "sequence %d: eval of %d: %.200s", w->seq, n, err.msg);
@@ -115,21 +126,26 @@ static void *drive(void *arg) {
         for (int32_t at = o->kept; at < n && !w->failed;) { /* the rest in chunks of up to 12 */
             int32_t k = 1 + (int32_t)rnd(w, 12);
             if (k > n - at) k = n - at;
-            eval(w, prompt + at, k, false);
+            if (!eval(w, prompt + at, k, false)) break;
             at += k;
         }
-        if (req == 2 && !w->failed && muse_session_n_past(w->kv) + 6 < N_CTX) { /* "image" rows mid-conversation */
+        if (req == 2 && !w->failed && !w->req_over && muse_session_n_past(w->kv) + 6 < N_CTX) { /* "image" rows */
             int32_t ids[6] = {-1, -2, -3, -4, prompt[0], -1};
             eval(w, ids, 6, true);
         }
-        if (w->failed || !add(w, OP_CKPT, 0)) break;
-        muse_session_checkpoint(w->kv, NULL);
+        if (w->failed || (!w->req_over && !add(w, OP_CKPT, 0))) break;
+        if (!w->req_over) muse_session_checkpoint(w->kv, NULL);
         /* decode until a random cut (the request cancelled or done), pausing now and then */
         const int32_t steps = 1 + (int32_t)rnd(w, 14);
-        for (int32_t k = 0; k < steps && muse_session_n_past(w->kv) < N_CTX && !w->failed; k++) {
+        for (int32_t k = 0; k < steps && muse_session_n_past(w->kv) < N_CTX && !w->failed && !w->req_over; k++) {
             int32_t t = argmax(w->last);
             if (rnd(w, 4) == 0) usleep(rnd(w, 400));
-            eval(w, &t, 1, false);
+            if (!eval(w, &t, 1, false)) break;
+        }
+        if (w->req_over) { /* the pool was full: this sequence gives its cells back (as a server evicts) */
+            if (!add(w, OP_CLEAR, 0)) break;
+            muse_session_clear(w->kv);
+            w->req_over = false;
         }
         /* one that would outgrow the context: refused, nothing changed */
         if (!w->failed && rnd(w, 3) == 0) {
@@ -160,6 +176,7 @@ static void replay(struct muse_model *m, struct muse_context_params cp, struct w
     struct muse_session *kv = NULL;
     struct muse_error err;
     cp.n_seq_max = 1;
+    cp.n_ctx_pool = 0; /* plain KV: the shared context's paged cache must give the same */
     if (muse_context_create(m, cp, &ctx, &err) != MUSE_OK ||
         muse_session_create(ctx, muse_session_default_params(), &kv, &err) != MUSE_OK) {
         TEST_CONDF(false, "solo context: %s", err.msg);
@@ -175,6 +192,8 @@ static void replay(struct muse_model *m, struct muse_context_params cp, struct w
             if (kept != o->kept) bad = 1, fprintf(stderr, "%s seq %d op %d: kept %d, solo %d\n", what, w->seq, i, o->kept, kept);
         } else if (o->kind == OP_CKPT) {
             muse_session_checkpoint(kv, NULL);
+        } else if (o->kind == OP_CLEAR) {
+            muse_session_clear(kv);
         } else if (o->kind == OP_TOO_LONG) {
             continue;
         } else {
@@ -203,6 +222,7 @@ static void run(struct muse_model *m, const char *backend, uint32_t threads) {
     cp.n_threads = threads;
     cp.backend = backend;
     cp.n_seq_max = N_SEQ + 1; /* the last one never joins */
+    cp.n_ctx_pool = 160;      /* a paged KV pool smaller than 5 x 96: evaluations it cannot hold are refused */
     struct muse_context *ctx = NULL;
     struct muse_stepper *st = NULL;
     struct muse_error err;
@@ -237,11 +257,20 @@ static void run(struct muse_model *m, const char *backend, uint32_t threads) {
     for (int s = 0; s < N_SEQ; s++) pthread_create(&th[s], NULL, drive, &w[s]);
     for (int s = 0; s < N_SEQ; s++) pthread_join(th[s], NULL);
     const struct muse_stepper_stats stats = muse_stepper_stats(st);
+    int pool_full = 0;
+    for (int s = 0; s < N_SEQ; s++) pool_full += w[s].pool_full;
     TEST_CONDF(stats.max_seqs == N_SEQ && stats.n_multi > 0 && stats.n_split > 0,
                "%s: steps held several sequences (%llu steps, %llu of them shared, at most %d sequences, %llu prompt "
-               "splits)", what, (unsigned long long)stats.n_steps, (unsigned long long)stats.n_multi, stats.max_seqs,
-               (unsigned long long)stats.n_split);
-    /* a sequence that never joined is evaluated at once, with nobody joined and waiting */
+               "splits; %d evaluations refused by the full pool)", what, (unsigned long long)stats.n_steps,
+               (unsigned long long)stats.n_multi, stats.max_seqs, (unsigned long long)stats.n_split, pool_full);
+    printf("%s: %llu steps, %llu shared, %llu prompt splits, %d evaluations refused by the full pool\n", what,
+           (unsigned long long)stats.n_steps, (unsigned long long)stats.n_multi, (unsigned long long)stats.n_split, pool_full);
+    int64_t used = -1, total = -1;
+    muse_context_kv_cells(ctx, &used, &total);
+    TEST_CONDF(total == 160 && used >= 0 && used <= 160, "%s: the pool %lld of %lld", what, (long long)used, (long long)total);
+    /* a sequence that never joined is evaluated at once, with nobody joined and waiting (the
+     * others' cells given back first, so that the pool has room) */
+    for (int s = 0; s < N_SEQ; s++) muse_session_clear(w[s].kv);
     struct muse_session_params lp = muse_session_default_params();
     lp.seq = N_SEQ;
     lp.stepper = st;

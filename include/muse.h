@@ -480,6 +480,7 @@ struct muse_draft_ctx_params {
                                      at least window + block_size - 1 (more allows deeper rollbacks) */
     uint32_t n_batch;             /* most feature rows per injection; 0 = the target context's n_batch */
     enum muse_kv_type kv_type;    /* ring storage; default MUSE_KV_TYPE_F16 (llama.cpp's drafter KV) */
+    int32_t seq;                  /* the target context's sequence it drafts for (default 0) */
 };
 
 /* Defaults for muse_draft_ctx_create. */

@@ -31,7 +31,7 @@ static void usage(FILE *f) {
             "                      -c is the context of each (default: the trained context, capped so that every\n"
             "                      slot's KV cache fits in the memory available). Several slots are batched: one\n"
             "                      forward per step takes a token of every generating slot and prompt chunks of\n"
-            "                      the others (docs/server.md; not with --draft-model: each slot runs alone)\n"
+            "                      the others (docs/server.md; with --draft-model too: each slot verifies in the steps)\n"
             "  -nocb, --no-cont-batching  every slot runs its own forward on its own thread (no batching)\n"
             "  --kv-pool N         batched: the slots' KV is paged from a pool of N cells (full-attention positions)\n"
             "                      shared by all: each slot may grow to -c, memory is taken as it is used and given\n"

@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "gen/stepper.h"
+#include "model/model.h"
 
 struct muse_session {
     struct muse_context *ctx;        /* borrowed */
@@ -181,9 +182,24 @@ muse_status muse_session_truncate(struct muse_session *s, int32_t n_keep, struct
 
 muse_status muse_session_eval(struct muse_session *s, const int32_t *tokens, int32_t n, float *logits, int logits_all,
                               struct muse_error *err) {
-    muse_status st = s->stepper ? muse_stepper_eval(s->stepper, s->seq, tokens, NULL, n, logits, logits_all ? 0 : n - 1, err)
+    return muse_session_eval_features(s, tokens, n, logits, logits_all, NULL, err);
+}
+
+muse_status muse_session_eval_features(struct muse_session *s, const int32_t *tokens, int32_t n, float *logits,
+                                       int logits_all, float *features, struct muse_error *err) {
+    if (features && !s->stepper && n > (int32_t)muse_context_n_batch(s->ctx))
+        return muse_error_set(err, MUSE_ERR_INVALID_ARG, "feature rows of %d positions: more than one forward (%u)", n,
+                              muse_context_n_batch(s->ctx));
+    muse_status st = s->stepper ? muse_stepper_eval(s->stepper, s->seq, tokens, NULL, n, logits, logits_all ? 0 : n - 1,
+                                                    features, err)
                                 : muse_eval(s->ctx, tokens, n, logits, logits_all, err);
     if (st != MUSE_OK) return st;
+    if (features && !s->stepper) {
+        int32_t n_rows = 0;
+        const float *f = muse_context_features(s->ctx, &n_rows);
+        if (!f || n_rows != n) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "the context wrote %d feature rows for %d", n_rows, n);
+        memcpy(features, f, sizeof(float) * (size_t)n * (size_t)s->ctx->n_features * (size_t)s->ctx->model->hp.n_embd);
+    }
     memcpy(s->toks + s->n, tokens, sizeof *tokens * (size_t)n); /* the eval checked n_past + n <= n_ctx */
     s->n += n;
     s->stats.n_tokens_evaluated += (uint64_t)n;
@@ -206,7 +222,7 @@ muse_status muse_session_eval_mixed(struct muse_session *s, const int32_t *ids, 
                                       : "position %d has the image-row id %d but no row",
                                   i, ids[i]);
     }
-    muse_status st = s->stepper ? muse_stepper_eval(s->stepper, s->seq, ids, rows, n, logits, logits_all ? 0 : n - 1, err)
+    muse_status st = s->stepper ? muse_stepper_eval(s->stepper, s->seq, ids, rows, n, logits, logits_all ? 0 : n - 1, NULL, err)
                                 : muse_eval_mixed(s->ctx, ids, rows, n, logits, logits_all, err);
     if (st != MUSE_OK) return st;
     memcpy(s->toks + s->n, ids, sizeof *ids * (size_t)n);

@@ -152,6 +152,15 @@ muse_status muse_session_eval(struct muse_session *s, const int32_t *tokens, int
                               struct muse_error *err);
 
 /*
+ * muse_session_eval that also gives the feature rows of the evaluated positions (the DFlash
+ * drafter's input, muse_context_set_features on the context): features [n][feature floats per
+ * row]. Without a stepper n must fit one forward (muse_context_n_batch). Errors as
+ * muse_session_eval; MUSE_ERR_INVALID_ARG when the context writes no features.
+ */
+muse_status muse_session_eval_features(struct muse_session *s, const int32_t *tokens, int32_t n, float *logits,
+                                       int logits_all, float *features, struct muse_error *err);
+
+/*
  * The mirror id of row `row` of an image whose content key (a SHA-256 of what determines its rows:
  * pixels, size, token cap; src/gen/media.h) is key[32]: a negative int32, never a vocabulary id.
  * Successive rows cycle through the key's eight 31-bit words, so an image's whole run of ids

@@ -25,6 +25,7 @@ struct req {
     const int32_t *ids;
     const float *const *rows;
     float *logits;
+    float *features;   /* [n][feature floats] or NULL */
     int64_t t_us;      /* when it began waiting (again, after a step that took only part of it) */
     bool finished;
     bool planned;      /* taken into the step being planned */
@@ -242,12 +243,18 @@ static void run_step(struct muse_stepper *st, bool timed_out) {
     const muse_status status = muse_decode(st->ctx, &batch, st->logits, &err);
     pthread_mutex_lock(&st->mu);
     const int64_t now = now_us();
-    int32_t o = 0, n_seqs = 0; /* the next logits row of the scratch; sequences with rows in the step */
+    int32_t o = 0, n_seqs = 0, row = 0; /* the next logits row of the scratch; sequences in the step; batch row */
+    int32_t n_frows = 0;
+    const float *feat = status == MUSE_OK ? muse_context_features(st->ctx, &n_frows) : NULL;
+    const size_t F = feat ? (size_t)st->ctx->n_features * (size_t)st->ctx->model->hp.n_embd : 0;
     for (int32_t t = 0; t < n_take; t++) {
         const struct take *tk = &st->take[t];
         struct req *r = tk->r;
         r->planned = false;
         n_seqs += tk->k > 0;
+        if (status == MUSE_OK && r->features && feat && n_frows == n_rows)
+            memcpy(r->features + (size_t)tk->from * F, feat + (size_t)row * F, sizeof(float) * F * (size_t)tk->k);
+        row += tk->k;
         if (status == MUSE_OK) {
             for (int32_t j = tk->from; j < tk->from + tk->k; j++)
                 if (r->logits && j >= r->first_row)
@@ -274,7 +281,7 @@ static void run_step(struct muse_stepper *st, bool timed_out) {
 }
 
 muse_status muse_stepper_eval(struct muse_stepper *st, int32_t seq, const int32_t *ids, const float *const *rows,
-                              int32_t n, float *logits, int32_t first_row, struct muse_error *err) {
+                              int32_t n, float *logits, int32_t first_row, float *features, struct muse_error *err) {
     if (seq < 0 || seq >= st->n_seq)
         return muse_error_set(err, MUSE_ERR_INVALID_ARG, "sequence id %d outside 0..%d", seq, st->n_seq - 1);
     if (n < 1 || !ids) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "nothing to evaluate (0 tokens)");
@@ -292,8 +299,10 @@ muse_status muse_stepper_eval(struct muse_stepper *st, int32_t seq, const int32_
                               n, n_past, st->n_ctx);
     muse_status rs = muse_seq_reserve(st->ctx, seq, n_past + n, err); /* a paged cache's cells: this request's alone */
     if (rs != MUSE_OK) return rs;
+    if (features && !st->ctx->n_features)
+        return muse_error_set(err, MUSE_ERR_INVALID_ARG, "feature rows asked of a context that writes none");
     struct req r = {.seq = seq, .n = n, .first_row = logits ? first_row : n, .ids = ids, .rows = rows,
-                    .logits = first_row < n ? logits : NULL};
+                    .logits = first_row < n ? logits : NULL, .features = features};
     pthread_mutex_lock(&st->mu);
     r.t_us = now_us();
     struct req **tail = &st->head;

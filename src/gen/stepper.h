@@ -74,12 +74,14 @@ bool muse_stepper_leave(struct muse_stepper *st, int32_t seq);
  * Evaluate n positions at the end of sequence seq, in one or more steps, and return when all are
  * evaluated: position i is the token ids[i], or the embedding row rows[i] when rows != NULL and
  * rows[i] != NULL. logits: NULL for none, else the rows first_row..n-1 ([n - first_row][n_vocab]).
+ * features: NULL, or [n][the context's feature floats per row] (muse_context_set_features): the
+ * feature rows of these positions (the DFlash drafter's input), copied out of each step.
  * Errors (nothing evaluated): MUSE_ERR_INVALID_ARG (bad sequence, token or n < 1), MUSE_ERR_CONTEXT
  * (the sequence would outgrow n_ctx, or a paged cache's pool cannot hold it: its cells are taken
  * before the request waits, so only this request fails), MUSE_ERR_NOMEM; a forward that fails fails
  * every request in it.
  */
 muse_status muse_stepper_eval(struct muse_stepper *st, int32_t seq, const int32_t *ids, const float *const *rows,
-                              int32_t n, float *logits, int32_t first_row, struct muse_error *err);
+                              int32_t n, float *logits, int32_t first_row, float *features, struct muse_error *err);
 
 struct muse_stepper_stats muse_stepper_stats(struct muse_stepper *st);

@@ -545,7 +545,7 @@ muse_status muse_srv_model_adapter_create(const char *model_path, const struct m
     if (params->n_batch > 0) r->cp.n_batch = (uint32_t)params->n_batch;
     r->spec = params->spec; /* used with draft_path only */
     r->n_slots = params->n_slots > 1 ? params->n_slots : 1;
-    r->batched = r->n_slots > 1 && !params->draft_path && !params->no_batching;
+    r->batched = r->n_slots > 1 && !params->no_batching;
     r->info.batched = r->batched;
     r->prefill_step = params->prefill_step;
     struct muse_model_params mp = params->mparams ? *params->mparams : muse_model_default_params();

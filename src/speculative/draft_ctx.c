@@ -80,6 +80,9 @@ muse_status muse_draft_ctx_create(const struct muse_drafter *d, struct muse_cont
         return muse_error_set(err, MUSE_ERR_INVALID_ARG, "the target context does not belong to the drafter's target model");
     if ((unsigned)params.kv_type >= MUSE_KV_TYPE_COUNT)
         return muse_error_set(err, MUSE_ERR_INVALID_ARG, "bad KV type %d for the drafter's ring", (int)params.kv_type);
+    if (params.seq < 0 || params.seq >= (int32_t)muse_context_n_seq_max(target))
+        return muse_error_set(err, MUSE_ERR_INVALID_ARG, "sequence %d is not one of the target context's %u", params.seq,
+                              muse_context_n_seq_max(target));
     if (params.kv_type == MUSE_KV_TYPE_Q8_0 && hp->head_dim % 32)
         return muse_error_set(err, MUSE_ERR_INVALID_ARG, "a q8_0 ring needs a head size that is a multiple of 32 (the drafter has %u)",
                               hp->head_dim);
@@ -226,47 +229,56 @@ muse_status muse_draft_inject(struct muse_draft_ctx *dc, const float *features, 
 // ---- target evaluation with feature capture --------------------------------------------------------
 
 static muse_status eval_target(void *user, const int32_t *tokens, int32_t n_tokens, float *logits, int logits_all,
-                               struct muse_error *err) {
-    return muse_eval(user, tokens, n_tokens, logits, logits_all, err);
+                               float *features, struct muse_error *err) {
+    struct muse_context *t = user;
+    muse_status st = muse_eval(t, tokens, n_tokens, logits, logits_all, err);
+    if (st) return st;
+    int32_t n_rows;
+    const float *f = muse_context_features(t, &n_rows);
+    if (!f || n_rows != n_tokens)
+        return muse_error_set(err, MUSE_ERR_INTERNAL, "the target gave %d feature rows for %d tokens", n_rows, n_tokens);
+    memcpy(features, f, sizeof(float) * (size_t)n_tokens * (size_t)t->n_features * (size_t)t->model->hp.n_embd);
+    return MUSE_OK;
 }
 
 muse_status muse_draft_eval_via(struct muse_draft_ctx *dc, const int32_t *tokens, int32_t n_tokens, float *logits,
                                 int logits_all, float *features, bool inject, muse_draft_eval_fn eval, void *eval_user,
                                 struct muse_error *err) {
     struct muse_context *t = dc->target;
+    const int32_t seq = dc->params.seq, n_past = muse_seq_n_past(t, seq);
     if (!tokens || n_tokens < 1) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "nothing to evaluate (%d tokens)", n_tokens);
     if (!inject && !features) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "capture without injection needs a feature buffer");
-    if (inject && dc->n_past != muse_context_n_past(t))
+    if (inject && dc->n_past != n_past)
         return muse_error_set(err, MUSE_ERR_INVALID_ARG,
                               "the drafter's ring (%d positions) is out of step with the target context (%d): truncate or "
                               "clear them together",
-                              dc->n_past, muse_context_n_past(t));
-    if ((int64_t)muse_context_n_past(t) + n_tokens > (int64_t)t->params.n_ctx)
+                              dc->n_past, n_past);
+    if ((int64_t)n_past + n_tokens > (int64_t)t->params.n_ctx)
         return muse_error_set(err, MUSE_ERR_CONTEXT,
                               "%d tokens after %d already in the context exceed the context size %u (use a larger --ctx-size)",
-                              n_tokens, muse_context_n_past(t), t->params.n_ctx);
+                              n_tokens, n_past, t->params.n_ctx);
     if (!eval) {
+        if (seq != 0) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "a draft context on sequence %d needs an eval function", seq);
         eval = eval_target;
         eval_user = t;
     }
     const int64_t F = muse_dflash_n_features(&dc->d->hp), n_vocab = dc->d->n_vocab;
-    /* one forward per chunk: its feature rows are the target's (muse_context_features) */
+    /* one target forward per chunk: its feature rows come back with it */
     const int32_t chunk = dc->n_batch < (int32_t)t->params.n_batch ? dc->n_batch : (int32_t)t->params.n_batch;
-    for (int32_t done = 0; done < n_tokens;) {
+    float *scratch = NULL;
+    if (!features && !(scratch = malloc(sizeof(float) * (size_t)F * (size_t)(n_tokens < chunk ? n_tokens : chunk))))
+        return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
+    muse_status st = MUSE_OK;
+    for (int32_t done = 0; done < n_tokens && st == MUSE_OK;) {
         const int32_t n = n_tokens - done < chunk ? n_tokens - done : chunk;
         const bool last = done + n == n_tokens;
         float *lg = !logits ? NULL : logits_all ? logits + (size_t)done * n_vocab : last ? logits : NULL;
-        muse_status st = eval(eval_user, tokens + done, n, lg, logits_all, err);
-        if (st) return st;
-        int32_t n_rows;
-        const float *f = muse_context_features(t, &n_rows);
-        if (!f || n_rows != n)
-            return muse_error_set(err, MUSE_ERR_INTERNAL, "the target gave %d feature rows for %d tokens", n_rows, n);
-        if (features) memcpy(features + (size_t)done * F, f, sizeof(float) * (size_t)n * (size_t)F);
-        if (inject) inject_rows(dc, f, n);
+        float *f = features ? features + (size_t)done * F : scratch;
+        if ((st = eval(eval_user, tokens + done, n, lg, logits_all, f, err)) == MUSE_OK && inject) inject_rows(dc, f, n);
         done += n;
     }
-    return MUSE_OK;
+    free(scratch);
+    return st;
 }
 
 muse_status muse_draft_eval(struct muse_draft_ctx *dc, const int32_t *tokens, int32_t n_tokens, float *logits, int logits_all,

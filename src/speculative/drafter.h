@@ -120,10 +120,13 @@ void muse_draft_snapshot_free(struct muse_draft_snapshot *s);
 void muse_draft_snapshot_save(struct muse_draft_snapshot *s, const struct muse_draft_ctx *dc);
 void muse_draft_snapshot_restore(struct muse_draft_ctx *dc, const struct muse_draft_snapshot *s);
 
-/* How tokens get evaluated on the target (e.g. through a session, which mirrors them): muse_eval's
- * contract. NULL in muse_draft_eval_via = muse_eval on the draft context's target. */
+/* How tokens get evaluated on the target (e.g. through a session, which mirrors them, and maybe a
+ * stepper, which batches them with other sequences'): muse_eval's contract, and features
+ * ([n_tokens][n_features]) receives the target's feature rows of these tokens. At most the
+ * target's n_batch tokens per call. NULL in muse_draft_eval_via = muse_eval on the draft context's
+ * target (its sequence 0), the rows copied from muse_context_features. */
 typedef muse_status (*muse_draft_eval_fn)(void *user, const int32_t *tokens, int32_t n_tokens, float *logits,
-                                          int logits_all, struct muse_error *err);
+                                          int logits_all, float *features, struct muse_error *err);
 
 /*
  * muse_draft_eval with two choices: eval (NULL: muse_eval) evaluates each chunk on the target, and

@@ -297,6 +297,78 @@ static void run(struct muse_model *m, const char *backend, uint32_t threads) {
     muse_context_free(ctx);
 }
 
+/* Feature rows through the stepper (the drafter's input when speculative slots are batched): two
+ * threads on sequences 0 and 1 of a shared context with features set get, for every position, the
+ * feature rows a context of their own gives (exact kernels), whatever shares their steps. */
+struct feat_job {
+    struct muse_session *kv;
+    const int32_t *t;
+    float *f;
+    muse_status st;
+};
+
+static void *feat_drive(void *arg) {
+    struct feat_job *j = arg;
+    struct muse_error err;
+    const int64_t F = 2 * g_embd;
+    j->st = muse_session_eval_features(j->kv, j->t, 9, NULL, 0, j->f, &err);
+    for (int32_t k = 9; k < 14 && !j->st; k++) j->st = muse_session_eval_features(j->kv, j->t + k, 1, NULL, 0, j->f + k * F, &err);
+    return NULL;
+}
+
+static void test_features(struct muse_model *m) {
+    static const int32_t layers[2] = {1, 4};
+    const int64_t F = 2 * g_embd;
+    struct muse_context_params cp = muse_context_default_params();
+    cp.n_ctx = 32;
+    cp.n_batch = 16;
+    cp.n_threads = 2;
+    struct muse_context *solo = NULL, *ctx = NULL;
+    struct muse_stepper *st = NULL;
+    struct muse_error err;
+    int32_t t[2][14];
+    for (int s = 0; s < 2; s++)
+        for (int i = 0; i < 14; i++) t[s][i] = (int32_t)((s * 31 + i * 17 + 3) % (g_vocab - 1));
+    float *want = malloc(sizeof(float) * (size_t)(14 * F)), *got[2];
+    got[0] = malloc(sizeof(float) * (size_t)(14 * F)), got[1] = malloc(sizeof(float) * (size_t)(14 * F));
+    bool ok = muse_context_create(m, cp, &solo, &err) == MUSE_OK && muse_context_set_features(solo, layers, 2, &err) == MUSE_OK;
+    cp.n_seq_max = 2;
+    ok = ok && muse_context_create(m, cp, &ctx, &err) == MUSE_OK && muse_context_set_features(ctx, layers, 2, &err) == MUSE_OK &&
+         muse_stepper_create(ctx, muse_stepper_default_params(), &st, &err) == MUSE_OK;
+    TEST_CONDF(ok, "feature contexts: %s", ok ? "" : err.msg);
+    struct feat_job jobs[2] = {{0}};
+    for (int s = 0; ok && s < 2; s++) {
+        struct muse_session_params p = muse_session_default_params();
+        p.seq = s, p.stepper = st;
+        ok = muse_session_create(ctx, p, &jobs[s].kv, &err) == MUSE_OK;
+        jobs[s].t = t[s], jobs[s].f = got[s];
+        muse_stepper_join(st, s);
+    }
+    pthread_t th[2];
+    for (int s = 0; ok && s < 2; s++) pthread_create(&th[s], NULL, feat_drive, &jobs[s]);
+    for (int s = 0; ok && s < 2; s++) pthread_join(th[s], NULL);
+    for (int s = 0; ok && s < 2; s++) {
+        muse_stepper_leave(st, s);
+        TEST_COND("batched evaluations with features", jobs[s].st == MUSE_OK);
+        muse_kv_clear(solo);
+        struct muse_session *kv = NULL;
+        ok = muse_session_create(solo, muse_session_default_params(), &kv, &err) == MUSE_OK &&
+             muse_session_eval_features(kv, t[s], 9, NULL, 0, want, &err) == MUSE_OK;
+        for (int32_t k = 9; k < 14 && ok; k++) ok = muse_session_eval_features(kv, t[s] + k, 1, NULL, 0, want + k * F, &err) == MUSE_OK;
+        muse_session_free(kv);
+        TEST_CONDF(ok && !memcmp(want, got[s], sizeof(float) * (size_t)(14 * F)),
+                   "sequence %d: the feature rows through the stepper equal a context of its own", s);
+    }
+    TEST_COND("a context without features refuses", ok && muse_context_set_features(ctx, NULL, 0, &err) == MUSE_OK &&
+                                                        muse_session_eval_features(jobs[0].kv, t[0], 1, NULL, 0, got[0], &err) ==
+                                                            MUSE_ERR_INVALID_ARG);
+    for (int s = 0; s < 2; s++) muse_session_free(jobs[s].kv);
+    free(want), free(got[0]), free(got[1]);
+    muse_stepper_free(st);
+    muse_context_free(ctx);
+    muse_context_free(solo);
+}
+
 int main(void) {
     fixture_exact_kernels();
     char path[128];
@@ -311,6 +383,7 @@ int main(void) {
     for (int64_t i = 0; i < 4 * g_embd; i++) g_rows[i] = (float)((i * 37) % 101 - 50) / 100.0f;
     run(m, "ref", 1);
     run(m, "cpu", 2);
+    test_features(m);
     free(g_rows);
     muse_model_free(m);
     unlink(path);

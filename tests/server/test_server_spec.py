@@ -122,6 +122,9 @@ def main():
             t.join()
         check(results.get("p1") == results.get("s1") and results.get("p5") == results.get("s5"),
               "two slots at once: plain == speculative")
+        # the slots are batched with a drafter too: both verify in shared steps (issue 29 item 4)
+        check("(batched)" in spec.logtext() and spec.metrics().get("muse_batch_shared_steps_total", 0) > 0,
+              f"speculative slots batched: {spec.metrics().get('muse_batch_shared_steps_total')} shared steps")
         # a streaming request whose client leaves: the slot is free and right afterwards
         c = http.client.HTTPConnection("127.0.0.1", spec.port, timeout=60)
         c.request("POST", "/completion", body=json.dumps({"prompt": base, "n_predict": 400, "temperature": 0,

@@ -149,7 +149,7 @@ static void *drive(void *arg) {
         }
         /* one that would outgrow the context: refused, nothing changed */
         if (!w->failed && rnd(w, 3) == 0) {
-            int32_t big[N_CTX] = {0};
+            int32_t big[N_CTX + 1] = {0}; /* np may be 0 */
             const int32_t np = muse_session_n_past(w->kv), nb = N_CTX - np + 1;
             struct muse_error err = {0};
             const bool refused = muse_session_eval(w->kv, big, nb, NULL, 0, &err) == MUSE_ERR_CONTEXT;

@@ -197,13 +197,13 @@ static int32_t plan(struct muse_stepper *st, int32_t *n_rows) {
             if (q->n - q->done >= 2 && !q->planned && (!r || q->n - q->done < r->n - r->done)) r = q;
         if (!r || (finished_one && r->n - r->done > cap)) break;
         int32_t n = r->n - r->done < cap ? r->n - r->done : cap;
-        finished_one |= r->done + n == r->n;
         if (r->logits) { /* the rows that want logits must fit the scratch */
             const int32_t w0 = r->first_row > r->done ? r->first_row : r->done;
             if (r->done + n - w0 > want_left) n = w0 - r->done + want_left;
             if (n < 1) n = 0;
             want_left -= r->done + n > w0 ? r->done + n - w0 : 0;
         }
+        finished_one |= r->done + n == r->n;
         st->take[n_take++] = (struct take){r, r->done, n}; /* n 0: none this step */
         r->planned = true;
         cap -= n, rows_left -= n;

@@ -9,6 +9,7 @@ tiny) with the exact kernels (MUSE_CPU=exact: a batched row gives its solo run's
   - /metrics shows forwards that held rows of several slots, and prompt chunks cut at a step's budget;
   - a paged KV pool (--kv-pool) smaller than the slots' contexts: a request the pool cannot hold while
     another runs gets 503 and the other goes on; an idle slot's cache is evicted to make room;
+  - a 16K-token prompt on one slot: a short request sent meanwhile is answered before it ends;
   - -nocb: the slots run unbatched (no batch metrics) and still give the same streams."""
 import http.client
 import json
@@ -16,6 +17,7 @@ import os
 import tempfile
 import threading
 import subprocess
+import time
 
 from srvtest import MUSE, check, ensure_venv, report
 
@@ -150,6 +152,31 @@ def main():
         m = srv.metrics()
         check(m.get("muse_kv_cells_total") == 600 and 300 <= m.get("muse_kv_cells_used", -1) <= 600,
               f"/metrics shows the pool: {m.get('muse_kv_cells_used')} of {m.get('muse_kv_cells_total')}")
+    # a 16K-token prompt on one slot does not starve the other (issue 33's long-context server case at
+    # CI size): a short request sent while it prefills is answered long before it ends
+    long_model = os.path.join(tmp.name, "long.gguf")
+    subprocess.run([MUSE, "synth", "--preset", "tiny", "--ctx", "16384", "-q", "-o", long_model], check=True)
+    with RealServer(long_model, "--parallel", "2", "--ctx-size", "16384", "-t", "2") as srv:
+        done = {}
+
+        def timed(name, body):
+            t0 = time.time()
+            st, _, js = srv.request("POST", "/completion", body, timeout=600)
+            done[name] = (st, time.time(), js.get("tokens_evaluated") if isinstance(js, dict) else js, t0)
+
+        long_prompt = [5 + (i * 31) % 990 for i in range(16000)]
+        lt = threading.Thread(target=timed, args=("long", {"prompt": long_prompt, "n_predict": 4, "temperature": 0}))
+        lt.start()
+        time.sleep(0.5)
+        timed("short", {"prompt": "A short question while a long prompt prefills.", "n_predict": 8, "temperature": 0})
+        lt.join()
+        ls, lend, lev, lt0 = done["long"]
+        ss, send, _, st0 = done["short"]
+        check(ls == 200 and lev == 16000, f"the 16K-token prompt is evaluated and answered: {ls} {lev}")
+        check(ss == 200 and send < lend, f"the short request is answered first ({send - st0:.2f} s; the long one took "
+              f"{lend - lt0:.2f} s)")
+        m = srv.metrics()
+        check(m.get("muse_batch_prompt_splits_total", 0) > 10, "the long prompt went in chunks")
     with RealServer(model, "--parallel", "4", "-nocb", *common) as srv:
         check("(batched)" not in srv.logtext(), "-nocb: not batched")
         res = concurrent(srv, reqs[:4])

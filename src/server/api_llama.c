@@ -62,6 +62,7 @@ enum MHD_Result muse_srv_api_slots(struct srv_req *r) {
         cJSON_AddBoolToObject(o, "is_processing", st.busy);
         if (st.n_cache >= 0) cJSON_AddNumberToObject(o, "n_cached_tokens", st.n_cache);
         else cJSON_AddNullToObject(o, "n_cached_tokens");
+        cJSON_AddNumberToObject(o, "n_past", st.n_past); /* KV cells the slot's tokens hold, also while busy */
         cJSON *g = generation_settings(s);
         cJSON_AddItemToObject(o, "params", cJSON_DetachItemFromObject(g, "params"));
         cJSON_Delete(g);

@@ -29,6 +29,7 @@ struct slot {
     int32_t *cache;         /* [n_ctx] token ids now in the adapter slot's KV cache: written by the worker
                                while it holds a job, read by submit only while the slot is idle */
     int n_cache;
+    atomic_int n_live;      /* n_cache as the worker last set it: /slots reads it also while busy */
     struct muse_srv_job *job; /* assigned job, NULL when idle (under s->mu); the scheduler's reference */
     uint64_t last_used;     /* s->tick when its last job ended (under s->mu): least recently used wins ties */
     pthread_t th;
@@ -352,10 +353,12 @@ static muse_status slot_eval(struct slot *sl, const int32_t *toks, int n, struct
     muse_status st = ad->ops->slot_eval(sl->es, toks, n, err);
     if (st != MUSE_OK) {
         sl->n_cache = ad->ops->slot_keep(sl->es, 0).n_kept;
+        atomic_store(&sl->n_live, sl->n_cache);
         return st;
     }
     memcpy(sl->cache + sl->n_cache, toks, (size_t)n * sizeof *toks);
     sl->n_cache += n;
+    atomic_store(&sl->n_live, sl->n_cache);
     return MUSE_OK;
 }
 
@@ -368,10 +371,12 @@ static muse_status slot_eval_prompt(struct slot *sl, struct muse_srv_job *job, i
     muse_status st = ad->ops->slot_eval_media(sl->es, job->media, from, n, err);
     if (st != MUSE_OK) {
         sl->n_cache = ad->ops->slot_keep(sl->es, 0).n_kept;
+        atomic_store(&sl->n_live, sl->n_cache);
         return st;
     }
     memcpy(sl->cache + sl->n_cache, toks, (size_t)n * sizeof *toks);
     sl->n_cache += n;
+    atomic_store(&sl->n_live, sl->n_cache);
     return MUSE_OK;
 }
 
@@ -411,6 +416,7 @@ static enum muse_srv_finish run_job(struct slot *sl, struct muse_srv_job *job, c
     struct muse_session_keep kept =
         ad->ops->slot_keep(sl->es, muse_session_reuse_len(sl->cache, sl->n_cache, job->prompt, job->n_prompt));
     sl->n_cache = kept.n_kept;
+    atomic_store(&sl->n_live, sl->n_cache);
     if (s->metrics) muse_srv_metrics_keep(s->metrics, &kept);
     pthread_mutex_lock(&job->mu);
     job->n_cached = sl->n_cache;
@@ -600,6 +606,7 @@ struct muse_srv_sched *muse_srv_sched_create(const struct muse_srv_adapter *ad, 
         s->slots[i].s = s;
         s->slots[i].idx = i;
         pthread_cond_init(&s->slots[i].cv, NULL);
+        atomic_init(&s->slots[i].n_live, 0);
     }
     for (int i = 0; i < n_slots; i++) {
         struct slot *sl = &s->slots[i];
@@ -709,6 +716,7 @@ bool muse_srv_sched_slot(struct muse_srv_sched *s, int i, struct muse_srv_slot_s
     out->busy = sl->job != NULL;
     out->job_id = sl->job ? sl->job->id : 0;
     out->n_cache = sl->job ? -1 : sl->n_cache; /* the worker writes it while busy */
+    out->n_past = atomic_load(&sl->n_live);
     pthread_mutex_unlock(&s->mu);
     return true;
 }

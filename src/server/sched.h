@@ -176,6 +176,7 @@ struct muse_srv_slot_state {
     bool busy;
     uint64_t job_id;  /* the running job's id (busy) */
     int n_cache;      /* tokens in its cache when idle; -1 while busy */
+    int n_past;       /* tokens in its KV cache now, also while busy (the worker's last update) */
 };
 /* Slot i's state (a snapshot under the scheduler's mutex); false when i is not a slot. */
 bool muse_srv_sched_slot(struct muse_srv_sched *s, int i, struct muse_srv_slot_state *out);

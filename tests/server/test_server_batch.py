@@ -168,6 +168,14 @@ def main():
         lt = threading.Thread(target=timed, args=("long", {"prompt": long_prompt, "n_predict": 4, "temperature": 0}))
         lt.start()
         time.sleep(0.5)
+        seen = 0  # /slots shows the busy slot's KV cells growing while it prefills
+        for _ in range(100):
+            st, _, slots = srv.request("GET", "/slots")
+            seen = max([sl.get("n_past", 0) for sl in slots if sl.get("is_processing")] + [seen])
+            if seen >= 1000 or "long" in done:
+                break
+            time.sleep(0.05)
+        check(seen >= 1000 or "long" in done, f"/slots shows the prefilling slot's n_past ({seen})")
         timed("short", {"prompt": "A short question while a long prompt prefills.", "n_predict": 8, "temperature": 0})
         lt.join()
         ls, lend, lev, lt0 = done["long"]

@@ -98,6 +98,11 @@ struct muse_srv_adapter_ops {
      * restarts at 0). Never fails.
      */
     struct muse_session_keep (*slot_keep)(void *slot, int n_keep);
+    /* Optional: make sure the slot's cache can grow to n_pos positions now (a paged KV pool's cells
+     * taken for the whole prompt before its first chunk, so that a prompt the pool cannot hold
+     * fails at once instead of taking cells a running request needs). Errors: CONTEXT (the pool is
+     * full even after evicting idle slots' caches). */
+    muse_status (*slot_reserve)(void *slot, int n_pos, struct muse_error *err);
     /* Append n tokens at the end of the cache and evaluate them; logits of the last one remain.
      * On error nothing was appended. */
     muse_status (*slot_eval)(void *slot, const int32_t *toks, int n, struct muse_error *err);

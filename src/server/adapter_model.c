@@ -272,6 +272,15 @@ static bool evict_for(struct model_slot *s, int n, muse_status st) {
     return false;
 }
 
+static muse_status model_slot_reserve(void *slot, int n_pos, struct muse_error *err) {
+    struct model_slot *s = slot;
+    if (!s->r->info.kv_pool) return MUSE_OK;
+    muse_status st;
+    do st = muse_seq_reserve(s->r->shared, s->seq, n_pos, err);
+    while (evict_for(s, n_pos - muse_session_n_past(s->kv), st));
+    return st;
+}
+
 static muse_status model_slot_eval(void *slot, const int32_t *toks, int n, struct muse_error *err) {
     struct model_slot *s = slot;
     s->has_logits = false;
@@ -509,6 +518,7 @@ static const struct muse_srv_adapter_ops model_ops = {
     .slot_done = model_slot_done,
     .slot_keep = model_slot_keep,
     .slot_eval = model_slot_eval,
+    .slot_reserve = model_slot_reserve,
     .slot_begin = model_slot_begin,
     .slot_sample = model_slot_sample,
     .media_prompt = model_media_prompt,

@@ -421,6 +421,11 @@ static enum muse_srv_finish run_job(struct slot *sl, struct muse_srv_job *job, c
     pthread_mutex_lock(&job->mu);
     job->n_cached = sl->n_cache;
     pthread_mutex_unlock(&job->mu);
+    /* a paged KV pool: the whole prompt's cells now, or a clear error before any of it is evaluated */
+    if (ad->ops->slot_reserve && ad->ops->slot_reserve(sl->es, job->n_prompt, &err) != MUSE_OK) {
+        fin = MUSE_SRV_FINISH_ERROR;
+        goto done;
+    }
     for (int i = sl->n_cache; i < job->n_prompt; i += PREFILL_CHUNK) {
         if (atomic_load(&job->cancel)) {
             fin = MUSE_SRV_FINISH_CANCELLED;

@@ -130,9 +130,11 @@ def main():
                                                      "temperature": 0, "stream": True}),
                   {"Content-Type": "application/json"})
         resp = c.getresponse()
-        first = resp.readline()
-        while first.strip() == b"":
-            first = resp.readline()
+        for _ in range(400):  # until A holds its prompt's cells and generates (/slots n_past)
+            _, _, slots = srv.request("GET", "/slots")
+            if any(sl.get("is_processing") and sl.get("n_past", 0) > 300 for sl in slots):
+                break
+            time.sleep(0.01)
         st, _, js = srv.request("POST", "/completion", {"prompt": b_prompt, "n_predict": 4}, timeout=120)
         check(st == 503 and "KV pool is full" in str(js), f"a request the pool cannot hold: {st} {str(js)[:200]}")
         last = {}

@@ -1,7 +1,7 @@
 /*
  * adapter.h - the narrow interface between `muse serve` and what generates tokens: the model
  * adapter (adapter_model.c: libmuse's model, tokenizer, chat template, sampler and one session per
- * slot, src/gen/session.h) or, for tests only, the scripted adapter (adapter_scripted.c,
+ * slot, src/gen/session.h, the slots batched by a stepper, src/gen/stepper.h) or, for tests only, the scripted adapter (adapter_scripted.c,
  * `--test-script FILE`: byte tokens and scripted output, no model).
  *
  * The server (HTTP, slots, queue, streaming, parsing) never calls the model, tokenizer or chat
@@ -10,11 +10,13 @@
  * Threading: `tokenize`, `token_piece`, `is_eog`, `render_chat` and `info` may be called from
  * any thread at any time (HTTP threads). Slot functions are called by one worker thread per slot;
  * different slots may run concurrently, so an adapter whose forward is not reentrant across slots
- * must serialise internally (the model adapter's slots share only the read-only model).
+ * must serialise internally (the model adapter's batched slots meet in its stepper, which runs
+ * their evaluations together; unbatched, they share only the read-only model).
  *
- * A request on a slot is always: slot_keep (drop what the new prompt does not share), slot_eval
- * of the rest of the prompt (in chunks), slot_begin, then slot_sample / slot_eval(1 token)
- * alternating. A slot_eval error is followed by slot_keep(0).
+ * A request on a slot is always: slot_keep (drop what the new prompt does not share), slot_reserve
+ * (the whole prompt), slot_eval of the rest of the prompt (in chunks), slot_begin, then
+ * slot_sample / slot_eval(1 token) alternating, and slot_done once it is over. A slot_eval error
+ * is followed by slot_keep(0).
  */
 #pragma once
 

@@ -1,6 +1,7 @@
 /*
  * adapter_model.c - the server's adapter (adapter.h) over libmuse: the model + one muse_context
- * per slot (muse.h), the GGUF tokenizer (text/tokenizer.h), the chat template of the file or the
+ * holding a sequence per slot, run by a stepper that batches the slots' evaluations into one forward
+ * per step (gen/stepper.h; with -nocb or a single slot: a context per slot), the GGUF tokenizer (text/tokenizer.h), the chat template of the file or the
  * built-in one (text/chat.h), one sampler per request (gen/sampler.h), and one session per slot
  * (gen/session.h) that keeps the slot's KV state: prefix reuse, rollback, and the checkpoint of
  * the sliding-window rings taken where each prompt ends (slot_begin). The session decides what a
@@ -15,6 +16,10 @@
  * streaming, stop strings, the output parser, max tokens and cancellation work per token as before.
  * Tokens a stop cut off stay in the cache beyond the scheduler's mirror; the next request's
  * slot_keep drops them.
+ *
+ * A paged KV pool (info.kv_pool): slot_reserve takes a prompt's cells before it is evaluated, and a
+ * slot that finds the pool full evicts an idle slot's cache (evict_for) before it gives up. Each
+ * slot's `busy` (under its mu) tells an evicting slot whether it may clear it.
  */
 #include <cJSON.h>
 #include <math.h>
@@ -54,9 +59,10 @@ struct model_adapter {
     struct muse_grammar_vocab *gvocab; /* the token trie, built by the first grammar request */
     pthread_mutex_t gvocab_mu;
     struct muse_context *embd_ctx;     /* embeddings: made by the first request (n_ctx of a slot); embd_mu */
-    /* continuous batching (several slots, no drafter): one context holding a sequence per slot and
-     * the stepper that runs the slots' evaluations as one forward per step (gen/stepper.h); made by
-     * the first slot_create. NULL: each slot has a context of its own */
+    /* continuous batching (several slots, unless -nocb): one context holding a sequence per slot
+     * (its KV paged from a pool when info.kv_pool) and the stepper that runs the slots' evaluations
+     * as one forward per step (gen/stepper.h); made by the first slot_create. NULL: each slot has a
+     * context of its own */
     bool batched;
     int n_slots, next_seq, prefill_step;
     struct muse_context *shared;

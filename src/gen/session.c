@@ -194,12 +194,8 @@ muse_status muse_session_eval_features(struct muse_session *s, const int32_t *to
                                                     features, err)
                                 : muse_eval(s->ctx, tokens, n, logits, logits_all, err);
     if (st != MUSE_OK) return st;
-    if (features && !s->stepper) {
-        int32_t n_rows = 0;
-        const float *f = muse_context_features(s->ctx, &n_rows);
-        if (!f || n_rows != n) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "the context wrote %d feature rows for %d", n_rows, n);
-        memcpy(features, f, sizeof(float) * (size_t)n * (size_t)s->ctx->n_features * (size_t)s->ctx->model->hp.n_embd);
-    }
+    if (features && !s->stepper && !muse_context_copy_features(s->ctx, 0, n, features))
+        return muse_error_set(err, MUSE_ERR_INVALID_ARG, "the context wrote no feature rows for these %d positions", n);
     memcpy(s->toks + s->n, tokens, sizeof *tokens * (size_t)n); /* the eval checked n_past + n <= n_ctx */
     s->n += n;
     s->stats.n_tokens_evaluated += (uint64_t)n;

@@ -244,16 +244,14 @@ static void run_step(struct muse_stepper *st, bool timed_out) {
     pthread_mutex_lock(&st->mu);
     const int64_t now = now_us();
     int32_t o = 0, n_seqs = 0, row = 0; /* the next logits row of the scratch; sequences in the step; batch row */
-    int32_t n_frows = 0;
-    const float *feat = status == MUSE_OK ? muse_context_features(st->ctx, &n_frows) : NULL;
-    const size_t F = feat ? (size_t)st->ctx->n_features * (size_t)st->ctx->model->hp.n_embd : 0;
     for (int32_t t = 0; t < n_take; t++) {
         const struct take *tk = &st->take[t];
         struct req *r = tk->r;
         r->planned = false;
         n_seqs += tk->k > 0;
-        if (status == MUSE_OK && r->features && feat && n_frows == n_rows)
-            memcpy(r->features + (size_t)tk->from * F, feat + (size_t)row * F, sizeof(float) * F * (size_t)tk->k);
+        if (status == MUSE_OK && r->features)
+            muse_context_copy_features(st->ctx, row, tk->k,
+                                       r->features + (size_t)tk->from * (size_t)st->ctx->n_features * (size_t)st->ctx->model->hp.n_embd);
         row += tk->k;
         if (status == MUSE_OK) {
             for (int32_t j = tk->from; j < tk->from + tk->k; j++)

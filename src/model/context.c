@@ -459,6 +459,15 @@ const float *muse_context_features(const struct muse_context *ctx, int32_t *n_ro
     return ctx->n_features ? muse_buffer_host(ctx->features) : NULL;
 }
 
+bool muse_context_copy_features(const struct muse_context *ctx, int32_t first, int32_t n, float *out) {
+    int32_t n_rows = 0;
+    const float *f = muse_context_features(ctx, &n_rows);
+    if (!f || first < 0 || n < 0 || first + n > n_rows) return false;
+    const size_t F = (size_t)ctx->n_features * (size_t)ctx->model->hp.n_embd;
+    memcpy(out, f + (size_t)first * F, sizeof(float) * F * (size_t)n);
+    return true;
+}
+
 /* Shared body of muse_eval / muse_eval_embd / muse_eval_rows / muse_eval_mixed: exactly one of
  * tokens / embd is non-NULL; with tokens, rows (may be NULL) replaces the token of every position
  * whose pointer is non-NULL; rows first_row..n_tokens-1 get logits (first_row = n_tokens or logits

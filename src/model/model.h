@@ -46,6 +46,13 @@ struct muse_context {
 muse_status muse_eval_rows(struct muse_context *ctx, const int32_t *tokens, int32_t n_tokens, int32_t first_row,
                            float *logits, struct muse_error *err);
 
+/*
+ * Copy rows first..first+n-1 of the last forward's feature rows (muse_context_features) to out:
+ * [n][n_features * n_embd]. False (nothing copied) when the context writes no features or the
+ * forward had fewer rows.
+ */
+bool muse_context_copy_features(const struct muse_context *ctx, int32_t first, int32_t n, float *out);
+
 /* Hyperparameters / weights of a loaded model. */
 const struct muse_hparams *muse_model_hparams(const struct muse_model *model);
 const struct muse_weights *muse_model_weights(const struct muse_model *model);

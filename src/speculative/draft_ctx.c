@@ -232,13 +232,9 @@ static muse_status eval_target(void *user, const int32_t *tokens, int32_t n_toke
                                float *features, struct muse_error *err) {
     struct muse_context *t = user;
     muse_status st = muse_eval(t, tokens, n_tokens, logits, logits_all, err);
-    if (st) return st;
-    int32_t n_rows;
-    const float *f = muse_context_features(t, &n_rows);
-    if (!f || n_rows != n_tokens)
-        return muse_error_set(err, MUSE_ERR_INTERNAL, "the target gave %d feature rows for %d tokens", n_rows, n_tokens);
-    memcpy(features, f, sizeof(float) * (size_t)n_tokens * (size_t)t->n_features * (size_t)t->model->hp.n_embd);
-    return MUSE_OK;
+    if (st == MUSE_OK && !muse_context_copy_features(t, 0, n_tokens, features))
+        st = muse_error_set(err, MUSE_ERR_INTERNAL, "the target gave no feature rows for %d tokens", n_tokens);
+    return st;
 }
 
 muse_status muse_draft_eval_via(struct muse_draft_ctx *dc, const int32_t *tokens, int32_t n_tokens, float *logits,

@@ -325,34 +325,18 @@ muse_status muse_embed(struct muse_context *ctx, const int32_t *tokens, int32_t 
     if (n_tokens > (int32_t)ctx->params.n_ctx)
         return muse_error_set(err, MUSE_ERR_CONTEXT, "%d tokens exceed the context size %u (use a larger --ctx-size)",
                               n_tokens, ctx->params.n_ctx);
+    if (pooling != MUSE_POOLING_NONE) /* one vector: the batched path with one input (sequence 0) */
+        return muse_embed_batch(ctx, &tokens, &n_tokens, 1, pooling, normalize, out, err);
     muse_kv_clear(ctx);
     const int32_t nb = (int32_t)ctx->params.n_batch;
-    double *sum = pooling == MUSE_POOLING_MEAN ? calloc((size_t)E, sizeof *sum) : NULL;
-    if (pooling == MUSE_POOLING_MEAN && !sum) return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
-    for (int32_t done = 0; done < n_tokens;) {
+    for (int32_t done = 0; done < n_tokens;) { /* a vector per token */
         const int32_t n = n_tokens - done < nb ? n_tokens - done : nb;
         muse_status st = muse_eval_rows(ctx, tokens + done, n, n, NULL, err);
-        if (st) {
-            free(sum);
-            return st;
-        }
+        if (st) return st;
         const float *h = muse_buffer_host(ctx->embd);
-        if (pooling == MUSE_POOLING_NONE) {
-            for (int32_t r = 0; r < n; r++) embd_normalize(h + (size_t)r * E, out + (size_t)(done + r) * E, E, normalize);
-        } else if (pooling == MUSE_POOLING_MEAN) {
-            for (int32_t r = 0; r < n; r++)
-                for (int64_t i = 0; i < E; i++) sum[i] += h[(size_t)r * E + i];
-        } else if (pooling == MUSE_POOLING_CLS && done == 0) {
-            memcpy(out, h, sizeof(float) * (size_t)E);
-        } else if (pooling == MUSE_POOLING_LAST && done + n == n_tokens) {
-            memcpy(out, h + (size_t)(n - 1) * E, sizeof(float) * (size_t)E);
-        }
+        for (int32_t r = 0; r < n; r++) embd_normalize(h + (size_t)r * E, out + (size_t)(done + r) * E, E, normalize);
         done += n;
     }
-    if (pooling == MUSE_POOLING_MEAN)
-        for (int64_t i = 0; i < E; i++) out[i] = (float)(sum[i] / n_tokens);
-    free(sum);
-    if (pooling != MUSE_POOLING_NONE) embd_normalize(out, out, E, normalize);
     return MUSE_OK;
 }
 

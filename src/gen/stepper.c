@@ -20,6 +20,9 @@
 #include "core/error.h"
 #include "model/model.h"
 
+#define DEFAULT_PREFILL_ROWS 32 /* stepper.h: 0 in the params means these */
+#define DEFAULT_WAIT_US 20000
+
 struct req {
     int32_t seq, n, done, first_row;
     const int32_t *ids;
@@ -59,7 +62,7 @@ struct muse_stepper {
 };
 
 struct muse_stepper_params muse_stepper_default_params(void) {
-    return (struct muse_stepper_params){.n_rows_step = 0, .n_prefill_rows = 32, .wait_us = 20000};
+    return (struct muse_stepper_params){.n_rows_step = 0, .n_prefill_rows = DEFAULT_PREFILL_ROWS, .wait_us = DEFAULT_WAIT_US};
 }
 
 static int64_t now_us(void) {
@@ -90,8 +93,8 @@ muse_status muse_stepper_create(struct muse_context *ctx, struct muse_stepper_pa
                               p.n_rows_step, p.n_prefill_rows, p.wait_us);
     const int32_t n_batch = (int32_t)muse_context_n_batch(ctx);
     if (p.n_rows_step == 0 || p.n_rows_step > n_batch) p.n_rows_step = n_batch;
-    if (p.n_prefill_rows == 0) p.n_prefill_rows = 32;
-    if (p.wait_us == 0) p.wait_us = 20000;
+    if (p.n_prefill_rows == 0) p.n_prefill_rows = DEFAULT_PREFILL_ROWS;
+    if (p.wait_us == 0) p.wait_us = DEFAULT_WAIT_US;
     struct muse_stepper *st = calloc(1, sizeof *st);
     if (!st) return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
     st->ctx = ctx;

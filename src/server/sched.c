@@ -346,38 +346,34 @@ static bool record_token(struct muse_srv_job *job, int32_t tok, const struct mus
     return true;
 }
 
-/* Evaluate toks in the slot and mirror them in its cache; on failure the slot's cache is dropped
- * (the request ends with an error; the next one starts cold). */
-static muse_status slot_eval(struct slot *sl, const int32_t *toks, int n, struct muse_error *err) {
-    const struct muse_srv_adapter *ad = sl->s->ad;
-    muse_status st = ad->ops->slot_eval(sl->es, toks, n, err);
+/* The slot's mirror now holds n_cache tokens (published for /slots). */
+static void set_n_cache(struct slot *sl, int n_cache) {
+    sl->n_cache = n_cache;
+    atomic_store(&sl->n_live, n_cache);
+}
+
+/* After an evaluation of toks[0..n) with status st: mirror them in the slot's cache, or on failure
+ * drop the slot's cache (the request ends with an error; the next one starts cold). */
+static muse_status mirror(struct slot *sl, muse_status st, const int32_t *toks, int n) {
     if (st != MUSE_OK) {
-        sl->n_cache = ad->ops->slot_keep(sl->es, 0).n_kept;
-        atomic_store(&sl->n_live, sl->n_cache);
+        set_n_cache(sl, sl->s->ad->ops->slot_keep(sl->es, 0).n_kept);
         return st;
     }
     memcpy(sl->cache + sl->n_cache, toks, (size_t)n * sizeof *toks);
-    sl->n_cache += n;
-    atomic_store(&sl->n_live, sl->n_cache);
+    set_n_cache(sl, sl->n_cache + n);
     return MUSE_OK;
+}
+
+/* Evaluate toks in the slot and mirror them in its cache (mirror). */
+static muse_status slot_eval(struct slot *sl, const int32_t *toks, int n, struct muse_error *err) {
+    return mirror(sl, sl->s->ad->ops->slot_eval(sl->es, toks, n, err), toks, n);
 }
 
 /* slot_eval of the job's prompt positions from..from+n (through the adapter's media path when the
  * prompt has images: its ids there are the images' content-derived negative ids). */
 static muse_status slot_eval_prompt(struct slot *sl, struct muse_srv_job *job, int from, int n, struct muse_error *err) {
     if (!job->media) return slot_eval(sl, job->prompt + from, n, err);
-    const struct muse_srv_adapter *ad = sl->s->ad;
-    const int32_t *toks = job->prompt + from;
-    muse_status st = ad->ops->slot_eval_media(sl->es, job->media, from, n, err);
-    if (st != MUSE_OK) {
-        sl->n_cache = ad->ops->slot_keep(sl->es, 0).n_kept;
-        atomic_store(&sl->n_live, sl->n_cache);
-        return st;
-    }
-    memcpy(sl->cache + sl->n_cache, toks, (size_t)n * sizeof *toks);
-    sl->n_cache += n;
-    atomic_store(&sl->n_live, sl->n_cache);
-    return MUSE_OK;
+    return mirror(sl, sl->s->ad->ops->slot_eval_media(sl->es, job->media, from, n, err), job->prompt + from, n);
 }
 
 /*
@@ -415,8 +411,7 @@ static enum muse_srv_finish run_job(struct slot *sl, struct muse_srv_job *job, c
      * may keep less, src/gen/session.h), evaluate the rest */
     struct muse_session_keep kept =
         ad->ops->slot_keep(sl->es, muse_session_reuse_len(sl->cache, sl->n_cache, job->prompt, job->n_prompt));
-    sl->n_cache = kept.n_kept;
-    atomic_store(&sl->n_live, sl->n_cache);
+    set_n_cache(sl, kept.n_kept);
     if (s->metrics) muse_srv_metrics_keep(s->metrics, &kept);
     pthread_mutex_lock(&job->mu);
     job->n_cached = sl->n_cache;

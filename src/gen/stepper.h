@@ -9,10 +9,10 @@
  * another in the step, or another joined), prompt rows are capped at n_prefill_rows per step, so a
  * long prompt is fed in small chunks between the other users' tokens instead of freezing them for a
  * whole batch, and a short prompt that arrives meanwhile goes first (a step that finishes a prompt
- * takes no rows of a prompt it cannot finish, so the short one's step is short). A prompt alone takes up to 4x
- * n_prefill_rows per step, so that a newcomer waits for at most such a step. A request whose rows do not
- * all fit stays in the queue with the rest (its positions go on where the step left them); its
- * caller returns when all are evaluated.
+ * takes no rows of a prompt it cannot finish, so the short one's step is short). A prompt alone
+ * takes up to 4x n_prefill_rows per step, so that a newcomer waits for at most such a step. A
+ * request whose rows do not all fit stays in the queue with the rest (its positions go on where the
+ * step left them); its caller returns when all are evaluated.
  *
  * When a step runs. A thread that drives a sequence joins the stepper for as long as it keeps
  * coming back (muse_stepper_join / leave: the server joins a slot for a request). A step starts

@@ -28,6 +28,10 @@ void muse_kv_cache_free(struct muse_kv_cache *kv) {
     free(kv);
 }
 
+/* A layer that holds every position (full attention, or a window as long as the context): the
+ * layers a paged cache pages. */
+static bool holds_all(const struct muse_kv_cache *kv, uint32_t il) { return kv->layers[il].n_cells == kv->n_ctx; }
+
 static size_t gcd_size(size_t a, size_t b) {
     while (b) {
         size_t t = a % b;
@@ -129,8 +133,8 @@ static void lower_n_past(struct muse_kv_cache *kv, int32_t n_past) {
     const int32_t keep = (int32_t)(((int64_t)n_past + kv->block - 1) / kv->block * kv->block);
     if (keep >= kv->n_commit) return;
     for (uint32_t il = 0; il < kv->n_layer; il++) {
+        if (!holds_all(kv, il)) continue;
         const struct muse_kv_layer *l = &kv->layers[il];
-        if (l->n_cells != kv->n_ctx) continue;
         const size_t n = (size_t)(kv->n_commit - keep);
         muse_buffer_release(kv->mem, (size_t)((uint8_t *)l->k - (uint8_t *)kv->buf) + (size_t)keep * l->k_row_size, n * l->k_row_size);
         muse_buffer_release(kv->mem, (size_t)((uint8_t *)l->v - (uint8_t *)kv->buf) + (size_t)keep * l->v_row_size, n * l->v_row_size);
@@ -157,7 +161,7 @@ muse_status muse_kv_cache_reserve(struct muse_kv_cache *kv, int32_t n_pos, struc
     if (need == 0) return MUSE_OK;
     if (!muse_kv_pool_take(kv->pool, need))
         return muse_error_set(err, MUSE_ERR_CONTEXT,
-                              "the KV pool is full: %lld of its %lld cells are in use by the other sequences and "
+                              "the KV pool is full: %lld of its %lld cells are in use and "
                               "%d more positions do not fit (a larger pool: more memory, or fewer/shorter sequences)",
                               (long long)atomic_load(&kv->pool->used), (long long)kv->pool->total, n_pos - kv->n_past);
     kv->n_commit += (int32_t)need;
@@ -170,7 +174,7 @@ void muse_kv_cache_clear(struct muse_kv_cache *kv) {
      * n_cells) are all that was ever written; the rest is still calloc's zeros */
     for (uint32_t il = 0; il < kv->n_layer; il++) {
         struct muse_kv_layer *l = &kv->layers[il];
-        if (kv->pool && l->n_cells == kv->n_ctx) continue; /* paged full layers: given back, zero already */
+        if (kv->pool && holds_all(kv, il)) continue; /* paged full layers: given back, zero already */
         size_t cells = (uint32_t)kv->n_high < l->n_cells ? (size_t)kv->n_high : l->n_cells;
         memset(l->k, 0, cells * l->k_row_size);
         memset(l->v, 0, cells * l->v_row_size);

@@ -39,6 +39,15 @@ ISA_AVX2   := -mavx2 -mfma -mf16c -mbmi2
 ISA_AVX512 := -mavx2 -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mfma -mf16c -mbmi2
 ISA_AMX    := $(ISA_AVX512) -mamx-tile -mamx-int8
 
+# Tensor parallelism over MPI (src/backend/tp/comm_mpi.c, docs/tensor-parallel.md): built with MPI
+# when mpicc is there (Debian's libopenmpi-dev); without it --tp answers with one line.
+MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
+MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null)
+ifneq ($(MPI_LIBS),)
+LDLIBS     += $(MPI_LIBS)
+LIB_LDLIBS += $(MPI_LIBS)
+endif
+
 LIB_SRC   := $(shell find src -name '*.c' | sort)
 TOOL_SRC  := $(sort $(wildcard tools/*.c))
 TEST_SRC  := $(shell find tests -name 'test_*.c' | sort)
@@ -128,6 +137,10 @@ $(BUILD)/obj/%_amx.o: %_amx.c
 	@mkdir -p $(@D)
 	@echo "CC $<"
 	$(Q)$(CC) $(ISA_CFLAGS) $(ISA_AMX) -c $< -o $@
+
+ifneq ($(MPI_LIBS),)
+$(BUILD)/obj/src/backend/tp/comm_mpi.o: CFLAGS += $(MPI_CFLAGS) -DMUSE_HAVE_MPI
+endif
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)

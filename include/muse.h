@@ -423,6 +423,37 @@ int32_t muse_kv_checkpoint_pos(const struct muse_kv_checkpoint *ck);
 /* Bytes a save or restore copies (also what the checkpoint holds allocated). */
 size_t muse_kv_checkpoint_size(const struct muse_kv_checkpoint *ck);
 
+/* ---- tensor parallelism over MPI (docs/tensor-parallel.md) -------------------------------------
+ * One model split across the N processes of an MPI job (mpirun -np N ...), one rank each: every
+ * rank holds its share of the heads, the FFN and the KV cache, and they compute every forward
+ * together, with two all-reduces per layer. In each process call muse_tp_init(N, ...) first; from
+ * then on muse_model_load gives this rank its share of the text model (one text model per job).
+ * Rank 0 uses the model as usual (contexts, muse_decode, sessions, the server); ranks 1..N-1 call
+ * muse_tp_worker, which does what rank 0's calls need of them until rank 0 calls muse_tp_finish.
+ * Under TP, image rows, feature rows (the DFlash drafter) and the layer hooks are refused. The
+ * calls that talk to the group are made by the thread running a forward or changing a context,
+ * one at a time (MPI_THREAD_SERIALIZED).
+ */
+
+/* Join the MPI job as one of its n_ranks ranks (its size must be n_ranks); bf16: all-reduce
+ * payloads as bf16 (half the bytes; the sums stay f32). *rank: this process's rank. Errors:
+ * MUSE_ERR_UNSUPPORTED (a build without MPI), MUSE_ERR_INVALID_ARG (a job of another size). */
+muse_status muse_tp_init(int32_t n_ranks, int bf16, int32_t *rank, struct muse_error *err);
+/* The group's size and this process's rank (1 and 0 without a group). */
+int32_t muse_tp_size(void);
+int32_t muse_tp_rank(void);
+/* Ranks 1..N-1: follow rank 0 until it finishes (then MUSE_OK). A rank whose state would differ
+ * from rank 0's ends the job with a message (MPI_Abort). */
+muse_status muse_tp_worker(struct muse_model *model, struct muse_error *err);
+/* Rank 0: tell the other ranks to stop; every rank: leave the group. Safe without a group. */
+void muse_tp_finish(void);
+/* What this rank's collectives have done: all-reduce calls, floats reduced, bytes sent, seconds. */
+struct muse_tp_stats {
+    int64_t n_allreduce, floats_reduced, bytes_sent;
+    double seconds;
+};
+void muse_tp_get_stats(struct muse_tp_stats *s);
+
 /* ---- DFlash block drafter (speculative decoding; docs/speculative.md, spec dflash.md) -------
  * A muse_drafter is a loaded `general.architecture = dflash` GGUF bound to its target model: its
  * own weights are views into its mmap'd file; the token embedding and the LM head are BORROWED

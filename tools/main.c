@@ -1,5 +1,8 @@
 /* main.c - `muse SUBCOMMAND ...`: dispatch to tools/cmd_<name>.c. */
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -37,6 +40,85 @@ static void usage(FILE *f) {
                "See README.md and `man muse`.\n");
 }
 
+/*
+ * Tensor parallelism (docs/tensor-parallel.md): `mpirun -np N muse CMD ... --tp N`. Every process
+ * parses the same arguments; the group is joined here, before the command runs. Rank 0 runs the
+ * command (its --tp option only checks the group); ranks 1..N-1 load the model named by -m and
+ * follow rank 0 until it is done (they print nothing of their own unless the job fails).
+ */
+static const char *const tp_commands[] = {"run", "chat", "logits", "bench", "perplexity", "serve", "embed"};
+
+/* The N of --tp N / --tp=N in argv (1 when absent, 0 when its value is bad); *bf16: --tp-bf16. */
+static int tp_scan(int argc, char **argv, int *bf16) {
+    int n = 1;
+    *bf16 = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *v = NULL;
+        if (!strcmp(argv[i], "--tp") && i + 1 < argc) v = argv[++i];
+        else if (!strncmp(argv[i], "--tp=", 5)) v = argv[i] + 5;
+        else if (!strcmp(argv[i], "--tp-bf16")) *bf16 = 1;
+        if (!v) continue;
+        char *end;
+        const long x = strtol(v, &end, 10);
+        n = *end || end == v || x < 1 || x > 4096 ? 0 : (int)x;
+    }
+    return n;
+}
+
+/* Ranks 1..N-1: the model of -m, then rank 0's commands. */
+static int tp_worker_main(int argc, char **argv) {
+    /* the launcher passes a Ctrl-C or a SIGTERM to every rank: rank 0 ends its command and then
+     * tells the others (muse_tp_finish); if rank 0 dies instead, the launcher ends them */
+    signal(SIGINT, SIG_IGN);
+    signal(SIGTERM, SIG_IGN);
+    struct muse_model_params mp = muse_model_default_params();
+    const char *path = NULL;
+    for (int i = 1; i < argc; i++) {
+        if ((!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) && i + 1 < argc) path = argv[++i];
+        else if (!strcmp(argv[i], "--no-mmap")) mp.use_mmap = 0;
+    }
+    struct muse_model *model = NULL;
+    struct muse_error err;
+    int rc = 1;
+    /* without -m rank 0 stops with the usage error, and the launcher ends the job */
+    if (path && muse_model_load(path, mp, &model, &err) == MUSE_OK) { /* rank 0 reports a failed load */
+        if (muse_tp_worker(model, &err) == MUSE_OK) rc = 0;
+        else fprintf(stderr, "muse: rank %d: %s\n", muse_tp_rank(), err.msg);
+        muse_model_free(model);
+    }
+    muse_tp_finish();
+    return rc;
+}
+
+static int tp_start(const char *cmd, int argc, char **argv, int *worker_rc) {
+    int bf16;
+    const int n = tp_scan(argc, argv, &bf16);
+    if (n == 1 && !bf16) return 0;
+    bool ok = false;
+    for (size_t i = 0; i < sizeof tp_commands / sizeof tp_commands[0]; i++) ok |= !strcmp(cmd, tp_commands[i]);
+    if (!ok) {
+        fprintf(stderr, "muse %s: --tp is for run, chat, logits, bench, perplexity, serve and embed\n", cmd);
+        return -1;
+    }
+    if (n == 0) {
+        fprintf(stderr, "muse %s: bad value for --tp (expected 1..4096 ranks)\n", cmd);
+        return -1;
+    }
+    if (n == 1) return 0;
+    struct muse_error err;
+    int32_t rank = 0;
+    if (muse_tp_init(n, bf16, &rank, &err)) {
+        fprintf(stderr, "muse %s: %s\n", cmd, err.msg);
+        return -1;
+    }
+    if (rank > 0) {
+        *worker_rc = tp_worker_main(argc, argv);
+        return 1;
+    }
+    atexit(muse_tp_finish);
+    return 0;
+}
+
 static const struct subcommand *find(const char *name) {
     for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)
         if (!strcmp(name, subcommands[i].name)) return &subcommands[i];
@@ -72,5 +154,9 @@ int main(int argc, char **argv) {
         return 2;
     }
     cli_set_prog(sc->name);
+    int worker_rc = 0;
+    const int tp = tp_start(sc->name, argc - 1, argv + 1, &worker_rc);
+    if (tp < 0) return 1;
+    if (tp > 0) return worker_rc;
     return sc->fn(argc - 1, argv + 1);
 }

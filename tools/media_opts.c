@@ -10,14 +10,21 @@
 
 #define O(dst) ((struct media_opts *)(dst))
 
+/* Images under tensor parallelism are not done yet: refused before anything is loaded or printed. */
+static bool tp_refuses(const char *f) {
+    if (muse_tp_size() == 1) return false;
+    cli_err("%s: images are not supported under --tp yet (text only; docs/tensor-parallel.md)", f);
+    return true;
+}
+
 static int set_mmproj(void *d, const char *f, const char *v) {
-    (void)f;
+    if (tp_refuses(f)) return -1;
     O(d)->mmproj = v;
     return 0;
 }
 
 static int set_image(void *d, const char *f, const char *v) {
-    (void)f;
+    if (tp_refuses(f)) return -1;
     const char **a = realloc(O(d)->images, sizeof *a * (size_t)(O(d)->n_images + 1));
     if (!a) {
         cli_err("out of memory");

@@ -145,6 +145,21 @@ static int set_quiet(void *d, const char *f, const char *v) {
     return 0;
 }
 
+static int set_tp(void *d, const char *f, const char *v) {
+    int64_t n; /* main.c joined the group (tp_start); here the value is only checked */
+    if (!cli_parse_int(f, v, 1, 4096, &n)) return -1;
+    if (n != muse_tp_size()) {
+        cli_err("--tp %lld: start muse as mpirun -np %lld muse ... --tp %lld", (long long)n, (long long)n, (long long)n);
+        return -1;
+    }
+    return 0;
+}
+
+static int set_tp_bf16(void *d, const char *f, const char *v) {
+    (void)d, (void)f, (void)v; /* main.c passed it to muse_tp_init */
+    return 0;
+}
+
 static const struct cli_opt rows[] = {
     {"-m|--model", "FILE", "Muse-Glimmer text GGUF (required)", set_model},
     {"-c|--ctx-size", "N", "context positions (default, or 0: the model's context_length, capped so\n"
@@ -161,6 +176,9 @@ static const struct cli_opt rows[] = {
     {"--swa-full", NULL, "sliding-window layers keep the whole context (no ring)", set_swa_full},
     {"--no-repack", NULL, "batched matmuls read the mapped weights (exact kernels) instead of packing\n"
                           "weight panels for the tile GEMM (cpu backend; saves the packed copies)", set_no_repack},
+    {"--tp", "N", "tensor parallel over the N processes of an MPI job, each holding 1/N of the model:\n"
+                  "mpirun -np N muse CMD -m MODEL --tp N (docs/tensor-parallel.md)", set_tp},
+    {"--tp-bf16", NULL, "with --tp: all-reduce payloads as bf16 (half the bytes)", set_tp_bf16},
     {"--no-mmap", NULL, "read the model into memory instead of mapping it", set_no_mmap},
     {"--mlock", NULL, "lock the model in RAM (needs `ulimit -l` room; failing is an error)", set_mlock},
     {"-lm|--load-mode", "MODE", "llama.cpp's loading modes: auto|mmap (default), none (= --no-mmap),\n"

@@ -16,6 +16,10 @@ void spec_opts_init(struct spec_opts *o) {
 #define O(dst) ((struct spec_opts *)(dst))
 
 static int set_model(void *d, const char *f, const char *v) {
+    if (muse_tp_size() > 1) { /* the drafter reads the target's feature rows, not split yet */
+        cli_err("%s: speculative decoding (DFlash) is not supported under --tp yet (docs/tensor-parallel.md)", f);
+        return -1;
+    }
     (void)f;
     O(d)->draft_path = v;
     return 0;

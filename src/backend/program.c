@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "core/assert.h"
+#include "backend/tp/comm.h"
 #include "core/error.h"
 #include "core/fp16.h"
 #include "kernels/types.h"
@@ -525,6 +526,22 @@ static void op_observe(const struct interp *I, const struct muse_op *o) {
 }
 
 /* The row-range ops (the section at the end of this file). */
+/* The rows of dst summed over the group: thread 0 (the caller's thread, which alone talks to the
+ * group) after the program's barrier, then a barrier so that every thread reads the sums. */
+static void op_all_reduce(const struct interp *I, const struct muse_op *o) {
+    const int32_t n = op_rows(I, o);
+    const int64_t stride = ref_stride(I, o->dst);
+    if (I->ith == 0) {
+        float *x = ref_ptr(I, o->dst);
+        if (stride == o->n) {
+            muse_comm_allreduce(I->run->comm, x, (int64_t)n * o->n, I->run->comm_bf16);
+        } else {
+            for (int32_t r = 0; r < n; r++) muse_comm_allreduce(I->run->comm, x + (size_t)r * (size_t)stride, o->n, I->run->comm_bf16);
+        }
+    }
+    barrier(I);
+}
+
 static void op_layer_norm(const struct interp *I, const struct muse_op *o);
 static void op_gelu(const struct interp *I, const struct muse_op *o);
 static void op_gather(const struct interp *I, const struct muse_op *o);
@@ -553,7 +570,9 @@ void muse_program_region(const struct muse_program *p, const struct muse_prog_ru
         case MUSE_OP_LOGITS: op_logits(&I, o); break;
         case MUSE_OP_TOP_PROBS: op_top_probs(&I, o); break;
         case MUSE_OP_OBSERVE: op_observe(&I, o); break;
-        case MUSE_OP_ALL_REDUCE: break; /* one device: the sums are already whole */
+        case MUSE_OP_ALL_REDUCE: /* one device: the sums are already whole */
+            if (run->comm) op_all_reduce(&I, o);
+            break;
         case MUSE_OP_LAYER_NORM: op_layer_norm(&I, o); break;
         case MUSE_OP_GELU: op_gelu(&I, o); break;
         case MUSE_OP_GATHER: op_gather(&I, o); break;

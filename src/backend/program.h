@@ -24,7 +24,8 @@
  *                the row's 10 highest values (the drafter's confidences)
  *   OBSERVE      the layer trace, the capture hook and the feature rows of layer `layer` (the
  *                residual in src)
- *   ALL_REDUCE   dst summed over the devices of a tensor-parallel group (one device: nothing)
+ *   ALL_REDUCE   dst summed over the ranks of a tensor-parallel group (run->comm; none: nothing);
+ *                everything written before it must be visible (a BARRIER precedes it)
  *   BARRIER      everything written before is visible to everything after
  *   LAYER_NORM   dst = (src - mean) / sqrt(var + eps) (* w) (+ b), per row of n floats
  *   GELU         dst = 0.5 dst (1 + erf(dst / sqrt 2)), per row of n floats
@@ -155,6 +156,8 @@ struct muse_prog_buffer {
     int32_t bind;  /* 0: in the workspace; k + 1: the run's bind[k] (memory the caller owns) */
 };
 
+struct muse_comm;
+
 struct muse_program {
     struct muse_op *ops;
     int32_t n_ops, cap_ops;
@@ -204,6 +207,11 @@ struct muse_prog_run {
     muse_prog_hook_fn hook;         /* NULL: the HOOK ops do nothing */
     void *hook_user;
     int *stop;                      /* HOOK: set nonzero when the hook asks to stop (then the run ends there) */
+    /* ALL_REDUCE: the tensor-parallel group whose ranks each hold a share of the sums (backend/tp/
+     * comm.h; thread 0 reduces between barriers), NULL: one device, nothing to do. bf16: the payload
+     * travels as bf16. */
+    struct muse_comm *comm;
+    bool comm_bf16;
 };
 
 /* The confidences of one row of n values (raw logits): the argmax (ties to the lower index, NaN

@@ -25,27 +25,44 @@ muse_status muse_model_load(const char *path, struct muse_model_params params, s
                             struct muse_error *err) {
     muse_status st;
     *out = NULL;
+    struct muse_tp *tp = muse_tp_group();
+    if (tp && !muse_tp_claim_model(tp))
+        return muse_error_set(err, MUSE_ERR_UNSUPPORTED, "%s: tensor parallel runs one text model per job", path);
     struct muse_model *m = calloc(1, sizeof *m);
-    if (!m) return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
+    if (!m) {
+        st = muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
+        return tp ? muse_tp_load_check(tp, st, err, NULL, err) : st;
+    }
     const struct muse_gguf_load_params lp = {
-        .read = !params.use_mmap, .populate = params.populate != 0, .mlock = params.use_mlock != 0,
+        /* tensor parallel: each rank brings in only its share (tp.c), not the whole file */
+        .read = !params.use_mmap, .populate = params.populate != 0 && !tp, .mlock = params.use_mlock != 0,
         .progress = params.progress, .progress_user = params.progress_user,
     };
     /* the GGUF layer's messages already start with the file name */
     if ((st = muse_gguf_open_ex(path, &lp, &m->gguf, err))) goto fail_named;
     if ((st = muse_hparams_load(&m->hp, m->gguf, err))) goto fail;
     if ((st = muse_weights_bind(&m->w, &m->hp, m->gguf, err))) goto fail;
+    if (tp) { /* every rank in step: the same file everywhere, then each rank's share */
+        m->tp = tp;
+        if ((st = muse_tp_load_check(tp, MUSE_OK, NULL, m->gguf, err))) goto fail_tp;
+        st = muse_tp_shard(tp, &m->hp, &m->w, m->gguf, path, &m->tp_owned, err);
+        if ((st = muse_tp_load_check(tp, st, err, m->gguf, err))) goto fail_tp;
+        muse_tp_set_live(tp);
+    }
     *out = m;
     return MUSE_OK;
 fail:
     muse_error_prefix(err, "%s: ", path);
 fail_named:
+    if (tp && !m->tp) st = muse_tp_load_check(tp, st, err, NULL, err); /* the others learn of it in step */
+fail_tp:
     muse_model_free(m);
     return st;
 }
 
 void muse_model_free(struct muse_model *m) {
     if (!m) return;
+    muse_tp_owned_free(m->tp_owned);
     muse_weights_free(&m->w);
     muse_gguf_free(m->gguf);
     free(m);
@@ -173,6 +190,7 @@ uint32_t muse_context_auto_n_ctx(const struct muse_model *model, struct muse_con
 
 void muse_context_free(struct muse_context *ctx) {
     if (!ctx) return;
+    if (ctx->tp_lead) muse_tp_command(ctx->model->tp, MUSE_TP_CTX_FREE, ctx->tp_id, -1, 0);
     for (uint32_t s = 0; ctx->kv && s < ctx->params.n_seq_max; s++) muse_kv_cache_free(ctx->kv[s]);
     free(ctx->kv);
     free(ctx->kv_layers);
@@ -201,6 +219,9 @@ muse_status muse_context_create(struct muse_model *model, struct muse_context_pa
     if (params.n_ctx > INT32_MAX / 2) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "context size %u is too large", params.n_ctx);
     if (params.n_batch == 0) params.n_batch = 512;
     if (params.n_batch > params.n_ctx) params.n_batch = params.n_ctx;
+    if (model->tp && (params.trace || params.capture))
+        return muse_error_set(err, MUSE_ERR_UNSUPPORTED, "the layer trace and capture hooks are not supported under --tp yet");
+    const uint32_t n_threads_asked = params.n_threads;
 
     struct muse_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
@@ -241,6 +262,25 @@ muse_status muse_context_create(struct muse_model *model, struct muse_context_pa
         .max_head_dim = (int32_t)(hp->n_embd_head_k > hp->n_embd_head_k_swa ? hp->n_embd_head_k : hp->n_embd_head_k_swa),
     };
     if ((st = muse_device_reserve(ctx->dev, &plan, ctx->prog.workspace_floats, err))) goto fail;
+    ctx->tp_id = -1;
+    if (muse_tp_live(model->tp)) { /* rank 0: the other ranks make the same context */
+        struct muse_tp *tp = model->tp;
+        struct muse_tp_cmd c = {.op = MUSE_TP_CTX_CREATE, .ctx = muse_tp_next_id(tp, false), .n_ctx = params.n_ctx,
+                                .n_batch = params.n_batch, .n_threads = n_threads_asked, .n_seq_max = params.n_seq_max,
+                                .n_ctx_pool = params.n_ctx_pool, .kv_type = (int32_t)params.kv_type,
+                                .swa_full = params.swa_full, .no_repack = params.no_repack};
+        snprintf(c.backend, sizeof c.backend, "%s", params.backend);
+        ctx->tp_id = c.ctx;
+        ctx->tp_lead = true;
+        muse_tp_lock(tp);
+        muse_tp_send(tp, &c);
+        muse_tp_unlock(tp);
+        for (uint32_t s = 0; s < params.n_seq_max; s++) {
+            ctx->kv[s]->tp = tp;
+            ctx->kv[s]->tp_ctx = c.ctx;
+            ctx->kv[s]->tp_seq = (int32_t)s;
+        }
+    }
     *out = ctx;
     return MUSE_OK;
 fail:
@@ -265,7 +305,28 @@ static struct muse_prog_run run_args(const struct muse_context *ctx) {
         .n_layers = (int32_t)m->hp.n_layer, .n_embd = m->hp.n_embd,
         .features = ctx->n_features ? muse_buffer_host(ctx->features) : NULL, .feature_layers = ctx->feature_layers,
         .n_features = ctx->n_features, .embd_out = ctx->embd ? muse_buffer_host(ctx->embd) : NULL,
+        .comm = m->tp ? muse_tp_comm(m->tp) : NULL, .comm_bf16 = m->tp && muse_tp_bf16(m->tp),
     };
+}
+
+/* Run the text program over a (tokens, not image rows). Tensor parallel, rank 0: the other
+ * ranks get the batch first and run it with us (its all-reduces), under the group's lock. */
+static void run_batch(struct muse_context *ctx, const struct muse_prog_run *a) {
+    struct muse_tp *tp = ctx->model->tp;
+    if (!ctx->tp_lead || !muse_tp_live(tp)) {
+        muse_device_run(ctx->dev, &ctx->prog, a);
+        return;
+    }
+    const struct muse_tp_cmd c = {.op = MUSE_TP_RUN, .ctx = ctx->tp_id, .a = a->n_rows, .flags = a->seq ? 1 : 0};
+    muse_tp_lock(tp);
+    muse_tp_send(tp, &c);
+    muse_tp_send_rows(tp, a->n_rows, a->tokens, a->pos, a->seq);
+    muse_device_run(ctx->dev, &ctx->prog, a);
+    muse_tp_unlock(tp);
+}
+
+static muse_status tp_no_rows(const struct muse_context *ctx, struct muse_error *err) {
+    return muse_error_set(err, MUSE_ERR_UNSUPPORTED, "image rows are not supported under --tp yet (text only)");
 }
 
 const float *muse_context_embeddings(const struct muse_context *ctx, int32_t *n_rows) {
@@ -412,6 +473,8 @@ out:
 muse_status muse_context_set_features(struct muse_context *ctx, const int32_t *layers, int32_t n_layers,
                                       struct muse_error *err) {
     const int32_t n_layer = (int32_t)ctx->model->hp.n_layer;
+    if (ctx->model->tp && n_layers > 0)
+        return muse_error_set(err, MUSE_ERR_UNSUPPORTED, "feature rows (the DFlash drafter) are not supported under --tp yet");
     if (n_layers < 0 || (n_layers > 0 && !layers))
         return muse_error_set(err, MUSE_ERR_INVALID_ARG, "bad feature layer list (%d layers)", n_layers);
     for (int32_t k = 0; k < n_layers; k++)
@@ -463,6 +526,10 @@ static muse_status eval(struct muse_context *ctx, const int32_t *tokens, const f
     const int64_t n_embd = m->hp.n_embd;
     struct muse_kv_cache *kv = ctx->kv[0];
     if (n_tokens < 1) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "nothing to evaluate (0 tokens)");
+    if (m->tp && (embd || rows)) {
+        for (int32_t i = 0; i < n_tokens; i++)
+            if (embd || rows[i]) return tp_no_rows(ctx, err);
+    }
     for (int32_t i = 0; tokens && i < n_tokens; i++)
         if ((!rows || !rows[i]) && (tokens[i] < 0 || tokens[i] >= n_vocab))
             return muse_error_set(err, MUSE_ERR_INVALID_ARG, "token id %d at index %d is out of range (vocabulary %d)",
@@ -487,7 +554,7 @@ static muse_status eval(struct muse_context *ctx, const int32_t *tokens, const f
             for (int32_t i = first; i < n; i++) ctx->out_rows[a.n_out++] = i;
             a.logits = logits + (size_t)(done + first - first_row) * n_vocab;
         }
-        muse_device_run(ctx->dev, &ctx->prog, &a);
+        run_batch(ctx, &a);
         ctx->n_last_rows = n;
         kv->n_past += n;
         if (kv->n_past > kv->n_high) kv->n_high = kv->n_past;
@@ -549,6 +616,8 @@ muse_status muse_decode(struct muse_context *ctx, const struct muse_batch *b, fl
     if (n > (int32_t)ctx->params.n_batch)
         return muse_error_set(err, MUSE_ERR_INVALID_ARG, "a batch of %d rows exceeds the context's batch size %u", n,
                               ctx->params.n_batch);
+    for (int32_t i = 0; m->tp && b->embd && i < n; i++)
+        if (b->embd[i]) return tp_no_rows(ctx, err);
     int32_t next[MUSE_MAX_SEQ]; /* each named sequence's next position while the rows are checked */
     int32_t last[MUSE_MAX_SEQ]; /* each sequence's last row in the batch; -1: not named (next unread) */
     for (int32_t s = 0; s < n_seq; s++) last[s] = -1;
@@ -589,7 +658,7 @@ muse_status muse_decode(struct muse_context *ctx, const struct muse_batch *b, fl
         if (b->logits ? b->logits[i] != 0 : last[s] == i) ctx->out_rows[a.n_out++] = i;
     }
     a.logits = logits;
-    muse_device_run(ctx->dev, &ctx->prog, &a);
+    run_batch(ctx, &a);
     ctx->n_last_rows = n;
     for (int32_t s = 0; s < n_seq; s++) {
         if (last[s] < 0) continue;

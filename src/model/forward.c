@@ -155,7 +155,8 @@ static void attention_block(struct build *B, uint32_t il) {
     const struct muse_prog_job wo = linear(&l->wo, l->has_wo_scale, l->wo_scale, NULL, b->o);
     muse_program_matmul(B->p, rows(b->att, n_q), &wo, 1, MUSE_ROWS_ALL);
     muse_program_barrier(B->p, MUSE_ROWS_ALL);
-    op(B, (struct muse_op){.kind = MUSE_OP_ALL_REDUCE, .dst = rows(b->o, hp->n_embd), .n = hp->n_embd});
+    if (l->split_attn) /* tensor parallel: o is this rank's partial sum; the sum before the post-norm */
+        op(B, (struct muse_op){.kind = MUSE_OP_ALL_REDUCE, .dst = rows(b->o, hp->n_embd), .n = hp->n_embd});
     /* x += rms(o, 1e-8) * post_attention_norm */
     add_post_norm(B, l->post_attention_norm.data);
 }
@@ -182,7 +183,8 @@ static void ffn_block(struct build *B, uint32_t il) {
     const struct muse_prog_job down = linear(&l->ffn_down, false, 1.0f, NULL, b->o);
     muse_program_matmul(B->p, rows(b->fg, n_ff), &down, 1, MUSE_ROWS_ALL);
     muse_program_barrier(B->p, MUSE_ROWS_ALL);
-    op(B, (struct muse_op){.kind = MUSE_OP_ALL_REDUCE, .dst = rows(b->o, hp->n_embd), .n = hp->n_embd});
+    if (l->split_ffn)
+        op(B, (struct muse_op){.kind = MUSE_OP_ALL_REDUCE, .dst = rows(b->o, hp->n_embd), .n = hp->n_embd});
     /* x += rms(o, 1e-8) * post_ffw_norm */
     add_post_norm(B, l->post_ffw_norm.data);
 }
@@ -247,7 +249,7 @@ muse_status muse_text_program_build(const struct muse_hparams *hp, const struct 
         op(&B, (struct muse_op){.kind = MUSE_OP_RMS_NORM, .split = MUSE_SPLIT_ROWS, .src = rows(b->x, n_embd),
                                 .dst = rows(MUSE_BUF_EMBD, n_embd), .n = n_embd, .per_row = 1, .w = w->output_norm.data,
                                 .eps = hp->f_norm_rms_eps});
-    output_head(&B);
+    if (w->output.data) output_head(&B); /* tensor parallel: rank 0's only */
     muse_status st = muse_program_finish(p, err);
     if (st) muse_program_free(p);
     return st;

@@ -16,7 +16,14 @@ struct muse_kv_checkpoint {
     int32_t pos;                     /* n_past at the save; -1 = empty or stale */
     size_t size;                     /* bytes of buf */
     void *buf;
+    struct muse_tp *tp;              /* tensor parallel: rank 0's checkpoint tp_id, mirrored by the others */
+    int32_t tp_id;
 };
+
+/* Tensor parallel: the other ranks do the same to their copy of this cache (kv_cache.h). */
+static void mirror(const struct muse_kv_cache *kv, enum muse_tp_op op, int32_t a) {
+    if (kv->tp) muse_tp_command(kv->tp, op, kv->tp_ctx, kv->tp_seq, a);
+}
 
 void muse_kv_cache_free(struct muse_kv_cache *kv) {
     if (!kv) return;
@@ -165,10 +172,12 @@ muse_status muse_kv_cache_reserve(struct muse_kv_cache *kv, int32_t n_pos, struc
                               "%d more positions do not fit (a larger pool: more memory, or fewer/shorter sequences)",
                               (long long)atomic_load(&kv->pool->used), (long long)kv->pool->total, n_pos - kv->n_past);
     kv->n_commit += (int32_t)need;
+    mirror(kv, MUSE_TP_SEQ_RESERVE, n_pos);
     return MUSE_OK;
 }
 
 void muse_kv_cache_clear(struct muse_kv_cache *kv) {
+    mirror(kv, MUSE_TP_SEQ_CLEAR, 0);
     lower_n_past(kv, 0);
     /* position p lives in cell p (full layers) or p % n_cells (rings): cells below min(n_high,
      * n_cells) are all that was ever written; the rest is still calloc's zeros */
@@ -207,6 +216,7 @@ muse_status muse_kv_cache_truncate(struct muse_kv_cache *kv, int32_t n_keep, str
                               "cannot roll back from %d to %d positions: the sliding-window rings no longer hold them "
                               "(restore a checkpoint, or clear and re-prefill)",
                               kv->n_past, n_keep);
+    mirror(kv, MUSE_TP_SEQ_TRUNCATE, n_keep);
     lower_n_past(kv, n_keep);
     return MUSE_OK;
 }
@@ -229,12 +239,18 @@ muse_status muse_kv_cache_checkpoint_create(struct muse_kv_cache *kv, struct mus
     ck->pos = -1;
     ck->next = kv->checkpoints;
     kv->checkpoints = ck;
+    if (muse_tp_live(kv->tp)) {
+        ck->tp = kv->tp;
+        ck->tp_id = muse_tp_next_id(kv->tp, true);
+        mirror(kv, MUSE_TP_CK_CREATE, ck->tp_id);
+    }
     *out = ck;
     return MUSE_OK;
 }
 
 void muse_kv_checkpoint_free(struct muse_kv_checkpoint *ck) {
     if (!ck) return;
+    if (ck->tp) muse_tp_command(ck->tp, MUSE_TP_CK_FREE, -1, -1, ck->tp_id);
     if (ck->kv)
         for (struct muse_kv_checkpoint **p = &ck->kv->checkpoints; *p; p = &(*p)->next)
             if (*p == ck) {
@@ -266,6 +282,7 @@ static void ring_copy(struct muse_kv_checkpoint *ck, bool save) {
 
 muse_status muse_kv_checkpoint_save(struct muse_kv_checkpoint *ck, struct muse_error *err) {
     if (!ck || !ck->kv) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "KV checkpoint without its context");
+    if (ck->tp) muse_tp_command(ck->tp, MUSE_TP_CK_SAVE, -1, -1, ck->tp_id);
     ring_copy(ck, true);
     ck->pos = ck->kv->n_past;
     return MUSE_OK;
@@ -276,6 +293,7 @@ muse_status muse_kv_checkpoint_restore(struct muse_kv_checkpoint *ck, struct mus
     if (ck->pos < 0)
         return muse_error_set(err, MUSE_ERR_INVALID_ARG, "KV checkpoint is empty or stale (the context rolled back below it)");
     MUSE_ASSERT(ck->pos <= ck->kv->n_past); /* a drop below pos would have made it stale */
+    if (ck->tp) muse_tp_command(ck->tp, MUSE_TP_CK_RESTORE, -1, -1, ck->tp_id);
     ring_copy(ck, false);
     lower_n_past(ck->kv, ck->pos);
     return MUSE_OK;

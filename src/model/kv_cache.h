@@ -17,6 +17,7 @@
 #include "backend/backend.h"
 #include "backend/device.h"
 #include "model/hparams.h"
+#include "model/tp.h"
 
 /*
  * A pool of full-attention cells shared by the caches of one context (paged caches): each cache
@@ -47,6 +48,10 @@ struct muse_kv_cache {
     struct muse_kv_pool *pool;    /* borrowed; NULL: not paged */
     uint32_t block;               /* cells per block: whole pages of every full layer's rows */
     int32_t n_commit;             /* a multiple of block, >= n_past; the cells taken from the pool */
+    /* tensor parallel: rank 0's caches send every change (clear, truncate, reserve, checkpoints)
+     * to the other ranks as (context tp_ctx, sequence tp_seq) commands; NULL: none */
+    struct muse_tp *tp;
+    int32_t tp_ctx, tp_seq;
 };
 
 /*

@@ -10,6 +10,7 @@
 #include "model/forward.h"
 #include "model/hparams.h"
 #include "model/kv_cache.h"
+#include "model/tp.h"
 #include "model/weights.h"
 #include "muse.h"
 
@@ -17,6 +18,10 @@ struct muse_model {
     struct muse_gguf *gguf;    /* owns the mapping every weight view points into */
     struct muse_hparams hp;
     struct muse_weights w;
+    /* tensor parallel (model/tp.h): the group, and this rank's copies of its row-parallel
+     * columns; hp and w are this rank's share. NULL: the whole model */
+    struct muse_tp *tp;
+    struct muse_tp_owned *tp_owned;
 };
 
 struct muse_context {
@@ -35,6 +40,10 @@ struct muse_context {
     int32_t n_features;
     int32_t n_last_rows;                /* rows of the last forward (its feature and embedding rows) */
     struct muse_buffer *embd;           /* params.embeddings: [n_batch][n_embd] final hidden states */
+    /* tensor parallel: the context's id in the group's commands; tp_lead: rank 0's, which sends
+     * every change of its state to the other ranks (their copies do not send) */
+    int32_t tp_id;
+    bool tp_lead;
 };
 
 /*

@@ -31,12 +31,17 @@ struct muse_layer_weights {
     struct muse_weight ffn_up;         /* [n_embd] -> n_ff */
     struct muse_weight ffn_down;       /* [n_ff] -> n_embd */
     struct muse_weight post_ffw_norm;  /* [n_embd] f32 */
+    /* tensor parallel (model/tp.h): this rank holds a share of the heads / the FFN units, so the
+     * block's output is a partial sum to all-reduce; false: the whole block (one device, or a
+     * block replicated on every rank) */
+    bool split_attn, split_ffn;
 };
 
 struct muse_weights {
     struct muse_weight token_embd;     /* [n_vocab][n_embd], any type with a dequantizer */
     struct muse_weight output_norm;    /* [n_embd] f32 */
-    struct muse_weight output;         /* [n_embd] -> n_vocab (required: no fallback to token_embd) */
+    struct muse_weight output;         /* [n_embd] -> n_vocab (required: no fallback to token_embd); data
+                                          NULL on tensor-parallel ranks but 0 (no head there) */
     float output_scale;                /* 1.0 when no output.scale */
     bool has_output_scale;
     int64_t n_vocab;                   /* rows of token_embd */

@@ -4,6 +4,7 @@
 # (logits by token id within the case's tolerance, argmax and free-running greedy).
 #   MUSE_BACKEND   backend to test (default ref)
 #   MUSE_BATCH     prompt chunk size passed as --batch (default: the whole prompt in one batch)
+#   MUSE_TP        N > 1: run under `mpirun -np N` with --tp N (tests/model/test_tp.sh)
 set -euo pipefail
 MUSE="${MUSE:-build/muse}"
 SHARED="${MUSE_SHARED:-../shared}"
@@ -25,11 +26,16 @@ while read -r name gguf prompt kv; do
     read -r toks npred < <(python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); print(",".join(map(str,p["tokens"])), p.get("n_predict", 0))' "$GOLDEN/$prompt")
     args=(logits -m "$GOLDEN/$gguf" --tokens "$toks" -n "$npred" --top 64 --kv "$kv" --backend "$BACKEND")
     [ -n "${MUSE_BATCH:-}" ] && args+=(--batch "$MUSE_BATCH")
+    launch=("$MUSE")
+    if [ "${MUSE_TP:-1}" -gt 1 ]; then
+        args+=(--tp "$MUSE_TP" --threads 1)
+        launch=(mpirun --oversubscribe --bind-to none -np "$MUSE_TP" "$MUSE")
+    fi
     n=$((n + 1))
-    if ! "$MUSE" "${args[@]}" > "$tmp/$name.json" 2> "$tmp/$name.err"; then
+    if ! "${launch[@]}" "${args[@]}" > "$tmp/$name.json" 2> "$tmp/$name.err" < /dev/null; then
         echo "$name: FAIL (muse logits exited with an error)"; cat "$tmp/$name.err"; fail=$((fail + 1)); continue
     fi
     if ! python3 "$SHARED/tools/compare_golden.py" "$CASES" "$name" "$tmp/$name.json"; then fail=$((fail + 1)); fi
 done < "$tmp/list"
-echo "parity ($BACKEND): $((n - fail))/$n cases pass"
+echo "parity ($BACKEND${MUSE_TP:+, tp $MUSE_TP}): $((n - fail))/$n cases pass"
 [ "$n" -gt 0 ] && [ "$fail" -eq 0 ]

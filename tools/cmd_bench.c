@@ -697,6 +697,13 @@ int cmd_bench(int argc, char **argv) {
     else snprintf(level, sizeof level, "%s%s%s", muse_cpu_level_name(muse_kernels_active()->level),
                   muse_kernels_active()->exact_mode && muse_kernels_active()->level ? ", exact" : "",
                   o.cparams.no_repack ? ", no-repack" : "");
+    /* tensor parallel: the group's size in the backend column, rank 0's all-reduce counters */
+    struct muse_tp_stats tps;
+    muse_tp_get_stats(&tps);
+    if (muse_tp_size() > 1)
+        snprintf(level + strlen(level), sizeof level - strlen(level), ", tp %d", (int)muse_tp_size());
+    const double ar_us = tps.n_allreduce ? 1e6 * tps.seconds / (double)tps.n_allreduce : 0.0;
+    const double ar_bytes = tps.n_allreduce ? (double)tps.bytes_sent / (double)tps.n_allreduce : 0.0;
 
     if (fmt != OUT_MD) {
         arr = cJSON_CreateArray();
@@ -706,6 +713,12 @@ int cmd_bench(int argc, char **argv) {
         for (int k = 0; have_spec && k < 2; k++)
             cJSON_AddItemToArray(arr, spec_record(sres, k, o.model_path, spo.draft_path, desc, backend, level, size, n_params,
                                                   kv, bw_threads, (int)muse_context_n_batch(ctx)));
+        for (int i = 0; muse_tp_size() > 1 && i < cJSON_GetArraySize(arr); i++) {
+            cJSON *rec = cJSON_GetArrayItem(arr, i);
+            cJSON_AddNumberToObject(rec, "tp", muse_tp_size());
+            cJSON_AddNumberToObject(rec, "tp_allreduce_us", ar_us);
+            cJSON_AddNumberToObject(rec, "tp_allreduce_bytes_sent", ar_bytes);
+        }
     }
     const int n_rec = n_res + (have_spec ? 2 : 0);
     if (fmt == OUT_JSON) {
@@ -749,6 +762,12 @@ int cmd_bench(int argc, char **argv) {
             printf("| %s | %s | %s | %s (%s) | %d |%s %s | %.2f ± %.2f |\n", desc, size_s, params_s, backend, level,
                    bw_threads, nb, sres[k].test, sres[k].avg_ts, sres[k].stddev_ts);
         }
+        if (muse_tp_size() > 1)
+            printf("\ntensor parallel: %d ranks; rank 0 ran %lld all-reduces of %.1f KiB on average (%.1f KiB sent each), "
+                   "%.1f us each\n",
+                   (int)muse_tp_size(), (long long)tps.n_allreduce,
+                   tps.n_allreduce ? 4.0 * (double)tps.floats_reduced / (double)tps.n_allreduce / 1024.0 : 0.0,
+                   ar_bytes / 1024.0, ar_us);
         if (have_spec) {
             const struct muse_spec_stats *ss = &sres[1].stats;
             printf("\nspeculative (%s): median %.2f vs %.2f t/s plain = %.2fx; acceptance %.1f%% (%llu of %llu drafts), "

@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "core/threadpool.h"
 #include "core/timer.h"
+#include "model/model.h"
 #include "progress.h"
 
 #define O(dst) ((struct model_opts *)(dst))
@@ -275,6 +276,10 @@ bool model_opts_open(const struct model_opts *o, const char *cmd, struct muse_mo
         char desc[256];
         muse_model_desc(*model, desc, sizeof desc);
         cli_err("%s: %s", o->model_path, desc);
+        if (muse_tp_size() > 1) {
+            muse_tp_describe((*model)->tp_owned, desc, sizeof desc);
+            cli_err("tensor parallel, rank 0 of %s", desc);
+        }
         cli_err("loaded in %.2f s (%s%s); context %u positions (trained %d), batch %u, %u threads, KV %s, backend %s",
                 load_s, o->mparams.use_mmap ? "mmap" : "read", o->mparams.use_mlock ? " + mlock" : "",
                 muse_context_n_ctx(*ctx), muse_model_n_ctx_train(*model), muse_context_n_batch(*ctx),

@@ -45,7 +45,9 @@ muse_status muse_model_load(const char *path, struct muse_model_params params, s
     if (tp) { /* every rank in step: the same file everywhere, then each rank's share */
         m->tp = tp;
         if ((st = muse_tp_load_check(tp, MUSE_OK, NULL, m->gguf, err))) goto fail_tp;
-        st = muse_tp_shard(tp, &m->hp, &m->w, m->gguf, path, &m->tp_owned, err);
+        if ((m->hp_full = malloc(sizeof *m->hp_full))) *m->hp_full = m->hp;
+        st = m->hp_full ? MUSE_OK : muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
+        if (!st) st = muse_tp_shard(tp, &m->hp, &m->w, m->gguf, path, &m->tp_owned, err);
         if ((st = muse_tp_load_check(tp, st, err, m->gguf, err))) goto fail_tp;
         muse_tp_set_live(tp);
     }
@@ -63,6 +65,7 @@ fail_tp:
 void muse_model_free(struct muse_model *m) {
     if (!m) return;
     muse_tp_owned_free(m->tp_owned);
+    free(m->hp_full);
     muse_weights_free(&m->w);
     muse_gguf_free(m->gguf);
     free(m);
@@ -106,7 +109,7 @@ int muse_model_token_is_stop(const struct muse_model *m, int32_t token) {
 }
 
 void muse_model_desc(const struct muse_model *m, char *buf, size_t size) {
-    const struct muse_hparams *hp = &m->hp;
+    const struct muse_hparams *hp = m->hp_full ? m->hp_full : &m->hp;
     const char *type = hp->n_layer ? muse_type_layouts[m->w.layers[0].ffn_down.type].name : "?";
     char label[32];
     snprintf(buf, size, "%s %s %s: %u layers (%u SWA, window %u), n_embd %u, heads %u/%u, head_dim %u, n_ff %u, vocab %d",

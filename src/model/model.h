@@ -22,6 +22,7 @@ struct muse_model {
      * columns; hp and w are this rank's share. NULL: the whole model */
     struct muse_tp *tp;
     struct muse_tp_owned *tp_owned;
+    struct muse_hparams *hp_full;  /* tensor parallel: the whole model's (descriptions) */
 };
 
 struct muse_context {

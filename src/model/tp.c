@@ -3,10 +3,12 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/error.h"
@@ -20,6 +22,12 @@ struct muse_tp {
     int32_t next_ctx, next_ck;
     bool has_model; /* a text model is loaded (one per job) */
     bool live;      /* rank 0: the others follow commands (a model loaded everywhere, no QUIT yet) */
+    /* rank 0's heartbeat: a NOP command each second nothing else was sent, so that the others'
+     * waits (MUSE_TP_TIMEOUT) tell an idle rank 0 from a vanished one */
+    pthread_t beat;
+    bool beating;
+    _Atomic bool stop_beat;
+    _Atomic int64_t last_send_ms;
 };
 
 static struct muse_tp *group;
@@ -29,7 +37,29 @@ int32_t muse_tp_rank_of(const struct muse_tp *tp) { return tp->rank; }
 struct muse_comm *muse_tp_comm(struct muse_tp *tp) { return tp->comm; }
 bool muse_tp_bf16(const struct muse_tp *tp) { return tp->bf16; }
 bool muse_tp_live(const struct muse_tp *tp) { return tp && tp->live; }
-void muse_tp_set_live(struct muse_tp *tp) { tp->live = tp->rank == 0; }
+static int64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void *heartbeat(void *arg) {
+    struct muse_tp *tp = arg;
+    while (!atomic_load(&tp->stop_beat)) {
+        nanosleep(&(struct timespec){0, 200 * 1000 * 1000}, NULL);
+        if (now_ms() - atomic_load(&tp->last_send_ms) < 1000 || pthread_mutex_trylock(&tp->lock)) continue;
+        if (tp->live && !atomic_load(&tp->stop_beat)) muse_tp_send(tp, &(struct muse_tp_cmd){.op = MUSE_TP_NOP});
+        pthread_mutex_unlock(&tp->lock);
+    }
+    return NULL;
+}
+
+void muse_tp_set_live(struct muse_tp *tp) {
+    tp->live = tp->rank == 0;
+    if (!tp->live || tp->size == 1) return;
+    atomic_store(&tp->last_send_ms, now_ms());
+    tp->beating = pthread_create(&tp->beat, NULL, heartbeat, tp) == 0;
+}
 
 muse_status muse_tp_init(int32_t n_ranks, int bf16, int32_t *rank, struct muse_error *err) {
     if (group) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "tensor parallel: this process already joined a group");
@@ -59,12 +89,16 @@ void muse_tp_finish(void) {
     /* rank 0 ending before the model was loaded (a usage error, --help) would leave the others
      * waiting for it in muse_model_load: end the job instead */
     if (tp->rank == 0 && tp->size > 1 && !tp->has_model) muse_comm_abort(tp->comm, "rank 0 ended before loading the model");
+    if (tp->beating) {
+        atomic_store(&tp->stop_beat, true);
+        pthread_join(tp->beat, NULL);
+        tp->beating = false;
+    }
     if (tp->live) muse_tp_command(tp, MUSE_TP_QUIT, -1, -1, 0);
     tp->live = false;
     group = NULL;
     muse_comm_finish(tp->comm);
-    pthread_mutex_destroy(&tp->lock);
-    free(tp);
+    /* tp itself stays: a model of the group may still point to it (its contexts no longer run) */
 }
 
 void muse_tp_get_stats(struct muse_tp_stats *s) {
@@ -316,6 +350,7 @@ void muse_tp_lock(struct muse_tp *tp) { pthread_mutex_lock(&tp->lock); }
 void muse_tp_unlock(struct muse_tp *tp) { pthread_mutex_unlock(&tp->lock); }
 
 void muse_tp_send(struct muse_tp *tp, const struct muse_tp_cmd *c) {
+    atomic_store(&tp->last_send_ms, now_ms());
     struct muse_tp_cmd copy = *c;
     muse_comm_bcast(tp->comm, &copy, sizeof copy);
 }

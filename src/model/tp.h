@@ -84,6 +84,7 @@ enum muse_tp_op {
     MUSE_TP_CK_SAVE,
     MUSE_TP_CK_RESTORE,
     MUSE_TP_CK_FREE,
+    MUSE_TP_NOP,          /* rank 0's heartbeat */
 };
 
 struct muse_tp_cmd {

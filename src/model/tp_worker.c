@@ -94,6 +94,7 @@ muse_status muse_tp_worker(struct muse_model *model, struct muse_error *err) {
             w.ctx[c.ctx] = NULL;
             break;
         }
+        case MUSE_TP_NOP: break;
         case MUSE_TP_RUN: run(&w, &c); break;
         case MUSE_TP_SEQ_CLEAR: muse_kv_cache_clear(cache(&w, &c)); break;
         case MUSE_TP_SEQ_TRUNCATE: must(&w, muse_kv_cache_truncate(cache(&w, &c), c.a, &e), &e, "a rollback"); break;

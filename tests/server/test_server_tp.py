@@ -20,7 +20,8 @@ import openai  # noqa: E402
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 MODEL = str(ROOT / "models" / "glimmer-tiny-f16.gguf")
 PROMPTS = ["Good morrow, my lord. How fares your father?", "What news from the court?"]
-ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+# a short MUSE_TP_TIMEOUT: the idle pause below must not be taken for a vanished rank 0 (heartbeats)
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", MUSE_TP_TIMEOUT="2")
 
 
 class TpServer(srvtest.Server):
@@ -28,7 +29,7 @@ class TpServer(srvtest.Server):
         self.dir = tempfile.TemporaryDirectory(prefix="muse-srv-tp-")
         self.port_file = pathlib.Path(self.dir.name) / "port"
         self.log = open(pathlib.Path(self.dir.name) / "log", "w+")
-        self.proc = subprocess.Popen(["mpirun", "--oversubscribe", "--bind-to", "none", "-np", str(n), MUSE, "serve",
+        self.proc = subprocess.Popen(["mpirun", "--oversubscribe", "--bind-to", "none", "-np", str(n), "-x", "MUSE_TP_TIMEOUT", MUSE, "serve",
                                       "--model", MODEL, "--tp", str(n), "-t", "1", "--port", "0",
                                       "--port-file", str(self.port_file), *args],
                                      stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=ENV)
@@ -98,6 +99,7 @@ def main():
             got = dict(zip(PROMPTS, ex.map(ask, PROMPTS)))
         for p in PROMPTS:
             check(got[p][0] == want[p], f"tp 2 server {p!r}: {got[p][0]!r} == muse chat's {want[p]!r}")
+        time.sleep(4)  # idle for twice MUSE_TP_TIMEOUT: rank 1 hears rank 0's heartbeats
         again, r = ask(PROMPTS[0])  # the slot's cached prefix: a truncate and a checkpoint on both ranks
         check(again == want[PROMPTS[0]], f"tp 2 server, the prompt again: {again!r}")
         st, _, js = srv.request("POST", "/completion", {"prompt": "What news from the court? Speak.", "n_predict": 8,

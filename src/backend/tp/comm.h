@@ -8,6 +8,11 @@
  * that runs a forward (thread 0 of the device's region is the caller's thread) or issues a
  * command, one at a time under the group's lock (model/tp.c), never by two threads at once.
  *
+ * No wait is endless: a collective that gets no answer from the others within MUSE_TP_TIMEOUT
+ * seconds (default 15) ends the job with one line (a node vanished, the network failed); rank 0
+ * sends a heartbeat command every second while idle (model/tp.c), so a quiet server is not taken
+ * for a dead one. A rank that dies is noticed by the launcher, which ends the others.
+ *
  * Reductions are deterministic and identical on every rank: each rank's buffer is cut into N
  * chunks, chunk c of every rank goes to rank c (an all-to-all), rank c sums its chunk in rank
  * order 0, 1, .., N-1, and the sums are gathered back to every rank (an all-gather). The traffic
@@ -59,7 +64,8 @@ int32_t muse_comm_size(const struct muse_comm *c);
 void muse_comm_allreduce(struct muse_comm *c, float *x, int64_t n, bool bf16);
 /* Rank 0's `bytes` bytes at buf to every rank. */
 void muse_comm_bcast(struct muse_comm *c, void *buf, size_t bytes);
-/* Every rank's `bytes` bytes at mine to all, rank r's at all + r * bytes. */
+/* Every rank's `bytes` bytes at mine to all, rank r's at all + r * bytes (waits up to 10 minutes:
+ * the load's checks, while ranks read their shares). */
 void muse_comm_allgather(struct muse_comm *c, const void *mine, void *all, size_t bytes);
 /* Wait for every rank. */
 void muse_comm_barrier(struct muse_comm *c);

@@ -9,12 +9,17 @@
 
 #ifdef MUSE_HAVE_MPI
 #include <mpi.h>
+#include <sched.h>
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
 
 struct muse_comm {
     int32_t rank, size;
     float *scratch;            /* the all-reduce's chunks: [2][size][chunk] floats (bf16 halves them) */
     size_t scratch_floats;
     struct muse_comm_stats stats;
+    double timeout;            /* seconds a collective may wait for the others (MUSE_TP_TIMEOUT) */
 };
 
 bool muse_comm_available(void) { return true; }
@@ -60,6 +65,8 @@ muse_status muse_comm_init(int32_t n_ranks, struct muse_comm **out, struct muse_
     }
     c->rank = rank;
     c->size = size;
+    const char *t = getenv("MUSE_TP_TIMEOUT");
+    c->timeout = t && atof(t) > 0 ? atof(t) : 15.0;
     *out = c;
     return MUSE_OK;
 }
@@ -74,8 +81,38 @@ void muse_comm_finish(struct muse_comm *c) {
 _Noreturn void muse_comm_abort(struct muse_comm *c, const char *msg) {
     fprintf(stderr, "muse: tensor parallel: rank %d: %s\n", c ? c->rank : -1, msg);
     fflush(stderr);
+    /* MPI_Abort asks the launcher to end every rank; if the launcher cannot be reached (the
+     * network is gone) it could wait forever: the alarm ends this process regardless */
+    signal(SIGALRM, SIG_DFL);
+    alarm(5);
     MPI_Abort(MPI_COMM_WORLD, 1);
-    exit(1);
+    _exit(1);
+}
+
+/*
+ * Wait for a non-blocking collective, at most c->timeout seconds: the others may be on a node that
+ * vanished, and a blocking MPI call would then wait for TCP's minutes-long timeouts. It polls at
+ * once (a reduction's partner is usually there within microseconds), then yields the CPU, then
+ * sleeps in short naps (an idle rank waiting for rank 0's next command costs nothing).
+ */
+static void wait_for(struct muse_comm *c, MPI_Request *r, const char *what, bool idle, double timeout) {
+    const double t0 = MPI_Wtime();
+    for (long polls = 0;; polls++) {
+        int done = 0;
+        check(c, MPI_Test(r, &done, MPI_STATUS_IGNORE), what);
+        if (done) return;
+        if ((polls & 255) == 0 && MPI_Wtime() - t0 > timeout) {
+            char msg[200];
+            snprintf(msg, sizeof msg, "%s: no answer from the other ranks for %.0f s (a rank's node vanished or the network failed; MUSE_TP_TIMEOUT)",
+                     what, timeout);
+            muse_comm_abort(c, msg);
+        }
+        if (polls > 2000) {
+            const double waited = MPI_Wtime() - t0;
+            if (waited > 1e-3) nanosleep(&(struct timespec){0, idle && waited > 0.1 ? 1000000 : 50000}, NULL);
+            else sched_yield();
+        }
+    }
 }
 
 int32_t muse_comm_rank(const struct muse_comm *c) { return c->rank; }
@@ -123,7 +160,9 @@ void muse_comm_allreduce(struct muse_comm *c, float *x, int64_t n, bool bf16) {
         memset(send + (size_t)n * 4, 0, (size_t)(N * chunk - n) * 4);
     }
     const MPI_Datatype t = bf16 ? MPI_UINT16_T : MPI_FLOAT;
-    check(c, MPI_Alltoall(send, (int)chunk, t, recv, (int)chunk, t, MPI_COMM_WORLD), "all-to-all");
+    MPI_Request req;
+    check(c, MPI_Ialltoall(send, (int)chunk, t, recv, (int)chunk, t, MPI_COMM_WORLD, &req), "all-reduce");
+    wait_for(c, &req, "all-reduce", false, c->timeout);
     /* this rank's chunk: the sum in rank order, into send's first chunk */
     float sum[256];
     for (int64_t i0 = 0; i0 < chunk; i0 += 256) {
@@ -143,7 +182,8 @@ void muse_comm_allreduce(struct muse_comm *c, float *x, int64_t n, bool bf16) {
         else
             memcpy((float *)send + i0, sum, (size_t)m * 4);
     }
-    check(c, MPI_Allgather(send, (int)chunk, t, recv, (int)chunk, t, MPI_COMM_WORLD), "all-gather");
+    check(c, MPI_Iallgather(send, (int)chunk, t, recv, (int)chunk, t, MPI_COMM_WORLD, &req), "all-reduce");
+    wait_for(c, &req, "all-reduce", false, c->timeout);
     if (bf16)
         for (int64_t i = 0; i < n; i++) x[i] = from_bf16(((const uint16_t *)recv)[i]);
     else
@@ -158,7 +198,9 @@ void muse_comm_bcast(struct muse_comm *c, void *buf, size_t bytes) {
     if (c->size == 1 || bytes == 0) return;
     for (size_t off = 0; off < bytes;) { /* counts are ints: big payloads go in pieces */
         const size_t m = bytes - off < ((size_t)1 << 30) ? bytes - off : ((size_t)1 << 30);
-        check(c, MPI_Bcast((uint8_t *)buf + off, (int)m, MPI_BYTE, 0, MPI_COMM_WORLD), "broadcast");
+        MPI_Request req;
+        check(c, MPI_Ibcast((uint8_t *)buf + off, (int)m, MPI_BYTE, 0, MPI_COMM_WORLD, &req), "broadcast");
+        wait_for(c, &req, c->rank == 0 ? "sending a command" : "waiting for rank 0", c->rank != 0, c->timeout);
         off += m;
     }
     if (c->rank == 0) c->stats.bytes_sent += (int64_t)bytes * (c->size - 1);
@@ -169,12 +211,18 @@ void muse_comm_allgather(struct muse_comm *c, const void *mine, void *all, size_
         memcpy(all, mine, bytes);
         return;
     }
-    check(c, MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, MPI_COMM_WORLD), "all-gather");
+    MPI_Request req;
+    check(c, MPI_Iallgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, MPI_COMM_WORLD, &req), "all-gather");
+    /* the load's checks: a rank may still be reading its share of a large file */
+    wait_for(c, &req, "all-gather", true, c->timeout > 600 ? c->timeout : 600);
     c->stats.bytes_sent += (int64_t)bytes * (c->size - 1);
 }
 
 void muse_comm_barrier(struct muse_comm *c) {
-    if (c->size > 1) check(c, MPI_Barrier(MPI_COMM_WORLD), "barrier");
+    if (c->size == 1) return;
+    MPI_Request req;
+    check(c, MPI_Ibarrier(MPI_COMM_WORLD, &req), "barrier");
+    wait_for(c, &req, "barrier", true, c->timeout);
 }
 
 struct muse_comm_stats muse_comm_stats(const struct muse_comm *c) { return c->stats; }

@@ -2,7 +2,7 @@
 loopback answers the official `openai` client, with continuous batching over two slots, and gives
 the same greedy replies as `muse chat` in one process (the trained model, whose replies are real
 sentences); a repeated prompt reuses the slot's cache (truncate and checkpoints travel to rank 1
-as commands); SIGTERM to rank 0 ends every rank with status 0."""
+as commands); a grammar holds; SIGTERM to rank 0 ends every rank with status 0."""
 import concurrent.futures
 import os
 import pathlib
@@ -105,6 +105,9 @@ def main():
         st, _, js = srv.request("POST", "/completion", {"prompt": "What news from the court? Speak.", "n_predict": 8,
                                                          "temperature": 0})
         check(st == 200 and js.get("tokens_cached", 0) > 0, f"a shared prefix is reused: {st} {str(js)[:200]}")
+        st, _, js = srv.request("POST", "/completion", {"prompt": "Is it day?", "n_predict": 4, "temperature": 0,
+                                                         "grammar": 'root ::= "yes" | "no"'})
+        check(st == 200 and js.get("content") in ("yes", "no"), f"a grammar holds under --tp: {st} {str(js)[:200]}")
         m = srv.metrics()
         check(m.get("muse_batch_shared_steps_total", 0) >= 1, f"the two requests shared steps: {m}")
     report("test_server_tp")

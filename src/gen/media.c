@@ -15,7 +15,7 @@
 
 #include "core/error.h"
 #include "core/timer.h"
-#include "gen/stepper.h"
+#include "muse.h"
 #include "text/tokenizer.h"
 #include "vision/vision.h"
 

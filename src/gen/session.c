@@ -14,7 +14,6 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "gen/stepper.h"
 #include "model/model.h"
 
 struct muse_session {

@@ -51,7 +51,7 @@ struct muse_session_params {
     int32_t seq;           /* the context's sequence the session drives (muse_decode's seq_id); default 0 */
     struct muse_stepper *stepper; /* NULL: the session evaluates its context itself (sequence 0 only); else
                                      every evaluation goes through this stepper over the same context, batched
-                                     with the other sessions' (gen/stepper.h), and the session may run on its
+                                     with the other sessions' (muse.h, continuous batching), and the session may run on its
                                      own thread beside them */
 };
 

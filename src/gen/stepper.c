@@ -1,6 +1,6 @@
 /*
  * stepper.c - one forward per step over the waiting requests of many sequences (the contract:
- * stepper.h).
+ * muse.h, "continuous batching").
  *
  * State: the queue of waiting requests (FIFO, at most one per sequence: its owner blocks in
  * muse_stepper_eval), which sequences joined, and whether a step is running - all under mu. The
@@ -8,7 +8,7 @@
  * only one thread uses them at a time. A request lives on its caller's stack; the caller leaves
  * only once the request is finished and out of the queue.
  */
-#include "gen/stepper.h"
+#include "muse.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -20,7 +20,7 @@
 #include "core/error.h"
 #include "model/model.h"
 
-#define DEFAULT_PREFILL_ROWS 32 /* stepper.h: 0 in the params means these */
+#define DEFAULT_PREFILL_ROWS 32 /* muse.h: 0 in the params means these */
 #define DEFAULT_WAIT_US 20000
 
 struct req {
@@ -136,7 +136,7 @@ void muse_stepper_join(struct muse_stepper *st, int32_t seq) {
     pthread_mutex_unlock(&st->mu);
 }
 
-bool muse_stepper_leave(struct muse_stepper *st, int32_t seq) {
+int muse_stepper_leave(struct muse_stepper *st, int32_t seq) {
     if (seq < 0 || seq >= st->n_seq) return false;
     pthread_mutex_lock(&st->mu);
     const bool was = st->joined[seq];
@@ -170,7 +170,7 @@ static bool ready(const struct muse_stepper *st, int64_t now, int64_t *deadline,
     return (*timeout = now >= *deadline);
 }
 
-/* Under mu: choose the rows of the step (stepper.h: decode rows first, then prompt rows, shortest
+/* Under mu: choose the rows of the step (muse.h: decode rows first, then prompt rows, shortest
  * first, capped while other sequences take part; logits rows within the scratch). Returns the
  * number of takes. */
 static int32_t plan(struct muse_stepper *st, int32_t *n_rows) {

@@ -611,7 +611,7 @@ muse_status muse_kv_checkpoint_create(struct muse_context *ctx, struct muse_kv_c
 // ---- batches of several sequences ---------------------------------------------------------------
 
 /* Sequences a batch does not name are neither read nor written, so their owners may change them
- * (truncate, restore a checkpoint) while a batch of other sequences runs (src/gen/stepper.h). */
+ * (truncate, restore a checkpoint) while a batch of other sequences runs (muse.h, continuous batching). */
 muse_status muse_decode(struct muse_context *ctx, const struct muse_batch *b, float *logits, struct muse_error *err) {
     const struct muse_model *m = ctx->model;
     const int32_t n = b ? b->n_tokens : 0, n_seq = (int32_t)ctx->params.n_seq_max;

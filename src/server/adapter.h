@@ -1,7 +1,7 @@
 /*
  * adapter.h - the narrow interface between `muse serve` and what generates tokens: the model
  * adapter (adapter_model.c: libmuse's model, tokenizer, chat template, sampler and one session per
- * slot, src/gen/session.h, the slots batched by a stepper, src/gen/stepper.h) or, for tests only, the scripted adapter (adapter_scripted.c,
+ * slot, src/gen/session.h, the slots batched by a stepper, muse.h, continuous batching) or, for tests only, the scripted adapter (adapter_scripted.c,
  * `--test-script FILE`: byte tokens and scripted output, no model).
  *
  * The server (HTTP, slots, queue, streaming, parsing) never calls the model, tokenizer or chat
@@ -147,7 +147,7 @@ struct muse_srv_adapter_ops {
      * slot's worker after a job.
      */
     void (*slot_spec_counts)(void *slot, uint64_t *drafted, uint64_t *accepted, uint64_t *steps);
-    /* Optional (NULL: no batching): the batched slots' counters (gen/stepper.h) - forwards, rows in
+    /* Optional (NULL: no batching): the batched slots' counters (muse.h, continuous batching) - forwards, rows in
      * them, forwards shared by two or more slots, prompt chunks cut at a step's budget. Any thread. */
     void (*batch_stats)(void *self, uint64_t *steps, uint64_t *rows, uint64_t *shared, uint64_t *splits);
     /* Optional: KV cells in use and in all over the slots: a paged pool's (muse_context_kv_cells),
@@ -209,7 +209,7 @@ struct muse_srv_model_params {
     int n_slots;                /* slots that share the memory (the automatic n_ctx); < 1 = 1. With more
                                    than one and no drafter the slots are batched: one context holds a
                                    sequence per slot and their evaluations run as one forward per step
-                                   (gen/stepper.h) */
+                                   (muse.h, continuous batching) */
     bool no_batching;           /* each slot a context of its own, evaluated on its own thread */
     int prefill_step;           /* batched: prompt rows per step while other slots take part; 0 = the
                                    stepper's default (muse_stepper_params.n_prefill_rows) */

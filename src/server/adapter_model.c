@@ -1,7 +1,7 @@
 /*
  * adapter_model.c - the server's adapter (adapter.h) over libmuse: the model + one muse_context
  * holding a sequence per slot, run by a stepper that batches the slots' evaluations into one forward
- * per step (gen/stepper.h; with -nocb or a single slot: a context per slot), the GGUF tokenizer (text/tokenizer.h), the chat template of the file or the
+ * per step (muse.h continuous batching; with -nocb or a single slot: a context per slot), the GGUF tokenizer (text/tokenizer.h), the chat template of the file or the
  * built-in one (text/chat.h), one sampler per request (gen/sampler.h), and one session per slot
  * (gen/session.h) that keeps the slot's KV state: prefix reuse, rollback, and the checkpoint of
  * the sliding-window rings taken where each prompt ends (slot_begin). The session decides what a
@@ -35,7 +35,6 @@
 #include "gen/generate.h"
 #include "gen/sampler.h"
 #include "gen/session.h"
-#include "gen/stepper.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "server/adapter.h"
@@ -61,7 +60,7 @@ struct model_adapter {
     struct muse_context *embd_ctx;     /* embeddings: made by the first request (n_ctx of a slot); embd_mu */
     /* continuous batching (several slots, unless -nocb): one context holding a sequence per slot
      * (its KV paged from a pool when info.kv_pool) and the stepper that runs the slots' evaluations
-     * as one forward per step (gen/stepper.h); made by the first slot_create. NULL: each slot has a
+     * as one forward per step (muse.h, continuous batching); made by the first slot_create. NULL: each slot has a
      * context of its own */
     bool batched;
     int n_slots, next_seq, prefill_step;

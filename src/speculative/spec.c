@@ -102,7 +102,7 @@ static muse_status create_drafting(struct muse_spec *sp, struct muse_error *err)
     dp.kv_type = sp->p.ring_type;
     dp.n_ring = (uint32_t)pad32(window + B + sp->n_batch + 1);
     dp.n_batch = (uint32_t)sp->n_batch; /* <= ring - block - 1: each prompt chunk fits both rings (spec 4.2) */
-    dp.seq = muse_session_seq(sp->s);   /* a session on a sequence of a shared context (gen/stepper.h) */
+    dp.seq = muse_session_seq(sp->s);   /* a session on a sequence of a shared context (muse.h, continuous batching) */
     muse_status st = muse_draft_ctx_create(sp->d, sp->ctx, dp, &sp->dc, err);
     if (st) return st;
     const int64_t F = muse_drafter_n_features(sp->d);

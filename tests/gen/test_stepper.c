@@ -21,7 +21,6 @@
 #include <unistd.h>
 
 #include "gen/session.h"
-#include "gen/stepper.h"
 #include "model/model.h"
 #include "model/synth_fixture.h"
 #include "test.h"

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/device.h"
 #include "cli.h"
 #include "core/threadpool.h"
 #include "core/timer.h"
@@ -70,8 +71,8 @@ static int set_kv_v(void *d, const char *f, const char *v) {
 }
 
 static int set_backend(void *d, const char *f, const char *v) {
-    if (!muse_backend_find(v)) { /* a bad value (exit 2), not an error of the model it would load */
-        cli_err("bad value for %s: '%s' (expected cpu or ref)", f, v);
+    if (!muse_device_kind_known(v)) { /* a bad value (exit 2), not an error of the model it would load */
+        cli_err("bad value for %s: '%s' (expected cpu, ref or vulkan)", f, v);
         return -1;
     }
     O(d)->cparams.backend = v;
@@ -156,7 +157,7 @@ static const struct cli_opt rows[] = {
     {"-ctk|--cache-type-k", "TYPE", "llama.cpp's spelling of --kv for the keys; muse keeps keys and values\n"
                                     "in one type, so -ctk and -ctv must agree", set_kv_k},
     {"-ctv|--cache-type-v", "TYPE", "the same for the values", set_kv_v},
-    {"--backend", "NAME", "forward backend: cpu (threads + SIMD kernels, default) or ref (the plain-C reference)",
+    {"--backend", "NAME", "forward backend: cpu (threads + SIMD kernels, default), ref (the plain-C reference) or vulkan (a GPU, docs/vulkan.md)",
      set_backend},
     {"--swa-full", NULL, "sliding-window layers keep the whole context (no ring)", set_swa_full},
     {"--no-repack", NULL, "batched matmuls read the mapped weights (exact kernels) instead of packing\n"

@@ -94,6 +94,7 @@ struct vk {
     int n_bufs, cap_bufs;
     struct vk_prog *progs;          /* prepared programs (a list) */
     bool lost;                      /* a submission failed or timed out: every later call fails */
+    uint32_t mm_tpr;                /* matmul.comp's TPR (MUSE_VK_TPR overrides) */
 };
 
 /* vk_device.c */
@@ -107,7 +108,8 @@ muse_status muse_vk_submit(struct vk *v, struct muse_error *err);
 /* Copy bytes between a device buffer and host memory through the staging buffer (synchronous). */
 muse_status muse_vk_upload(struct vk *v, VkBuffer dst, size_t off, const void *src, size_t bytes, struct muse_error *err);
 muse_status muse_vk_download(struct vk *v, VkBuffer src, size_t off, void *dst, size_t bytes, struct muse_error *err);
-/* The pipeline of shader sh with specialization constant 0 = spec (built on first use). */
+/* The pipeline of shader sh with specialization constants 0 = spec & 0xffff and 1 = spec >> 16
+ * (when nonzero), built on first use. */
 VkPipeline muse_vk_pipeline(struct vk *v, enum vk_shader sh, uint32_t spec, struct muse_error *err);
 /* A full compute -> compute (and transfer) memory barrier in the command buffer. */
 void muse_vk_barrier(struct vk *v);

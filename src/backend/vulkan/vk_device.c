@@ -308,8 +308,11 @@ VkPipeline muse_vk_pipeline(struct vk *v, enum vk_shader sh, uint32_t spec, stru
             return VK_NULL_HANDLE;
         }
     }
-    const VkSpecializationMapEntry me = {.constantID = 0, .offset = 0, .size = sizeof(uint32_t)};
-    const VkSpecializationInfo si = {.mapEntryCount = 1, .pMapEntries = &me, .dataSize = sizeof spec, .pData = &spec};
+    /* constant 0: spec's low 16 bits, constant 1: its high 16 (a shader without constant 1 ignores it) */
+    const uint32_t data[2] = {spec & 0xffff, spec >> 16};
+    const VkSpecializationMapEntry me[2] = {{.constantID = 0, .offset = 0, .size = sizeof(uint32_t)},
+                                            {.constantID = 1, .offset = 4, .size = sizeof(uint32_t)}};
+    const VkSpecializationInfo si = {.mapEntryCount = data[1] ? 2 : 1, .pMapEntries = me, .dataSize = sizeof data, .pData = data};
     const VkComputePipelineCreateInfo pci = {
         .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
         .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, .stage = VK_SHADER_STAGE_COMPUTE_BIT,
@@ -424,6 +427,13 @@ static muse_status vk_open(int32_t n_threads, bool no_repack, void **ks, struct 
     v->fn.vkGetPhysicalDeviceProperties(v->phys, &v->props);
     v->fn.vkGetPhysicalDeviceMemoryProperties(v->phys, &v->memp);
     snprintf(v->desc, sizeof v->desc, "vulkan: %s (device %ld)", v->props.deviceName, want);
+    /* matmul threads per output row: a CPU driver runs a workgroup as SIMD lanes (no barriers
+     * wanted), a GPU shares a row among a subgroup's worth of threads */
+    v->mm_tpr = v->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? 1 : 32;
+    const char *tpr = getenv("MUSE_VK_TPR");
+    if (tpr && (atoi(tpr) == 1 || atoi(tpr) == 2 || atoi(tpr) == 4 || atoi(tpr) == 8 || atoi(tpr) == 16 ||
+                atoi(tpr) == 32 || atoi(tpr) == 64))
+        v->mm_tpr = (uint32_t)atoi(tpr);
     if (v->props.apiVersion < VK_API_VERSION_1_2) {
         st = muse_error_set(err, MUSE_ERR_UNSUPPORTED, "vulkan: %s supports only Vulkan %u.%u (muse needs 1.2)",
                             v->props.deviceName, VK_API_VERSION_MAJOR(v->props.apiVersion), VK_API_VERSION_MINOR(v->props.apiVersion));

@@ -347,7 +347,9 @@ static void op_matmul(struct rec *R, const struct muse_op *o) {
                 A(pj->bias ? weight_addr(R->vp, pj->bias) : 0), A(R->v->tab.addr), (uint32_t)pj->w.ne0, ne1,
                 (uint32_t)pj->w.row_size, n, ref_stride(R, o->src), ref_stride(R, pj->y),
                 (pj->has_scale ? 1u : 0u) | (pj->bias ? 2u : 0u), pj->scale};
-        dispatch(R, SH_MATMUL, (uint32_t)pj->w.type, &pc, sizeof pc, ne1 < 32768 ? ne1 : 32768, (n + 7) / 8, (ne1 + 32767) / 32768);
+        const uint32_t tpr = R->v->mm_tpr, nwg = (ne1 + 64 / tpr - 1) / (64 / tpr);
+        dispatch(R, SH_MATMUL, (uint32_t)pj->w.type | tpr << 16, &pc, sizeof pc, nwg < 32768 ? nwg : 32768, (n + 7) / 8,
+                 (nwg + 32767) / 32768);
     }
 }
 

@@ -1,6 +1,7 @@
 /* model_opts.c - the model/context options of run, chat, logits and bench (model_opts.h). */
 #include "model_opts.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,6 +77,17 @@ static int set_backend(void *d, const char *f, const char *v) {
         return -1;
     }
     O(d)->cparams.backend = v;
+    return 0;
+}
+
+/* --device N: the Vulkan device (the same as MUSE_VK_DEVICE=N, which the device reads when it opens) */
+static int set_device(void *d, const char *f, const char *v) {
+    (void)d;
+    int64_t n;
+    if (!cli_parse_int(f, v, 0, 255, &n)) return -1;
+    char buf[16];
+    snprintf(buf, sizeof buf, "%d", (int)n);
+    setenv("MUSE_VK_DEVICE", buf, 1);
     return 0;
 }
 
@@ -159,6 +171,8 @@ static const struct cli_opt rows[] = {
     {"-ctv|--cache-type-v", "TYPE", "the same for the values", set_kv_v},
     {"--backend", "NAME", "forward backend: cpu (threads + SIMD kernels, default), ref (the plain-C reference) or vulkan (a GPU, docs/vulkan.md)",
      set_backend},
+    {"--device", "N", "the GPU --backend vulkan runs on (muse info --devices; default: MUSE_VK_DEVICE, else the first discrete GPU)",
+     set_device},
     {"--swa-full", NULL, "sliding-window layers keep the whole context (no ring)", set_swa_full},
     {"--no-repack", NULL, "batched matmuls read the mapped weights (exact kernels) instead of packing\n"
                           "weight panels for the tile GEMM (cpu backend; saves the packed copies)", set_no_repack},

@@ -15,6 +15,9 @@
 #   bench/*.c            -> build/bench/*
 #   tests/fuzz/fuzz_*.c  -> build-fuzz/fuzz_*
 #   (the library objects are position-independent, so libmuse.so links the same ones)
+#   src/backend/vulkan/shaders/*.comp -> $(BUILD)/gen/spv/*.spv (glslc, checked by spirv-val) ->
+#                        $(BUILD)/gen/muse_vk_shaders.h (embedded); src/backend/vulkan/ is built
+#                        only when `pkg-config vulkan` and glslc are there (VULKAN=0 leaves it out)
 # `make install PREFIX=...` / `make uninstall`: see the install target.
 
 CC      ?= cc
@@ -49,6 +52,16 @@ LIB_LDLIBS += $(MPI_LIBS)
 endif
 
 LIB_SRC   := $(shell find src -name '*.c' | sort)
+# The Vulkan device (docs/vulkan.md): its headers and glslc at build time; the loader is opened at
+# run time (dlopen), so the binary starts without it. Without them, --backend vulkan says so.
+GLSLC   ?= glslc
+VULKAN  ?= $(shell pkg-config --exists vulkan 2>/dev/null && command -v $(GLSLC) >/dev/null 2>&1 && echo 1 || echo 0)
+VK_DIR  := src/backend/vulkan
+ifeq ($(VULKAN),1)
+CFLAGS  += -DMUSE_HAVE_VULKAN $(shell pkg-config --cflags vulkan)
+else
+LIB_SRC := $(filter-out $(VK_DIR)/%,$(LIB_SRC))
+endif
 TOOL_SRC  := $(sort $(wildcard tools/*.c))
 TEST_SRC  := $(shell find tests -name 'test_*.c' | sort)
 BENCH_SRC := $(sort $(wildcard bench/*.c))
@@ -102,6 +115,19 @@ $(BUILD)/gen/muse_marked.h: $(wildcard $(MARKED_JS)) src/server/page/embed.py
 	@test -f $(MARKED_JS) || { echo "$(MARKED_JS) is missing: apt-get install libjs-marked (scripts/install-deps.sh)"; exit 1; }
 	$(Q)python3 src/server/page/embed.py --header muse_marked_js $(MARKED_JS) $@
 $(BUILD)/obj/src/server/page_vendor.o: $(BUILD)/gen/muse_marked.h
+
+# The shaders: one SPIR-V module per .comp (its variants are specialization constants, chosen when
+# the device builds its pipelines), validated by spirv-val when it is installed (the tests run it
+# on every module too: tests/vulkan/test_spirv.sh), embedded as C arrays.
+VK_SPV := $(patsubst $(VK_DIR)/shaders/%.comp,$(BUILD)/gen/spv/%.spv,$(sort $(wildcard $(VK_DIR)/shaders/*.comp)))
+$(BUILD)/gen/spv/%.spv: $(VK_DIR)/shaders/%.comp $(wildcard $(VK_DIR)/shaders/*.glsl)
+	@mkdir -p $(@D)
+	@echo "GLSLC $<"
+	$(Q)$(GLSLC) -fshader-stage=compute --target-env=vulkan1.2 -O -o $@ $<
+	$(Q)! command -v spirv-val >/dev/null || spirv-val --target-env vulkan1.2 $@
+$(BUILD)/gen/muse_vk_shaders.h: $(VK_SPV) $(VK_DIR)/shaders/embed_spv.py
+	$(Q)python3 $(VK_DIR)/shaders/embed_spv.py $@ $(VK_SPV)
+$(BUILD)/obj/$(VK_DIR)/vk_device.o: $(BUILD)/gen/muse_vk_shaders.h
 
 # The library is compiled once, position-independent, for libmuse.a (the CLI, tests, benchmarks)
 # and libmuse.so alike (it used to be compiled twice, the .so's copy with -fPIC in build/pic/).
@@ -206,7 +232,9 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB)
 #     box), and the code it runs is checked under them by test_tile_gemm (the tile GEMM, every
 #     type and edge shape), test_attn_flash (flash attention) and test_forward (the forward on
 #     both backends, the KV ring). It runs in the normal build and at avx512 and amx on emu512.
-ASAN_SKIP  := tests/model/test_tile_forward
+#   test_vulkan_ops: the Vulkan device on the machine's driver (lavapipe in CI): the sanitizers
+#     would check Mesa and LLVM more than muse (and report their leaks); it runs in the normal build.
+ASAN_SKIP  := tests/model/test_tile_forward tests/vulkan/test_vulkan_ops
 ASAN_TESTS := $(filter-out $(ASAN_SKIP),$(TEST_SRC:%.c=%))
 asan:
 	$(MAKE) BUILD=build-asan OPT="-O1 -g1 -fno-omit-frame-pointer" \

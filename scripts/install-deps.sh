@@ -3,8 +3,12 @@
 # Skips apt-get entirely when everything is already installed.
 set -euo pipefail
 PKGS="build-essential clang pkg-config libpcre2-dev libcjson-dev libmicrohttpd-dev libedit-dev libstb-dev libwebp-dev libjs-marked curl python3 python3-venv python3-pip"
-# --test: the tensor-parallel tests need OpenMPI (the build uses it when mpicc is there) and iproute2 (ip netns)
-[ "${1:-}" = "--test" ] && PKGS="$PKGS libclang-rt-14-dev libsimde-dev chromium chromium-driver libopenmpi-dev openmpi-bin iproute2"
+# --test adds the Vulkan device's build (libvulkan-dev, glslc) and what its tests run on: Mesa's
+# lavapipe (mesa-vulkan-drivers), spirv-val (spirv-tools), the Khronos validation layer
+# (vulkan-validationlayers); without them the Vulkan tests fail rather than pass (tests/vulkan/).
+# And the tensor-parallel build and tests: OpenMPI (the build uses it when mpicc is there) and
+# iproute2 (ip netns, the two-host test).
+[ "${1:-}" = "--test" ] && PKGS="$PKGS libclang-rt-14-dev libsimde-dev chromium chromium-driver libvulkan-dev glslc spirv-tools mesa-vulkan-drivers vulkan-validationlayers libopenmpi-dev openmpi-bin iproute2"
 missing=""
 for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then

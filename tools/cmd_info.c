@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/device.h"
 #include "cli.h"
 #include "core/error.h"
 #include "gguf/gguf.h"
@@ -40,10 +41,13 @@ struct info {
 };
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: muse info [-m] MODEL.gguf [--json]\n\n"
+    fprintf(f, "usage: muse info [-m] MODEL.gguf [--json]\n"
+               "       muse info --devices\n\n"
                "Show a GGUF file: header, metadata (long arrays summarized), tensors, totals and, for the\n"
                "architectures muse knows (muse-glimmer, clip, dflash), the derived hyperparameters.\n"
-               "  --json   one JSON document on stdout (schema: docs/info-json.md)\n");
+               "  --json      one JSON document on stdout (schema: docs/info-json.md)\n"
+               "  --devices   the GPUs --backend vulkan can use (name, type, memory, subgroup size, fp16 /\n"
+               "              int8-dot / cooperative-matrix support); --device N or MUSE_VK_DEVICE=N picks one\n");
 }
 
 // ---- text output ------------------------------------------------------------------------------
@@ -543,12 +547,27 @@ static int fail_line(const char *path, const char *msg, bool has_path) {
     return 1;
 }
 
+/* muse info --devices: the CPU, then every Vulkan device (or why there is none). */
+static int list_devices(void) {
+    printf("cpu: %d physical cores (--backend cpu, the default; ref: the plain-C oracle)\n", muse_device_threads("cpu", 0));
+    if (!muse_device_kind_built("vulkan")) {
+        printf("vulkan: not built (the build needs libvulkan-dev and glslc: scripts/install-deps.sh)\n");
+        return 0;
+    }
+    char buf[8192];
+    muse_device_list("vulkan", buf, sizeof buf);
+    fputs(buf, stdout);
+    return 0;
+}
+
 int cmd_info(int argc, char **argv) {
     const char *path = NULL;
     bool json = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) {
             json = true;
+        } else if (!strcmp(argv[i], "--devices")) {
+            return list_devices();
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
             return 0;

@@ -1,10 +1,12 @@
 /* model_opts.c - the model/context options of run, chat, logits and bench (model_opts.h). */
 #include "model_opts.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/device.h"
 #include "cli.h"
 #include "core/threadpool.h"
 #include "core/timer.h"
@@ -71,11 +73,22 @@ static int set_kv_v(void *d, const char *f, const char *v) {
 }
 
 static int set_backend(void *d, const char *f, const char *v) {
-    if (!muse_backend_find(v)) { /* a bad value (exit 2), not an error of the model it would load */
-        cli_err("bad value for %s: '%s' (expected cpu or ref)", f, v);
+    if (!muse_device_kind_known(v)) { /* a bad value (exit 2), not an error of the model it would load */
+        cli_err("bad value for %s: '%s' (expected cpu, ref or vulkan)", f, v);
         return -1;
     }
     O(d)->cparams.backend = v;
+    return 0;
+}
+
+/* --device N: the Vulkan device (the same as MUSE_VK_DEVICE=N, which the device reads when it opens) */
+static int set_device(void *d, const char *f, const char *v) {
+    (void)d;
+    int64_t n;
+    if (!cli_parse_int(f, v, 0, 255, &n)) return -1;
+    char buf[16];
+    snprintf(buf, sizeof buf, "%d", (int)n);
+    setenv("MUSE_VK_DEVICE", buf, 1);
     return 0;
 }
 
@@ -172,8 +185,10 @@ static const struct cli_opt rows[] = {
     {"-ctk|--cache-type-k", "TYPE", "llama.cpp's spelling of --kv for the keys; muse keeps keys and values\n"
                                     "in one type, so -ctk and -ctv must agree", set_kv_k},
     {"-ctv|--cache-type-v", "TYPE", "the same for the values", set_kv_v},
-    {"--backend", "NAME", "forward backend: cpu (threads + SIMD kernels, default) or ref (the plain-C reference)",
+    {"--backend", "NAME", "forward backend: cpu (threads + SIMD kernels, default), ref (the plain-C reference) or vulkan (a GPU, docs/vulkan.md)",
      set_backend},
+    {"--device", "N", "the GPU --backend vulkan runs on (muse info --devices; default: MUSE_VK_DEVICE, else the first discrete GPU)",
+     set_device},
     {"--swa-full", NULL, "sliding-window layers keep the whole context (no ring)", set_swa_full},
     {"--no-repack", NULL, "batched matmuls read the mapped weights (exact kernels) instead of packing\n"
                           "weight panels for the tile GEMM (cpu backend; saves the packed copies)", set_no_repack},

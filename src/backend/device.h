@@ -10,11 +10,22 @@
  * duration: callers on several threads take turns, one program at a time, on one thread pool and
  * one workspace. Nothing is allocated per run.
  *
- * Kinds: "cpu" (the default: a thread pool and the SIMD kernels, backend_cpu.c) and "ref" (the
- * plain-C oracle, one thread, backend_ref.c). Both interpret programs with muse_program_region
- * on the backend ops of backend.h, which are the CPU devices' inside, not the seam. Weights: the
- * CPU devices read the mapped GGUF in place (no upload); a device with its own memory uploads
- * them once at load. Synchronization: runs are synchronous on the CPU devices.
+ * Kinds (device_kind.h: a small table in device.c, one entry per kind): "cpu" (the default: a
+ * thread pool and the SIMD kernels, backend_cpu.c) and "ref" (the plain-C oracle, one thread,
+ * backend_ref.c) interpret programs with muse_program_region on the backend ops of backend.h,
+ * which are the CPU devices' inside, not the seam; they read the mapped GGUF in place and their
+ * runs are synchronous. "vulkan" (src/backend/vulkan/, docs/vulkan.md; built when the build
+ * finds the Vulkan headers and glslc) has memory of its own and runs a program itself, a shader
+ * dispatch per op: muse_device_prepare uploads a program's weights once (and refuses an op or
+ * weight type it has no shader for), and only the run's outputs come back to the host.
+ *
+ * Buffers. A CPU device's buffer is host memory: muse_buffer_host is its view and
+ * muse_buffer_base the same address. A buffer of a device with its own memory has no host view
+ * (muse_buffer_host is NULL); its base is an address range reserved for it and never mapped
+ * (PROT_NONE), so code that lays arrays out in a buffer keeps its pointer arithmetic (the KV
+ * cache's muse_kv_layer k / v point to base + offset) and the device resolves such a pointer to
+ * (its buffer, offset) when a run binds it. Host code touches such a buffer only through
+ * muse_buffer_zero / _read / _write.
  */
 #pragma once
 
@@ -53,8 +64,34 @@ muse_status muse_device_reserve(struct muse_device *dev, const struct muse_backe
                                 struct muse_error *err);
 
 /* Run program p over the batch `run` (the device's workspace holds its buffers: reserve
- * p->workspace_floats first). Returns when the outputs are written. */
+ * p->workspace_floats first). Returns when the outputs are written. Errors (devices with their
+ * own memory only; the CPU kinds never fail): UNSUPPORTED (a run binds what the device does not
+ * do, e.g. the layer trace hooks), IO (the device was lost or a submission failed; the outputs
+ * are not written), NOMEM. */
+muse_status muse_device_exec(struct muse_device *dev, const struct muse_program *p, const struct muse_prog_run *run,
+                             struct muse_error *err);
+/* muse_device_exec for callers that run only on the CPU kinds (asserts success). */
 void muse_device_run(struct muse_device *dev, const struct muse_program *p, const struct muse_prog_run *run);
+
+/* Get program p ready to run on dev: on a device with its own memory, check every op and weight
+ * type against the shaders it has (UNSUPPORTED names the first it lacks) and upload the weights
+ * it reads, once (NOMEM: out of device memory, with the sizes). A no-op on the CPU kinds.
+ * muse_device_forget drops what prepare made (call it before freeing p). */
+muse_status muse_device_prepare(struct muse_device *dev, const struct muse_program *p, struct muse_error *err);
+void muse_device_forget(struct muse_device *dev, const struct muse_program *p);
+/* Whether the device keeps KV caches of `type` (UNSUPPORTED otherwise, with the types it keeps). */
+muse_status muse_device_check_kv(struct muse_device *dev, enum muse_type type, struct muse_error *err);
+/* Whether dev has memory of its own (buffers without a host view; programs must be prepared). */
+bool muse_device_own_memory(const struct muse_device *dev);
+/* The device as messages name it ("cpu", or the GPU's name for "vulkan"). */
+const char *muse_device_describe(const struct muse_device *dev);
+/* Whether `name` is a kind muse knows (cpu, ref, vulkan) / one this build has. */
+bool muse_device_kind_known(const char *name);
+bool muse_device_kind_built(const char *name);
+/* The physical devices of kind `name`, a line each, into buf (muse info --devices). Returns their
+ * count, or -1 when the kind lists none (not built, or a CPU kind); 0 with a line saying why in
+ * buf when the kind is there but finds no device. */
+int muse_device_list(const char *name, char *buf, size_t size);
 
 /* The sizes the device's scratch covers now (n_threads: its threads). */
 const struct muse_backend_plan *muse_device_plan(const struct muse_device *dev);
@@ -65,10 +102,17 @@ void muse_device_swap_ops(struct muse_device *dev, const struct muse_backend_ops
 
 /*
  * A zeroed buffer of `bytes` owned by the device (KV storage). Pages a CPU device never writes
- * cost nothing. Errors: NOMEM. muse_buffer_host: the host view (every CPU device has one).
+ * cost nothing. Errors: NOMEM. muse_buffer_host: the host view (every CPU device has one; NULL on
+ * a device with its own memory). muse_buffer_base: the address offsets into the buffer count
+ * from (the host view, or the reserved range above).
  */
 muse_status muse_device_alloc(struct muse_device *dev, size_t bytes, struct muse_buffer **out, struct muse_error *err);
 void *muse_buffer_host(struct muse_buffer *b);
+void *muse_buffer_base(struct muse_buffer *b);
+/* Zero / read / write bytes [off, off + bytes) of b, on any device (synchronous). */
+void muse_buffer_zero(struct muse_buffer *b, size_t off, size_t bytes);
+void muse_buffer_read(struct muse_buffer *b, size_t off, void *dst, size_t bytes);
+void muse_buffer_write(struct muse_buffer *b, size_t off, const void *src, size_t bytes);
 void muse_buffer_free(struct muse_buffer *b);
 /*
  * A buffer whose memory is taken as it is written (paged KV caches): address space is reserved,
@@ -77,6 +121,7 @@ void muse_buffer_free(struct muse_buffer *b);
  */
 muse_status muse_device_alloc_lazy(struct muse_device *dev, size_t bytes, struct muse_buffer **out, struct muse_error *err);
 /* Give back the whole pages inside [offset, offset + bytes) of a reserved buffer: they read as
- * zero afterwards. A no-op for other buffers (muse_device_alloc). */
+ * zero afterwards. A no-op for other buffers (muse_device_alloc). On a device with its own
+ * memory a lazy buffer is committed whole, and release zeroes the range. */
 void muse_buffer_release(struct muse_buffer *b, size_t offset, size_t bytes);
 

@@ -197,10 +197,11 @@ void muse_context_free(struct muse_context *ctx) {
     for (uint32_t s = 0; ctx->kv && s < ctx->params.n_seq_max; s++) muse_kv_cache_free(ctx->kv[s]);
     free(ctx->kv);
     free(ctx->kv_layers);
+    muse_device_forget(ctx->dev, &ctx->prog);
     muse_program_free(&ctx->prog);
-    muse_buffer_free(ctx->features);
+    free(ctx->features);
     free(ctx->feature_layers);
-    muse_buffer_free(ctx->embd);
+    free(ctx->embd);
     muse_device_close(ctx->dev);
     free(ctx->pos);
     free(ctx->out_rows);
@@ -234,6 +235,12 @@ muse_status muse_context_create(struct muse_model *model, struct muse_context_pa
         free(ctx);
         return st;
     }
+    if (model->tp && muse_device_own_memory(ctx->dev)) { /* a GPU rank's all-reduce is not done yet */
+        muse_device_close(ctx->dev);
+        free(ctx);
+        return muse_error_set(err, MUSE_ERR_UNSUPPORTED, "--tp runs on the CPU devices for now (backend %s under --tp is not done yet)",
+                              params.backend);
+    }
     params.backend = muse_device_name(ctx->dev);
     params.n_threads = (uint32_t)muse_device_n_threads(ctx->dev);
     ctx->params = params;
@@ -253,11 +260,14 @@ muse_status muse_context_create(struct muse_model *model, struct muse_context_pa
             goto fail;
         ctx->kv_layers[s] = ctx->kv[s]->layers;
     }
-    if (params.embeddings &&
-        (st = muse_device_alloc(ctx->dev, sizeof(float) * params.n_batch * (size_t)hp->n_embd, &ctx->embd, err)))
+    if (params.embeddings && !(ctx->embd = calloc(params.n_batch * (size_t)hp->n_embd, sizeof(float)))) {
+        st = muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
         goto fail;
+    }
     if ((st = muse_text_program_build(hp, &model->w, (int32_t)params.n_batch, params.embeddings != 0, &ctx->prog, err)))
         goto fail;
+    /* a device with its own memory checks the program's ops and types and uploads its weights */
+    if ((st = muse_device_prepare(ctx->dev, &ctx->prog, err))) goto fail;
     const struct muse_backend_plan plan = {
         .n_batch = (int32_t)params.n_batch,
         .max_ne0 = muse_weights_max_ne0(hp, &model->w),
@@ -306,26 +316,24 @@ static struct muse_prog_run run_args(const struct muse_context *ctx) {
         .trace = ctx->params.trace, .trace_user = ctx->params.trace_user, .trace_n_pos = ctx->params.trace_n_pos,
         .capture = ctx->params.capture, .capture_user = ctx->params.capture_user,
         .n_layers = (int32_t)m->hp.n_layer, .n_embd = m->hp.n_embd,
-        .features = ctx->n_features ? muse_buffer_host(ctx->features) : NULL, .feature_layers = ctx->feature_layers,
-        .n_features = ctx->n_features, .embd_out = ctx->embd ? muse_buffer_host(ctx->embd) : NULL,
+        .features = ctx->n_features ? ctx->features : NULL, .feature_layers = ctx->feature_layers,
+        .n_features = ctx->n_features, .embd_out = ctx->embd,
         .comm = m->tp ? muse_tp_comm(m->tp) : NULL, .comm_bf16 = m->tp && muse_tp_bf16(m->tp),
     };
 }
 
 /* Run the text program over a (tokens, not image rows). Tensor parallel, rank 0: the other
  * ranks get the batch first and run it with us (its all-reduces), under the group's lock. */
-static void run_batch(struct muse_context *ctx, const struct muse_prog_run *a) {
+static muse_status run_batch(struct muse_context *ctx, const struct muse_prog_run *a, struct muse_error *err) {
     struct muse_tp *tp = ctx->model->tp;
-    if (!ctx->tp_lead || !muse_tp_live(tp)) {
-        muse_device_run(ctx->dev, &ctx->prog, a);
-        return;
-    }
+    if (!ctx->tp_lead || !muse_tp_live(tp)) return muse_device_exec(ctx->dev, &ctx->prog, a, err);
     const struct muse_tp_cmd c = {.op = MUSE_TP_RUN, .ctx = ctx->tp_id, .a = a->n_rows, .flags = a->seq ? 1 : 0};
     muse_tp_lock(tp);
     muse_tp_send(tp, &c);
     muse_tp_send_rows(tp, a->n_rows, a->tokens, a->pos, a->seq);
-    muse_device_run(ctx->dev, &ctx->prog, a);
+    const muse_status st = muse_device_exec(ctx->dev, &ctx->prog, a, err); /* the CPU devices do not fail */
     muse_tp_unlock(tp);
+    return st;
 }
 
 static muse_status tp_no_rows(const struct muse_context *ctx, struct muse_error *err) {
@@ -334,7 +342,7 @@ static muse_status tp_no_rows(const struct muse_context *ctx, struct muse_error 
 
 const float *muse_context_embeddings(const struct muse_context *ctx, int32_t *n_rows) {
     if (n_rows) *n_rows = ctx->embd ? ctx->n_last_rows : 0;
-    return ctx->embd ? muse_buffer_host(ctx->embd) : NULL;
+    return ctx->embd;
 }
 
 static const char *const pooling_names[] = {"none", "mean", "cls", "last"};
@@ -397,7 +405,7 @@ muse_status muse_embed(struct muse_context *ctx, const int32_t *tokens, int32_t 
         const int32_t n = n_tokens - done < nb ? n_tokens - done : nb;
         muse_status st = muse_eval_rows(ctx, tokens + done, n, n, NULL, err);
         if (st) return st;
-        const float *h = muse_buffer_host(ctx->embd);
+        const float *h = ctx->embd;
         for (int32_t r = 0; r < n; r++) embd_normalize(h + (size_t)r * E, out + (size_t)(done + r) * E, E, normalize);
         done += n;
     }
@@ -450,7 +458,7 @@ muse_status muse_embed_batch(struct muse_context *ctx, const int32_t *const *tok
                 bt[n] = tokens[input[s]][k], bs[n++] = s;
         struct muse_batch b = {.n_tokens = n, .token = bt, .seq_id = bs};
         if ((st = muse_decode(ctx, &b, NULL, err)) != MUSE_OK) goto out;
-        const float *h = muse_buffer_host(ctx->embd);
+        const float *h = ctx->embd;
         for (int32_t r = 0; r < n; r++) {
             const int32_t s = bs[r], i = input[s], p = done[s]++;
             const float *x = h + (size_t)r * E;
@@ -483,19 +491,17 @@ muse_status muse_context_set_features(struct muse_context *ctx, const int32_t *l
     for (int32_t k = 0; k < n_layers; k++)
         if (layers[k] < 0 || layers[k] > n_layer)
             return muse_error_set(err, MUSE_ERR_INVALID_ARG, "feature layer %d is outside 0..%d", layers[k], n_layer);
-    struct muse_buffer *buf = NULL;
+    float *buf = NULL;
     int32_t *copy = NULL;
     if (n_layers > 0) {
-        const size_t bytes = sizeof(float) * ctx->params.n_batch * (size_t)n_layers * (size_t)ctx->model->hp.n_embd;
-        muse_status st = muse_device_alloc(ctx->dev, bytes, &buf, err);
-        if (st) return st;
-        if (!(copy = malloc(sizeof *copy * (size_t)n_layers))) {
-            muse_buffer_free(buf);
+        const size_t n = ctx->params.n_batch * (size_t)n_layers * (size_t)ctx->model->hp.n_embd;
+        if (!(buf = calloc(n, sizeof(float))) || !(copy = malloc(sizeof *copy * (size_t)n_layers))) {
+            free(buf);
             return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
         }
         memcpy(copy, layers, sizeof *copy * (size_t)n_layers);
     }
-    muse_buffer_free(ctx->features);
+    free(ctx->features);
     free(ctx->feature_layers);
     ctx->features = buf;
     ctx->feature_layers = copy;
@@ -506,7 +512,7 @@ muse_status muse_context_set_features(struct muse_context *ctx, const int32_t *l
 
 const float *muse_context_features(const struct muse_context *ctx, int32_t *n_rows) {
     if (n_rows) *n_rows = ctx->n_features ? ctx->n_last_rows : 0;
-    return ctx->n_features ? muse_buffer_host(ctx->features) : NULL;
+    return ctx->n_features ? ctx->features : NULL;
 }
 
 bool muse_context_copy_features(const struct muse_context *ctx, int32_t first, int32_t n, float *out) {
@@ -557,7 +563,7 @@ static muse_status eval(struct muse_context *ctx, const int32_t *tokens, const f
             for (int32_t i = first; i < n; i++) ctx->out_rows[a.n_out++] = i;
             a.logits = logits + (size_t)(done + first - first_row) * n_vocab;
         }
-        run_batch(ctx, &a);
+        if ((st = run_batch(ctx, &a, err))) return st;
         ctx->n_last_rows = n;
         kv->n_past += n;
         if (kv->n_past > kv->n_high) kv->n_high = kv->n_past;
@@ -661,7 +667,8 @@ muse_status muse_decode(struct muse_context *ctx, const struct muse_batch *b, fl
         if (b->logits ? b->logits[i] != 0 : last[s] == i) ctx->out_rows[a.n_out++] = i;
     }
     a.logits = logits;
-    run_batch(ctx, &a);
+    muse_status st = run_batch(ctx, &a, err);
+    if (st) return st; /* a device error: the pool cells taken above stay with the sequences' n_commit */
     ctx->n_last_rows = n;
     for (int32_t s = 0; s < n_seq; s++) {
         if (last[s] < 0) continue;

@@ -56,6 +56,7 @@ muse_status muse_kv_cache_create(struct muse_device *dev, const struct muse_hpar
     if (type != MUSE_TYPE_F16 && type != MUSE_TYPE_F32 && type != MUSE_TYPE_Q8_0)
         return muse_error_set(err, MUSE_ERR_INVALID_ARG, "KV cache type must be f16, f32 or q8_0");
     if (n_ctx == 0 || n_batch == 0) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "KV cache needs n_ctx and n_batch > 0");
+    if ((st = muse_device_check_kv(dev, type, err))) return st;
     kv = calloc(1, sizeof *kv);
     if (!kv) goto nomem;
     kv->n_layer = hp->n_layer;
@@ -108,7 +109,7 @@ muse_status muse_kv_cache_create(struct muse_device *dev, const struct muse_hpar
     } else if (muse_device_alloc(dev, total, &kv->mem, err)) {
         goto nomem;
     }
-    kv->buf = muse_buffer_host(kv->mem);
+    kv->buf = muse_buffer_base(kv->mem); /* a device with its own memory: an address it resolves (device.h) */
     size_t off = 0;
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         struct muse_kv_layer *l = &kv->layers[il];
@@ -185,8 +186,8 @@ void muse_kv_cache_clear(struct muse_kv_cache *kv) {
         struct muse_kv_layer *l = &kv->layers[il];
         if (kv->pool && holds_all(kv, il)) continue; /* paged full layers: given back, zero already */
         size_t cells = (uint32_t)kv->n_high < l->n_cells ? (size_t)kv->n_high : l->n_cells;
-        memset(l->k, 0, cells * l->k_row_size);
-        memset(l->v, 0, cells * l->v_row_size);
+        muse_buffer_zero(kv->mem, (size_t)((uint8_t *)l->k - (uint8_t *)kv->buf), cells * l->k_row_size);
+        muse_buffer_zero(kv->mem, (size_t)((uint8_t *)l->v - (uint8_t *)kv->buf), cells * l->v_row_size);
     }
     kv->n_high = 0;
 }
@@ -269,12 +270,13 @@ static void ring_copy(struct muse_kv_checkpoint *ck, bool save) {
         if (!is_ring(kv, il)) continue;
         struct muse_kv_layer *l = &kv->layers[il];
         size_t nk = (size_t)l->n_cells * l->k_row_size, nv = (size_t)l->n_cells * l->v_row_size;
+        const size_t ko = (size_t)((uint8_t *)l->k - (uint8_t *)kv->buf), vo = (size_t)((uint8_t *)l->v - (uint8_t *)kv->buf);
         if (save) {
-            memcpy(p, l->k, nk);
-            memcpy(p + nk, l->v, nv);
+            muse_buffer_read(kv->mem, ko, p, nk);
+            muse_buffer_read(kv->mem, vo, p + nk, nv);
         } else {
-            memcpy(l->k, p, nk);
-            memcpy(l->v, p + nk, nv);
+            muse_buffer_write(kv->mem, ko, p, nk);
+            muse_buffer_write(kv->mem, vo, p + nk, nv);
         }
         p += nk + nv;
     }

@@ -40,7 +40,7 @@ struct muse_kv_cache {
     struct muse_kv_layer *layers; /* [n_layer] */
     uint32_t *n_swa;              /* [n_layer] window of each layer, 0 for full layers */
     struct muse_buffer *mem;      /* the storage, owned by the device */
-    void *buf;                    /* its host view: every layer points into it */
+    void *buf;                    /* its base (muse_buffer_base): every layer points into it */
     size_t size;                  /* bytes of buf */
     struct muse_kv_checkpoint *checkpoints; /* live checkpoints of this cache (a list through ->next) */
     /* paged (made with a pool): full layers' rows in a reserved buffer, each array page-aligned;

@@ -35,12 +35,13 @@ struct muse_context {
     struct muse_kv_layer **kv_layers;   /* [n_seq_max] kv[s]->layers, bound to every run */
     int32_t *pos;                       /* [n_batch] positions of the current micro-batch */
     int32_t *out_rows;                  /* [n_batch] its output rows */
-    /* the feature rows (muse_context_set_features): [n_batch][n_features * n_embd] on the device */
-    struct muse_buffer *features;
+    /* the feature rows (muse_context_set_features): [n_batch][n_features * n_embd], host memory
+     * (a device with its own memory reads them back after the run) */
+    float *features;
     int32_t *feature_layers;            /* [n_features] */
     int32_t n_features;
     int32_t n_last_rows;                /* rows of the last forward (its feature and embedding rows) */
-    struct muse_buffer *embd;           /* params.embeddings: [n_batch][n_embd] final hidden states */
+    float *embd;                        /* params.embeddings: [n_batch][n_embd] final hidden states (host) */
     /* tensor parallel: the context's id in the group's commands; tp_lead: rank 0's, which sends
      * every change of its state to the other ranks (their copies do not send) */
     int32_t tp_id;

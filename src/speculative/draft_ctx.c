@@ -78,6 +78,9 @@ muse_status muse_draft_ctx_create(const struct muse_drafter *d, struct muse_cont
     *out = NULL;
     if (!target || target->model != d->target)
         return muse_error_set(err, MUSE_ERR_INVALID_ARG, "the target context does not belong to the drafter's target model");
+    if (muse_device_own_memory(target->dev)) /* its ring and programs live in host memory (docs/vulkan.md) */
+        return muse_error_set(err, MUSE_ERR_UNSUPPORTED, "the DFlash drafter runs on the cpu and ref backends only for now, not on %s",
+                              muse_device_name(target->dev));
     if ((unsigned)params.kv_type >= MUSE_KV_TYPE_COUNT)
         return muse_error_set(err, MUSE_ERR_INVALID_ARG, "bad KV type %d for the drafter's ring", (int)params.kv_type);
     if (params.seq < 0 || params.seq >= (int32_t)muse_context_n_seq_max(target))

@@ -44,6 +44,11 @@ muse_status muse_vision_load(const char *path, struct muse_vision_params params,
     }
     if ((st = muse_device_open(params.backend ? params.backend : "cpu", (int32_t)params.n_threads, false, &v->dev, err)))
         goto fail;
+    if (muse_device_own_memory(v->dev)) { /* the tower's ops have no shaders yet (docs/vulkan.md) */
+        st = muse_error_set(err, MUSE_ERR_UNSUPPORTED, "the vision tower runs on the cpu and ref backends only for now, not on %s",
+                            muse_device_name(v->dev));
+        goto fail;
+    }
     if ((st = muse_gguf_open(path, &v->gguf, err))) goto fail;
     if ((st = muse_vision_hparams_load(v->gguf, &v->hp, err))) goto fail_named;
     if ((st = muse_vision_weights_bind(v->gguf, &v->hp, &v->w, err))) goto fail_named;

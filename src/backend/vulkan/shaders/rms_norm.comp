@@ -1,0 +1,40 @@
+#version 450
+// rms_norm.comp - RMS_NORM: vector v (row v / per_row, head v % per_row) y = x * (1/sqrt(mean(x^2)
+// + eps)), then * w. The sum of squares is a tree of f32 partial sums (ggml sums in double in
+// order: the stated bound of docs/vulkan.md). flags: 1 weight, 2 rows through the run's out_rows.
+#include "common.glsl"
+
+layout(local_size_x = 64) in;
+layout(push_constant) uniform P {
+    uvec2 x, y, w, rows;
+    uint n, per_row, xs, ys, flags, n_vec;
+    float eps;
+} p;
+
+shared float red[64];
+
+void main() {
+    const uint v = gl_WorkGroupID.x + gl_WorkGroupID.y * 32768u, t = gl_LocalInvocationID.x;
+    if (v >= p.n_vec) return;
+    const uint r = v / p.per_row, h = v % p.per_row;
+    const uint rs = (p.flags & 2u) != 0u ? uint(I32(p.rows).v[r]) : r;
+    F32 x = F32(p.x);
+    F32 y = F32(p.y);
+    const uint xb = rs * p.xs + h * p.n, yb = r * p.ys + h * p.n;
+    float s = 0.0;
+    for (uint i = t; i < p.n; i += 64u) s += x.v[xb + i] * x.v[xb + i];
+    red[t] = s;
+    barrier();
+    for (uint k = 32u; k > 0u; k >>= 1) {
+        if (t < k) red[t] += red[t + k];
+        barrier();
+    }
+    const float mean = red[0] / float(p.n);
+    const float sc = 1.0 / sqrt(mean + p.eps);
+    barrier(); // every thread read red[0] before x may be overwritten (y == x)
+    for (uint i = t; i < p.n; i += 64u) {
+        float e = x.v[xb + i] * sc;
+        if ((p.flags & 1u) != 0u) e = e * F32(p.w).v[i];
+        y.v[yb + i] = e;
+    }
+}

@@ -1,0 +1,525 @@
+/*
+ * vk_run.c - programs on the Vulkan device (docs/vulkan.md): prepare (check every op and weight
+ * type against the shaders, upload the weights once) and run (write the run's inputs, record one
+ * dispatch per op with a barrier after each, submit, wait, copy the outputs back).
+ *
+ * Weights: every distinct host range a program reads (matmul weights, the embedding table, norm
+ * weights, biases) is copied through the staging buffer into chunks of device memory; a lookup
+ * from the host address gives its device address when a run is recorded. Each prepared program
+ * has its own copy (two contexts of one model upload twice; a shared table is future work).
+ * ROPE_ANGLES is computed on the host (muse_rope_angles, the CPU's bits) and copied in: GPU sin /
+ * cos of large angles are not accurate enough.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/vulkan/vk.h"
+#include "core/error.h"
+#include "kernels/types.h"
+
+#define CHUNK_BYTES ((size_t)1 << 30)
+
+struct vk_upl {
+    const uint8_t *host;
+    size_t bytes;
+    int chunk;
+    size_t off;
+};
+
+struct vk_prog {
+    const struct muse_program *p;
+    struct vk_buf *chunks;
+    int n_chunks;
+    struct vk_upl *upl; /* sorted by host */
+    int n_upl;
+    struct vk_prog *next;
+};
+
+typedef struct {
+    uint32_t lo, hi;
+} a64;
+
+static a64 A(VkDeviceAddress a) { return (a64){(uint32_t)a, (uint32_t)(a >> 32)}; }
+
+// ---- prepare ------------------------------------------------------------------------------------
+
+static bool type_has_shader(enum muse_type t) {
+    switch (t) {
+    case MUSE_TYPE_F32: case MUSE_TYPE_F16: case MUSE_TYPE_BF16: case MUSE_TYPE_Q4_0: case MUSE_TYPE_Q8_0:
+    case MUSE_TYPE_Q4_K: case MUSE_TYPE_Q5_K: case MUSE_TYPE_Q6_K: case MUSE_TYPE_IQ2_XXS: case MUSE_TYPE_IQ4_XS:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static const char *op_name(enum muse_op_kind k) {
+    static const char *const names[] = {"BARRIER", "EMBED", "ROPE_ANGLES", "RMS_NORM", "ROPE", "MATMUL", "KV_STORE",
+                                        "ATTENTION", "SWIGLU", "ADD", "LOGITS", "TOP_PROBS", "OBSERVE", "ALL_REDUCE",
+                                        "LAYER_NORM", "GELU", "GATHER", "ROPE_2D", "WINDOW_ATTENTION", "HOOK"};
+    return (unsigned)k < sizeof names / sizeof names[0] ? names[k] : "?";
+}
+
+static muse_status check_weight(const struct muse_weight *w, struct muse_error *err) {
+    if (!type_has_shader(w->type))
+        return muse_error_set(err, MUSE_ERR_UNSUPPORTED, "vulkan: tensor %s: type %s has no Vulkan shader yet (docs/vulkan.md)",
+                              w->name ? w->name : "?", muse_type_layouts[w->type].name ? muse_type_layouts[w->type].name : "?");
+    if (w->ne0 % 8)
+        return muse_error_set(err, MUSE_ERR_UNSUPPORTED, "vulkan: tensor %s: rows of %lld (the shaders take multiples of 8)",
+                              w->name ? w->name : "?", (long long)w->ne0);
+    return MUSE_OK;
+}
+
+/* Append a host range to upload (grown array). */
+static bool add_upl(struct vk_prog *vp, int *cap, const void *host, size_t bytes) {
+    if (!host || !bytes) return true;
+    if (vp->n_upl == *cap) {
+        const int c = *cap ? 2 * *cap : 256;
+        struct vk_upl *u = realloc(vp->upl, sizeof *u * (size_t)c);
+        if (!u) return false;
+        vp->upl = u;
+        *cap = c;
+    }
+    vp->upl[vp->n_upl++] = (struct vk_upl){.host = host, .bytes = bytes};
+    return true;
+}
+
+static int upl_cmp(const void *a, const void *b) {
+    const struct vk_upl *x = a, *y = b;
+    if (x->host != y->host) return x->host < y->host ? -1 : 1;
+    return x->bytes < y->bytes ? 1 : x->bytes > y->bytes ? -1 : 0; /* the largest first */
+}
+
+static void prog_free(struct vk *v, struct vk_prog *vp) {
+    for (int i = 0; i < vp->n_chunks; i++) muse_vk_buf_destroy(v, &vp->chunks[i]);
+    free(vp->chunks);
+    free(vp->upl);
+    free(vp);
+}
+
+muse_status muse_vk_prepare(void *ks, const struct muse_program *p, struct muse_error *err) {
+    struct vk *v = ks;
+    muse_status st = MUSE_OK;
+    for (struct vk_prog *q = v->progs; q; q = q->next)
+        if (q->p == p) return MUSE_OK;
+    for (int32_t b = MUSE_BUF_FIRST; b < p->n_bufs; b++)
+        if (p->bufs[b].bind)
+            return muse_error_set(err, MUSE_ERR_UNSUPPORTED, "vulkan: programs with caller-bound buffers (the vision tower) are not supported yet");
+    struct vk_prog *vp = calloc(1, sizeof *vp);
+    if (!vp) return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
+    vp->p = p;
+    int cap = 0;
+    bool ok = true;
+    for (int32_t i = 0; i < p->n_ops && !st; i++) {
+        const struct muse_op *o = &p->ops[i];
+        switch (o->kind) {
+        case MUSE_OP_BARRIER: case MUSE_OP_ROPE_ANGLES: case MUSE_OP_ROPE: case MUSE_OP_KV_STORE: case MUSE_OP_SWIGLU:
+        case MUSE_OP_ADD: case MUSE_OP_LOGITS: case MUSE_OP_OBSERVE: case MUSE_OP_ALL_REDUCE:
+            if (o->count) st = muse_error_set(err, MUSE_ERR_UNSUPPORTED, "vulkan: %s over explicit row ranges is not supported yet", op_name(o->kind));
+            break;
+        case MUSE_OP_EMBED:
+            if (!(st = check_weight(o->table, err))) ok &= add_upl(vp, &cap, o->table->data, (size_t)o->table->ne1 * o->table->row_size);
+            break;
+        case MUSE_OP_RMS_NORM:
+            ok &= add_upl(vp, &cap, o->w, sizeof(float) * (size_t)o->n);
+            break;
+        case MUSE_OP_ATTENTION:
+            if (o->mask != MUSE_MASK_CAUSAL)
+                st = muse_error_set(err, MUSE_ERR_UNSUPPORTED, "vulkan: the block attention mask (the DFlash drafter) is not supported yet");
+            else if (o->head_dim > 512 || o->n_head_kv <= 0 || o->n_head % o->n_head_kv)
+                st = muse_error_set(err, MUSE_ERR_UNSUPPORTED, "vulkan: attention with %d heads of %d over %d KV heads is not supported",
+                                    o->n_head, o->head_dim, o->n_head_kv);
+            break;
+        case MUSE_OP_MATMUL:
+            for (int32_t j = 0; j < o->n_jobs && !st; j++) {
+                const struct muse_prog_job *pj = &p->jobs[o->job0 + j];
+                if ((st = check_weight(&pj->w, err))) break;
+                ok &= add_upl(vp, &cap, pj->w.data, (size_t)pj->w.ne1 * pj->w.row_size);
+                ok &= add_upl(vp, &cap, pj->bias, sizeof(float) * (size_t)pj->w.ne1);
+            }
+            break;
+        default:
+            st = muse_error_set(err, MUSE_ERR_UNSUPPORTED, "vulkan: op %s has no Vulkan shader yet (docs/vulkan.md)", op_name(o->kind));
+        }
+    }
+    if (!st && !ok) st = muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
+    if (st) goto fail;
+    /* one copy of each range (the same pointer twice: a tied embedding, a weight read by two ops) */
+    qsort(vp->upl, (size_t)vp->n_upl, sizeof *vp->upl, upl_cmp);
+    int n = 0;
+    for (int i = 0; i < vp->n_upl; i++) {
+        if (n && vp->upl[i].host < vp->upl[n - 1].host + vp->upl[n - 1].bytes) { /* inside the previous range */
+            const uint8_t *end = vp->upl[i].host + vp->upl[i].bytes;
+            if (end > vp->upl[n - 1].host + vp->upl[n - 1].bytes) vp->upl[n - 1].bytes = (size_t)(end - vp->upl[n - 1].host);
+            continue;
+        }
+        vp->upl[n++] = vp->upl[i];
+    }
+    vp->n_upl = n;
+    /* lay the ranges out in chunks (256-byte aligned, a word of slack after each for the shaders' word reads) */
+    size_t used = CHUNK_BYTES, total = 0;
+    size_t *sizes = NULL;
+    for (int i = 0; i < n; i++) {
+        const size_t need = (vp->upl[i].bytes + 4 + 3) & ~(size_t)3;
+        if (used + need > CHUNK_BYTES || !vp->n_chunks) {
+            size_t *s = realloc(sizes, sizeof *s * (size_t)(vp->n_chunks + 1));
+            if (!s) {
+                free(sizes);
+                st = muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
+                goto fail;
+            }
+            sizes = s;
+            sizes[vp->n_chunks++] = 0;
+            used = 0;
+        }
+        vp->upl[i].chunk = vp->n_chunks - 1;
+        vp->upl[i].off = used;
+        used = (used + need + 255) & ~(size_t)255;
+        sizes[vp->n_chunks - 1] = used;
+        total += need;
+    }
+    vp->chunks = calloc((size_t)(vp->n_chunks ? vp->n_chunks : 1), sizeof *vp->chunks);
+    if (!vp->chunks) {
+        free(sizes);
+        st = muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    for (int c = 0; c < vp->n_chunks && !st; c++) st = muse_vk_buf_create(v, sizes[c], false, &vp->chunks[c], err);
+    free(sizes);
+    if (st) {
+        muse_error_prefix(err, "the weights (%.1f MiB): ", (double)total / (1 << 20));
+        goto fail;
+    }
+    for (int i = 0; i < n && !st; i++)
+        st = muse_vk_upload(v, vp->chunks[vp->upl[i].chunk].buf, vp->upl[i].off, vp->upl[i].host, vp->upl[i].bytes, err);
+    if (st) goto fail;
+    vp->next = v->progs;
+    v->progs = vp;
+    return MUSE_OK;
+fail:
+    prog_free(v, vp);
+    return st;
+}
+
+void muse_vk_forget(void *ks, const struct muse_program *p) {
+    struct vk *v = ks;
+    for (struct vk_prog **q = &v->progs; *q; q = &(*q)->next)
+        if ((*q)->p == p) {
+            struct vk_prog *vp = *q;
+            *q = vp->next;
+            if (!v->lost) v->fn.vkDeviceWaitIdle(v->dev);
+            prog_free(v, vp);
+            return;
+        }
+}
+
+void muse_vk_forget_all(struct vk *v) {
+    while (v->progs) {
+        struct vk_prog *vp = v->progs;
+        v->progs = vp->next;
+        prog_free(v, vp);
+    }
+}
+
+/* The device address of host range `host` of a prepared program (0: not uploaded). */
+static VkDeviceAddress weight_addr(const struct vk_prog *vp, const void *host) {
+    const uint8_t *h = host;
+    int lo = 0, hi = vp->n_upl - 1, best = -1;
+    while (lo <= hi) { /* the last range starting at or below h */
+        const int mid = (lo + hi) / 2;
+        if (vp->upl[mid].host <= h) best = mid, lo = mid + 1;
+        else hi = mid - 1;
+    }
+    if (best < 0 || h >= vp->upl[best].host + vp->upl[best].bytes) return 0;
+    return vp->chunks[vp->upl[best].chunk].addr + vp->upl[best].off + (size_t)(h - vp->upl[best].host);
+}
+
+// ---- run ----------------------------------------------------------------------------------------
+
+struct rec {
+    struct vk *v;
+    const struct vk_prog *vp;
+    const struct muse_program *p;
+    const struct muse_prog_run *run;
+    struct muse_error *err;
+    muse_status st;
+    /* io (inputs) and out (outputs) offsets, bytes */
+    size_t tokens, src, pos, out_rows, rope, inj, logits, embd, features;
+};
+
+static VkDeviceAddress ref_addr(const struct rec *R, struct muse_prog_ref f) {
+    if (f.buf == MUSE_BUF_LOGITS) return R->v->out.addr + R->logits + (size_t)f.off * 4;
+    if (f.buf == MUSE_BUF_EMBD) return R->v->out.addr + R->embd + (size_t)f.off * 4;
+    return R->v->ws.addr + (R->p->bufs[f.buf].off + (size_t)f.off) * 4;
+}
+
+static uint32_t ref_stride(const struct rec *R, struct muse_prog_ref f) {
+    return (uint32_t)(f.stride ? f.stride : R->p->bufs[f.buf].cols);
+}
+
+static void dispatch(struct rec *R, enum vk_shader sh, uint32_t spec, const void *pc, size_t size, uint32_t x, uint32_t y,
+                     uint32_t z) {
+    struct vk *v = R->v;
+    if (R->st || !x || !y || !z) return;
+    VkPipeline pipe = muse_vk_pipeline(v, sh, spec, R->err);
+    if (!pipe) {
+        R->st = R->err ? R->err->status : MUSE_ERR_IO;
+        if (!R->st) R->st = MUSE_ERR_IO;
+        return;
+    }
+    v->fn.vkCmdBindPipeline(v->cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
+    v->fn.vkCmdPushConstants(v->cb, v->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, (uint32_t)size, pc);
+    v->fn.vkCmdDispatch(v->cb, x, y, z);
+    muse_vk_barrier(v);
+}
+
+/* y (n floats per row, n_rows rows) op= x, by eltwise.comp's OP. */
+static void eltwise(struct rec *R, uint32_t op, VkDeviceAddress y, uint32_t ys, VkDeviceAddress x, uint32_t xs, uint32_t n,
+                    uint32_t n_rows, float scale, float softcap) {
+    const struct {
+        a64 y, x;
+        uint32_t n, ys, xs, n_rows;
+        float scale, softcap, inv_cap;
+    } pc = {A(y), A(x), n, ys, xs, n_rows, scale, softcap, softcap != 0.0f ? 1.0f / softcap : 0.0f};
+    dispatch(R, SH_ELTWISE, op, &pc, sizeof pc, (n + 63) / 64, n_rows < 32768 ? n_rows : 32768, (n_rows + 32767) / 32768);
+}
+
+static int32_t op_rows(const struct rec *R, const struct muse_op *o) {
+    return o->rows == MUSE_ROWS_OUT ? R->run->n_out : R->run->n_rows;
+}
+
+static VkDeviceAddress kv_addr(struct rec *R, const void *ptr) {
+    struct vk *v = R->v;
+    for (int i = 0; i < v->n_bufs; i++) {
+        const struct muse_buffer *b = v->bufs[i];
+        if ((const uint8_t *)ptr >= (const uint8_t *)b->base && (const uint8_t *)ptr < (const uint8_t *)b->base + b->size)
+            return ((const struct vk_buf *)b->handle)->addr + (size_t)((const uint8_t *)ptr - (const uint8_t *)b->base);
+    }
+    if (!R->st)
+        R->st = muse_error_set(R->err, MUSE_ERR_INTERNAL, "vulkan: a KV cache that is not in this device's memory");
+    return 0;
+}
+
+static void op_embed(struct rec *R, const struct muse_op *o) {
+    const struct muse_weight *t = o->table;
+    const struct {
+        a64 table, tokens, src, inj, dst, tab;
+        uint32_t n, row_size, ds, n_rows;
+    } pc = {A(weight_addr(R->vp, t->data)), A(R->v->io.addr + R->tokens), A(R->v->io.addr + R->src),
+            A(R->v->io.addr + R->inj), A(ref_addr(R, o->dst)), A(R->v->tab.addr), (uint32_t)o->n, (uint32_t)t->row_size,
+            ref_stride(R, o->dst), (uint32_t)R->run->n_rows};
+    dispatch(R, SH_EMBED, (uint32_t)t->type, &pc, sizeof pc, (uint32_t)R->run->n_rows, 1, 1);
+}
+
+static void op_rms_norm(struct rec *R, const struct muse_op *o) {
+    const uint32_t n_vec = (uint32_t)op_rows(R, o) * (uint32_t)(o->per_row ? o->per_row : 1);
+    const struct {
+        a64 x, y, w, rows;
+        uint32_t n, per_row, xs, ys, flags, n_vec;
+        float eps;
+    } pc = {A(ref_addr(R, o->src)), A(ref_addr(R, o->dst)), A(o->w ? weight_addr(R->vp, o->w) : 0),
+            A(R->v->io.addr + R->out_rows), (uint32_t)o->n, (uint32_t)(o->per_row ? o->per_row : 1), ref_stride(R, o->src),
+            ref_stride(R, o->dst), (o->w ? 1u : 0u) | (o->rows == MUSE_ROWS_OUT ? 2u : 0u), n_vec, o->eps};
+    dispatch(R, SH_RMS_NORM, 0, &pc, sizeof pc, n_vec < 32768 ? n_vec : 32768, (n_vec + 32767) / 32768, 1);
+}
+
+static void op_rope(struct rec *R, const struct muse_op *o) {
+    const uint32_t n_vec = (uint32_t)R->run->n_rows * (uint32_t)o->per_row;
+    const struct {
+        a64 x, c, s;
+        uint32_t xs, hd, per_row, n_rot, cs, neox, n_vec;
+    } pc = {A(ref_addr(R, o->dst)), A(ref_addr(R, o->src)), A(ref_addr(R, o->src2)), ref_stride(R, o->dst), (uint32_t)o->n,
+            (uint32_t)o->per_row, (uint32_t)o->n_rot, ref_stride(R, o->src), o->rope == MUSE_ROPE_NEOX, n_vec};
+    dispatch(R, SH_ROPE, 0, &pc, sizeof pc, n_vec < 32768 ? n_vec : 32768, (n_vec + 32767) / 32768, 1);
+}
+
+static void op_matmul(struct rec *R, const struct muse_op *o) {
+    const uint32_t n = (uint32_t)op_rows(R, o);
+    if (!n) return;
+    for (int32_t j = 0; j < o->n_jobs; j++) {
+        const struct muse_prog_job *pj = &R->p->jobs[o->job0 + j];
+        const uint32_t ne1 = (uint32_t)pj->w.ne1;
+        const struct {
+            a64 w, x, y, bias, tab;
+            uint32_t ne0, ne1, row_size, n_rows, xs, ys, flags;
+            float scale;
+        } pc = {A(weight_addr(R->vp, pj->w.data)), A(ref_addr(R, o->src)), A(ref_addr(R, pj->y)),
+                A(pj->bias ? weight_addr(R->vp, pj->bias) : 0), A(R->v->tab.addr), (uint32_t)pj->w.ne0, ne1,
+                (uint32_t)pj->w.row_size, n, ref_stride(R, o->src), ref_stride(R, pj->y),
+                (pj->has_scale ? 1u : 0u) | (pj->bias ? 2u : 0u), pj->scale};
+        const uint32_t tpr = R->v->mm_tpr, nwg = (ne1 + 64 / tpr - 1) / (64 / tpr);
+        dispatch(R, SH_MATMUL, (uint32_t)pj->w.type | tpr << 16, &pc, sizeof pc, nwg < 32768 ? nwg : 32768, (n + 7) / 8,
+                 (nwg + 32767) / 32768);
+    }
+}
+
+static void op_kv_store(struct rec *R, const struct muse_op *o) {
+    const struct muse_prog_run *run = R->run;
+    const uint32_t ks = ref_stride(R, o->src), vs = ref_stride(R, o->src2);
+    for (int32_t r0 = 0, r1; r0 < run->n_rows && !R->st; r0 = r1) {
+        const int32_t s = run->seq ? run->seq[r0] : 0;
+        for (r1 = r0 + 1; r1 < run->n_rows && (run->seq ? run->seq[r1] : 0) == s; r1++) {}
+        const struct muse_kv_layer *l = &run->kv[s][o->layer];
+        if (l->type == MUSE_TYPE_F16 && (l->n_embd_k % 2 || l->n_embd_v % 2)) {
+            R->st = muse_error_set(R->err, MUSE_ERR_UNSUPPORTED, "vulkan: an F16 KV cache with odd row sizes");
+            return;
+        }
+        const struct {
+            a64 k, v, kd, vd, pos;
+            uint32_t ks, vs, nk, nv, n_cells, krow, vrow, f16;
+        } pc = {A(ref_addr(R, o->src) + (size_t)r0 * ks * 4), A(ref_addr(R, o->src2) + (size_t)r0 * vs * 4), A(kv_addr(R, l->k)),
+                A(kv_addr(R, l->v)), A(R->v->io.addr + R->pos + (size_t)r0 * 4), ks, vs, (uint32_t)l->n_embd_k,
+                (uint32_t)l->n_embd_v, l->n_cells, (uint32_t)(l->k_row_size / 4), (uint32_t)(l->v_row_size / 4),
+                l->type == MUSE_TYPE_F16};
+        dispatch(R, SH_KV_STORE, 0, &pc, sizeof pc, (uint32_t)(r1 - r0), 2, 1);
+    }
+}
+
+static void op_attention(struct rec *R, const struct muse_op *o) {
+    const struct muse_prog_run *run = R->run;
+    const uint32_t qs = (uint32_t)o->n_head * (uint32_t)o->head_dim;
+    for (int32_t r0 = 0, r1; r0 < run->n_rows && !R->st; r0 = r1) {
+        const int32_t s = run->seq ? run->seq[r0] : 0;
+        for (r1 = r0 + 1; r1 < run->n_rows && (run->seq ? run->seq[r1] : 0) == s; r1++) {}
+        const struct muse_kv_layer *l = &run->kv[s][o->layer];
+        const VkDeviceAddress off = (size_t)r0 * qs * 4;
+        const struct {
+            a64 q, out, gate, k, v, pos;
+            uint32_t n_head, n_head_kv, hd, n_cells, n_swa, krow, vrow, qs, f16, flags;
+            float scale;
+        } pc = {A(ref_addr(R, o->src) + off), A(ref_addr(R, o->dst) + off),
+                A(o->src2.buf != MUSE_BUF_NONE ? ref_addr(R, o->src2) + off : 0), A(kv_addr(R, l->k)), A(kv_addr(R, l->v)),
+                A(R->v->io.addr + R->pos + (size_t)r0 * 4), (uint32_t)o->n_head, (uint32_t)o->n_head_kv,
+                (uint32_t)o->head_dim, l->n_cells, (uint32_t)o->n_swa, (uint32_t)(l->k_row_size / 4),
+                (uint32_t)(l->v_row_size / 4), qs, l->type == MUSE_TYPE_F16, o->src2.buf != MUSE_BUF_NONE ? 1u : 0u, o->scale};
+        dispatch(R, SH_ATTENTION, 0, &pc, sizeof pc, (uint32_t)o->n_head, (uint32_t)(r1 - r0), 1);
+    }
+}
+
+static void op_observe(struct rec *R, const struct muse_op *o) {
+    const struct muse_prog_run *a = R->run;
+    if (!a->features) return;
+    const size_t E = (size_t)a->n_embd, F = (size_t)a->n_features * E;
+    for (int32_t k = 0; k < a->n_features; k++)
+        if (a->feature_layers[k] == o->layer)
+            eltwise(R, EW_COPY, R->v->out.addr + R->features + (size_t)k * E * 4, (uint32_t)F, ref_addr(R, o->src),
+                    ref_stride(R, o->src), (uint32_t)E, (uint32_t)a->n_rows, 0, 0);
+}
+
+/* The run's inputs into io, the output layout of out. */
+static muse_status layout(struct rec *R) {
+    struct vk *v = R->v;
+    const struct muse_program *p = R->p;
+    const struct muse_prog_run *run = R->run;
+    const size_t nr = (size_t)run->n_rows;
+    size_t o = 0;
+#define TAKE(field, bytes) (R->field = o, o = (o + (bytes) + 63) & ~(size_t)63)
+    TAKE(tokens, nr * 4);
+    TAKE(src, nr * 4);
+    TAKE(pos, nr * 4);
+    TAKE(out_rows, (size_t)(run->n_out > 0 ? run->n_out : 1) * 4);
+    size_t rope_bytes = 0, inj_rows = 0;
+    int64_t n_embd = 0;
+    for (int32_t i = 0; i < p->n_ops; i++) {
+        const struct muse_op *op = &p->ops[i];
+        if (op->kind == MUSE_OP_ROPE_ANGLES) rope_bytes += 2 * nr * (size_t)p->bufs[op->dst.buf].cols * 4;
+        if (op->kind == MUSE_OP_EMBED) n_embd = op->n;
+    }
+    for (size_t r = 0; r < nr; r++)
+        if ((run->rows && run->rows[r]) || run->embd) inj_rows++;
+    TAKE(rope, rope_bytes);
+    TAKE(inj, inj_rows * (size_t)n_embd * 4);
+    muse_status st = muse_vk_buf_ensure(v, &v->io, o, R->err);
+    if (st) return st;
+    uint8_t *io = v->io.map;
+    int32_t *tok = (int32_t *)(io + R->tokens), *src = (int32_t *)(io + R->src);
+    float *inj = (float *)(io + R->inj);
+    int32_t k = 0;
+    for (size_t r = 0; r < nr; r++) {
+        const float *row = run->rows && run->rows[r] ? run->rows[r] : run->embd ? run->embd + r * (size_t)n_embd : NULL;
+        tok[r] = run->tokens && !row ? run->tokens[r] : 0;
+        src[r] = row ? k : -1;
+        if (row) memcpy(inj + (size_t)k++ * (size_t)n_embd, row, sizeof(float) * (size_t)n_embd);
+    }
+    memcpy(io + R->pos, run->pos, nr * 4);
+    if (run->n_out > 0) memcpy(io + R->out_rows, run->out_rows, (size_t)run->n_out * 4);
+    size_t ro = R->rope;
+    for (int32_t i = 0; i < p->n_ops; i++) { /* the rope angles, on the host (the CPU's bits) */
+        const struct muse_op *op = &p->ops[i];
+        if (op->kind != MUSE_OP_ROPE_ANGLES) continue;
+        const size_t cols = (size_t)p->bufs[op->dst.buf].cols;
+        float *c = (float *)(io + ro), *s = c + nr * cols;
+        for (size_t r = 0; r < nr; r++)
+            muse_rope_angles((float)run->pos[r], op->n_rot, op->rope_base, op->rope_scale, c + r * cols, s + r * cols);
+        ro += 2 * nr * cols * 4;
+    }
+    o = 0;
+    TAKE(logits, (size_t)(run->n_out > 0 ? run->n_out : 0) * (size_t)p->bufs[MUSE_BUF_LOGITS].cols * 4);
+    TAKE(embd, run->embd_out ? nr * (size_t)p->bufs[MUSE_BUF_EMBD].cols * 4 : 0);
+    TAKE(features, run->features ? nr * (size_t)run->n_features * (size_t)run->n_embd * 4 : 0);
+#undef TAKE
+    return muse_vk_buf_ensure(v, &v->out, o, R->err);
+}
+
+muse_status muse_vk_run(void *ks, const struct muse_program *p, const struct muse_prog_run *run, struct muse_error *err) {
+    struct vk *v = ks;
+    if (v->lost) return muse_error_set(err, MUSE_ERR_IO, "vulkan: %s was lost earlier; reopen the model", v->props.deviceName);
+    const struct vk_prog *vp = v->progs;
+    while (vp && vp->p != p) vp = vp->next;
+    if (!vp) return muse_error_set(err, MUSE_ERR_INTERNAL, "vulkan: a program that was not prepared (muse_device_prepare)");
+    if (run->trace || run->capture || run->hook || run->bind)
+        return muse_error_set(err, MUSE_ERR_UNSUPPORTED, "vulkan: layer traces, capture hooks and bound buffers run on the cpu and ref backends only");
+    if (p->workspace_floats * 4 > v->ws.size)
+        return muse_error_set(err, MUSE_ERR_INTERNAL, "vulkan: the workspace was not reserved for this program");
+    struct rec R = {.v = v, .vp = vp, .p = p, .run = run, .err = err};
+    muse_status st = layout(&R);
+    if (st) return st;
+    muse_vk_begin(v);
+    size_t ro = R.rope;
+    for (int32_t i = 0; i < p->n_ops && !R.st; i++) {
+        const struct muse_op *o = &p->ops[i];
+        switch (o->kind) {
+        case MUSE_OP_BARRIER: case MUSE_OP_ALL_REDUCE: break; /* a barrier follows every dispatch; one device */
+        case MUSE_OP_EMBED: op_embed(&R, o); break;
+        case MUSE_OP_ROPE_ANGLES: {
+            const uint32_t cols = (uint32_t)p->bufs[o->dst.buf].cols, nr = (uint32_t)run->n_rows;
+            eltwise(&R, EW_COPY, ref_addr(&R, o->dst), cols, v->io.addr + ro, cols, cols, nr, 0, 0);
+            eltwise(&R, EW_COPY, ref_addr(&R, o->src), cols, v->io.addr + ro + (size_t)nr * cols * 4, cols, cols, nr, 0, 0);
+            ro += 2 * (size_t)nr * cols * 4;
+            break;
+        }
+        case MUSE_OP_RMS_NORM: op_rms_norm(&R, o); break;
+        case MUSE_OP_ROPE: op_rope(&R, o); break;
+        case MUSE_OP_MATMUL: op_matmul(&R, o); break;
+        case MUSE_OP_KV_STORE: op_kv_store(&R, o); break;
+        case MUSE_OP_ATTENTION: op_attention(&R, o); break;
+        case MUSE_OP_SWIGLU:
+            eltwise(&R, EW_SWIGLU, ref_addr(&R, o->dst), ref_stride(&R, o->dst), ref_addr(&R, o->src), ref_stride(&R, o->src),
+                    (uint32_t)o->n, (uint32_t)run->n_rows, 0, 0);
+            break;
+        case MUSE_OP_ADD:
+            eltwise(&R, EW_ADD, ref_addr(&R, o->dst), ref_stride(&R, o->dst), ref_addr(&R, o->src), ref_stride(&R, o->src),
+                    (uint32_t)o->n, (uint32_t)op_rows(&R, o), 0, 0);
+            break;
+        case MUSE_OP_LOGITS:
+            eltwise(&R, EW_LOGITS, ref_addr(&R, o->dst), (uint32_t)o->n, 0, 0, (uint32_t)o->n, (uint32_t)op_rows(&R, o),
+                    o->scale, o->softcap);
+            break;
+        case MUSE_OP_OBSERVE: op_observe(&R, o); break;
+        default:
+            R.st = muse_error_set(err, MUSE_ERR_UNSUPPORTED, "vulkan: op %s has no Vulkan shader yet", op_name(o->kind));
+        }
+    }
+    if (R.st) { /* nothing was submitted: end the recording unused */
+        v->fn.vkEndCommandBuffer(v->cb);
+        return R.st;
+    }
+    if ((st = muse_vk_submit(v, err))) return st;
+    const uint8_t *out = v->out.map;
+    if (run->n_out > 0 && run->logits)
+        memcpy(run->logits, out + R.logits, (size_t)run->n_out * (size_t)p->bufs[MUSE_BUF_LOGITS].cols * 4);
+    if (run->embd_out) memcpy(run->embd_out, out + R.embd, (size_t)run->n_rows * (size_t)p->bufs[MUSE_BUF_EMBD].cols * 4);
+    if (run->features)
+        memcpy(run->features, out + R.features, (size_t)run->n_rows * (size_t)run->n_features * (size_t)run->n_embd * 4);
+    return MUSE_OK;
+}

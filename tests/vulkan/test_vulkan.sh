@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# The Vulkan device end to end (docs/vulkan.md), on whatever Vulkan device the machine has (CI:
+# Mesa's lavapipe, installed by scripts/install-deps.sh --test). Without a Vulkan build or device
+# every part FAILS: a CI box that lost the packages must not report the GPU backend as tested.
+#   1. every embedded SPIR-V module passes spirv-val (--target-env vulkan1.2)
+#   2. no device (VK_ICD_FILENAMES=/nonexistent), a device number that does not exist
+#      (MUSE_VK_DEVICE=99) and a KV type without shaders (q8_0): one line on stderr, exit 1
+#   3. the text goldens (tests/model/test_parity.sh with MUSE_BACKEND=vulkan): logits within each
+#      case's tolerance, greedy tokens by the goldens' near-tie rule
+#   4. the trained model (models/glimmer-tiny-f16.gguf): 16 greedy tokens identical to the cpu
+#      device's, each of the cpu's top-20 logits within 1e-2 of the vulkan one (F16 weights: the
+#      cpu rounds the activations to F16, 2^-11 relative, before every matmul, the GPU keeps them
+#      in f32; logits of magnitude ~10 move by ~5e-3; measured 4.1e-3 on lavapipe)
+#   5. one short run under the Khronos validation layer (MUSE_VK_VALIDATE=1): no validation error
+set -uo pipefail
+MUSE="${MUSE:-build/muse}"
+SHARED="${MUSE_SHARED:-../shared}"
+GOLDEN="$SHARED/golden/text"
+BUILD="$(dirname "$MUSE")"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
+
+# 1. spirv-val
+n=0
+command -v spirv-val >/dev/null || bad "spirv-val is missing (apt-get install spirv-tools)"
+for spv in "$BUILD"/gen/spv/*.spv; do
+    [ -f "$spv" ] || continue
+    n=$((n + 1))
+    spirv-val --target-env vulkan1.2 "$spv" || bad "spirv-val: $spv"
+done
+[ "$n" -gt 0 ] || bad "no SPIR-V modules under $BUILD/gen/spv (was the Vulkan device built? needs libvulkan-dev and glslc)"
+echo "spirv-val: $n modules"
+
+# 2. one clear line and exit status 1
+one_line() {  # NAME EXPECTED-TEXT CMD...
+    local name="$1" want="$2"; shift 2
+    timeout 60 "$@" > "$tmp/out" 2> "$tmp/err"; local st=$?
+    local lines; lines=$(wc -l < "$tmp/err")
+    if [ "$st" -ne 1 ] || [ "$lines" -ne 1 ] || ! grep -q -- "$want" "$tmp/err"; then
+        bad "$name: exit $st, $lines stderr lines (want 1 line with '$want'):"; cat "$tmp/err"
+    else
+        echo "$name: $(cat "$tmp/err")"
+    fi
+}
+run=("$MUSE" run -m "$GOLDEN/tiny-f32.gguf" -p hi -n 2 --backend vulkan)
+one_line "no device" "vulkan:" env VK_ICD_FILENAMES=/nonexistent "${run[@]}"
+one_line "device 99" "no device 99" env MUSE_VK_DEVICE=99 "${run[@]}"
+one_line "q8_0 KV" "q8_0 KV cache" "${run[@]}" --kv q8_0
+
+# 3. the goldens
+MUSE_BACKEND=vulkan MUSE="$MUSE" MUSE_SHARED="$SHARED" bash tests/model/test_parity.sh || bad "the text goldens on vulkan"
+
+# 4. the trained model against the cpu device
+M=models/glimmer-tiny-f16.gguf
+toks=$("$MUSE" tokenize -m "$M" --file models/valid.txt --json 2>/dev/null | python3 -c 'import json,sys; print(",".join(map(str, json.load(sys.stdin)["ids"][:48])))')
+if [ -z "$toks" ]; then
+    bad "cannot tokenize models/valid.txt"
+else
+    "$MUSE" logits -m "$M" --tokens "$toks" -n 16 --top 40 --backend cpu -t 1 > "$tmp/cpu.json" || bad "cpu logits"
+    "$MUSE" logits -m "$M" --tokens "$toks" -n 16 --top 40 --backend vulkan > "$tmp/vk.json" || bad "vulkan logits"
+    python3 - "$tmp/cpu.json" "$tmp/vk.json" <<'PY' || bad "the trained model: vulkan vs cpu"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+if a["greedy"] != b["greedy"]:
+    sys.exit(f"greedy differs: cpu {a['greedy']} vulkan {b['greedy']}")
+rows_a = a["positions"] + a["greedy_steps"]
+rows_b = b["positions"] + b["greedy_steps"]
+worst = 0.0
+for ra, rb in zip(rows_a, rows_b):
+    lb = dict((t, v) for t, v in rb["top"])
+    for t, v in ra["top"][:20]:
+        if t in lb:
+            worst = max(worst, abs(v - lb[t]))
+        else:
+            sys.exit(f"pos {ra['pos']}: cpu top-20 id {t} missing from the vulkan top-40")
+print(f"trained model: greedy {len(a['greedy'])}/{len(a['greedy'])} identical, max |logit diff| {worst:.3g} (bound 1e-2)")
+sys.exit(0 if worst <= 1e-2 else 1)
+PY
+fi
+
+# 5. the validation layer
+MUSE_VK_VALIDATE=1 timeout 120 "$MUSE" logits -m "$GOLDEN/small-q4_k.gguf" --tokens 1,2,3,4,5,6,7,8 -n 4 --top 5 \
+    --backend vulkan > "$tmp/val.out" 2> "$tmp/val.err"; st=$?
+if [ "$st" -ne 0 ] || grep -qiE "validation error|VUID-" "$tmp/val.out" "$tmp/val.err"; then
+    bad "validation layer run (exit $st):"; grep -iE "error|VUID" "$tmp/val.out" "$tmp/val.err" | head -5
+else
+    echo "validation layer: no errors"
+fi
+
+echo "vulkan: $fail failure(s)"
+[ "$fail" -eq 0 ]

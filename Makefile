@@ -202,7 +202,7 @@ install: $(BUILD)/muse $(LIB) $(SOLIB) $(BUILD)/muse.1
 	install -m 644 include/muse.h $(DESTDIR)$(INCDIR)/muse.h
 	install -m 644 $(BUILD)/muse.1 $(DESTDIR)$(MANDIR)/man1/muse.1
 	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCDIR@|$(INCDIR)|; s|@VERSION@|$(VERSION)|' \
-	    -e 's|@REQUIRES@|$(LIB_PKGS)|' scripts/muse.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/muse.pc
+	    -e 's|@REQUIRES@|$(LIB_PKGS)|; s|@LIBS_PRIVATE@|$(MPI_LIBS)|' scripts/muse.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/muse.pc
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/muse $(DESTDIR)$(LIBDIR)/libmuse.a $(DESTDIR)$(LIBDIR)/libmuse.so \

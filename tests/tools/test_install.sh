@@ -54,9 +54,10 @@ check "it links the shared library" 'readelf -d "$tmp/prog" | grep -q "NEEDED.*l
 want=$("$P/bin/muse" run -m "$tmp/m.gguf" --tokens 5,6,7 -n 1 --ids 2>/dev/null)
 got=$(LD_LIBRARY_PATH="$P/lib" "$tmp/prog" "$tmp/m.gguf")
 check "it runs and agrees with the CLI ($got vs $want)" '[ -n "$want" ] && [ "$got" = "$(pkg-config --modversion muse) $want" ]'
-# static: the archive, then the shared libraries it needs (its Requires.private, -lpthread -lm)
+# static: the archive, then the shared libraries it needs (its Requires.private and Libs.private:
+# -lpthread -lm, and MPI's when the build has tensor parallelism)
 cc -std=c11 -o "$tmp/prog_static" "$tmp/prog.c" $(pkg-config --cflags muse) "$(pkg-config --variable=libdir muse)/libmuse.a" \
-    $(pkg-config --libs $(pkg-config --print-requires-private muse)) -lpthread -lm 2> "$tmp/cc2.log"
+    $(pkg-config --libs $(pkg-config --print-requires-private muse)) $(pkg-config --variable=libs_private muse) 2> "$tmp/cc2.log"
 check "and statically against libmuse.a" '[ $? -eq 0 ] && [ "$("$tmp/prog_static" "$tmp/m.gguf")" = "$got" ]' || cat "$tmp/cc2.log"
 
 make -s uninstall PREFIX="$P" > /dev/null 2>&1

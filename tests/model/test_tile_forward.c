@@ -109,19 +109,21 @@ static void v_matmul(void *state, const struct muse_matmul_job *jobs, int n_jobs
     v->cpu->barrier(v->cs);
 }
 
-/* The bound of one flash row (t, h) per element d. Both sides multiply V by the same F16
- * probabilities p (muse_attn_head_ref leaves them in its scores, positions lo..hi); only the sums
+/* The bound of one flash row (t, h) per element d. Both sides multiply V by the same F16 (F32
+ * cache: F32) probabilities p (muse_attn_head_ref leaves them in its scores, positions lo..hi); only the sums
  * over the n keys differ: one FMA chain (flash) against 8 lanes by position and a hsum (the
  * reference), gamma(n) + gamma(n / 8 + 4) times sum_j p_j |v_j[d]|. */
 static void flash_bounds(const struct muse_attn_args *a, int32_t t, int32_t h, const float *p, double *tol) {
     const int32_t hd = a->head_dim, kvh = h / (a->n_head / a->n_head_kv);
     const int32_t hi = a->pos[t], lo = a->n_swa > 0 && hi - a->n_swa + 1 > 0 ? hi - a->n_swa + 1 : 0, n = hi - lo + 1;
-    const size_t hb = muse_type_row_size(MUSE_TYPE_F16, hd);
+    const bool f32 = a->kv->type == MUSE_TYPE_F32;
+    const size_t hb = muse_type_row_size(a->kv->type, hd);
     const double f = muse_tile_gamma(n) + muse_tile_gamma(n / 8 + 4);
     for (int32_t d = 0; d < hd; d++) tol[d] = 0;
     for (int32_t j = 0; j < n; j++) {
-        const uint16_t *vr = (const uint16_t *)(const void *)((const char *)a->kv->v + (size_t)((uint32_t)(lo + j) % a->kv->n_cells) * a->kv->v_row_size + kvh * hb);
-        for (int32_t d = 0; d < hd; d++) tol[d] += (double)p[j] * fabs((double)muse_fp16_to_fp32(vr[d]));
+        const void *vr = (const char *)a->kv->v + (size_t)((uint32_t)(lo + j) % a->kv->n_cells) * a->kv->v_row_size + kvh * hb;
+        for (int32_t d = 0; d < hd; d++)
+            tol[d] += (double)p[j] * fabs(f32 ? (double)((const float *)vr)[d] : (double)muse_fp16_to_fp32(((const uint16_t *)vr)[d]));
     }
     for (int32_t d = 0; d < hd; d++) tol[d] *= f;
 }
@@ -132,7 +134,8 @@ static void v_attention(void *state, const struct muse_attn_args *a, int ith, in
     v->cpu->barrier(v->cs);
     if (ith == 0) {
         const size_t n = (size_t)a->n_tokens * a->n_head * a->head_dim;
-        const bool flash = v->k->attn_flash_f16 && a->kv->type == MUSE_TYPE_F16 && a->head_dim % 8 == 0 && a->n_tokens >= 4;
+        const bool flash = a->n_tokens >= 4 && ((v->k->attn_flash_f16 && a->kv->type == MUSE_TYPE_F16 && a->head_dim % 8 == 0) ||
+                                                (v->k->attn_flash_f32 && a->kv->type == MUSE_TYPE_F32 && a->head_dim % 32 == 0));
         memcpy(v->save, a->out, n * sizeof(float));
         double *tol = malloc(sizeof(double) * (size_t)a->head_dim);
         for (int32_t t = 0; t < a->n_tokens; t++)
@@ -176,7 +179,7 @@ static const char *const mixes[] = {
     "ffn_up=iq3_s,ffn_down=iq1_m,output=q6_k,*=q4_k",
 };
 
-static void run_case(const char *types, int32_t head_dim, uint32_t threads) {
+static void run_case(const char *types, int32_t head_dim, uint32_t threads, enum muse_kv_type kv) {
     char path[128];
     snprintf(path, sizeof path, "/tmp/muse-test-tile-forward-%d.gguf", (int)getpid());
     struct muse_error err;
@@ -199,6 +202,7 @@ static void run_case(const char *types, int32_t head_dim, uint32_t threads) {
     cp.n_batch = 64;
     cp.n_threads = threads;
     cp.backend = "cpu";
+    cp.kv_type = kv;
     if (!m || muse_context_create(m, cp, &ctx, &err) != MUSE_OK) {
         TEST_CONDF(false, "context: %s", err.msg);
         muse_model_free(m);
@@ -227,13 +231,14 @@ static void run_case(const char *types, int32_t head_dim, uint32_t threads) {
     const struct muse_backend_ops *cpu = v.cpu;
     void *cs = v.cs;
     muse_device_swap_ops(ctx->dev, &cpu, &cs);
-    TEST_CONDF(v.bad == 0, "%s (head_dim %d, %u threads): %ld ops outside their bound", types, head_dim, threads, v.bad);
+    TEST_CONDF(v.bad == 0, "%s (head_dim %d, %u threads, %s KV): %ld ops outside their bound", types, head_dim, threads,
+               muse_kv_type_name(kv), v.bad);
     TEST_CONDF(v.mm_tile > 0 && v.mm_exact > 0 && v.at_flash > 0 && v.at_exact > 0,
                "%s: both paths ran (tile %ld, exact %ld, flash %ld, exact attention %ld)", types, v.mm_tile, v.mm_exact,
                v.at_flash, v.at_exact);
-    printf("  %-36.36s hd %3d t%u: tile matmuls %3ld, exact %3ld, flash %2ld, exact attention %2ld; worst error / "
+    printf("  %-36.36s hd %3d t%u %-4s: tile matmuls %3ld, exact %3ld, flash %2ld, exact attention %2ld; worst error / "
            "bound: matmul %.3f, attention %.3f\n",
-           types, head_dim, threads, v.mm_tile, v.mm_exact, v.at_flash, v.at_exact, v.worst_mm, v.worst_at);
+           types, head_dim, threads, muse_kv_type_name(kv), v.mm_tile, v.mm_exact, v.at_flash, v.at_exact, v.worst_mm, v.worst_at);
     free(logits);
     free(v.q);
     free(v.xp);
@@ -253,8 +258,11 @@ int main(void) {
         return TEST_REPORT();
     }
     printf("level %s\n", muse_cpu_level_name(k->level));
-    for (size_t i = 0; i < sizeof mixes / sizeof mixes[0]; i++) run_case(mixes[i], 32, 1);
-    run_case(mixes[0], 128, 2);
-    run_case(mixes[2], 128, 1);
+    for (size_t i = 0; i < sizeof mixes / sizeof mixes[0]; i++) run_case(mixes[i], 32, 1, MUSE_KV_TYPE_F16);
+    run_case(mixes[0], 128, 2, MUSE_KV_TYPE_F16);
+    run_case(mixes[2], 128, 1, MUSE_KV_TYPE_F16);
+    /* an F32 cache: its flash attention (head sizes that are multiples of 32) */
+    run_case(mixes[0], 32, 1, MUSE_KV_TYPE_F32);
+    run_case(mixes[0], 128, 2, MUSE_KV_TYPE_F32);
     return TEST_REPORT();
 }

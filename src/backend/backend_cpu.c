@@ -424,6 +424,7 @@ static void attention_flash(struct cpu_state *s, const struct muse_attn_args *a,
             .scale = a->scale,
         };
         if (a->kv->type == MUSE_TYPE_F32) s->k->attn_flash_f32(&f, s->ts[ith].flash);
+        else if (a->kv->type == MUSE_TYPE_Q8_0) s->k->attn_flash_q8_0(&f, s->ts[ith].flash);
         else s->k->attn_flash_f16(&f, s->ts[ith].flash);
         for (int32_t t = t0; t < t0 + nt; t++)
             for (int32_t h = h0; h < h0 + nq; h++) muse_attn_gate_head(a, t, h);
@@ -435,7 +436,8 @@ static void cpu_attention(void *state, const struct muse_attn_args *a, int ith, 
     MUSE_ASSERT(a->head_dim <= s->plan.max_head_dim && a->n_head % a->n_head_kv == 0);
     if (s->ts[ith].flash && a->n_tokens >= FLASH_MIN &&
         ((a->kv->type == MUSE_TYPE_F16 && a->head_dim % 8 == 0) ||
-         (a->kv->type == MUSE_TYPE_F32 && a->head_dim % 32 == 0 && s->k->attn_flash_f32))) {
+         (a->kv->type == MUSE_TYPE_F32 && a->head_dim % 32 == 0 && s->k->attn_flash_f32) ||
+         (a->kv->type == MUSE_TYPE_Q8_0 && a->head_dim % 32 == 0 && s->k->attn_flash_q8_0))) {
         attention_flash(s, a, ith, nth);
         return;
     }

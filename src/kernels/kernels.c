@@ -51,6 +51,7 @@ static const struct muse_kernels kernels_scalar = {
         .widen = {[MUSE_TYPE_F16] = muse_widen_f16_avx2, [MUSE_TYPE_BF16] = muse_widen_bf16_avx2}, \
         .attn_flash_f16 = EXACT ? NULL : muse_attn_flash_f16_##FLASH,                  \
         .attn_flash_f32 = EXACT ? NULL : muse_attn_flash_f32_##FLASH,                  \
+        .attn_flash_q8_0 = EXACT ? NULL : muse_attn_flash_q8_0_##FLASH,                \
         .attn_flash_scratch = EXACT ? NULL : muse_attn_flash_scratch_##FLASH,          \
         .quantize = {                                                                  \
             [MUSE_TYPE_Q8_0] = muse_quantize_q8_0_avx2,                                \

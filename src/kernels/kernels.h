@@ -230,6 +230,7 @@ struct muse_kernels {
     /* Flash attention over an F16 cache for batches of queries (NULL: none; empty in exact mode). */
     muse_attn_flash_fn attn_flash_f16;
     muse_attn_flash_fn attn_flash_f32;  /* an F32 cache, head_dim a multiple of 32 */
+    muse_attn_flash_fn attn_flash_q8_0; /* a Q8_0 cache, head_dim a multiple of 32 */
     muse_attn_flash_scratch_fn attn_flash_scratch;
     muse_attn_kq_fn attn_kq_f16;
     muse_attn_pv_fn attn_pv_f16;

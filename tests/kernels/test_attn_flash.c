@@ -6,8 +6,9 @@
  *   - every output against a double-precision softmax attention over the same F16 inputs (the
  *     probabilities are rounded to F16 as the reference rounds them: relative 2^-10 of sum |p v|,
  *     a sanity bound; the derived bound against muse_attn_head_ref is tests/model/test_tile_forward's);
- *   - an F32 cache (muse_attn_flash_f32, head sizes 32, 128, 256): against the double attention
- *     over the F32 inputs, nothing rounded to F16 (relative 2^-16 of sum |p v|);
+ *   - F32 and Q8_0 caches (muse_attn_flash_f32 / _q8_0, head sizes 32, 128, 256): against the
+ *     double attention over the cache's values (Q8_0: dequantized, and the query quantized to Q8_0
+ *     as the reference does), nothing rounded to F16 (relative 2^-16 of sum |p v|);
  *   - head sizes with and without a 64-wide chunk (32, 80, 128, 256), 1..9 query tokens x 1..4
  *     heads per KV head, full and sliding-window attention, positions deep in a ring cache that
  *     has wrapped (p % n_cells), the padding of the output rows untouched.
@@ -21,7 +22,9 @@
 
 #include "core/cpu.h"
 #include "core/fp16.h"
+#include "kernels/blocks.h"
 #include "kernels/kernels.h"
+#include "kernels/types.h"
 #include "test.h"
 
 #include "kernels/kernel_random.h"
@@ -31,31 +34,53 @@
 struct flash_case {
     int32_t hd, n_tok, nq, n_swa, pos0;
     uint32_t n_cells;
-    bool f32; /* an F32 cache */
+    int type; /* the cache: 0 F16, 1 F32, 2 Q8_0 */
 };
 
-/* element i of a cache row (F16 or F32) */
-static double cache_at(const void *row, int32_t i, bool f32) {
-    return f32 ? (double)((const float *)row)[i] : (double)muse_fp16_to_fp32(((const uint16_t *)row)[i]);
+static const char *const type_names[] = {"f16", "f32", "q8_0"};
+
+/* element i of a cache row */
+static double cache_at(const void *row, int32_t i, int type) {
+    if (type == 1) return (double)((const float *)row)[i];
+    if (type == 2) {
+        const struct muse_block_q8_0 *b = (const struct muse_block_q8_0 *)row + i / 32;
+        return (double)b->qs[i % 32] * muse_fp16_to_fp32(b->d);
+    }
+    return (double)muse_fp16_to_fp32(((const uint16_t *)row)[i]);
+}
+
+/* the query element as the kernel's reference sees it */
+static double query_at(const float *q, int32_t hd, int32_t i, int type) {
+    if (type == 1) return (double)q[i];
+    if (type == 2) {
+        struct muse_block_q8_0 b[16];
+        muse_type_traits[MUSE_TYPE_Q8_0].from_float(q, b, hd);
+        return cache_at(b, i, 2);
+    }
+    return (double)muse_fp16_to_fp32(muse_fp32_to_fp16(q[i]));
+}
+
+static muse_attn_flash_fn flash_of(const struct muse_kernels *k, int type) {
+    return type == 1 ? k->attn_flash_f32 : type == 2 ? k->attn_flash_q8_0 : k->attn_flash_f16;
 }
 
 /* out = the level's flash attention of the case's data; false when the level has none */
 static bool run_level(const struct muse_kernels *k, const struct muse_attn_flash *f0, float *out, size_t out_floats,
-                      bool f32) {
-    if (!k || !(f32 ? k->attn_flash_f32 : k->attn_flash_f16)) return false;
+                      int type) {
+    if (!k || !flash_of(k, type)) return false;
     struct muse_attn_flash f = *f0;
     f.out = out;
     for (size_t i = 0; i < out_floats; i++) out[i] = -7.0f; /* padding poison */
     const size_t sb = k->attn_flash_scratch(f.hd, f.n_tok * f.nq, f.n_cells);
     void *scratch = aligned_alloc(64, (sb + 63) / 64 * 64);
     CHECK(scratch);
-    (f32 ? k->attn_flash_f32 : k->attn_flash_f16)(&f, scratch);
+    flash_of(k, type)(&f, scratch);
     free(scratch);
     return true;
 }
 
 /* the double-precision attention of row (t, h) into want[hd]; *mag = max_d sum_j |p_j v_j[d]| */
-static void attn_double(const struct muse_attn_flash *f, int32_t t, int32_t h, double *want, double *mag, bool f32) {
+static void attn_double(const struct muse_attn_flash *f, int32_t t, int32_t h, double *want, double *mag, int type) {
     const int32_t hd = f->hd, hi = f->pos[t], lo = f->n_swa > 0 && hi - f->n_swa + 1 > 0 ? hi - f->n_swa + 1 : 0;
     double mx = -INFINITY, sum = 0;
     double *s = malloc(sizeof(double) * (size_t)(hi - lo + 1));
@@ -65,7 +90,7 @@ static void attn_double(const struct muse_attn_flash *f, int32_t t, int32_t h, d
         const void *kr = (const char *)f->k + (size_t)((uint32_t)p % f->n_cells) * f->k_stride;
         double d = 0;
         for (int32_t i = 0; i < hd; i++)
-            d += (f32 ? (double)q[i] : (double)muse_fp16_to_fp32(muse_fp32_to_fp16(q[i]))) * cache_at(kr, i, f32);
+            d += query_at(q, hd, i, type) * cache_at(kr, i, type);
         s[p - lo] = d * f->scale;
         mx = s[p - lo] > mx ? s[p - lo] : mx;
     }
@@ -76,7 +101,7 @@ static void attn_double(const struct muse_attn_flash *f, int32_t t, int32_t h, d
         double m = 0;
         for (int32_t p = lo; p <= hi; p++) {
             const void *vr = (const char *)f->v + (size_t)((uint32_t)p % f->n_cells) * f->v_stride;
-            const double pv = s[p - lo] / sum * cache_at(vr, d, f32);
+            const double pv = s[p - lo] / sum * cache_at(vr, d, type);
             want[d] += pv;
             m += fabs(pv);
         }
@@ -87,7 +112,8 @@ static void attn_double(const struct muse_attn_flash *f, int32_t t, int32_t h, d
 
 static void check_case(const struct flash_case *c) {
     const int32_t hd = c->hd, R = c->n_tok * c->nq;
-    const size_t k_stride = (size_t)hd * (c->f32 ? 4 : 2) + 16; /* padded cache rows */
+    const size_t row = c->type == 2 ? (size_t)hd / 32 * sizeof(struct muse_block_q8_0) : (size_t)hd * (c->type ? 4 : 2);
+    const size_t k_stride = row + 16; /* padded cache rows */
     uint8_t *kc = malloc(k_stride * c->n_cells), *vc = malloc(k_stride * c->n_cells);
     const size_t q_tstride = (size_t)c->nq * hd + 5, o_tstride = (size_t)c->nq * hd + 3;
     float *q = malloc(sizeof(float) * q_tstride * (size_t)c->n_tok);
@@ -96,17 +122,29 @@ static void check_case(const struct flash_case *c) {
     int32_t *pos = malloc(sizeof(int32_t) * (size_t)c->n_tok);
     double *want = malloc(sizeof(double) * (size_t)hd);
     CHECK(kc && vc && q && o2 && o && pos && want);
-    for (size_t i = 0; i < k_stride / (c->f32 ? 4 : 2) * c->n_cells; i++) {
-        const float kx = 2.0f * kr_float(), vx = kr_float();
-        if (c->f32) {
-            memcpy(kc + 4 * i, &kx, 4);
-            memcpy(vc + 4 * i, &vx, 4);
+    float *kx = malloc(sizeof(float) * (size_t)hd), *vx = malloc(sizeof(float) * (size_t)hd);
+    CHECK(kx && vx);
+    memset(kc, 0, k_stride * c->n_cells);
+    memset(vc, 0, k_stride * c->n_cells);
+    for (uint32_t cell = 0; cell < c->n_cells; cell++) {
+        for (int32_t i = 0; i < hd; i++) kx[i] = 2.0f * kr_float(), vx[i] = kr_float();
+        uint8_t *kd = kc + cell * k_stride, *vd = vc + cell * k_stride;
+        if (c->type == 1) {
+            memcpy(kd, kx, row);
+            memcpy(vd, vx, row);
+        } else if (c->type == 2) {
+            muse_type_traits[MUSE_TYPE_Q8_0].from_float(kx, kd, hd);
+            muse_type_traits[MUSE_TYPE_Q8_0].from_float(vx, vd, hd);
         } else {
-            const uint16_t kh = muse_fp32_to_fp16(kx), vh = muse_fp32_to_fp16(vx);
-            memcpy(kc + 2 * i, &kh, 2);
-            memcpy(vc + 2 * i, &vh, 2);
+            for (int32_t i = 0; i < hd; i++) {
+                const uint16_t kh = muse_fp32_to_fp16(kx[i]), vh = muse_fp32_to_fp16(vx[i]);
+                memcpy(kd + 2 * i, &kh, 2);
+                memcpy(vd + 2 * i, &vh, 2);
+            }
         }
     }
+    free(kx);
+    free(vx);
     for (size_t i = 0; i < q_tstride * (size_t)c->n_tok; i++) q[i] = 1.5f * kr_float();
     for (int32_t t = 0; t < c->n_tok; t++) pos[t] = c->pos0 + t;
     const struct muse_attn_flash f = {
@@ -114,10 +152,10 @@ static void check_case(const struct flash_case *c) {
         .n_swa = c->n_swa, .k = kc, .v = vc, .k_stride = k_stride, .v_stride = k_stride, .n_cells = c->n_cells,
         .scale = 1.0f / sqrtf((float)hd),
     };
-    const bool have2 = run_level(muse_kernels_for(MUSE_CPU_LEVEL_AVX2), &f, o2, out_floats, c->f32);
-    const double rel = c->f32 ? 0x1p-16 : 0x1p-10;
+    const bool have2 = run_level(muse_kernels_for(MUSE_CPU_LEVEL_AVX2), &f, o2, out_floats, c->type);
+    const double rel = c->type ? 0x1p-16 : 0x1p-10;
     for (int l = MUSE_CPU_LEVEL_AVX2; l < MUSE_CPU_LEVEL_COUNT; l++) {
-        if (!run_level(muse_kernels_for((enum muse_cpu_level)l), &f, o, out_floats, c->f32)) continue;
+        if (!run_level(muse_kernels_for((enum muse_cpu_level)l), &f, o, out_floats, c->type)) continue;
         const char *lv = muse_cpu_level_name((enum muse_cpu_level)l);
         TEST_CONDF(!have2 || !memcmp(o, o2, sizeof(float) * out_floats), "%s hd %d tok %d nq %d swa %d pos %d: not the AVX2 level's bits",
                    lv, hd, c->n_tok, c->nq, c->n_swa, c->pos0);
@@ -125,13 +163,13 @@ static void check_case(const struct flash_case *c) {
         for (int32_t i = 0; i < R; i++) {
             const int32_t t = i / c->nq, h = i % c->nq;
             double mag;
-            attn_double(&f, t, h, want, &mag, c->f32);
+            attn_double(&f, t, h, want, &mag, c->type);
             for (int32_t d = 0; d < hd; d++)
                 bad += !(fabs(o[(size_t)t * o_tstride + (size_t)h * hd + d] - want[d]) <= rel * mag + 1e-30);
             for (size_t e = (size_t)c->nq * hd; e < o_tstride; e++) pad += o[(size_t)t * o_tstride + e] != -7.0f;
         }
         TEST_CONDF(bad == 0, "%s %s hd %d tok %d nq %d swa %d pos %d: %d outputs off the double attention", lv,
-                   c->f32 ? "f32" : "f16", hd, c->n_tok, c->nq, c->n_swa, c->pos0, bad);
+                   type_names[c->type], hd, c->n_tok, c->nq, c->n_swa, c->pos0, bad);
         TEST_CONDF(pad == 0, "%s hd %d: %d padding floats written", lv, hd, pad);
     }
     free(kc);
@@ -156,14 +194,14 @@ int main(void) {
         for (int32_t n_tok = 1; n_tok <= 9; n_tok += 4)
             for (int32_t nq = 1; nq <= 4; nq += 3)
                 for (int v = 0; v < 3; v++)
-                    for (int f32 = 0; f32 < 2; f32++) {
-                        if (f32 && hds[hi] % 32) continue; /* the F32 kernel's head sizes */
+                    for (int type = 0; type < 3; type++) {
+                        if (type && hds[hi] % 32) continue; /* the F32 and Q8_0 kernels' head sizes */
                         /* v 0: from position 0, full attention; 1: deep, sliding window 40, a wrapped ring of
                          * 64 cells; 2: 290 positions deep, full attention over 300 cells */
                         const struct flash_case c = {
                             .hd = hds[hi], .n_tok = n_tok, .nq = nq, .n_swa = v == 1 ? 40 : 0,
                             .pos0 = v == 0 ? 0 : v == 1 ? 1000 + 7 * n_tok : 290 - n_tok,
-                            .n_cells = v == 1 ? 64 : 300, .f32 = f32 != 0,
+                            .n_cells = v == 1 ? 64 : 300, .type = type,
                         };
                         check_case(&c);
                         n++;

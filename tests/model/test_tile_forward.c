@@ -116,14 +116,19 @@ static void v_matmul(void *state, const struct muse_matmul_job *jobs, int n_jobs
 static void flash_bounds(const struct muse_attn_args *a, int32_t t, int32_t h, const float *p, double *tol) {
     const int32_t hd = a->head_dim, kvh = h / (a->n_head / a->n_head_kv);
     const int32_t hi = a->pos[t], lo = a->n_swa > 0 && hi - a->n_swa + 1 > 0 ? hi - a->n_swa + 1 : 0, n = hi - lo + 1;
-    const bool f32 = a->kv->type == MUSE_TYPE_F32;
+    const bool f32 = a->kv->type == MUSE_TYPE_F32, q8 = a->kv->type == MUSE_TYPE_Q8_0;
     const size_t hb = muse_type_row_size(a->kv->type, hd);
     const double f = muse_tile_gamma(n) + muse_tile_gamma(n / 8 + 4);
     for (int32_t d = 0; d < hd; d++) tol[d] = 0;
     for (int32_t j = 0; j < n; j++) {
         const void *vr = (const char *)a->kv->v + (size_t)((uint32_t)(lo + j) % a->kv->n_cells) * a->kv->v_row_size + kvh * hb;
-        for (int32_t d = 0; d < hd; d++)
-            tol[d] += (double)p[j] * fabs(f32 ? (double)((const float *)vr)[d] : (double)muse_fp16_to_fp32(((const uint16_t *)vr)[d]));
+        for (int32_t d = 0; d < hd; d++) {
+            const struct muse_block_q8_0 *b = (const struct muse_block_q8_0 *)vr + d / 32;
+            const double x = f32  ? (double)((const float *)vr)[d]
+                             : q8 ? (double)b->qs[d % 32] * muse_fp16_to_fp32(b->d)
+                                  : (double)muse_fp16_to_fp32(((const uint16_t *)vr)[d]);
+            tol[d] += (double)p[j] * fabs(x);
+        }
     }
     for (int32_t d = 0; d < hd; d++) tol[d] *= f;
 }
@@ -135,7 +140,8 @@ static void v_attention(void *state, const struct muse_attn_args *a, int ith, in
     if (ith == 0) {
         const size_t n = (size_t)a->n_tokens * a->n_head * a->head_dim;
         const bool flash = a->n_tokens >= 4 && ((v->k->attn_flash_f16 && a->kv->type == MUSE_TYPE_F16 && a->head_dim % 8 == 0) ||
-                                                (v->k->attn_flash_f32 && a->kv->type == MUSE_TYPE_F32 && a->head_dim % 32 == 0));
+                                                (v->k->attn_flash_f32 && a->kv->type == MUSE_TYPE_F32 && a->head_dim % 32 == 0) ||
+                                                (v->k->attn_flash_q8_0 && a->kv->type == MUSE_TYPE_Q8_0 && a->head_dim % 32 == 0));
         memcpy(v->save, a->out, n * sizeof(float));
         double *tol = malloc(sizeof(double) * (size_t)a->head_dim);
         for (int32_t t = 0; t < a->n_tokens; t++)
@@ -261,8 +267,8 @@ int main(void) {
     for (size_t i = 0; i < sizeof mixes / sizeof mixes[0]; i++) run_case(mixes[i], 32, 1, MUSE_KV_TYPE_F16);
     run_case(mixes[0], 128, 2, MUSE_KV_TYPE_F16);
     run_case(mixes[2], 128, 1, MUSE_KV_TYPE_F16);
-    /* an F32 cache: its flash attention (head sizes that are multiples of 32) */
-    run_case(mixes[0], 32, 1, MUSE_KV_TYPE_F32);
+    /* F32 and Q8_0 caches: their flash attention (head sizes that are multiples of 32) */
     run_case(mixes[0], 128, 2, MUSE_KV_TYPE_F32);
+    run_case(mixes[4], 32, 1, MUSE_KV_TYPE_Q8_0);
     return TEST_REPORT();
 }

@@ -110,6 +110,8 @@ size_t muse_attn_flash_scratch_avx2(int32_t hd, int32_t max_rows, uint32_t max_c
 void muse_attn_flash_f16_avx512(const struct muse_attn_flash *f, void *scratch);
 void muse_attn_flash_f32_avx2(const struct muse_attn_flash *f, void *scratch);
 void muse_attn_flash_f32_avx512(const struct muse_attn_flash *f, void *scratch);
+void muse_attn_flash_q8_0_avx2(const struct muse_attn_flash *f, void *scratch);
+void muse_attn_flash_q8_0_avx512(const struct muse_attn_flash *f, void *scratch);
 size_t muse_attn_flash_scratch_avx512(int32_t hd, int32_t max_rows, uint32_t max_cells);
 
 void muse_attn_kq_f16_avx2(int32_t hd, int32_t n_keys, const void *k, size_t k_stride, const float *qf,

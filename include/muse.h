@@ -162,7 +162,9 @@ struct muse_context_params {
     const char *backend;          /* "ref", "cpu", ...; NULL = the default backend */
     int swa_full;                 /* nonzero: sliding-window layers keep the whole context */
     int no_repack;                /* nonzero: batched matmuls read the mapped weights with the exact
-                                     kernels (no packed weight panels, docs/cpu-backend.md) */
+                                     kernels (no packed weight panels, docs/cpu-backend.md) and attention
+                                     runs per head (no flash attention): every batch size gives the
+                                     bits of evaluating its rows one by one */
     muse_layer_trace_fn trace;    /* NULL = no trace */
     void *trace_user;
     int32_t trace_n_pos;          /* trace positions 0..trace_n_pos-1 */

@@ -191,7 +191,8 @@ static const struct cli_opt rows[] = {
      set_device},
     {"--swa-full", NULL, "sliding-window layers keep the whole context (no ring)", set_swa_full},
     {"--no-repack", NULL, "batched matmuls read the mapped weights (exact kernels) instead of packing\n"
-                          "weight panels for the tile GEMM (cpu backend; saves the packed copies)", set_no_repack},
+                          "weight panels for the tile GEMM, and attention without the flash kernels: any\n"
+                          "batch size gives the same bits (cpu backend; saves the packed copies)", set_no_repack},
     {"--tp", "N", "tensor parallel over the N processes of an MPI job, each holding 1/N of the model:\n"
                   "mpirun -np N muse CMD -m MODEL --tp N (docs/tensor-parallel.md)", set_tp},
     {"--tp-bf16", NULL, "with --tp: all-reduce payloads as bf16 (half the bytes)", set_tp_bf16},

@@ -135,7 +135,8 @@ static muse_status cpu_init(const struct muse_backend_plan *plan, void **state, 
         t->gscratch = malloc(sizeof(float) * ATTN_QB * 9 * hd);
         if (!t->scores || !t->fscratch || !t->qc || !t->gscratch) goto fail;
         if (s->tile_bytes && !(t->tile = aligned_alloc(64, s->tile_bytes))) goto fail;
-        if (s->k->attn_flash_f16 && plan->max_head_dim % 8 == 0 && plan->max_head_dim > 0 &&
+        /* no_repack: the exact kernels at every batch size, so no flash attention either */
+        if (s->k->attn_flash_f16 && !plan->no_repack && plan->max_head_dim % 8 == 0 && plan->max_head_dim > 0 &&
             !(t->flash = aligned_alloc(64, (s->k->attn_flash_scratch(plan->max_head_dim, s->flash_rows, (uint32_t)cells) + 63) & ~(size_t)63)))
             goto fail;
     }

@@ -94,6 +94,7 @@ static bool rig_open(struct rig *r, const char *target, const char *drafter, uin
     cp.backend = backend;
     cp.n_threads = (uint32_t)threads;
     cp.kv_type = MUSE_KV_TYPE_F32;
+    cp.no_repack = 1; /* the exact kernels at every batch size (no flash attention): cpu == ref bit for bit */
     if (muse_model_load(target, muse_model_default_params(), &r->model, &err) ||
         muse_context_create(r->model, cp, &r->ctx, &err) ||
         muse_drafter_load(drafter, r->model, muse_drafter_default_params(), &r->d, &err) ||

@@ -262,6 +262,14 @@ void muse_device_run(struct muse_device *dev, const struct muse_program *p, cons
     MUSE_ASSERT(st == MUSE_OK); /* the CPU kinds do not fail; other kinds' callers use muse_device_exec */
 }
 
+void muse_device_stats(struct muse_device *dev, struct muse_device_stats *out) {
+    memset(out, 0, sizeof *out);
+    if (!dev->kind->stats) return;
+    pthread_mutex_lock(&dev->lock);
+    dev->kind->stats(dev->ks, out);
+    pthread_mutex_unlock(&dev->lock);
+}
+
 int muse_device_list(const char *name, char *buf, size_t size) {
     const struct muse_device_kind *k = kind_find(name);
     if (!k || !k->list) return -1;

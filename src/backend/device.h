@@ -93,6 +93,16 @@ bool muse_device_kind_built(const char *name);
  * buf when the kind is there but finds no device. */
 int muse_device_list(const char *name, char *buf, size_t size);
 
+/* What a device with its own memory holds: the weights resident on it (bytes, shared by every
+ * prepared program that reads them: the contexts of one model upload once) and how many weight
+ * uploads it has made since it was opened (a prepare that finds all its weights resident makes
+ * none). Zeros on the CPU kinds (they read the mapped file). */
+struct muse_device_stats {
+    uint64_t weight_bytes;
+    uint64_t weight_uploads;
+};
+void muse_device_stats(struct muse_device *dev, struct muse_device_stats *out);
+
 /* The sizes the device's scratch covers now (n_threads: its threads). */
 const struct muse_backend_plan *muse_device_plan(const struct muse_device *dev);
 

@@ -53,6 +53,8 @@ struct muse_device_kind {
     void (*buffer_write)(void *ks, struct muse_buffer *b, size_t off, const void *src, size_t bytes);
     /* a line per physical device for `muse info --devices` (NULL: the kind has none to list) */
     int (*list)(char *buf, size_t size);
+    /* what the device holds (NULL: nothing of its own; device.c zeroes *s first) */
+    void (*stats)(void *ks, struct muse_device_stats *s);
     /* the device's name for messages (NULL: the kind's name) */
     const char *(*describe)(void *ks);
 };

@@ -47,12 +47,19 @@ static void *make_weight(enum muse_type type, int64_t ne0, int64_t ne1, size_t *
             else if (type == MUSE_TYPE_F16) for (int64_t i = 0; i < ne0; i++) ((uint16_t *)dst)[i] = muse_fp32_to_fp16(row[i]);
             else if (type == MUSE_TYPE_BF16) for (int64_t i = 0; i < ne0; i++) ((uint16_t *)dst)[i] = muse_fp32_to_bf16(row[i]);
             else muse_type_traits[type].from_float(row, dst, ne0);
-        } else { /* IQ2_XXS (66-byte blocks) / IQ4_XS (136): random codes, d = 0.01 at each block's start */
+        } else { /* the I-quants without a quantizer: random codes, d = 0.01 (IQ1_M: spread over its scale words) */
             for (size_t i = 0; i < *row_size; i++) dst[i] = (uint8_t)(frand() * 128.0f + 128.0f);
             const size_t bs = muse_type_layouts[type].type_size;
+            const uint16_t d = muse_fp32_to_fp16(0.01f);
             for (size_t b = 0; b < *row_size; b += bs) {
-                const uint16_t d = muse_fp32_to_fp16(0.01f);
-                memcpy(dst + b, &d, 2);
+                if (type != MUSE_TYPE_IQ1_M) {
+                    memcpy(dst + b, &d, 2);
+                    continue;
+                }
+                for (int k = 0; k < 4; k++) { /* top nibble of scale word k = nibble k of d */
+                    uint8_t *hi = dst + b + 48 + 2 * k + 1;
+                    *hi = (uint8_t)((*hi & 0x0f) | (((d >> (4 * k)) & 15) << 4));
+                }
             }
         }
     }
@@ -128,8 +135,12 @@ int main(void) {
     for (int i = 0; i < 64; i++) bias[i] = frand();
     for (int i = 0; i < 512; i++) normw[i] = 1.0f + 0.5f * frand();
 
-    static const enum muse_type types[] = {MUSE_TYPE_F32, MUSE_TYPE_F16, MUSE_TYPE_BF16, MUSE_TYPE_Q4_0, MUSE_TYPE_Q8_0,
-                                           MUSE_TYPE_Q4_K, MUSE_TYPE_Q5_K, MUSE_TYPE_Q6_K, MUSE_TYPE_IQ2_XXS, MUSE_TYPE_IQ4_XS};
+    static const enum muse_type types[] = {
+        MUSE_TYPE_F32,     MUSE_TYPE_F16,    MUSE_TYPE_BF16,    MUSE_TYPE_Q4_0,   MUSE_TYPE_Q4_1,   MUSE_TYPE_Q5_0,
+        MUSE_TYPE_Q5_1,    MUSE_TYPE_Q8_0,   MUSE_TYPE_Q2_K,    MUSE_TYPE_Q3_K,   MUSE_TYPE_Q4_K,   MUSE_TYPE_Q5_K,
+        MUSE_TYPE_Q6_K,    MUSE_TYPE_IQ2_XXS, MUSE_TYPE_IQ2_XS, MUSE_TYPE_IQ2_S,  MUSE_TYPE_IQ3_XXS, MUSE_TYPE_IQ3_S,
+        MUSE_TYPE_IQ1_S,   MUSE_TYPE_IQ1_M,  MUSE_TYPE_IQ4_NL,  MUSE_TYPE_IQ4_XS, MUSE_TYPE_TQ1_0,  MUSE_TYPE_TQ2_0,
+        MUSE_TYPE_MXFP4,   MUSE_TYPE_NVFP4,  MUSE_TYPE_Q1_0};
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         const enum muse_type t = types[ti];
         const char *tn = muse_type_layouts[t].name;

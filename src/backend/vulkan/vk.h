@@ -93,6 +93,9 @@ struct vk {
     struct muse_buffer **bufs;      /* the device's muse_buffers (KV pointers resolve through them) */
     int n_bufs, cap_bufs;
     struct vk_prog *progs;          /* prepared programs (a list) */
+    struct vk_wset *wsets;          /* uploaded weights, shared by the programs that read them (vk_run.c) */
+    uint64_t weight_bytes;          /* resident in the weight sets */
+    uint64_t weight_uploads;        /* weight sets uploaded since the device was opened */
     bool lost;                      /* a submission failed or timed out: every later call fails */
     uint32_t mm_tpr;                /* matmul.comp's TPR (MUSE_VK_TPR overrides) */
 };
@@ -119,3 +122,4 @@ muse_status muse_vk_prepare(void *ks, const struct muse_program *p, struct muse_
 void muse_vk_forget(void *ks, const struct muse_program *p);
 muse_status muse_vk_run(void *ks, const struct muse_program *p, const struct muse_prog_run *run, struct muse_error *err);
 void muse_vk_forget_all(struct vk *v);
+void muse_vk_stats(void *ks, struct muse_device_stats *s);

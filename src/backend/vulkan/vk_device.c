@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "kernels/quant_tables.h"
+#include "backend/vulkan/shaders/tab_layout.h"
 #include "muse_vk_shaders.h"
 
 /* A run that takes longer than this is taken for a hung or lost device. */
@@ -366,17 +367,26 @@ static void vk_close(void *ks) {
     free(v);
 }
 
-/* The quant tables the dequantizers read (dequant.glsl): iq2xxs grid as word pairs, ksigns, iq4nl. */
+/* The quant tables the dequantizers read (dequant.glsl), from kernels/quant_tables.c, laid out by
+ * shaders/tab_layout.h. */
 static muse_status upload_tables(struct vk *v, struct muse_error *err) {
-    uint32_t t[656];
-    for (int i = 0; i < 256; i++) {
-        t[2 * i] = (uint32_t)muse_iq2xxs_grid[i];
-        t[2 * i + 1] = (uint32_t)(muse_iq2xxs_grid[i] >> 32);
-    }
-    for (int i = 0; i < 128; i++) t[512 + i] = muse_ksigns_iq2xs[i];
-    for (int i = 0; i < 16; i++) t[640 + i] = (uint32_t)(int32_t)muse_kvalues_iq4nl[i];
-    muse_status st = muse_vk_buf_create(v, sizeof t, false, &v->tab, err);
-    return st ? st : muse_vk_upload(v, v->tab.buf, 0, t, sizeof t, err);
+    uint32_t *t = calloc(TAB_WORDS, sizeof *t);
+    if (!t) return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
+#define GRID64(off, g, n) for (int i = 0; i < (n); i++) t[(off) + 2 * i] = (uint32_t)(g)[i], t[(off) + 2 * i + 1] = (uint32_t)((g)[i] >> 32)
+    GRID64(TAB_IQ2XXS, muse_iq2xxs_grid, 256);
+    GRID64(TAB_IQ2XS, muse_iq2xs_grid, 512);
+    GRID64(TAB_IQ2S, muse_iq2s_grid, 1024);
+    GRID64(TAB_IQ1S, muse_iq1s_grid, 2048);
+#undef GRID64
+    for (int i = 0; i < 128; i++) t[TAB_KSIGNS + i] = muse_ksigns_iq2xs[i];
+    for (int i = 0; i < 16; i++) t[TAB_IQ4NL + i] = (uint32_t)(int32_t)muse_kvalues_iq4nl[i];
+    for (int i = 0; i < 16; i++) t[TAB_MXFP4 + i] = (uint32_t)(int32_t)muse_kvalues_mxfp4[i];
+    for (int i = 0; i < 256; i++) t[TAB_IQ3XXS + i] = muse_iq3xxs_grid[i];
+    for (int i = 0; i < 512; i++) t[TAB_IQ3S + i] = muse_iq3s_grid[i];
+    muse_status st = muse_vk_buf_create(v, TAB_WORDS * sizeof *t, false, &v->tab, err);
+    if (!st) st = muse_vk_upload(v, v->tab.buf, 0, t, TAB_WORDS * sizeof *t, err);
+    free(t);
+    return st;
 }
 
 static muse_status vk_open(int32_t n_threads, bool no_repack, void **ks, struct muse_error *err) {
@@ -615,5 +625,6 @@ const struct muse_device_kind muse_device_kind_vulkan = {
     .buffer_read = vk_buffer_read,
     .buffer_write = vk_buffer_write,
     .list = vk_list,
+    .stats = muse_vk_stats,
     .describe = vk_describe,
 };

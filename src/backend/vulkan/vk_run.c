@@ -5,8 +5,10 @@
  *
  * Weights: every distinct host range a program reads (matmul weights, the embedding table, norm
  * weights, biases) is copied through the staging buffer into chunks of device memory; a lookup
- * from the host address gives its device address when a run is recorded. Each prepared program
- * has its own copy (two contexts of one model upload twice; a shared table is future work).
+ * from the host address gives its device address when a run is recorded. The uploads are weight
+ * sets shared by every program that reads them (the contexts of one model read the same mapped
+ * tensors: the second context's prepare finds every range resident and uploads nothing),
+ * reference-counted and freed with the last program that reads them.
  * ROPE_ANGLES is computed on the host (muse_rope_angles, the CPU's bits) and copied in: GPU sin /
  * cos of large angles are not accurate enough.
  */
@@ -19,19 +21,36 @@
 
 #define CHUNK_BYTES ((size_t)1 << 30)
 
+/* A host range of weights: in a weight set, where it lies (chunk, off); in a program, its device address. */
 struct vk_upl {
     const uint8_t *host;
     size_t bytes;
     int chunk;
     size_t off;
+    VkDeviceAddress addr;
 };
 
-struct vk_prog {
-    const struct muse_program *p;
+/*
+ * A weight set: the ranges one prepare uploaded (those no live set held yet), in chunks of device
+ * memory. Shared by every program that reads one of its ranges (the contexts of one model: their
+ * programs read the same mapped tensors), reference-counted, freed with the last of them.
+ */
+struct vk_wset {
     struct vk_buf *chunks;
     int n_chunks;
     struct vk_upl *upl; /* sorted by host */
     int n_upl;
+    int refs;
+    size_t bytes;
+    struct vk_wset *next;
+};
+
+struct vk_prog {
+    const struct muse_program *p;
+    struct vk_upl *upl; /* sorted by host, addr resolved */
+    int n_upl;
+    struct vk_wset **sets; /* the sets it holds a reference to */
+    int n_sets;
     struct vk_prog *next;
 };
 
@@ -43,13 +62,15 @@ static a64 A(VkDeviceAddress a) { return (a64){(uint32_t)a, (uint32_t)(a >> 32)}
 
 // ---- prepare ------------------------------------------------------------------------------------
 
+/* Every weight type muse reads has a dequantizer in dequant.glsl (Q8_1 and Q8_K are activation
+ * formats; the integer types and F64 are not weights). */
 static bool type_has_shader(enum muse_type t) {
     switch (t) {
-    case MUSE_TYPE_F32: case MUSE_TYPE_F16: case MUSE_TYPE_BF16: case MUSE_TYPE_Q4_0: case MUSE_TYPE_Q8_0:
-    case MUSE_TYPE_Q4_K: case MUSE_TYPE_Q5_K: case MUSE_TYPE_Q6_K: case MUSE_TYPE_IQ2_XXS: case MUSE_TYPE_IQ4_XS:
-        return true;
-    default:
+    case MUSE_TYPE_Q8_1: case MUSE_TYPE_Q8_K: case MUSE_TYPE_I8: case MUSE_TYPE_I16: case MUSE_TYPE_I32: case MUSE_TYPE_I64:
+    case MUSE_TYPE_F64:
         return false;
+    default:
+        return (unsigned)t < MUSE_TYPE_COUNT && muse_type_traits[t].to_float != NULL;
     }
 }
 
@@ -90,11 +111,134 @@ static int upl_cmp(const void *a, const void *b) {
     return x->bytes < y->bytes ? 1 : x->bytes > y->bytes ? -1 : 0; /* the largest first */
 }
 
+static void wset_free(struct vk *v, struct vk_wset *ws) {
+    for (int i = 0; i < ws->n_chunks; i++) muse_vk_buf_destroy(v, &ws->chunks[i]);
+    free(ws->chunks);
+    free(ws->upl);
+    free(ws);
+}
+
+/* Drop a program's references; a set nobody reads any more is freed (after the device is idle). */
 static void prog_free(struct vk *v, struct vk_prog *vp) {
-    for (int i = 0; i < vp->n_chunks; i++) muse_vk_buf_destroy(v, &vp->chunks[i]);
-    free(vp->chunks);
+    bool idle = false;
+    for (int i = 0; i < vp->n_sets; i++) {
+        struct vk_wset *ws = vp->sets[i];
+        if (--ws->refs > 0) continue;
+        for (struct vk_wset **q = &v->wsets; *q; q = &(*q)->next)
+            if (*q == ws) {
+                *q = ws->next;
+                break;
+            }
+        if (!idle && !v->lost) v->fn.vkDeviceWaitIdle(v->dev);
+        idle = true;
+        v->weight_bytes -= ws->bytes;
+        wset_free(v, ws);
+    }
+    free(vp->sets);
     free(vp->upl);
     free(vp);
+}
+
+/* The range of a live set that holds [host, host + bytes), or NULL. */
+static const struct vk_upl *wset_find(const struct vk *v, const uint8_t *host, size_t bytes, struct vk_wset **set) {
+    for (struct vk_wset *ws = v->wsets; ws; ws = ws->next) {
+        int lo = 0, hi = ws->n_upl - 1, best = -1;
+        while (lo <= hi) { /* the last range starting at or below host */
+            const int mid = (lo + hi) / 2;
+            if (ws->upl[mid].host <= host) best = mid, lo = mid + 1;
+            else hi = mid - 1;
+        }
+        if (best >= 0 && host + bytes <= ws->upl[best].host + ws->upl[best].bytes) {
+            *set = ws;
+            return &ws->upl[best];
+        }
+    }
+    return NULL;
+}
+
+/* Upload the ranges of vp that no live set holds into a new set (its chunks: 256-byte aligned
+ * ranges with a word of slack after each, for the shaders' word reads), and resolve every range's
+ * device address; vp takes a reference to each set it reads. */
+static muse_status prog_bind(struct vk *v, struct vk_prog *vp, struct muse_error *err) {
+    muse_status st = MUSE_OK;
+    struct vk_wset *ws = NULL;
+    vp->sets = calloc((size_t)vp->n_upl + 1, sizeof *vp->sets);
+    if (!vp->sets) return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
+    int n_new = 0;
+    for (int i = 0; i < vp->n_upl; i++) {
+        struct vk_wset *set;
+        const struct vk_upl *u = wset_find(v, vp->upl[i].host, vp->upl[i].bytes, &set);
+        if (!u) {
+            vp->upl[i].addr = 0;
+            n_new++;
+            continue;
+        }
+        vp->upl[i].addr = set->chunks[u->chunk].addr + u->off + (size_t)(vp->upl[i].host - u->host);
+        int k = 0;
+        while (k < vp->n_sets && vp->sets[k] != set) k++;
+        if (k == vp->n_sets) vp->sets[vp->n_sets++] = set;
+    }
+    if (n_new) {
+        ws = calloc(1, sizeof *ws);
+        if (!ws || !(ws->upl = malloc(sizeof *ws->upl * (size_t)n_new))) {
+            st = muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
+            goto fail;
+        }
+        for (int i = 0; i < vp->n_upl; i++)
+            if (!vp->upl[i].addr) ws->upl[ws->n_upl++] = vp->upl[i];
+        size_t used = CHUNK_BYTES;
+        size_t *sizes = NULL;
+        for (int i = 0; i < ws->n_upl; i++) {
+            const size_t need = (ws->upl[i].bytes + 4 + 3) & ~(size_t)3;
+            if (used + need > CHUNK_BYTES || !ws->n_chunks) {
+                size_t *sz = realloc(sizes, sizeof *sz * (size_t)(ws->n_chunks + 1));
+                if (!sz) {
+                    free(sizes);
+                    st = muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
+                    goto fail;
+                }
+                sizes = sz;
+                sizes[ws->n_chunks++] = 0;
+                used = 0;
+            }
+            ws->upl[i].chunk = ws->n_chunks - 1;
+            ws->upl[i].off = used;
+            used = (used + need + 255) & ~(size_t)255;
+            sizes[ws->n_chunks - 1] = used;
+            ws->bytes += need;
+        }
+        ws->chunks = calloc((size_t)ws->n_chunks, sizeof *ws->chunks);
+        if (!ws->chunks) {
+            free(sizes);
+            st = muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
+            goto fail;
+        }
+        for (int c = 0; c < ws->n_chunks && !st; c++) st = muse_vk_buf_create(v, sizes[c], false, &ws->chunks[c], err);
+        free(sizes);
+        if (st) {
+            muse_error_prefix(err, "the weights (%.1f MiB): ", (double)ws->bytes / (1 << 20));
+            goto fail;
+        }
+        for (int i = 0; i < ws->n_upl && !st; i++)
+            st = muse_vk_upload(v, ws->chunks[ws->upl[i].chunk].buf, ws->upl[i].off, ws->upl[i].host, ws->upl[i].bytes, err);
+        if (st) goto fail;
+        for (int i = 0, j = 0; i < vp->n_upl; i++)
+            if (!vp->upl[i].addr) {
+                vp->upl[i].addr = ws->chunks[ws->upl[j].chunk].addr + ws->upl[j].off;
+                j++;
+            }
+        ws->next = v->wsets;
+        v->wsets = ws;
+        v->weight_bytes += ws->bytes;
+        v->weight_uploads++;
+        vp->sets[vp->n_sets++] = ws;
+    }
+    for (int k = 0; k < vp->n_sets; k++) vp->sets[k]->refs++;
+    return MUSE_OK;
+fail:
+    if (ws) wset_free(v, ws);
+    vp->n_sets = 0;
+    return st;
 }
 
 muse_status muse_vk_prepare(void *ks, const struct muse_program *p, struct muse_error *err) {
@@ -156,43 +300,7 @@ muse_status muse_vk_prepare(void *ks, const struct muse_program *p, struct muse_
         vp->upl[n++] = vp->upl[i];
     }
     vp->n_upl = n;
-    /* lay the ranges out in chunks (256-byte aligned, a word of slack after each for the shaders' word reads) */
-    size_t used = CHUNK_BYTES, total = 0;
-    size_t *sizes = NULL;
-    for (int i = 0; i < n; i++) {
-        const size_t need = (vp->upl[i].bytes + 4 + 3) & ~(size_t)3;
-        if (used + need > CHUNK_BYTES || !vp->n_chunks) {
-            size_t *s = realloc(sizes, sizeof *s * (size_t)(vp->n_chunks + 1));
-            if (!s) {
-                free(sizes);
-                st = muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
-                goto fail;
-            }
-            sizes = s;
-            sizes[vp->n_chunks++] = 0;
-            used = 0;
-        }
-        vp->upl[i].chunk = vp->n_chunks - 1;
-        vp->upl[i].off = used;
-        used = (used + need + 255) & ~(size_t)255;
-        sizes[vp->n_chunks - 1] = used;
-        total += need;
-    }
-    vp->chunks = calloc((size_t)(vp->n_chunks ? vp->n_chunks : 1), sizeof *vp->chunks);
-    if (!vp->chunks) {
-        free(sizes);
-        st = muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
-        goto fail;
-    }
-    for (int c = 0; c < vp->n_chunks && !st; c++) st = muse_vk_buf_create(v, sizes[c], false, &vp->chunks[c], err);
-    free(sizes);
-    if (st) {
-        muse_error_prefix(err, "the weights (%.1f MiB): ", (double)total / (1 << 20));
-        goto fail;
-    }
-    for (int i = 0; i < n && !st; i++)
-        st = muse_vk_upload(v, vp->chunks[vp->upl[i].chunk].buf, vp->upl[i].off, vp->upl[i].host, vp->upl[i].bytes, err);
-    if (st) goto fail;
+    if ((st = prog_bind(v, vp, err))) goto fail;
     vp->next = v->progs;
     v->progs = vp;
     return MUSE_OK;
@@ -221,6 +329,12 @@ void muse_vk_forget_all(struct vk *v) {
     }
 }
 
+void muse_vk_stats(void *ks, struct muse_device_stats *s) {
+    const struct vk *v = ks;
+    s->weight_bytes = v->weight_bytes;
+    s->weight_uploads = v->weight_uploads;
+}
+
 /* The device address of host range `host` of a prepared program (0: not uploaded). */
 static VkDeviceAddress weight_addr(const struct vk_prog *vp, const void *host) {
     const uint8_t *h = host;
@@ -231,7 +345,7 @@ static VkDeviceAddress weight_addr(const struct vk_prog *vp, const void *host) {
         else hi = mid - 1;
     }
     if (best < 0 || h >= vp->upl[best].host + vp->upl[best].bytes) return 0;
-    return vp->chunks[vp->upl[best].chunk].addr + vp->upl[best].off + (size_t)(h - vp->upl[best].host);
+    return vp->upl[best].addr + (size_t)(h - vp->upl[best].host);
 }
 
 // ---- run ----------------------------------------------------------------------------------------

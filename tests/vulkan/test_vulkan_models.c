@@ -157,7 +157,9 @@ int main(void) {
     }
 
     /* 2. every weight type */
-    static const char *const types[] = {"f32", "f16", "bf16", "q4_0", "q8_0", "q4_k", "q5_k", "q6_k", "iq2_xxs", "iq4_xs"};
+    static const char *const types[] = {"f32", "f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k",
+                                        "q4_k", "q5_k", "q6_k", "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s",
+                                        "iq1_s", "iq1_m", "iq4_nl", "iq4_xs", "tq1_0", "tq2_0", "mxfp4", "nvfp4", "q1_0"};
     const char *only = getenv("MUSE_VK_TYPES"); /* a comma list, to run a few */
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         char rule[64];
@@ -166,6 +168,14 @@ int main(void) {
         m = synth("vk-type", rule, path, sizeof path);
         if (!m) continue;
         same_greedy(types[i], m, MUSE_KV_TYPE_F16);
+        muse_model_free(m);
+        unlink(path);
+    }
+
+    /* 3. a Q8_0 KV cache (and an F32 one) */
+    if ((m = synth("vk-kv", "*=q4_k", path, sizeof path))) {
+        same_greedy("q8_0 kv", m, MUSE_KV_TYPE_Q8_0);
+        same_greedy("f32 kv", m, MUSE_KV_TYPE_F32);
         muse_model_free(m);
         unlink(path);
     }

@@ -54,7 +54,7 @@ struct vk_buf {
 };
 
 /* The shaders (the embedded modules, in this order: vk_device.c checks the names). */
-enum vk_shader { SH_ATTENTION, SH_ELTWISE, SH_EMBED, SH_KV_STORE, SH_MATMUL, SH_RMS_NORM, SH_ROPE, SH_COUNT };
+enum vk_shader { SH_ACT_QUANT, SH_ATTENTION, SH_ELTWISE, SH_EMBED, SH_KV_STORE, SH_MATMUL, SH_RMS_NORM, SH_ROPE, SH_COUNT };
 /* eltwise.comp's OP */
 enum { EW_SWIGLU, EW_ADD, EW_LOGITS, EW_COPY };
 
@@ -86,6 +86,7 @@ struct vk {
     int n_pipes, cap_pipes;
     struct vk_buf tab;              /* the quant tables (iq2xxs grid, ksigns, iq4nl) */
     struct vk_buf ws;               /* the workspace (device-local) */
+    struct vk_buf xq;               /* a matmul's activations in its weight type's format (act_quant.comp) */
     struct vk_buf io;               /* per-run inputs (host-visible) */
     struct vk_buf out;              /* per-run outputs (host-visible, cached when possible) */
     struct vk_buf staging;          /* uploads and buffer reads / writes */

@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "kernels/quant_tables.h"
+#include "kernels/types.h"
 #include "backend/vulkan/shaders/tab_layout.h"
 #include "muse_vk_shaders.h"
 
@@ -19,7 +20,7 @@
 #define VK_TIMEOUT_NS (300ull * 1000000000ull)
 #define STAGING_BYTES ((size_t)64 << 20)
 
-static const char *const shader_names[SH_COUNT] = {"attention", "eltwise", "embed", "kv_store", "matmul", "rms_norm", "rope"};
+static const char *const shader_names[SH_COUNT] = {"act_quant", "attention", "eltwise", "embed", "kv_store", "matmul", "rms_norm", "rope"};
 
 static const char *vk_result_name(VkResult r) {
     switch (r) {
@@ -354,6 +355,7 @@ static void vk_close(void *ks) {
         if (v->layout) v->fn.vkDestroyPipelineLayout(v->dev, v->layout, NULL);
         muse_vk_buf_destroy(v, &v->tab);
         muse_vk_buf_destroy(v, &v->ws);
+        muse_vk_buf_destroy(v, &v->xq);
         muse_vk_buf_destroy(v, &v->io);
         muse_vk_buf_destroy(v, &v->out);
         muse_vk_buf_destroy(v, &v->staging);
@@ -519,9 +521,17 @@ static muse_status vk_reserve(void *ks, const struct muse_backend_plan *need, si
     if (need->max_head_dim > 512)
         return muse_error_set(err, MUSE_ERR_UNSUPPORTED, "vulkan: head size %d (the attention shader takes up to 512)",
                               need->max_head_dim);
+    const size_t xq_bytes = (size_t)v->plan.n_batch * (size_t)v->plan.max_ne0 * sizeof(float);
+    muse_status st;
+    if (xq_bytes > v->xq.size) {
+        struct vk_buf xq;
+        if ((st = muse_vk_buf_create(v, xq_bytes, false, &xq, err))) return st;
+        muse_vk_buf_destroy(v, &v->xq);
+        v->xq = xq;
+    }
     if (workspace_floats * sizeof(float) <= v->ws.size) return MUSE_OK;
     struct vk_buf ws;
-    muse_status st = muse_vk_buf_create(v, workspace_floats * sizeof(float), false, &ws, err);
+    st = muse_vk_buf_create(v, workspace_floats * sizeof(float), false, &ws, err);
     if (st) return st;
     muse_vk_buf_destroy(v, &v->ws);
     v->ws = ws;
@@ -532,9 +542,9 @@ static const struct muse_backend_plan *vk_plan(void *ks) { return &((struct vk *
 
 static muse_status vk_check_kv(void *ks, enum muse_type type, struct muse_error *err) {
     (void)ks;
-    if (type == MUSE_TYPE_F16 || type == MUSE_TYPE_F32) return MUSE_OK;
-    return muse_error_set(err, MUSE_ERR_UNSUPPORTED, "vulkan: a %s KV cache is not supported yet (use --kv f16 or f32)",
-                          type == MUSE_TYPE_Q8_0 ? "q8_0" : "quantized");
+    if (type == MUSE_TYPE_F16 || type == MUSE_TYPE_F32 || type == MUSE_TYPE_Q8_0) return MUSE_OK;
+    return muse_error_set(err, MUSE_ERR_UNSUPPORTED, "vulkan: a %s KV cache is not supported (use --kv f16, f32 or q8_0)",
+                          muse_type_layouts[type].name ? muse_type_layouts[type].name : "?");
 }
 
 static muse_status vk_alloc(void *ks, struct muse_buffer *b, struct muse_error *err) {

@@ -447,24 +447,61 @@ static void op_rope(struct rec *R, const struct muse_op *o) {
     dispatch(R, SH_ROPE, 0, &pc, sizeof pc, n_vec < 32768 ? n_vec : 32768, (n_vec + 32767) / 32768, 1);
 }
 
+/* MATMUL: per job, the activations rounded to the weight type's vec_dot_type as the cpu does
+ * (act_quant.comp into xq, once per type in a row of jobs), then matmul.comp. */
 static void op_matmul(struct rec *R, const struct muse_op *o) {
     const uint32_t n = (uint32_t)op_rows(R, o);
     if (!n) return;
+    enum muse_type done = MUSE_TYPE_COUNT;
     for (int32_t j = 0; j < o->n_jobs; j++) {
         const struct muse_prog_job *pj = &R->p->jobs[o->job0 + j];
-        const uint32_t ne1 = (uint32_t)pj->w.ne1;
+        const uint32_t ne0 = (uint32_t)pj->w.ne0, ne1 = (uint32_t)pj->w.ne1;
+        const enum muse_type at = muse_type_traits[pj->w.type].vec_dot_type;
+        VkDeviceAddress x = ref_addr(R, o->src);
+        uint32_t xs = ref_stride(R, o->src);
+        if (at != MUSE_TYPE_F32) {
+            if ((size_t)n * ne0 * 4 > R->v->xq.size) {
+                if (!R->st) R->st = muse_error_set(R->err, MUSE_ERR_INTERNAL, "vulkan: a matmul larger than the reserved plan");
+                return;
+            }
+            if (at != done) {
+                const struct {
+                    a64 x, y;
+                    uint32_t ne0, xs;
+                } qc = {A(x), A(R->v->xq.addr), ne0, xs};
+                dispatch(R, SH_ACT_QUANT, (uint32_t)at, &qc, sizeof qc, n, 1, 1);
+                done = at;
+            }
+            x = R->v->xq.addr;
+            xs = ne0;
+        }
         const struct {
             a64 w, x, y, bias, tab;
             uint32_t ne0, ne1, row_size, n_rows, xs, ys, flags;
             float scale;
-        } pc = {A(weight_addr(R->vp, pj->w.data)), A(ref_addr(R, o->src)), A(ref_addr(R, pj->y)),
-                A(pj->bias ? weight_addr(R->vp, pj->bias) : 0), A(R->v->tab.addr), (uint32_t)pj->w.ne0, ne1,
-                (uint32_t)pj->w.row_size, n, ref_stride(R, o->src), ref_stride(R, pj->y),
+        } pc = {A(weight_addr(R->vp, pj->w.data)), A(x), A(ref_addr(R, pj->y)),
+                A(pj->bias ? weight_addr(R->vp, pj->bias) : 0), A(R->v->tab.addr), ne0, ne1,
+                (uint32_t)pj->w.row_size, n, xs, ref_stride(R, pj->y),
                 (pj->has_scale ? 1u : 0u) | (pj->bias ? 2u : 0u), pj->scale};
         const uint32_t tpr = R->v->mm_tpr, nwg = (ne1 + 64 / tpr - 1) / (64 / tpr);
         dispatch(R, SH_MATMUL, (uint32_t)pj->w.type | tpr << 16, &pc, sizeof pc, nwg < 32768 ? nwg : 32768, (n + 7) / 8,
                  (nwg + 32767) / 32768);
     }
+}
+
+/* kv_store.comp / attention.comp's kt: 0 F32, 1 F16, 2 Q8_0 */
+static uint32_t kv_kind(enum muse_type t) { return t == MUSE_TYPE_F16 ? 1u : t == MUSE_TYPE_Q8_0 ? 2u : 0u; }
+
+/* The shaders address cells by 32-bit words (and Q8_0 rows through shared memory of 8704 bytes). */
+static bool kv_type_ok(struct rec *R, const struct muse_kv_layer *l) {
+    const bool q8 = l->type == MUSE_TYPE_Q8_0;
+    if (l->k_row_size % 4 || l->v_row_size % 4 || (q8 && (l->k_row_size > 8704 || l->v_row_size > 8704))) {
+        if (!R->st)
+            R->st = muse_error_set(R->err, MUSE_ERR_UNSUPPORTED, "vulkan: a %s KV cache with rows of %zu / %zu bytes is not supported",
+                                   q8 ? "q8_0" : l->type == MUSE_TYPE_F16 ? "f16" : "f32", l->k_row_size, l->v_row_size);
+        return false;
+    }
+    return true;
 }
 
 static void op_kv_store(struct rec *R, const struct muse_op *o) {
@@ -474,17 +511,14 @@ static void op_kv_store(struct rec *R, const struct muse_op *o) {
         const int32_t s = run->seq ? run->seq[r0] : 0;
         for (r1 = r0 + 1; r1 < run->n_rows && (run->seq ? run->seq[r1] : 0) == s; r1++) {}
         const struct muse_kv_layer *l = &run->kv[s][o->layer];
-        if (l->type == MUSE_TYPE_F16 && (l->n_embd_k % 2 || l->n_embd_v % 2)) {
-            R->st = muse_error_set(R->err, MUSE_ERR_UNSUPPORTED, "vulkan: an F16 KV cache with odd row sizes");
-            return;
-        }
+        if (!kv_type_ok(R, l)) return;
         const struct {
             a64 k, v, kd, vd, pos;
-            uint32_t ks, vs, nk, nv, n_cells, krow, vrow, f16;
+            uint32_t ks, vs, nk, nv, n_cells, krow, vrow, kt;
         } pc = {A(ref_addr(R, o->src) + (size_t)r0 * ks * 4), A(ref_addr(R, o->src2) + (size_t)r0 * vs * 4), A(kv_addr(R, l->k)),
                 A(kv_addr(R, l->v)), A(R->v->io.addr + R->pos + (size_t)r0 * 4), ks, vs, (uint32_t)l->n_embd_k,
                 (uint32_t)l->n_embd_v, l->n_cells, (uint32_t)(l->k_row_size / 4), (uint32_t)(l->v_row_size / 4),
-                l->type == MUSE_TYPE_F16};
+                kv_kind(l->type)};
         dispatch(R, SH_KV_STORE, 0, &pc, sizeof pc, (uint32_t)(r1 - r0), 2, 1);
     }
 }
@@ -496,16 +530,17 @@ static void op_attention(struct rec *R, const struct muse_op *o) {
         const int32_t s = run->seq ? run->seq[r0] : 0;
         for (r1 = r0 + 1; r1 < run->n_rows && (run->seq ? run->seq[r1] : 0) == s; r1++) {}
         const struct muse_kv_layer *l = &run->kv[s][o->layer];
+        if (!kv_type_ok(R, l)) return;
         const VkDeviceAddress off = (size_t)r0 * qs * 4;
         const struct {
             a64 q, out, gate, k, v, pos;
-            uint32_t n_head, n_head_kv, hd, n_cells, n_swa, krow, vrow, qs, f16, flags;
+            uint32_t n_head, n_head_kv, hd, n_cells, n_swa, krow, vrow, qs, kt, flags;
             float scale;
         } pc = {A(ref_addr(R, o->src) + off), A(ref_addr(R, o->dst) + off),
                 A(o->src2.buf != MUSE_BUF_NONE ? ref_addr(R, o->src2) + off : 0), A(kv_addr(R, l->k)), A(kv_addr(R, l->v)),
                 A(R->v->io.addr + R->pos + (size_t)r0 * 4), (uint32_t)o->n_head, (uint32_t)o->n_head_kv,
                 (uint32_t)o->head_dim, l->n_cells, (uint32_t)o->n_swa, (uint32_t)(l->k_row_size / 4),
-                (uint32_t)(l->v_row_size / 4), qs, l->type == MUSE_TYPE_F16, o->src2.buf != MUSE_BUF_NONE ? 1u : 0u, o->scale};
+                (uint32_t)(l->v_row_size / 4), qs, kv_kind(l->type), o->src2.buf != MUSE_BUF_NONE ? 1u : 0u, o->scale};
         dispatch(R, SH_ATTENTION, 0, &pc, sizeof pc, (uint32_t)o->n_head, (uint32_t)(r1 - r0), 1);
     }
 }

@@ -74,8 +74,13 @@ static int set_kv_v(void *d, const char *f, const char *v) {
 
 static int set_backend(void *d, const char *f, const char *v) {
     if (!muse_device_kind_known(v)) { /* a bad value (exit 2), not an error of the model it would load */
-        cli_err("bad value for %s: '%s' (expected cpu, ref or vulkan)", f, v);
+        cli_err("bad value for %s: '%s' (expected cpu, ref, vulkan or auto)", f, v);
         return -1;
+    }
+    if (!strcmp(v, "auto")) { /* a GPU when there is one, said on stderr (docs/vulkan.md) */
+        char why[300] = "";
+        v = muse_device_auto(why, sizeof why);
+        fprintf(stderr, "backend auto: %s%s%s%s\n", v, why[0] ? " (" : "", why, why[0] ? ")" : "");
     }
     O(d)->cparams.backend = v;
     return 0;
@@ -185,7 +190,7 @@ static const struct cli_opt rows[] = {
     {"-ctk|--cache-type-k", "TYPE", "llama.cpp's spelling of --kv for the keys; muse keeps keys and values\n"
                                     "in one type, so -ctk and -ctv must agree", set_kv_k},
     {"-ctv|--cache-type-v", "TYPE", "the same for the values", set_kv_v},
-    {"--backend", "NAME", "forward backend: cpu (threads + SIMD kernels, default), ref (the plain-C reference) or vulkan (a GPU, docs/vulkan.md)",
+    {"--backend", "NAME", "forward backend: cpu (threads + SIMD kernels, default), ref (the plain-C reference), vulkan (a GPU, docs/vulkan.md) or auto (vulkan when a discrete or integrated GPU is found, else cpu; says which on stderr)",
      set_backend},
     {"--device", "N", "the GPU --backend vulkan runs on (muse info --devices; default: MUSE_VK_DEVICE, else the first discrete GPU)",
      set_device},

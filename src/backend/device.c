@@ -119,7 +119,7 @@ static const struct muse_device_kind *kind_find(const char *name) {
     return NULL;
 }
 
-bool muse_device_kind_known(const char *name) { return kind_find(name) || !strcmp(name, "vulkan"); }
+bool muse_device_kind_known(const char *name) { return kind_find(name) || !strcmp(name, "vulkan") || !strcmp(name, "auto"); }
 
 bool muse_device_kind_built(const char *name) { return kind_find(name) != NULL; }
 
@@ -268,6 +268,13 @@ void muse_device_stats(struct muse_device *dev, struct muse_device_stats *out) {
     pthread_mutex_lock(&dev->lock);
     dev->kind->stats(dev->ks, out);
     pthread_mutex_unlock(&dev->lock);
+}
+
+const char *muse_device_auto(char *why, size_t size) {
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+        if (kinds[i]->gpu && kinds[i]->gpu(why, size)) return kinds[i]->name;
+    if (sizeof kinds / sizeof kinds[0] == 2) snprintf(why, size, "this muse was built without Vulkan");
+    return "cpu";
 }
 
 int muse_device_list(const char *name, char *buf, size_t size) {

@@ -88,6 +88,10 @@ const char *muse_device_describe(const struct muse_device *dev);
 /* Whether `name` is a kind muse knows (cpu, ref, vulkan) / one this build has. */
 bool muse_device_kind_known(const char *name);
 bool muse_device_kind_built(const char *name);
+/* --backend auto: "vulkan" when the build has it and the machine has a discrete or integrated GPU
+ * (a CPU driver such as lavapipe does not count), else "cpu"; what was found (the GPU's name, or
+ * why none) into why. Opens and closes a Vulkan instance (tens of ms); opens no device. */
+const char *muse_device_auto(char *why, size_t size);
 /* The physical devices of kind `name`, a line each, into buf (muse info --devices). Returns their
  * count, or -1 when the kind lists none (not built, or a CPU kind); 0 with a line saying why in
  * buf when the kind is there but finds no device. */

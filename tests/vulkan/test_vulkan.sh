@@ -5,6 +5,7 @@
 #   1. every embedded SPIR-V module passes spirv-val (--target-env vulkan1.2)
 #   2. no device (VK_ICD_FILENAMES=/nonexistent) and a device number that does not exist
 #      (MUSE_VK_DEVICE=99): one line on stderr, exit 1
+#      --backend auto picks vulkan on a GPU machine, cpu on lavapipe (a CPU device), and says which
 #   3. the text goldens (tests/model/test_parity.sh with MUSE_BACKEND=vulkan): logits within each
 #      case's tolerance, greedy tokens by the goldens' near-tie rule
 #   4. the trained model (models/glimmer-tiny-f16.gguf): 16 greedy tokens identical to the cpu
@@ -47,6 +48,16 @@ one_line() {  # NAME EXPECTED-TEXT CMD...
 run=("$MUSE" run -m "$GOLDEN/tiny-f32.gguf" -p hi -n 2 --backend vulkan)
 one_line "no device" "vulkan:" env VK_ICD_FILENAMES=/nonexistent "${run[@]}"
 one_line "device 99" "no device 99" env MUSE_VK_DEVICE=99 "${run[@]}"
+
+# --backend auto: lavapipe is a CPU device, so auto picks cpu and says why (a GPU machine: vulkan)
+"$MUSE" run -m "$GOLDEN/tiny-f32.gguf" -p hi -n 2 --backend auto > "$tmp/out" 2> "$tmp/err"; st=$?
+want=cpu
+"$MUSE" info --devices 2>/dev/null | grep -qE "(discrete|integrated) GPU" && want=vulkan
+if [ "$st" -ne 0 ] || ! grep -q "^backend auto: $want" "$tmp/err" || ! grep -q "backend $want" "$tmp/err"; then
+    bad "--backend auto (exit $st, want $want):"; cat "$tmp/err"
+else
+    echo "auto: $(grep '^backend auto' "$tmp/err")"
+fi
 
 # 3. the goldens
 MUSE_BACKEND=vulkan MUSE="$MUSE" MUSE_SHARED="$SHARED" bash tests/model/test_parity.sh || bad "the text goldens on vulkan"

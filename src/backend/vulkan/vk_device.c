@@ -153,6 +153,33 @@ static int vk_list(char *buf, size_t size) {
     return (int)n;
 }
 
+/* --backend auto: the first discrete GPU, else the first integrated one (vk_open's default order). */
+static bool vk_gpu(char *buf, size_t size) {
+    struct vk v = {0};
+    struct muse_error e = {0};
+    bool found = false;
+    if (instance_open(&v, &e)) {
+        snprintf(buf, size, "%s", e.msg);
+        instance_close(&v);
+        return false;
+    }
+    VkPhysicalDevice pd[16];
+    const uint32_t n = physical_devices(&v, pd);
+    static const VkPhysicalDeviceType order[2] = {VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU, VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU};
+    for (int k = 0; k < 2 && !found; k++)
+        for (uint32_t i = 0; i < n && !found; i++) {
+            VkPhysicalDeviceProperties p;
+            v.fn.vkGetPhysicalDeviceProperties(pd[i], &p);
+            if (p.deviceType != order[k] || p.apiVersion < VK_API_VERSION_1_2) continue;
+            snprintf(buf, size, "%s (%s, vulkan device %u)", p.deviceName, device_type_name(p.deviceType), i);
+            found = true;
+        }
+    if (!found)
+        snprintf(buf, size, n ? "no discrete or integrated Vulkan GPU among %u device(s): muse info --devices" : "no Vulkan device", n);
+    instance_close(&v);
+    return found;
+}
+
 // ---- memory and buffers ------------------------------------------------------------------------
 
 static int memory_type(struct vk *v, uint32_t bits, VkMemoryPropertyFlags want, VkMemoryPropertyFlags prefer) {
@@ -636,5 +663,6 @@ const struct muse_device_kind muse_device_kind_vulkan = {
     .buffer_write = vk_buffer_write,
     .list = vk_list,
     .stats = muse_vk_stats,
+    .gpu = vk_gpu,
     .describe = vk_describe,
 };

@@ -104,6 +104,8 @@ int muse_device_list(const char *name, char *buf, size_t size);
 struct muse_device_stats {
     uint64_t weight_bytes;
     uint64_t weight_uploads;
+    uint64_t decode_records;    /* decode steps recorded into the persistent command buffer */
+    uint64_t decode_replays;    /* decode steps that replayed it */
 };
 void muse_device_stats(struct muse_device *dev, struct muse_device_stats *out);
 

@@ -98,6 +98,13 @@ struct vk {
     uint64_t weight_bytes;          /* resident in the weight sets */
     uint64_t weight_uploads;        /* weight sets uploaded since the device was opened */
     bool lost;                      /* a submission failed or timed out: every later call fails */
+    /* the persistent decode step (vk_run.c): a command buffer recorded once per shape and replayed */
+    VkCommandPool rp_pool;
+    VkCommandBuffer rp_cb;
+    uint64_t *rp_key;               /* the shape it was recorded for */
+    size_t rp_n;
+    bool rp_valid;                  /* false after anything its recording baked in moved */
+    uint64_t replays, records;
     uint32_t mm_tpr;                /* matmul.comp's TPR (MUSE_VK_TPR overrides) */
 };
 
@@ -109,6 +116,9 @@ muse_status muse_vk_buf_ensure(struct vk *v, struct vk_buf *b, size_t size, stru
 /* Begin recording the command buffer / submit it and wait for it (IO on a lost device or a timeout). */
 void muse_vk_begin(struct vk *v);
 muse_status muse_vk_submit(struct vk *v, struct muse_error *err);
+/* muse_vk_submit in two: end v->cb's recording; submit a recorded command buffer and wait. */
+void muse_vk_end(struct vk *v);
+muse_status muse_vk_submit_cb(struct vk *v, VkCommandBuffer cb, struct muse_error *err);
 /* Copy bytes between a device buffer and host memory through the staging buffer (synchronous). */
 muse_status muse_vk_upload(struct vk *v, VkBuffer dst, size_t off, const void *src, size_t bytes, struct muse_error *err);
 muse_status muse_vk_download(struct vk *v, VkBuffer src, size_t off, void *dst, size_t bytes, struct muse_error *err);

@@ -244,6 +244,7 @@ void muse_vk_buf_destroy(struct vk *v, struct vk_buf *b) {
 
 muse_status muse_vk_buf_ensure(struct vk *v, struct vk_buf *b, size_t size, struct muse_error *err) {
     if (b->buf && b->size >= size) return MUSE_OK;
+    v->rp_valid = false; /* a recorded decode step holds the old address */
     size_t n = b->size ? b->size : 4096;
     while (n < size) n *= 2;
     muse_vk_buf_destroy(v, b);
@@ -257,15 +258,18 @@ void muse_vk_begin(struct vk *v) {
     v->fn.vkBeginCommandBuffer(v->cb, &bi);
 }
 
-muse_status muse_vk_submit(struct vk *v, struct muse_error *err) {
-    /* the writes of the last commands, visible to the host's reads */
+/* End the recording of v->cb with a barrier that makes the last writes visible to the host. */
+void muse_vk_end(struct vk *v) {
     const VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                                 .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
                                 .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
     v->fn.vkCmdPipelineBarrier(v->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
                                VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
     v->fn.vkEndCommandBuffer(v->cb);
-    const VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &v->cb};
+}
+
+muse_status muse_vk_submit_cb(struct vk *v, VkCommandBuffer cb, struct muse_error *err) {
+    const VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &cb};
     VkResult r = v->fn.vkResetFences(v->dev, 1, &v->fence);
     if (r == VK_SUCCESS) r = v->fn.vkQueueSubmit(v->queue, 1, &si, v->fence);
     if (r == VK_SUCCESS) r = v->fn.vkWaitForFences(v->dev, 1, &v->fence, VK_TRUE, VK_TIMEOUT_NS);
@@ -275,6 +279,11 @@ muse_status muse_vk_submit(struct vk *v, struct muse_error *err) {
         return muse_error_set(err, MUSE_ERR_NOMEM, "vulkan: %s while running on %s", vk_result_name(r), v->props.deviceName);
     return muse_error_set(err, MUSE_ERR_IO, "vulkan: %s on %s%s", vk_result_name(r), v->props.deviceName,
                           r == VK_TIMEOUT ? " (a run took over 300 s; the device is taken for lost)" : "");
+}
+
+muse_status muse_vk_submit(struct vk *v, struct muse_error *err) {
+    muse_vk_end(v);
+    return muse_vk_submit_cb(v, v->cb, err);
 }
 
 void muse_vk_barrier(struct vk *v) {
@@ -388,10 +397,12 @@ static void vk_close(void *ks) {
         muse_vk_buf_destroy(v, &v->staging);
         if (v->fence) v->fn.vkDestroyFence(v->dev, v->fence, NULL);
         if (v->pool) v->fn.vkDestroyCommandPool(v->dev, v->pool, NULL);
+        if (v->rp_pool) v->fn.vkDestroyCommandPool(v->dev, v->rp_pool, NULL);
         v->fn.vkDestroyDevice(v->dev, NULL);
     }
     free(v->pipes);
     free(v->bufs);
+    free(v->rp_key);
     instance_close(v);
     free(v);
 }
@@ -523,7 +534,16 @@ static muse_status vk_open(int32_t n_threads, bool no_repack, void **ks, struct 
     }
     const VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .commandPool = v->pool,
                                              .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1};
-    if ((r = v->fn.vkAllocateCommandBuffers(v->dev, &cai, &v->cb)) != VK_SUCCESS) {
+    const VkCommandBufferAllocateInfo rai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                             .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1};
+    if ((r = v->fn.vkCreateCommandPool(v->dev, &cpi, NULL, &v->rp_pool)) != VK_SUCCESS) {
+        st = muse_error_set(err, MUSE_ERR_IO, "vulkan: %s: %s", v->props.deviceName, vk_result_name(r));
+        goto fail;
+    }
+    VkCommandBufferAllocateInfo rai2 = rai;
+    rai2.commandPool = v->rp_pool;
+    if ((r = v->fn.vkAllocateCommandBuffers(v->dev, &rai2, &v->rp_cb)) != VK_SUCCESS ||
+        (r = v->fn.vkAllocateCommandBuffers(v->dev, &cai, &v->cb)) != VK_SUCCESS) {
         st = muse_error_set(err, MUSE_ERR_IO, "vulkan: %s: %s", v->props.deviceName, vk_result_name(r));
         goto fail;
     }
@@ -555,6 +575,7 @@ static muse_status vk_reserve(void *ks, const struct muse_backend_plan *need, si
         if ((st = muse_vk_buf_create(v, xq_bytes, false, &xq, err))) return st;
         muse_vk_buf_destroy(v, &v->xq);
         v->xq = xq;
+        v->rp_valid = false;
     }
     if (workspace_floats * sizeof(float) <= v->ws.size) return MUSE_OK;
     struct vk_buf ws;
@@ -562,6 +583,7 @@ static muse_status vk_reserve(void *ks, const struct muse_backend_plan *need, si
     if (st) return st;
     muse_vk_buf_destroy(v, &v->ws);
     v->ws = ws;
+    v->rp_valid = false;
     return MUSE_OK;
 }
 
@@ -607,6 +629,7 @@ static muse_status vk_alloc(void *ks, struct muse_buffer *b, struct muse_error *
 
 static void vk_buffer_free(void *ks, struct muse_buffer *b) {
     struct vk *v = ks;
+    v->rp_valid = false;
     for (int i = 0; i < v->n_bufs; i++)
         if (v->bufs[i] == b) {
             v->bufs[i] = v->bufs[--v->n_bufs];

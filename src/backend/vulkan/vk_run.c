@@ -316,6 +316,7 @@ void muse_vk_forget(void *ks, const struct muse_program *p) {
             struct vk_prog *vp = *q;
             *q = vp->next;
             if (!v->lost) v->fn.vkDeviceWaitIdle(v->dev);
+            v->rp_valid = false;
             prog_free(v, vp);
             return;
         }
@@ -333,6 +334,8 @@ void muse_vk_stats(void *ks, struct muse_device_stats *s) {
     const struct vk *v = ks;
     s->weight_bytes = v->weight_bytes;
     s->weight_uploads = v->weight_uploads;
+    s->decode_records = v->records;
+    s->decode_replays = v->replays;
 }
 
 /* The device address of host range `host` of a prepared program (0: not uploaded). */
@@ -610,6 +613,45 @@ static muse_status layout(struct rec *R) {
     return muse_vk_buf_ensure(v, &v->out, o, R->err);
 }
 
+static muse_status copy_out(const struct rec *R);
+
+/* The shape of a decode step: everything its recording bakes in (the program, the row and output
+ * counts, the io / out layout and the buffers' addresses, which outputs, each row's sequence and
+ * the KV arrays its layers bind). Equal keys record equal command buffers. */
+#define RP_MAX_ROWS 8
+#define RP_MAX_FEATURES 16
+static bool replay_key(struct rec *R, struct vk *v) {
+    const struct muse_prog_run *run = R->run;
+    size_t n = 0;
+    uint64_t k[32 + RP_MAX_FEATURES + 2 * RP_MAX_ROWS];
+#define K(x) (k[n++] = (uint64_t)(x))
+    K((uintptr_t)R->p), K(run->n_rows), K(run->n_out), K(R->tokens), K(R->src), K(R->pos), K(R->out_rows), K(R->rope),
+        K(R->inj), K(R->logits), K(R->embd), K(R->features), K(v->io.addr), K(v->out.addr), K(v->ws.addr), K(v->xq.addr),
+        K(run->logits != NULL), K(run->embd_out != NULL), K(run->features ? run->n_features : -1);
+    for (int32_t i = 0; run->features && i < run->n_features; i++) K(run->feature_layers[i]); /* <= RP_MAX_FEATURES */
+    for (int32_t r = 0; r < run->n_rows; r++) K(run->seq ? run->seq[r] : 0);
+    if (!v->rp_key && !(v->rp_key = malloc(sizeof k))) return false;
+    /* the KV layers each sequence binds: hashed (FNV-1a) per sequence, so that the key stays short */
+    for (int32_t r = 0; r < run->n_rows; r++) {
+        const int32_t s = run->seq ? run->seq[r] : 0;
+        if (r && s == (run->seq ? run->seq[r - 1] : 0)) continue;
+        uint64_t h = 1469598103934665603ull;
+        for (int32_t i = 0; i < R->p->n_ops; i++) {
+            const struct muse_op *o = &R->p->ops[i];
+            if (o->kind != MUSE_OP_KV_STORE) continue;
+            const struct muse_kv_layer *l = &run->kv[s][o->layer];
+            const uint64_t f[5] = {(uintptr_t)l->k, (uintptr_t)l->v, l->n_cells, (uint64_t)l->type, l->k_row_size};
+            for (int j = 0; j < 5; j++) h = (h ^ f[j]) * 1099511628211ull;
+        }
+        K(h);
+    }
+#undef K
+    const bool same = v->rp_valid && v->rp_n == n && !memcmp(v->rp_key, k, n * sizeof *k);
+    memcpy(v->rp_key, k, n * sizeof *k);
+    v->rp_n = n;
+    return same;
+}
+
 muse_status muse_vk_run(void *ks, const struct muse_program *p, const struct muse_prog_run *run, struct muse_error *err) {
     struct vk *v = ks;
     if (v->lost) return muse_error_set(err, MUSE_ERR_IO, "vulkan: %s was lost earlier; reopen the model", v->props.deviceName);
@@ -623,7 +665,26 @@ muse_status muse_vk_run(void *ks, const struct muse_program *p, const struct mus
     struct rec R = {.v = v, .vp = vp, .p = p, .run = run, .err = err};
     muse_status st = layout(&R);
     if (st) return st;
-    muse_vk_begin(v);
+    /* a decode step (a few token rows) replays the command buffer recorded for its shape: its
+     * inputs (tokens, positions, rope angles, output rows) are read from io, which layout() wrote */
+    const char *rp = getenv("MUSE_VK_REPLAY"); /* "0": every run recorded afresh */
+    const bool decode = !(rp && !strcmp(rp, "0")) && run->n_rows <= RP_MAX_ROWS && !run->embd && !run->rows && run->tokens &&
+                        (!run->features || run->n_features <= RP_MAX_FEATURES);
+    if (decode && replay_key(&R, v)) {
+        v->replays++;
+        if ((st = muse_vk_submit_cb(v, v->rp_cb, err))) return st;
+        return copy_out(&R);
+    }
+    const VkCommandBuffer one = v->cb;
+    if (decode) { /* record this shape into the persistent command buffer */
+        v->rp_valid = false;
+        v->fn.vkResetCommandPool(v->dev, v->rp_pool, 0);
+        const VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+        v->fn.vkBeginCommandBuffer(v->rp_cb, &bi);
+        v->cb = v->rp_cb;
+    } else {
+        muse_vk_begin(v);
+    }
     size_t ro = R.rope;
     for (int32_t i = 0; i < p->n_ops && !R.st; i++) {
         const struct muse_op *o = &p->ops[i];
@@ -661,14 +722,26 @@ muse_status muse_vk_run(void *ks, const struct muse_program *p, const struct mus
     }
     if (R.st) { /* nothing was submitted: end the recording unused */
         v->fn.vkEndCommandBuffer(v->cb);
+        v->cb = one;
         return R.st;
     }
-    if ((st = muse_vk_submit(v, err))) return st;
-    const uint8_t *out = v->out.map;
+    muse_vk_end(v);
+    const VkCommandBuffer cb = v->cb;
+    v->cb = one;
+    if (decode) v->rp_valid = true, v->records++;
+    if ((st = muse_vk_submit_cb(v, cb, err))) return st;
+    return copy_out(&R);
+}
+
+/* The run's outputs from out to the caller. */
+static muse_status copy_out(const struct rec *R) {
+    const struct muse_program *p = R->p;
+    const struct muse_prog_run *run = R->run;
+    const uint8_t *out = R->v->out.map;
     if (run->n_out > 0 && run->logits)
-        memcpy(run->logits, out + R.logits, (size_t)run->n_out * (size_t)p->bufs[MUSE_BUF_LOGITS].cols * 4);
-    if (run->embd_out) memcpy(run->embd_out, out + R.embd, (size_t)run->n_rows * (size_t)p->bufs[MUSE_BUF_EMBD].cols * 4);
+        memcpy(run->logits, out + R->logits, (size_t)run->n_out * (size_t)p->bufs[MUSE_BUF_LOGITS].cols * 4);
+    if (run->embd_out) memcpy(run->embd_out, out + R->embd, (size_t)run->n_rows * (size_t)p->bufs[MUSE_BUF_EMBD].cols * 4);
     if (run->features)
-        memcpy(run->features, out + R.features, (size_t)run->n_rows * (size_t)run->n_features * (size_t)run->n_embd * 4);
+        memcpy(run->features, out + R->features, (size_t)run->n_rows * (size_t)run->n_features * (size_t)run->n_embd * 4);
     return MUSE_OK;
 }

@@ -12,8 +12,12 @@
 #      device's, each of the cpu's top-20 logits within 1e-2 of the vulkan one (F16 weights: the
 #      cpu rounds the activations to F16, 2^-11 relative, before every matmul, the GPU keeps them
 #      in f32; logits of magnitude ~10 move by ~5e-3; measured 4.1e-3 on lavapipe)
-#   5. one short run under the Khronos validation layer (MUSE_VK_VALIDATE=1): no validation error
+#   5. short runs under the Khronos validation layer (MUSE_VK_VALIDATE=1), on the plain path and on
+#      each fast matmul variant the device has: no validation error
 set -uo pipefail
+# the plain matmul (the cpu's numerics); a GPU would otherwise pick its fast variants, whose own
+# bounds test_vulkan_ops checks
+export MUSE_VK_VARIANT="${MUSE_VK_VARIANT:-plain}"
 MUSE="${MUSE:-build/muse}"
 SHARED="${MUSE_SHARED:-../shared}"
 GOLDEN="$SHARED/golden/text"
@@ -90,14 +94,21 @@ sys.exit(0 if worst <= 1e-2 else 1)
 PY
 fi
 
-# 5. the validation layer
-MUSE_VK_VALIDATE=1 timeout 120 "$MUSE" logits -m "$GOLDEN/small-q4_k.gguf" --tokens 1,2,3,4,5,6,7,8 -n 4 --top 5 \
-    --backend vulkan > "$tmp/val.out" 2> "$tmp/val.err"; st=$?
-if [ "$st" -ne 0 ] || grep -qiE "validation error|VUID-" "$tmp/val.out" "$tmp/val.err"; then
-    bad "validation layer run (exit $st):"; grep -iE "error|VUID" "$tmp/val.out" "$tmp/val.err" | head -5
-else
-    echo "validation layer: no errors"
-fi
+# 5. the validation layer: the plain path, then the fast variants the device has (their features
+#    enabled at device creation, their modules and pipelines)
+validate() {  # VARIANT MODEL
+    MUSE_VK_VARIANT=$1 MUSE_VK_VALIDATE=1 timeout 120 "$MUSE" logits -m "$2" --tokens 1,2,3,4,5,6,7,8 -n 4 --top 5 \
+        --backend vulkan > "$tmp/val.out" 2> "$tmp/val.err"; local st=$?
+    if [ "$st" -ne 0 ] || grep -qiE "validation error|VUID-" "$tmp/val.out" "$tmp/val.err"; then
+        bad "validation layer run, variant $1 (exit $st):"; grep -iE "error|VUID" "$tmp/val.out" "$tmp/val.err" | head -5
+    else
+        echo "validation layer ($1): no errors"
+    fi
+}
+validate plain "$GOLDEN/small-q4_k.gguf"
+devs=$("$MUSE" info --devices 2>/dev/null)
+grep -q "fp16 yes" <<<"$devs" && validate f16 "$GOLDEN/small-q4_k.gguf"
+grep -q "int8-dot yes" <<<"$devs" && validate dp4a "$GOLDEN/small-q8_0.gguf"
 
 echo "vulkan: $fail failure(s)"
 [ "$fail" -eq 0 ]

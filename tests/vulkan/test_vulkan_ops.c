@@ -116,6 +116,16 @@ static void compare(const char *what, struct muse_program *p, int32_t n, int64_t
     free(a), free(b);
 }
 
+/* Whether the Vulkan device runs matmul variant `var` for weights of type t ("muse info --devices"
+ * line: fp16, int8-dot, coopmat). */
+static char dev_line[4096];
+static bool variant_ok(const char *var, enum muse_type t) {
+    if (!strcmp(var, "f16")) return strstr(dev_line, "fp16 yes") != NULL;
+    if (!strcmp(var, "dp4a")) return strstr(dev_line, "int8-dot yes") && (t == MUSE_TYPE_Q8_0 || t == MUSE_TYPE_Q4_0);
+    if (!strcmp(var, "coopmat")) return strstr(dev_line, "coopmat yes") != NULL;
+    return true;
+}
+
 static struct muse_weight weight(enum muse_type t, const void *data, int64_t ne0, int64_t ne1, size_t rs, const char *name) {
     return (struct muse_weight){.data = data, .type = t, .ne0 = ne0, .ne1 = ne1, .row_size = rs, .name = name};
 }
@@ -128,6 +138,7 @@ int main(void) {
     }
     if (muse_device_open("cpu", 1, false, &cpu, &e)) return 1;
     printf("device: %s\n", muse_device_describe(gpu));
+    muse_device_list("vulkan", dev_line, sizeof dev_line);
     const int32_t n = 5;
     const int64_t K = 256, N = 40;
     size_t rs;
@@ -167,9 +178,16 @@ int main(void) {
         const struct muse_prog_job job = {W, muse_ref(MUSE_BUF_LOGITS, 0, N), true, 0.75f, bias};
         muse_program_matmul(&p, muse_ref(x, 0, K), &job, 1, MUSE_ROWS_ALL);
         muse_program_finish(&p, &e);
-        snprintf(what, sizeof what, "matmul %s", tn);
-        const double tol = t == MUSE_TYPE_Q4_1 || t == MUSE_TYPE_Q5_1 ? 2e-3 : 1e-5;
-        compare(what, &p, n, N, tol, NULL, NULL);
+        /* the plain path, then each fast variant the device can run (forced: lavapipe is a CPU device) */
+        static const char *const vars[] = {"plain", "f16", "dp4a", "coopmat"};
+        for (size_t vi = 0; vi < sizeof vars / sizeof vars[0]; vi++) {
+            if (vi && !variant_ok(vars[vi], t)) continue;
+            setenv("MUSE_VK_VARIANT", vars[vi], 1);
+            snprintf(what, sizeof what, "matmul %s%s%s", tn, vi ? " " : "", vi ? vars[vi] : "");
+            const double tol = vi == 1 || vi == 3 ? 1e-2 : t == MUSE_TYPE_Q4_1 || t == MUSE_TYPE_Q5_1 ? 2e-3 : 1e-5;
+            compare(what, &p, vi == 3 ? 16 : n, N, tol, NULL, NULL);
+        }
+        unsetenv("MUSE_VK_VARIANT");
         muse_program_free(&p);
         free(w);
     }

@@ -54,7 +54,10 @@ struct vk_buf {
 };
 
 /* The shaders (the embedded modules, in this order: vk_device.c checks the names). */
-enum vk_shader { SH_ACT_QUANT, SH_ATTENTION, SH_ELTWISE, SH_EMBED, SH_KV_STORE, SH_MATMUL, SH_RMS_NORM, SH_ROPE, SH_COUNT };
+enum vk_shader {
+    SH_ACT_QUANT, SH_ATTENTION, SH_ELTWISE, SH_EMBED, SH_KV_STORE, SH_MATMUL, SH_MATMUL_COOPMAT, SH_MATMUL_DP4A, SH_MATMUL_F16,
+    SH_RMS_NORM, SH_ROPE, SH_COUNT
+};
 /* eltwise.comp's OP */
 enum { EW_SWIGLU, EW_ADD, EW_LOGITS, EW_COPY };
 
@@ -106,6 +109,8 @@ struct vk {
     bool rp_valid;                  /* false after anything its recording baked in moved */
     uint64_t replays, records;
     uint32_t mm_tpr;                /* matmul.comp's TPR (MUSE_VK_TPR overrides) */
+    /* the fast matmul variants the device can run (features enabled at creation) */
+    bool can_f16, can_dot, can_cm;
 };
 
 /* vk_device.c */

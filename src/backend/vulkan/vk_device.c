@@ -20,7 +20,9 @@
 #define VK_TIMEOUT_NS (300ull * 1000000000ull)
 #define STAGING_BYTES ((size_t)64 << 20)
 
-static const char *const shader_names[SH_COUNT] = {"act_quant", "attention", "eltwise", "embed", "kv_store", "matmul", "rms_norm", "rope"};
+static const char *const shader_names[SH_COUNT] = {"act_quant", "attention",      "eltwise",     "embed",
+                                                   "kv_store",  "matmul",         "matmul_coopmat", "matmul_dp4a",
+                                                   "matmul_f16", "rms_norm",      "rope"};
 
 static const char *vk_result_name(VkResult r) {
     switch (r) {
@@ -115,13 +117,16 @@ static int describe(struct vk *v, VkPhysicalDevice pd, uint32_t i, char *buf, si
         if (mp.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) local += mp.memoryHeaps[h].size;
     const VkPhysicalDeviceProperties *p = &p2.properties;
     const bool dot = has_extension(v, pd, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
-    const bool cm = has_extension(v, pd, "VK_KHR_cooperative_matrix"), cm2 = has_extension(v, pd, "VK_NV_cooperative_matrix2");
+    /* muse's cooperative-matrix variant is written for VK_NV_cooperative_matrix (matmul_coopmat.comp) */
+    const bool cm = has_extension(v, pd, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME),
+               cmk = has_extension(v, pd, "VK_KHR_cooperative_matrix");
     return snprintf(buf, size,
                     "vulkan %u: %s (%s, Vulkan %u.%u), %.1f GiB device memory, subgroup %u, fp16 %s, int8-dot %s, "
                     "coopmat %s, buffer device address %s\n",
                     i, p->deviceName, device_type_name(p->deviceType), VK_API_VERSION_MAJOR(p->apiVersion),
                     VK_API_VERSION_MINOR(p->apiVersion), (double)local / (1 << 30), sg.subgroupSize,
-                    f12.shaderFloat16 ? "yes" : "no", dot ? "yes" : "no", cm2 ? "yes (KHR + NV2)" : cm ? "yes" : "no",
+                    f12.shaderFloat16 ? "yes" : "no", dot ? "yes" : "no",
+                    cm ? (cmk ? "yes (NV, KHR)" : "yes (NV)") : cmk ? "no (KHR only; muse's variant needs NV)" : "no",
                     f12.bufferDeviceAddress ? "yes" : "no");
 }
 
@@ -429,6 +434,26 @@ static muse_status upload_tables(struct vk *v, struct muse_error *err) {
     return st;
 }
 
+/* Whether the device's NV cooperative matrices have the shape matmul_coopmat.comp uses: 16 x 16
+ * x 16, f16 A and B, f32 C and D, subgroup scope. */
+static bool coopmat_shape(struct vk *v) {
+    PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV get =
+        (PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)v->fn.vkGetInstanceProcAddr(v->inst,
+                                                                                          "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV");
+    uint32_t n = 0;
+    if (!get || get(v->phys, &n, NULL) != VK_SUCCESS || n == 0) return false;
+    VkCooperativeMatrixPropertiesNV *p = calloc(n, sizeof *p);
+    bool ok = false;
+    for (uint32_t i = 0; p && i < n; i++) p[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
+    if (p && get(v->phys, &n, p) == VK_SUCCESS)
+        for (uint32_t i = 0; i < n && !ok; i++)
+            ok = p[i].MSize == 16 && p[i].NSize == 16 && p[i].KSize == 16 && p[i].AType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+                 p[i].BType == VK_COMPONENT_TYPE_FLOAT16_NV && p[i].CType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+                 p[i].DType == VK_COMPONENT_TYPE_FLOAT32_NV && p[i].scope == VK_SCOPE_SUBGROUP_NV;
+    free(p);
+    return ok;
+}
+
 static muse_status vk_open(int32_t n_threads, bool no_repack, void **ks, struct muse_error *err) {
     (void)n_threads, (void)no_repack;
     muse_status st;
@@ -489,11 +514,22 @@ static muse_status vk_open(int32_t n_threads, bool no_repack, void **ks, struct 
                             v->props.deviceName, VK_API_VERSION_MAJOR(v->props.apiVersion), VK_API_VERSION_MINOR(v->props.apiVersion));
         goto fail;
     }
+    /* the features of the fast matmul variants (docs/vulkan.md "Fast variants"), chained only when
+     * the device has their extensions */
+    const bool has_dot = has_extension(v, v->phys, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+    const bool has_cm = has_extension(v, v->phys, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+    VkPhysicalDeviceShaderIntegerDotProductFeatures fdot = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
+    VkPhysicalDeviceCooperativeMatrixFeaturesNV fcm = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
     VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+    void **tail = &f12.pNext;
+    if (has_dot) *tail = &fdot, tail = &fdot.pNext;
+    if (has_cm) *tail = &fcm, tail = &fcm.pNext;
     VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f12};
     v->fn.vkGetPhysicalDeviceFeatures2(v->phys, &f2);
-    if (!f12.bufferDeviceAddress) {
-        st = muse_error_set(err, MUSE_ERR_UNSUPPORTED, "vulkan: %s has no bufferDeviceAddress (muse's shaders need it)",
+    v->can_f16 = f12.shaderFloat16;
+    v->can_dot = has_dot && fdot.shaderIntegerDotProduct;
+    v->can_cm = has_cm && fcm.cooperativeMatrix && f12.shaderFloat16 && f12.vulkanMemoryModel && coopmat_shape(v);
+    if (!f12.bufferDeviceAddress) {        st = muse_error_set(err, MUSE_ERR_UNSUPPORTED, "vulkan: %s has no bufferDeviceAddress (muse's shaders need it)",
                             v->props.deviceName);
         goto fail;
     }
@@ -510,10 +546,20 @@ static muse_status vk_open(int32_t n_threads, bool no_repack, void **ks, struct 
     const float prio = 1.0f;
     const VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = v->qfam,
                                          .queueCount = 1, .pQueuePriorities = &prio};
+    VkPhysicalDeviceShaderIntegerDotProductFeatures edot = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES,
+                                                            .shaderIntegerDotProduct = VK_TRUE};
+    VkPhysicalDeviceCooperativeMatrixFeaturesNV ecm = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
+                                                       .cooperativeMatrix = VK_TRUE};
     VkPhysicalDeviceVulkan12Features en12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
-                                             .bufferDeviceAddress = VK_TRUE};
+                                             .bufferDeviceAddress = VK_TRUE, .shaderFloat16 = v->can_f16,
+                                             .vulkanMemoryModel = v->can_cm};
+    const char *exts[2];
+    uint32_t n_ext = 0;
+    tail = &en12.pNext;
+    if (v->can_dot) exts[n_ext++] = VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME, *tail = &edot, tail = &edot.pNext;
+    if (v->can_cm) exts[n_ext++] = VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME, *tail = &ecm, tail = &ecm.pNext;
     const VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = &en12, .queueCreateInfoCount = 1,
-                                    .pQueueCreateInfos = &qci};
+                                    .pQueueCreateInfos = &qci, .enabledExtensionCount = n_ext, .ppEnabledExtensionNames = exts};
     VkResult r = v->fn.vkCreateDevice(v->phys, &dci, NULL, &v->dev);
     if (r != VK_SUCCESS) {
         v->dev = NULL;

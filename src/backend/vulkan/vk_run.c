@@ -450,33 +450,53 @@ static void op_rope(struct rec *R, const struct muse_op *o) {
     dispatch(R, SH_ROPE, 0, &pc, sizeof pc, n_vec < 32768 ? n_vec : 32768, (n_vec + 32767) / 32768, 1);
 }
 
-/* MATMUL: per job, the activations rounded to the weight type's vec_dot_type as the cpu does
- * (act_quant.comp into xq, once per type in a row of jobs), then matmul.comp. */
+enum { VAR_PLAIN, VAR_F16, VAR_DP4A, VAR_COOPMAT };
+
+/* The matmul variant for weights of type t over n rows (docs/vulkan.md "Fast variants"): on a GPU
+ * the fastest the device has features for (cooperative matrices for prefill, int8 dot for Q8_0 /
+ * Q4_0, fp16 arithmetic), the plain path on a CPU driver; MUSE_VK_VARIANT=plain|f16|dp4a|coopmat
+ * forces one where the device and the shape allow it, plain otherwise. */
+static int matmul_variant(const struct vk *v, enum muse_type t, uint32_t n, uint32_t ne0) {
+    const char *e = getenv("MUSE_VK_VARIANT");
+    const bool forced = e && *e && strcmp(e, "auto"), gpu = v->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU;
+    if (v->can_cm && n >= 16 && ne0 % 16 == 0 && (forced ? !strcmp(e, "coopmat") : gpu)) return VAR_COOPMAT;
+    if (v->can_dot && (t == MUSE_TYPE_Q8_0 || t == MUSE_TYPE_Q4_0) && (forced ? !strcmp(e, "dp4a") : gpu)) return VAR_DP4A;
+    if (v->can_f16 && (forced ? !strcmp(e, "f16") : gpu)) return VAR_F16;
+    return VAR_PLAIN;
+}
+
+/* MATMUL: per job, by its variant: the activations rounded to the weight type's vec_dot_type as
+ * the cpu does (act_quant.comp into xq, once per type in a row of jobs) and matmul.comp (plain) or
+ * matmul_f16.comp; the raw activations and matmul_coopmat.comp; the activations packed as Q8_0
+ * codes (act_quant PACK) and matmul_dp4a.comp. */
 static void op_matmul(struct rec *R, const struct muse_op *o) {
     const uint32_t n = (uint32_t)op_rows(R, o);
     if (!n) return;
-    enum muse_type done = MUSE_TYPE_COUNT;
+    uint32_t done = UINT32_MAX; /* what xq holds: the act_quant spec of the last pass */
     for (int32_t j = 0; j < o->n_jobs; j++) {
         const struct muse_prog_job *pj = &R->p->jobs[o->job0 + j];
         const uint32_t ne0 = (uint32_t)pj->w.ne0, ne1 = (uint32_t)pj->w.ne1;
         const enum muse_type at = muse_type_traits[pj->w.type].vec_dot_type;
+        const int var = matmul_variant(R->v, pj->w.type, n, ne0);
         VkDeviceAddress x = ref_addr(R, o->src);
         uint32_t xs = ref_stride(R, o->src);
-        if (at != MUSE_TYPE_F32) {
+        const uint32_t qspec = var == VAR_DP4A ? (uint32_t)MUSE_TYPE_Q8_0 | 1u << 16
+                               : (var == VAR_PLAIN || var == VAR_F16) && at != MUSE_TYPE_F32 ? (uint32_t)at : UINT32_MAX;
+        if (qspec != UINT32_MAX) {
             if ((size_t)n * ne0 * 4 > R->v->xq.size) {
                 if (!R->st) R->st = muse_error_set(R->err, MUSE_ERR_INTERNAL, "vulkan: a matmul larger than the reserved plan");
                 return;
             }
-            if (at != done) {
+            if (qspec != done) {
                 const struct {
                     a64 x, y;
                     uint32_t ne0, xs;
                 } qc = {A(x), A(R->v->xq.addr), ne0, xs};
-                dispatch(R, SH_ACT_QUANT, (uint32_t)at, &qc, sizeof qc, n, 1, 1);
-                done = at;
+                dispatch(R, SH_ACT_QUANT, qspec, &qc, sizeof qc, n, 1, 1);
+                done = qspec;
             }
             x = R->v->xq.addr;
-            xs = ne0;
+            xs = var == VAR_DP4A ? ne0 / 4 + ne0 / 32 : ne0;
         }
         const struct {
             a64 w, x, y, bias, tab;
@@ -486,8 +506,15 @@ static void op_matmul(struct rec *R, const struct muse_op *o) {
                 A(pj->bias ? weight_addr(R->vp, pj->bias) : 0), A(R->v->tab.addr), ne0, ne1,
                 (uint32_t)pj->w.row_size, n, xs, ref_stride(R, pj->y),
                 (pj->has_scale ? 1u : 0u) | (pj->bias ? 2u : 0u), pj->scale};
+        if (var == VAR_COOPMAT) {
+            const uint32_t nwg = (ne1 + 15) / 16;
+            dispatch(R, SH_MATMUL_COOPMAT, (uint32_t)pj->w.type, &pc, sizeof pc, nwg < 32768 ? nwg : 32768, (n + 15) / 16,
+                     (nwg + 32767) / 32768);
+            continue;
+        }
+        static const enum vk_shader sh[] = {[VAR_PLAIN] = SH_MATMUL, [VAR_F16] = SH_MATMUL_F16, [VAR_DP4A] = SH_MATMUL_DP4A};
         const uint32_t tpr = R->v->mm_tpr, nwg = (ne1 + 64 / tpr - 1) / (64 / tpr);
-        dispatch(R, SH_MATMUL, (uint32_t)pj->w.type | tpr << 16, &pc, sizeof pc, nwg < 32768 ? nwg : 32768, (n + 7) / 8,
+        dispatch(R, sh[var], (uint32_t)pj->w.type | tpr << 16, &pc, sizeof pc, nwg < 32768 ? nwg : 32768, (n + 7) / 8,
                  (nwg + 32767) / 32768);
     }
 }
@@ -623,13 +650,16 @@ static muse_status copy_out(const struct rec *R);
 static bool replay_key(struct rec *R, struct vk *v) {
     const struct muse_prog_run *run = R->run;
     size_t n = 0;
-    uint64_t k[32 + RP_MAX_FEATURES + 2 * RP_MAX_ROWS];
+    uint64_t k[33 + RP_MAX_FEATURES + 2 * RP_MAX_ROWS];
 #define K(x) (k[n++] = (uint64_t)(x))
     K((uintptr_t)R->p), K(run->n_rows), K(run->n_out), K(R->tokens), K(R->src), K(R->pos), K(R->out_rows), K(R->rope),
         K(R->inj), K(R->logits), K(R->embd), K(R->features), K(v->io.addr), K(v->out.addr), K(v->ws.addr), K(v->xq.addr),
         K(run->logits != NULL), K(run->embd_out != NULL), K(run->features ? run->n_features : -1);
     for (int32_t i = 0; run->features && i < run->n_features; i++) K(run->feature_layers[i]); /* <= RP_MAX_FEATURES */
     for (int32_t r = 0; r < run->n_rows; r++) K(run->seq ? run->seq[r] : 0);
+    uint64_t hv = 1469598103934665603ull; /* the variant a recording chose (MUSE_VK_VARIANT) */
+    for (const char *e = getenv("MUSE_VK_VARIANT"); e && *e; e++) hv = (hv ^ (uint8_t)*e) * 1099511628211ull;
+    K(hv);
     if (!v->rp_key && !(v->rp_key = malloc(sizeof k))) return false;
     /* the KV layers each sequence binds: hashed (FNV-1a) per sequence, so that the key stays short */
     for (int32_t r = 0; r < run->n_rows; r++) {

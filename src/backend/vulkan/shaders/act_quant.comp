@@ -9,6 +9,9 @@
 #include "common.glsl"
 
 layout(constant_id = 0) const uint ATYPE = 8u;
+// PACK (Q8_0 only, for matmul_dp4a.comp): row r at word r * (ne0 / 4 + ne0 / 32): the codes, 4 int8
+// to a word, then the blocks' f16-rounded scales as floats
+layout(constant_id = 1) const uint PACK = 0u;
 layout(local_size_x = 64) in;
 layout(push_constant) uniform P {
     uvec2 x, y;
@@ -45,6 +48,18 @@ void main() {
             float d = amax / 127.0;
             float id = amax != 0.0 ? 127.0 / amax : 0.0;
             float dh = unpackHalf2x16(f32_to_f16(d)).x;
+            if (PACK != 0u) {
+                U32 yp = U32(p.y);
+                const uint pb = r * (p.ne0 / 4u + p.ne0 / 32u);
+                for (uint k = 0u; k < 8u; k++) {
+                    uint q = 0u;
+                    for (uint j = 0u; j < 4u; j++)
+                        q |= (uint(int(even_code(x.v[xb + 32u * b + 4u * k + j] * id))) & 0xffu) << (8u * j);
+                    yp.v[pb + 8u * b + k] = q;
+                }
+                yp.v[pb + p.ne0 / 4u + b] = floatBitsToUint(dh);
+                continue;
+            }
             for (uint j = 0u; j < 32u; j++) y.v[yb + 32u * b + j] = even_code(x.v[xb + 32u * b + j] * id) * dh;
         }
     } else if (ATYPE == A_Q8_K) { // iscale = -127 / (the first value of largest |x|), nearest even, d = 1 / iscale

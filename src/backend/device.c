@@ -114,14 +114,18 @@ static const struct muse_device_kind *const kinds[] = {
 };
 
 static const struct muse_device_kind *kind_find(const char *name) {
+    if (!strcmp(name, "auto")) { /* a library caller's "auto": resolved quietly (the CLI says which) */
+        char why[300];
+        name = muse_device_auto(why, sizeof why);
+    }
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
         if (!strcmp(kinds[i]->name, name)) return kinds[i];
     return NULL;
 }
 
-bool muse_device_kind_known(const char *name) { return kind_find(name) || !strcmp(name, "vulkan") || !strcmp(name, "auto"); }
+bool muse_device_kind_known(const char *name) { return !strcmp(name, "auto") || kind_find(name) || !strcmp(name, "vulkan"); }
 
-bool muse_device_kind_built(const char *name) { return kind_find(name) != NULL; }
+bool muse_device_kind_built(const char *name) { return strcmp(name, "auto") && kind_find(name) != NULL; }
 
 // ---- devices ------------------------------------------------------------------------------------
 

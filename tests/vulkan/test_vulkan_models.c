@@ -8,9 +8,10 @@
  *      the embedding of that type): 16 greedy tokens after an 8-token prompt identical to the
  *      cpu device's;
  *   3. a Q8_0 KV cache: the same greedy tokens as the cpu device with a Q8_0 cache;
- *   4. the persistent decode step: a prompt and 16 decode steps whose command buffer is recorded
- *      once and replayed give logits bit-identical to the same steps recorded afresh each time
- *      (MUSE_VK_REPLAY=0), and the steps did replay.
+ *   4. the persistent decode steps: two contexts taking turns (a prompt, then 16 decode steps
+ *      each), each step's command buffer recorded once per context and replayed, give logits
+ *      bit-identical to the same steps recorded afresh each time (MUSE_VK_REPLAY=0), and the
+ *      steps did replay.
  * Without a Vulkan build or device this test FAILS (CI installs lavapipe: scripts/install-deps.sh).
  */
 #include <math.h>
@@ -184,35 +185,40 @@ int main(void) {
         unlink(path);
     }
 
-    /* 4. replayed decode steps == freshly recorded ones */
+    /* 4. replayed decode steps == freshly recorded ones: two contexts taking turns (a server's
+     * slots), each step of each context replayed from its own recording */
     if ((m = synth("vk-replay", "*=q4_k", path, sizeof path))) {
         const int32_t nv = muse_model_n_vocab(m);
+        const size_t per = (size_t)(N_GEN + 1) * (size_t)nv;
         float *lg[2];
-        int32_t toks[N_PROMPT + N_GEN];
+        int32_t toks[2][N_PROMPT + N_GEN];
         uint64_t replays[2];
-        for (int32_t i = 0; i < N_PROMPT + N_GEN; i++) toks[i] = (int32_t)((i * 53 + 7) % nv);
+        for (int c = 0; c < 2; c++)
+            for (int32_t i = 0; i < N_PROMPT + N_GEN; i++) toks[c][i] = (int32_t)((i * 53 + 7 + 101 * c) % nv);
         for (int pass = 0; pass < 2; pass++) { /* 0: replayed, 1: MUSE_VK_REPLAY=0 */
             if (pass) setenv("MUSE_VK_REPLAY", "0", 1);
-            lg[pass] = calloc((size_t)(N_GEN + 1) * (size_t)nv, sizeof(float));
+            lg[pass] = calloc(2 * per, sizeof(float));
             struct muse_device_stats a, b;
             muse_device_stats(dev, &a);
-            struct muse_context *g = context(m, "vulkan", MUSE_KV_TYPE_F16);
-            bool ok = g && muse_eval(g, toks, N_PROMPT, lg[pass], 0, &err) == MUSE_OK;
+            struct muse_context *g[2] = {context(m, "vulkan", MUSE_KV_TYPE_F16), context(m, "vulkan", MUSE_KV_TYPE_F16)};
+            bool ok = g[0] && g[1];
+            for (int c = 0; ok && c < 2; c++) ok = muse_eval(g[c], toks[c], N_PROMPT, lg[pass] + c * per, 0, &err) == MUSE_OK;
             for (int32_t k = 0; ok && k < N_GEN; k++)
-                ok = muse_eval(g, &toks[N_PROMPT + k], 1, lg[pass] + (size_t)(k + 1) * nv, 0, &err) == MUSE_OK;
+                for (int c = 0; ok && c < 2; c++)
+                    ok = muse_eval(g[c], &toks[c][N_PROMPT + k], 1, lg[pass] + c * per + (size_t)(k + 1) * nv, 0, &err) == MUSE_OK;
             TEST_CONDF(ok, "replay pass %d: %s", pass, err.msg);
             muse_device_stats(dev, &b);
             replays[pass] = b.decode_replays - a.decode_replays;
-            muse_context_free(g);
+            muse_context_free(g[0]);
+            muse_context_free(g[1]);
         }
         unsetenv("MUSE_VK_REPLAY");
-        printf("persistent decode: %llu of %d steps replayed; logits %s the freshly recorded ones\n",
-               (unsigned long long)replays[0], N_GEN,
-               !memcmp(lg[0], lg[1], sizeof(float) * (size_t)(N_GEN + 1) * nv) ? "bit-identical to" : "DIFFER from");
-        TEST_CONDF(replays[0] >= N_GEN - 1 && replays[1] == 0, "replays %llu / %llu", (unsigned long long)replays[0],
+        const bool same = !memcmp(lg[0], lg[1], sizeof(float) * 2 * per);
+        printf("persistent decode: %llu of %d steps of two contexts replayed; logits %s the freshly recorded ones\n",
+               (unsigned long long)replays[0], 2 * N_GEN, same ? "bit-identical to" : "DIFFER from");
+        TEST_CONDF(replays[0] >= 2 * (N_GEN - 1) && replays[1] == 0, "replays %llu / %llu", (unsigned long long)replays[0],
                    (unsigned long long)replays[1]);
-        TEST_COND("replayed decode steps give the freshly recorded logits",
-                  !memcmp(lg[0], lg[1], sizeof(float) * (size_t)(N_GEN + 1) * nv));
+        TEST_COND("replayed decode steps give the freshly recorded logits", same);
         free(lg[0]);
         free(lg[1]);
         muse_model_free(m);

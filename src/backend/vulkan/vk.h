@@ -69,6 +69,19 @@ struct vk_pipe {
 
 struct vk_prog; /* vk_run.c: a prepared program */
 
+/* A recorded decode step (vk_run.c, docs/vulkan.md "Persistent decode"): its command buffer (its
+ * own pool, created on first use) and the shape it was recorded for. */
+#define VK_REPLAY_SLOTS 8
+#define VK_REPLAY_KEY 80
+struct vk_replay {
+    VkCommandPool pool;
+    VkCommandBuffer cb;
+    uint64_t key[VK_REPLAY_KEY];
+    size_t n;
+    bool valid;                     /* false after anything its recording baked in moved */
+    uint64_t used;                  /* the tick of its last use (the least recent is recorded over) */
+};
+
 struct vk {
     struct vk_fn fn;
     void *lib;
@@ -101,12 +114,9 @@ struct vk {
     uint64_t weight_bytes;          /* resident in the weight sets */
     uint64_t weight_uploads;        /* weight sets uploaded since the device was opened */
     bool lost;                      /* a submission failed or timed out: every later call fails */
-    /* the persistent decode step (vk_run.c): a command buffer recorded once per shape and replayed */
-    VkCommandPool rp_pool;
-    VkCommandBuffer rp_cb;
-    uint64_t *rp_key;               /* the shape it was recorded for */
-    size_t rp_n;
-    bool rp_valid;                  /* false after anything its recording baked in moved */
+    /* the persistent decode steps (vk_run.c): command buffers recorded once per shape and replayed */
+    struct vk_replay rp[VK_REPLAY_SLOTS];
+    uint64_t rp_tick;
     uint64_t replays, records;
     uint32_t mm_tpr;                /* matmul.comp's TPR (MUSE_VK_TPR overrides) */
     /* the fast matmul variants the device can run (features enabled at creation) */
@@ -138,4 +148,6 @@ muse_status muse_vk_prepare(void *ks, const struct muse_program *p, struct muse_
 void muse_vk_forget(void *ks, const struct muse_program *p);
 muse_status muse_vk_run(void *ks, const struct muse_program *p, const struct muse_prog_run *run, struct muse_error *err);
 void muse_vk_forget_all(struct vk *v);
+/* Drop every recorded decode step (an address it baked in moved). */
+void muse_vk_replay_clear(struct vk *v);
 void muse_vk_stats(void *ks, struct muse_device_stats *s);

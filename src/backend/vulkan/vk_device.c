@@ -249,7 +249,7 @@ void muse_vk_buf_destroy(struct vk *v, struct vk_buf *b) {
 
 muse_status muse_vk_buf_ensure(struct vk *v, struct vk_buf *b, size_t size, struct muse_error *err) {
     if (b->buf && b->size >= size) return MUSE_OK;
-    v->rp_valid = false; /* a recorded decode step holds the old address */
+    muse_vk_replay_clear(v); /* a recorded decode step holds the old address */
     size_t n = b->size ? b->size : 4096;
     while (n < size) n *= 2;
     muse_vk_buf_destroy(v, b);
@@ -402,12 +402,12 @@ static void vk_close(void *ks) {
         muse_vk_buf_destroy(v, &v->staging);
         if (v->fence) v->fn.vkDestroyFence(v->dev, v->fence, NULL);
         if (v->pool) v->fn.vkDestroyCommandPool(v->dev, v->pool, NULL);
-        if (v->rp_pool) v->fn.vkDestroyCommandPool(v->dev, v->rp_pool, NULL);
+        for (int i = 0; i < VK_REPLAY_SLOTS; i++)
+            if (v->rp[i].pool) v->fn.vkDestroyCommandPool(v->dev, v->rp[i].pool, NULL);
         v->fn.vkDestroyDevice(v->dev, NULL);
     }
     free(v->pipes);
     free(v->bufs);
-    free(v->rp_key);
     instance_close(v);
     free(v);
 }
@@ -580,16 +580,7 @@ static muse_status vk_open(int32_t n_threads, bool no_repack, void **ks, struct 
     }
     const VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .commandPool = v->pool,
                                              .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1};
-    const VkCommandBufferAllocateInfo rai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-                                             .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1};
-    if ((r = v->fn.vkCreateCommandPool(v->dev, &cpi, NULL, &v->rp_pool)) != VK_SUCCESS) {
-        st = muse_error_set(err, MUSE_ERR_IO, "vulkan: %s: %s", v->props.deviceName, vk_result_name(r));
-        goto fail;
-    }
-    VkCommandBufferAllocateInfo rai2 = rai;
-    rai2.commandPool = v->rp_pool;
-    if ((r = v->fn.vkAllocateCommandBuffers(v->dev, &rai2, &v->rp_cb)) != VK_SUCCESS ||
-        (r = v->fn.vkAllocateCommandBuffers(v->dev, &cai, &v->cb)) != VK_SUCCESS) {
+    if ((r = v->fn.vkAllocateCommandBuffers(v->dev, &cai, &v->cb)) != VK_SUCCESS) {
         st = muse_error_set(err, MUSE_ERR_IO, "vulkan: %s: %s", v->props.deviceName, vk_result_name(r));
         goto fail;
     }
@@ -621,7 +612,7 @@ static muse_status vk_reserve(void *ks, const struct muse_backend_plan *need, si
         if ((st = muse_vk_buf_create(v, xq_bytes, false, &xq, err))) return st;
         muse_vk_buf_destroy(v, &v->xq);
         v->xq = xq;
-        v->rp_valid = false;
+        muse_vk_replay_clear(v);
     }
     if (workspace_floats * sizeof(float) <= v->ws.size) return MUSE_OK;
     struct vk_buf ws;
@@ -629,7 +620,7 @@ static muse_status vk_reserve(void *ks, const struct muse_backend_plan *need, si
     if (st) return st;
     muse_vk_buf_destroy(v, &v->ws);
     v->ws = ws;
-    v->rp_valid = false;
+    muse_vk_replay_clear(v);
     return MUSE_OK;
 }
 
@@ -675,7 +666,7 @@ static muse_status vk_alloc(void *ks, struct muse_buffer *b, struct muse_error *
 
 static void vk_buffer_free(void *ks, struct muse_buffer *b) {
     struct vk *v = ks;
-    v->rp_valid = false;
+    muse_vk_replay_clear(v);
     for (int i = 0; i < v->n_bufs; i++)
         if (v->bufs[i] == b) {
             v->bufs[i] = v->bufs[--v->n_bufs];

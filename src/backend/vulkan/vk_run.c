@@ -316,7 +316,7 @@ void muse_vk_forget(void *ks, const struct muse_program *p) {
             struct vk_prog *vp = *q;
             *q = vp->next;
             if (!v->lost) v->fn.vkDeviceWaitIdle(v->dev);
-            v->rp_valid = false;
+            muse_vk_replay_clear(v);
             prog_free(v, vp);
             return;
         }
@@ -642,15 +642,17 @@ static muse_status layout(struct rec *R) {
 
 static muse_status copy_out(const struct rec *R);
 
-/* The shape of a decode step: everything its recording bakes in (the program, the row and output
+/* The recorded decode step of this run's shape (*hit), or the slot to record it in (NULL: none).
+ * The shape of a decode step: everything its recording bakes in (the program, the row and output
  * counts, the io / out layout and the buffers' addresses, which outputs, each row's sequence and
  * the KV arrays its layers bind). Equal keys record equal command buffers. */
 #define RP_MAX_ROWS 8
 #define RP_MAX_FEATURES 16
-static bool replay_key(struct rec *R, struct vk *v) {
+static struct vk_replay *replay_find(struct rec *R, struct vk *v, bool *hit) {
     const struct muse_prog_run *run = R->run;
     size_t n = 0;
-    uint64_t k[33 + RP_MAX_FEATURES + 2 * RP_MAX_ROWS];
+    uint64_t k[VK_REPLAY_KEY];
+    _Static_assert(33 + RP_MAX_FEATURES + 2 * RP_MAX_ROWS <= VK_REPLAY_KEY, "the longest key fits");
 #define K(x) (k[n++] = (uint64_t)(x))
     K((uintptr_t)R->p), K(run->n_rows), K(run->n_out), K(R->tokens), K(R->src), K(R->pos), K(R->out_rows), K(R->rope),
         K(R->inj), K(R->logits), K(R->embd), K(R->features), K(v->io.addr), K(v->out.addr), K(v->ws.addr), K(v->xq.addr),
@@ -660,7 +662,6 @@ static bool replay_key(struct rec *R, struct vk *v) {
     uint64_t hv = 1469598103934665603ull; /* the variant a recording chose (MUSE_VK_VARIANT) */
     for (const char *e = getenv("MUSE_VK_VARIANT"); e && *e; e++) hv = (hv ^ (uint8_t)*e) * 1099511628211ull;
     K(hv);
-    if (!v->rp_key && !(v->rp_key = malloc(sizeof k))) return false;
     /* the KV layers each sequence binds: hashed (FNV-1a) per sequence, so that the key stays short */
     for (int32_t r = 0; r < run->n_rows; r++) {
         const int32_t s = run->seq ? run->seq[r] : 0;
@@ -676,10 +677,38 @@ static bool replay_key(struct rec *R, struct vk *v) {
         K(h);
     }
 #undef K
-    const bool same = v->rp_valid && v->rp_n == n && !memcmp(v->rp_key, k, n * sizeof *k);
-    memcpy(v->rp_key, k, n * sizeof *k);
-    v->rp_n = n;
-    return same;
+    /* a recording of this shape, else the slot to record it in: an empty one, else the least recent */
+    struct vk_replay *slot = &v->rp[0];
+    for (int i = 0; i < VK_REPLAY_SLOTS; i++) {
+        struct vk_replay *e = &v->rp[i];
+        if (e->valid && e->n == n && !memcmp(e->key, k, n * sizeof *k)) {
+            e->used = ++v->rp_tick;
+            *hit = true;
+            return e;
+        }
+        if (slot->valid && (!e->valid || e->used < slot->used)) slot = e;
+    }
+    *hit = false;
+    if (!slot->pool) {
+        const VkCommandPoolCreateInfo cpi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, .queueFamilyIndex = v->qfam};
+        if (v->fn.vkCreateCommandPool(v->dev, &cpi, NULL, &slot->pool) != VK_SUCCESS) return slot->pool = VK_NULL_HANDLE, NULL;
+        const VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .commandPool = slot->pool,
+                                                 .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1};
+        if (v->fn.vkAllocateCommandBuffers(v->dev, &cai, &slot->cb) != VK_SUCCESS) {
+            v->fn.vkDestroyCommandPool(v->dev, slot->pool, NULL);
+            slot->pool = VK_NULL_HANDLE;
+            return NULL;
+        }
+    }
+    slot->valid = false;
+    memcpy(slot->key, k, n * sizeof *k);
+    slot->n = n;
+    slot->used = ++v->rp_tick;
+    return slot;
+}
+
+void muse_vk_replay_clear(struct vk *v) {
+    for (int i = 0; i < VK_REPLAY_SLOTS; i++) v->rp[i].valid = false;
 }
 
 muse_status muse_vk_run(void *ks, const struct muse_program *p, const struct muse_prog_run *run, struct muse_error *err) {
@@ -700,18 +729,19 @@ muse_status muse_vk_run(void *ks, const struct muse_program *p, const struct mus
     const char *rp = getenv("MUSE_VK_REPLAY"); /* "0": every run recorded afresh */
     const bool decode = !(rp && !strcmp(rp, "0")) && run->n_rows <= RP_MAX_ROWS && !run->embd && !run->rows && run->tokens &&
                         (!run->features || run->n_features <= RP_MAX_FEATURES);
-    if (decode && replay_key(&R, v)) {
+    bool hit = false;
+    struct vk_replay *slot = decode ? replay_find(&R, v, &hit) : NULL;
+    if (slot && hit) {
         v->replays++;
-        if ((st = muse_vk_submit_cb(v, v->rp_cb, err))) return st;
+        if ((st = muse_vk_submit_cb(v, slot->cb, err))) return st;
         return copy_out(&R);
     }
     const VkCommandBuffer one = v->cb;
-    if (decode) { /* record this shape into the persistent command buffer */
-        v->rp_valid = false;
-        v->fn.vkResetCommandPool(v->dev, v->rp_pool, 0);
+    if (slot) { /* record this shape into the slot's command buffer, kept for the next step */
+        v->fn.vkResetCommandPool(v->dev, slot->pool, 0);
         const VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-        v->fn.vkBeginCommandBuffer(v->rp_cb, &bi);
-        v->cb = v->rp_cb;
+        v->fn.vkBeginCommandBuffer(slot->cb, &bi);
+        v->cb = slot->cb;
     } else {
         muse_vk_begin(v);
     }
@@ -758,7 +788,7 @@ muse_status muse_vk_run(void *ks, const struct muse_program *p, const struct mus
     muse_vk_end(v);
     const VkCommandBuffer cb = v->cb;
     v->cb = one;
-    if (decode) v->rp_valid = true, v->records++;
+    if (slot) slot->valid = true, v->records++;
     if ((st = muse_vk_submit_cb(v, cb, err))) return st;
     return copy_out(&R);
 }

@@ -244,7 +244,8 @@ int main(void) {
                                               .table = &(struct muse_weight){xt, MUSE_TYPE_F32, 128, 16, 512, "k"}});
         muse_program_op(&p, &(struct muse_op){.kind = MUSE_OP_EMBED, .dst = muse_ref(vv, 0, 128), .n = 128,
                                               .table = &(struct muse_weight){xt + 128, MUSE_TYPE_F32, 128, 15, 512, "v"}});
-        muse_program_op(&p, &(struct muse_op){.kind = MUSE_OP_KV_STORE, .layer = 0, .src = muse_ref(kk, 0, 128), .src2 = muse_ref(vv, 0, 128)});
+        muse_program_op(&p, &(struct muse_op){.kind = MUSE_OP_KV_STORE, .layer = 0, .src = muse_ref(kk, 0, 128),
+                                              .src2 = muse_ref(vv, 0, 128)});
         muse_program_barrier(&p, MUSE_ROWS_ALL);
         muse_program_op(&p, &(struct muse_op){.kind = MUSE_OP_ATTENTION, .layer = 0, .src = muse_ref(q, 0, K),
                                               .dst = muse_ref(MUSE_BUF_LOGITS, 0, K), .src2 = muse_ref(q, 0, K), .n_head = nh,

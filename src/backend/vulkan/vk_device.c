@@ -529,7 +529,8 @@ static muse_status vk_open(int32_t n_threads, bool no_repack, void **ks, struct 
     v->can_f16 = f12.shaderFloat16;
     v->can_dot = has_dot && fdot.shaderIntegerDotProduct;
     v->can_cm = has_cm && fcm.cooperativeMatrix && f12.shaderFloat16 && f12.vulkanMemoryModel && coopmat_shape(v);
-    if (!f12.bufferDeviceAddress) {        st = muse_error_set(err, MUSE_ERR_UNSUPPORTED, "vulkan: %s has no bufferDeviceAddress (muse's shaders need it)",
+    if (!f12.bufferDeviceAddress) {
+        st = muse_error_set(err, MUSE_ERR_UNSUPPORTED, "vulkan: %s has no bufferDeviceAddress (muse's shaders need it)",
                             v->props.deviceName);
         goto fail;
     }

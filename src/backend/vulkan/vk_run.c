@@ -718,7 +718,8 @@ muse_status muse_vk_run(void *ks, const struct muse_program *p, const struct mus
     while (vp && vp->p != p) vp = vp->next;
     if (!vp) return muse_error_set(err, MUSE_ERR_INTERNAL, "vulkan: a program that was not prepared (muse_device_prepare)");
     if (run->trace || run->capture || run->hook || run->bind)
-        return muse_error_set(err, MUSE_ERR_UNSUPPORTED, "vulkan: layer traces, capture hooks and bound buffers run on the cpu and ref backends only");
+        return muse_error_set(err, MUSE_ERR_UNSUPPORTED,
+                              "vulkan: layer traces, capture hooks and bound buffers run on the cpu and ref backends only");
     if (p->workspace_floats * 4 > v->ws.size)
         return muse_error_set(err, MUSE_ERR_INTERNAL, "vulkan: the workspace was not reserved for this program");
     struct rec R = {.v = v, .vp = vp, .p = p, .run = run, .err = err};

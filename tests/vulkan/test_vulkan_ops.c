@@ -143,8 +143,8 @@ int main(void) {
     const int64_t K = 256, N = 40;
     size_t rs;
     /* the input rows: tokens 0..n-1 of an F32 table */
-    float *xt = make_weight(MUSE_TYPE_F32, K, 8, &rs);
-    const struct muse_weight xtab = weight(MUSE_TYPE_F32, xt, K, 8, rs, "x");
+    float *xt = make_weight(MUSE_TYPE_F32, K, 16, &rs);
+    const struct muse_weight xtab = weight(MUSE_TYPE_F32, xt, K, 16, rs, "x");
     float bias[64], normw[512];
     for (int i = 0; i < 64; i++) bias[i] = frand();
     for (int i = 0; i < 512; i++) normw[i] = 1.0f + 0.5f * frand();
@@ -171,7 +171,7 @@ int main(void) {
         compare(what, &p, n, K, 1e-6, NULL, NULL);
         muse_program_free(&p);
         /* MATMUL with the epilogue (scale, bias) */
-        muse_program_init(&p, 8);
+        muse_program_init(&p, 16); /* 16 rows for the coopmat variant */
         const int16_t x = muse_program_buffer(&p, K);
         p.bufs[MUSE_BUF_LOGITS].cols = N;
         muse_program_op(&p, &(struct muse_op){.kind = MUSE_OP_EMBED, .dst = muse_ref(x, 0, K), .n = K, .table = &xtab});

@@ -97,6 +97,14 @@ static int set_device(void *d, const char *f, const char *v) {
     return 0;
 }
 
+/* -ngl N: the first N layers on the --backend vulkan device, the rest and the head on the cpu */
+static int set_gpu_layers(void *d, const char *f, const char *v) {
+    int64_t n;
+    if (!cli_parse_int(f, v, 1, 1 << 20, &n)) return -1;
+    O(d)->cparams.gpu_layers = (uint32_t)n;
+    return 0;
+}
+
 static int set_swa_full(void *d, const char *f, const char *v) {
     (void)f, (void)v;
     O(d)->cparams.swa_full = 1;
@@ -194,6 +202,9 @@ static const struct cli_opt rows[] = {
      set_backend},
     {"--device", "N", "the GPU --backend vulkan runs on (muse info --devices; default: MUSE_VK_DEVICE, else the first discrete GPU)",
      set_device},
+    {"-ngl|--gpu-layers", "N", "with --backend vulkan: only layers 0..N-1 on the GPU, the others and the output head on the cpu "
+                               "(-t threads; default: every layer on the GPU; --backend cpu for none; docs/vulkan.md)",
+     set_gpu_layers},
     {"--swa-full", NULL, "sliding-window layers keep the whole context (no ring)", set_swa_full},
     {"--no-repack", NULL, "batched matmuls read the mapped weights (exact kernels) instead of packing\n"
                           "weight panels for the tile GEMM (cpu backend; saves the packed copies)", set_no_repack},

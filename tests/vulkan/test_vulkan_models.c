@@ -11,7 +11,10 @@
  *   4. the persistent decode steps: two contexts taking turns (a prompt, then 16 decode steps
  *      each), each step's command buffer recorded once per context and replayed, give logits
  *      bit-identical to the same steps recorded afresh each time (MUSE_VK_REPLAY=0), and the
- *      steps did replay.
+ *      steps did replay;
+ *   5. partial offload (params.gpu_layers, -ngl): layer 0 on the device, layer 1 and the head on
+ *      the cpu: fewer weight bytes on the device, the cpu's greedy tokens, again after a KV clear
+ *      (which zeroes both halves of the split cache).
  * Without a Vulkan build or device this test FAILS (CI installs lavapipe: scripts/install-deps.sh).
  */
 #include <math.h>
@@ -81,8 +84,11 @@ static bool greedy(struct muse_context *ctx, int32_t n_vocab, int32_t *out, floa
     return ok;
 }
 
+static uint32_t g_gpu_layers; /* context()'s params.gpu_layers */
+
 static struct muse_context *context(struct muse_model *m, const char *backend, enum muse_kv_type kv) {
     struct muse_context_params cp = muse_context_default_params();
+    cp.gpu_layers = g_gpu_layers;
     cp.backend = backend;
     cp.n_ctx = 64;
     cp.n_batch = 16;
@@ -221,6 +227,37 @@ int main(void) {
         TEST_COND("replayed decode steps give the freshly recorded logits", same);
         free(lg[0]);
         free(lg[1]);
+        muse_model_free(m);
+        unlink(path);
+    }
+
+    /* 5. -ngl 1 of 2 layers */
+    if ((m = synth("vk-ngl", "*=q4_k", path, sizeof path))) {
+        const int32_t nv = muse_model_n_vocab(m);
+        struct muse_device_stats a, b, c;
+        muse_device_stats(dev, &a);
+        struct muse_context *full = context(m, "vulkan", MUSE_KV_TYPE_F16);
+        muse_device_stats(dev, &b);
+        muse_context_free(full);
+        g_gpu_layers = 1;
+        struct muse_context *g = context(m, "vulkan", MUSE_KV_TYPE_F16);
+        muse_device_stats(dev, &c);
+        g_gpu_layers = 0;
+        struct muse_context *cpu = context(m, "cpu", MUSE_KV_TYPE_F16);
+        int32_t tc[N_GEN], t1[N_GEN], t2[N_GEN];
+        float mg;
+        const bool ok = g && cpu && greedy(cpu, nv, tc, &mg) && greedy(g, nv, t1, &mg);
+        muse_kv_clear(g);
+        const bool ok2 = ok && greedy(g, nv, t2, &mg);
+        printf("-ngl 1 of 2: %.2f MiB of weights on the device (all layers: %.2f MiB); greedy %s the cpu's, %s after a clear\n",
+               (double)(c.weight_bytes - a.weight_bytes) / (1 << 20), (double)(b.weight_bytes - a.weight_bytes) / (1 << 20),
+               ok && !memcmp(tc, t1, sizeof tc) ? "identical to" : "DIFFERS from", ok2 && !memcmp(t1, t2, sizeof t1) ? "the same" : "NOT the same");
+        TEST_CONDF(g && c.weight_bytes - a.weight_bytes < b.weight_bytes - a.weight_bytes, "-ngl: the device holds %llu bytes (all: %llu)",
+                   (unsigned long long)(c.weight_bytes - a.weight_bytes), (unsigned long long)(b.weight_bytes - a.weight_bytes));
+        TEST_COND("-ngl: greedy tokens of the split model equal the cpu's", ok && !memcmp(tc, t1, sizeof tc));
+        TEST_COND("-ngl: the same tokens after muse_kv_clear", ok2 && !memcmp(t1, t2, sizeof t1));
+        muse_context_free(g);
+        muse_context_free(cpu);
         muse_model_free(m);
         unlink(path);
     }

@@ -97,25 +97,35 @@ static int set_device(void *d, const char *f, const char *v) {
     return 0;
 }
 
-/* -ngl N: the first N layers on the --backend vulkan device, the rest and the head on the cpu */
-static int set_gpu_layers(void *d, const char *f, const char *v) {
-    int64_t n;
-    if (!cli_parse_int(f, v, 1, 1 << 20, &n)) return -1;
-    O(d)->cparams.gpu_layers = (uint32_t)n;
-    return 0;
-}
-
 static int set_swa_full(void *d, const char *f, const char *v) {
     (void)f, (void)v;
     O(d)->cparams.swa_full = 1;
     return 0;
 }
 
+/* -ngl N (llama.cpp's spelling, also "auto" and "all" = -1: every layer): with a GPU backend the
+ * first N layers run there, the rest and the head on the cpu (model_opts_apply_ngl) */
 static int set_ngl(void *d, const char *f, const char *v) {
-    int64_t n; /* llama.cpp also takes "auto" and "all" */
+    int64_t n = -1;
     if (strcmp(v, "auto") && strcmp(v, "all") && !cli_parse_int(f, v, -1, 1 << 20, &n)) return -1;
     O(d)->ngl_given = true;
+    O(d)->ngl = n;
     return 0;
+}
+
+void model_opts_apply_ngl(const struct model_opts *o, struct muse_context_params *cp) {
+    if (!o->ngl_given) return;
+    const char *b = cp->backend ? cp->backend : "cpu";
+    if (strcmp(b, "vulkan")) { /* the cpu backends: nothing to offload */
+        if (o->verbosity >= 0) cli_err("note: -ngl is ignored: muse runs on the CPU (--backend vulkan for a GPU)");
+        return;
+    }
+    if (o->ngl == 0) { /* llama.cpp's -ngl 0: no layer on the GPU */
+        cp->backend = "cpu";
+        if (o->verbosity >= 0) cli_err("note: -ngl 0: every layer on the cpu");
+    } else {
+        cp->gpu_layers = o->ngl > 0 ? (uint32_t)o->ngl : 0; /* >= the layer count or -1: all */
+    }
 }
 
 static int set_fa(void *d, const char *f, const char *v) {
@@ -202,9 +212,6 @@ static const struct cli_opt rows[] = {
      set_backend},
     {"--device", "N", "the GPU --backend vulkan runs on (muse info --devices; default: MUSE_VK_DEVICE, else the first discrete GPU)",
      set_device},
-    {"-ngl|--gpu-layers", "N", "with --backend vulkan: only layers 0..N-1 on the GPU, the others and the output head on the cpu "
-                               "(-t threads; default: every layer on the GPU; --backend cpu for none; docs/vulkan.md)",
-     set_gpu_layers},
     {"--swa-full", NULL, "sliding-window layers keep the whole context (no ring)", set_swa_full},
     {"--no-repack", NULL, "batched matmuls read the mapped weights (exact kernels) instead of packing\n"
                           "weight panels for the tile GEMM (cpu backend; saves the packed copies)", set_no_repack},
@@ -215,7 +222,9 @@ static const struct cli_opt rows[] = {
     {"--mlock", NULL, "lock the model in RAM (needs `ulimit -l` room; failing is an error)", set_mlock},
     {"-lm|--load-mode", "MODE", "llama.cpp's loading modes: auto|mmap (default), none (= --no-mmap),\n"
                                 "mlock (read + lock), mmap+mlock", set_load_mode},
-    {"-ngl|--gpu-layers|--n-gpu-layers", "N", "accepted for llama.cpp compatibility: muse runs on the CPU (one note)",
+    {"-ngl|--gpu-layers|--n-gpu-layers", "N", "with --backend vulkan: layers 0..N-1 on the GPU, the others and the output "
+                                              "head on the cpu (-t threads; default, -1, auto, all: every layer; 0: none); "
+                                              "ignored with a note on the cpu backends (docs/vulkan.md)",
      set_ngl},
     {"-fa|--flash-attn", "[on|off|auto]",
      "accepted for llama.cpp compatibility (muse's attention is always fused)", set_fa},
@@ -272,7 +281,7 @@ bool model_opts_open(const struct model_opts *o, const char *cmd, struct muse_mo
         }
         cp.kv_type = (enum muse_kv_type)k;
     }
-    if (o->ngl_given && o->verbosity >= 0) cli_err("note: -ngl is ignored: muse runs on the CPU");
+    model_opts_apply_ngl(o, &cp);
     struct load_progress lp = {.file = o->model_path};
     struct muse_model_params mp = o->mparams;
     progress_begin(&lp.p, model_opts_progress(o));

@@ -5,7 +5,8 @@
 #   1. every embedded SPIR-V module passes spirv-val (--target-env vulkan1.2)
 #   2. no device (VK_ICD_FILENAMES=/nonexistent) and a device number that does not exist
 #      (MUSE_VK_DEVICE=99): one line on stderr, exit 1
-#      --backend auto picks vulkan on a GPU machine, cpu on lavapipe (a CPU device), and says which
+#      --backend auto picks vulkan on a GPU machine, cpu on lavapipe (a CPU device), and says which;
+#      -ngl 2 (part of the layers on the device) gives the cpu's greedy text, -ngl 0 runs on the cpu
 #   3. the text goldens (tests/model/test_parity.sh with MUSE_BACKEND=vulkan): logits within each
 #      case's tolerance, greedy tokens by the goldens' near-tie rule
 #   4. the trained model (models/glimmer-tiny-f16.gguf): 16 greedy tokens identical to the cpu
@@ -62,6 +63,18 @@ if [ "$st" -ne 0 ] || ! grep -q "^backend auto: $want" "$tmp/err" || ! grep -q "
 else
     echo "auto: $(grep '^backend auto' "$tmp/err")"
 fi
+
+# -ngl 2 of small-q8_0's layers on the device, the rest on the cpu: the cpu's greedy text; -ngl 0: the cpu
+g=(-m "$GOLDEN/small-q8_0.gguf" -p "hello there" -n 12 --temp 0 -t 1)
+"$MUSE" run "${g[@]}" --backend cpu > "$tmp/ngl.cpu" 2>/dev/null
+"$MUSE" run "${g[@]}" --backend vulkan -ngl 2 > "$tmp/ngl.vk" 2> "$tmp/ngl.err"; st=$?
+if [ "$st" -ne 0 ] || ! [ -s "$tmp/ngl.cpu" ] || ! cmp -s "$tmp/ngl.cpu" "$tmp/ngl.vk"; then
+    bad "-ngl 2 (exit $st): not the cpu's greedy text"; cat "$tmp/ngl.err"
+else
+    echo "-ngl 2: the cpu's greedy text"
+fi
+"$MUSE" run "${g[@]}" --backend vulkan -ngl 0 > /dev/null 2> "$tmp/ngl.err"
+grep -q "backend cpu" "$tmp/ngl.err" || bad "-ngl 0 did not run on the cpu"
 
 # 3. the goldens
 MUSE_BACKEND=vulkan MUSE="$MUSE" MUSE_SHARED="$SHARED" bash tests/model/test_parity.sh || bad "the text goldens on vulkan"

@@ -121,7 +121,9 @@ static void compare(const char *what, struct muse_program *p, int32_t n, int64_t
 static char dev_line[4096];
 static bool variant_ok(const char *var, enum muse_type t) {
     if (!strcmp(var, "f16")) return strstr(dev_line, "fp16 yes") != NULL;
-    if (!strcmp(var, "dp4a")) return strstr(dev_line, "int8-dot yes") && (t == MUSE_TYPE_Q8_0 || t == MUSE_TYPE_Q4_0);
+    if (!strcmp(var, "dp4a"))
+        return strstr(dev_line, "int8-dot yes") && (t == MUSE_TYPE_Q8_0 || t == MUSE_TYPE_Q4_0 || t == MUSE_TYPE_Q5_0 ||
+                                                    t == MUSE_TYPE_IQ4_NL || t == MUSE_TYPE_MXFP4);
     if (!strcmp(var, "coopmat")) return strstr(dev_line, "coopmat yes") != NULL;
     return true;
 }

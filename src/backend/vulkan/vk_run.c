@@ -453,14 +453,16 @@ static void op_rope(struct rec *R, const struct muse_op *o) {
 enum { VAR_PLAIN, VAR_F16, VAR_DP4A, VAR_COOPMAT };
 
 /* The matmul variant for weights of type t over n rows (docs/vulkan.md "Fast variants"): on a GPU
- * the fastest the device has features for (cooperative matrices for prefill, int8 dot for Q8_0 /
- * Q4_0, fp16 arithmetic), the plain path on a CPU driver; MUSE_VK_VARIANT=plain|f16|dp4a|coopmat
+ * the fastest the device has features for (cooperative matrices for prefill, int8 dot for Q8_0,
+ * Q4_0, Q5_0, IQ4_NL and MXFP4, fp16 arithmetic), the plain path on a CPU driver; MUSE_VK_VARIANT=plain|f16|dp4a|coopmat
  * forces one where the device and the shape allow it, plain otherwise. */
 static int matmul_variant(const struct vk *v, enum muse_type t, uint32_t n, uint32_t ne0) {
     const char *e = getenv("MUSE_VK_VARIANT");
     const bool forced = e && *e && strcmp(e, "auto"), gpu = v->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU;
     if (v->can_cm && n >= 16 && ne0 % 16 == 0 && (forced ? !strcmp(e, "coopmat") : gpu)) return VAR_COOPMAT;
-    if (v->can_dot && (t == MUSE_TYPE_Q8_0 || t == MUSE_TYPE_Q4_0) && (forced ? !strcmp(e, "dp4a") : gpu)) return VAR_DP4A;
+    const bool int8 = t == MUSE_TYPE_Q8_0 || t == MUSE_TYPE_Q4_0 || t == MUSE_TYPE_Q5_0 || t == MUSE_TYPE_IQ4_NL ||
+                      t == MUSE_TYPE_MXFP4; /* an int8 code times one scale per 32 */
+    if (v->can_dot && int8 && (forced ? !strcmp(e, "dp4a") : gpu)) return VAR_DP4A;
     if (v->can_f16 && (forced ? !strcmp(e, "f16") : gpu)) return VAR_F16;
     return VAR_PLAIN;
 }

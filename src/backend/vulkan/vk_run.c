@@ -1,7 +1,9 @@
 /*
  * vk_run.c - programs on the Vulkan device (docs/vulkan.md): prepare (check every op and weight
  * type against the shaders, upload the weights once) and run (write the run's inputs, record one
- * dispatch per op with a barrier after each, submit, wait, copy the outputs back).
+ * dispatch per op with a barrier after each - or replay the recording of a decode step of the
+ * same shape - submit, wait, copy the outputs back). A matmul picks its variant (plain, f16,
+ * dp4a, coopmat) by the device's features.
  *
  * Weights: every distinct host range a program reads (matmul weights, the embedding table, norm
  * weights, biases) is copied through the staging buffer into chunks of device memory; a lookup

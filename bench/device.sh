@@ -5,7 +5,9 @@
 #   1. probe: `vulkaninfo --summary` (10 s) and `muse info --devices`; no Vulkan device -> the JSON
 #      says so and the script ends (a headless NVIDIA container may lack its ICD)
 #   2. the op tests (build/tests/vulkan/test_vulkan_ops) on the device: every op and type on the
-#      plain path and on each fast matmul variant the device reports (f16, dp4a, coopmat)
+#      plain path and on each fast matmul variant the device reports (f16, dp4a, coopmat); then
+#      build/tests/vulkan/test_vulkan_models (shared weights, every type's greedy tokens against the
+#      cpu, the Q8_0 cache, replayed decode steps, -ngl)
 #   3. pp512 / tg128 (muse bench --backend vulkan, 2 repetitions) on 30B-dimension synthetic files
 #      (`muse synth --preset 30b`, IQ2_XXS and Q4_K; written to $BENCH_DIR, default /tmp) with
 #      --layers $BENCH_LAYERS (default 8: the full 30B's 48 layers need ~8 / ~17 GB of disk and
@@ -31,6 +33,9 @@ fi
 log "op tests"
 ops=$(timeout 120 build/tests/vulkan/test_vulkan_ops 2>&1); ops_rc=$?
 echo "\"op_tests\": {\"rc\": $ops_rc, \"output\": $(printf '%s' "$ops" | json_str)},"
+log "model tests"
+mdl=$(timeout 180 build/tests/vulkan/test_vulkan_models 2>&1); mdl_rc=$?
+echo "\"model_tests\": {\"rc\": $mdl_rc, \"output\": $(printf '%s' "$mdl" | json_str)},"
 echo "\"bench\": ["
 first=1
 for t in iq2_xxs q4_k; do

@@ -120,7 +120,7 @@ $(BUILD)/obj/src/server/page_vendor.o: $(BUILD)/gen/muse_marked.h
 # the device builds its pipelines), validated by spirv-val when it is installed (the tests run it
 # on every module too: tests/vulkan/test_spirv.sh), embedded as C arrays.
 VK_SPV := $(patsubst $(VK_DIR)/shaders/%.comp,$(BUILD)/gen/spv/%.spv,$(sort $(wildcard $(VK_DIR)/shaders/*.comp)))
-$(BUILD)/gen/spv/%.spv: $(VK_DIR)/shaders/%.comp $(wildcard $(VK_DIR)/shaders/*.glsl)
+$(BUILD)/gen/spv/%.spv: $(VK_DIR)/shaders/%.comp $(wildcard $(VK_DIR)/shaders/*.glsl $(VK_DIR)/shaders/*.h)
 	@mkdir -p $(@D)
 	@echo "GLSLC $<"
 	$(Q)$(GLSLC) -fshader-stage=compute --target-env=vulkan1.2 -O -o $@ $<
@@ -232,9 +232,9 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB)
 #     box), and the code it runs is checked under them by test_tile_gemm (the tile GEMM, every
 #     type and edge shape), test_attn_flash (flash attention) and test_forward (the forward on
 #     both backends, the KV ring). It runs in the normal build and at avx512 and amx on emu512.
-#   test_vulkan_ops: the Vulkan device on the machine's driver (lavapipe in CI): the sanitizers
+#   test_vulkan_ops, test_vulkan_models: the Vulkan device on the machine's driver (lavapipe in CI): the sanitizers
 #     would check Mesa and LLVM more than muse (and report their leaks); it runs in the normal build.
-ASAN_SKIP  := tests/model/test_tile_forward tests/vulkan/test_vulkan_ops
+ASAN_SKIP  := tests/model/test_tile_forward tests/vulkan/test_vulkan_ops tests/vulkan/test_vulkan_models
 ASAN_TESTS := $(filter-out $(ASAN_SKIP),$(TEST_SRC:%.c=%))
 asan:
 	$(MAKE) BUILD=build-asan OPT="-O1 -g1 -fno-omit-frame-pointer" \

@@ -181,6 +181,10 @@ struct muse_context_params {
                                      blocks, from a pool of n_ctx_pool cells shared by all sequences (given
                                      back when it shrinks or is cleared); an evaluation the pool cannot hold
                                      fails with MUSE_ERR_CONTEXT, nothing evaluated (muse_seq_reserve) */
+    uint32_t gpu_layers;          /* a backend with memory of its own ("vulkan"): run only layers 0..gpu_layers-1
+                                     there, the other layers and the output head on the "cpu" backend (n_threads
+                                     threads; -ngl). 0 (the default) or >= the model's layer count: every layer on
+                                     the backend. Not with trace / capture hooks or feature rows */
 };
 
 #define MUSE_MAX_SEQ 256

@@ -559,6 +559,11 @@ int cmd_bench(int argc, char **argv) {
             if (ti || bi || pi || npl > 1) { /* another thread count, batch size or NPL: a new context */
                 struct muse_error err;
                 struct muse_context_params cp = o.cparams;
+                if (o.ngl_given) { /* -ngl as model_opts_open applied it (its note is said once, there) */
+                    struct model_opts quiet = o;
+                    quiet.verbosity = -1;
+                    model_opts_apply_ngl(&quiet, &cp);
+                }
                 cp.kv_type = kv;
                 cp.n_threads = (uint32_t)threads.v[ti];
                 cp.n_batch = (uint32_t)batches.v[bi];

@@ -327,7 +327,7 @@ int cmd_serve(int argc, char **argv) {
         fprintf(stderr, "muse serve: TEST MODE: scripted adapter, no model (%s)\n", script);
         st = muse_srv_scripted_adapter_create(script, &ad, &err);
     } else {
-        if (mo.ngl_given && mo.verbosity >= 0) cli_err("note: -ngl is ignored: muse runs on the CPU");
+        model_opts_apply_ngl(&mo, &mo.cparams);
         struct muse_srv_model_params rp = {.n_ctx = (int)mo.cparams.n_ctx,
                                            .n_batch = (int)mo.cparams.n_batch,
                                            .draft_path = spo.draft_path,

@@ -74,8 +74,13 @@ static int set_kv_v(void *d, const char *f, const char *v) {
 
 static int set_backend(void *d, const char *f, const char *v) {
     if (!muse_device_kind_known(v)) { /* a bad value (exit 2), not an error of the model it would load */
-        cli_err("bad value for %s: '%s' (expected cpu, ref or vulkan)", f, v);
+        cli_err("bad value for %s: '%s' (expected cpu, ref, vulkan or auto)", f, v);
         return -1;
+    }
+    if (!strcmp(v, "auto")) { /* a GPU when there is one, said on stderr (docs/vulkan.md) */
+        char why[300] = "";
+        v = muse_device_auto(why, sizeof why);
+        fprintf(stderr, "backend auto: %s%s%s%s\n", v, why[0] ? " (" : "", why, why[0] ? ")" : "");
     }
     O(d)->cparams.backend = v;
     return 0;
@@ -98,11 +103,29 @@ static int set_swa_full(void *d, const char *f, const char *v) {
     return 0;
 }
 
+/* -ngl N (llama.cpp's spelling, also "auto" and "all" = -1: every layer): with a GPU backend the
+ * first N layers run there, the rest and the head on the cpu (model_opts_apply_ngl) */
 static int set_ngl(void *d, const char *f, const char *v) {
-    int64_t n; /* llama.cpp also takes "auto" and "all" */
+    int64_t n = -1;
     if (strcmp(v, "auto") && strcmp(v, "all") && !cli_parse_int(f, v, -1, 1 << 20, &n)) return -1;
     O(d)->ngl_given = true;
+    O(d)->ngl = n;
     return 0;
+}
+
+void model_opts_apply_ngl(const struct model_opts *o, struct muse_context_params *cp) {
+    if (!o->ngl_given) return;
+    const char *b = cp->backend ? cp->backend : "cpu";
+    if (strcmp(b, "vulkan")) { /* the cpu backends: nothing to offload */
+        if (o->verbosity >= 0) cli_err("note: -ngl is ignored: muse runs on the CPU (--backend vulkan for a GPU)");
+        return;
+    }
+    if (o->ngl == 0) { /* llama.cpp's -ngl 0: no layer on the GPU */
+        cp->backend = "cpu";
+        if (o->verbosity >= 0) cli_err("note: -ngl 0: every layer on the cpu");
+    } else {
+        cp->gpu_layers = o->ngl > 0 ? (uint32_t)o->ngl : 0; /* >= the layer count or -1: all */
+    }
 }
 
 static int set_fa(void *d, const char *f, const char *v) {
@@ -185,7 +208,7 @@ static const struct cli_opt rows[] = {
     {"-ctk|--cache-type-k", "TYPE", "llama.cpp's spelling of --kv for the keys; muse keeps keys and values\n"
                                     "in one type, so -ctk and -ctv must agree", set_kv_k},
     {"-ctv|--cache-type-v", "TYPE", "the same for the values", set_kv_v},
-    {"--backend", "NAME", "forward backend: cpu (threads + SIMD kernels, default), ref (the plain-C reference) or vulkan (a GPU, docs/vulkan.md)",
+    {"--backend", "NAME", "forward backend: cpu (threads + SIMD kernels, default), ref (the plain-C reference), vulkan (a GPU, docs/vulkan.md) or auto (vulkan when a discrete or integrated GPU is found, else cpu; says which on stderr)",
      set_backend},
     {"--device", "N", "the GPU --backend vulkan runs on (muse info --devices; default: MUSE_VK_DEVICE, else the first discrete GPU)",
      set_device},
@@ -200,7 +223,9 @@ static const struct cli_opt rows[] = {
     {"--mlock", NULL, "lock the model in RAM (needs `ulimit -l` room; failing is an error)", set_mlock},
     {"-lm|--load-mode", "MODE", "llama.cpp's loading modes: auto|mmap (default), none (= --no-mmap),\n"
                                 "mlock (read + lock), mmap+mlock", set_load_mode},
-    {"-ngl|--gpu-layers|--n-gpu-layers", "N", "accepted for llama.cpp compatibility: muse runs on the CPU (one note)",
+    {"-ngl|--gpu-layers|--n-gpu-layers", "N", "with --backend vulkan: layers 0..N-1 on the GPU, the others and the output "
+                                              "head on the cpu (-t threads; default, -1, auto, all: every layer; 0: none); "
+                                              "ignored with a note on the cpu backends (docs/vulkan.md)",
      set_ngl},
     {"-fa|--flash-attn", "[on|off|auto]",
      "accepted for llama.cpp compatibility (muse's attention is always fused)", set_fa},
@@ -257,7 +282,7 @@ bool model_opts_open(const struct model_opts *o, const char *cmd, struct muse_mo
         }
         cp.kv_type = (enum muse_kv_type)k;
     }
-    if (o->ngl_given && o->verbosity >= 0) cli_err("note: -ngl is ignored: muse runs on the CPU");
+    model_opts_apply_ngl(o, &cp);
     struct load_progress lp = {.file = o->model_path};
     struct muse_model_params mp = o->mparams;
     progress_begin(&lp.p, model_opts_progress(o));

@@ -18,7 +18,8 @@ struct model_opts {
     int kv_k, kv_v;   /* -ctk / -ctv as given (enum muse_kv_type), -1 = not given; cparams.kv_type
                          holds the last one given (model_opts_open refuses a pair that differs) */
     int verbosity;    /* -1 --log-disable (no progress, no speed lines), 0 default, 1 -v */
-    bool ngl_given;   /* -ngl was given: one note that muse runs on the CPU */
+    bool ngl_given;   /* -ngl was given (model_opts_apply_ngl) */
+    int64_t ngl;      /* its value: -1 (auto, all) every layer, 0 none, N the first N on the GPU */
     bool no_warmup;   /* --no-warmup: bench skips its warm-up runs (the others never warm up) */
 };
 
@@ -47,3 +48,6 @@ bool model_opts_progress(const struct model_opts *o);
  * first=a,b,c,d" (layer = n_layer: the final residual entering the output norm).
  */
 bool model_opts_open(const struct model_opts *o, const char *cmd, struct muse_model **model, struct muse_context **ctx);
+/* -ngl into *cp (made from o->cparams): with --backend vulkan the first N layers there (N 0: the
+ * cpu backend, with a note), on the cpu backends one note that it is ignored. */
+void model_opts_apply_ngl(const struct model_opts *o, struct muse_context_params *cp);

@@ -114,14 +114,18 @@ static const struct muse_device_kind *const kinds[] = {
 };
 
 static const struct muse_device_kind *kind_find(const char *name) {
+    if (!strcmp(name, "auto")) { /* a library caller's "auto": resolved quietly (the CLI says which) */
+        char why[300];
+        name = muse_device_auto(why, sizeof why);
+    }
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
         if (!strcmp(kinds[i]->name, name)) return kinds[i];
     return NULL;
 }
 
-bool muse_device_kind_known(const char *name) { return kind_find(name) || !strcmp(name, "vulkan"); }
+bool muse_device_kind_known(const char *name) { return !strcmp(name, "auto") || kind_find(name) || !strcmp(name, "vulkan"); }
 
-bool muse_device_kind_built(const char *name) { return kind_find(name) != NULL; }
+bool muse_device_kind_built(const char *name) { return strcmp(name, "auto") && kind_find(name) != NULL; }
 
 // ---- devices ------------------------------------------------------------------------------------
 
@@ -260,6 +264,21 @@ void muse_device_run(struct muse_device *dev, const struct muse_program *p, cons
     struct muse_error e = {0};
     const muse_status st = muse_device_exec(dev, p, run, &e);
     MUSE_ASSERT(st == MUSE_OK); /* the CPU kinds do not fail; other kinds' callers use muse_device_exec */
+}
+
+void muse_device_stats(struct muse_device *dev, struct muse_device_stats *out) {
+    memset(out, 0, sizeof *out);
+    if (!dev->kind->stats) return;
+    pthread_mutex_lock(&dev->lock);
+    dev->kind->stats(dev->ks, out);
+    pthread_mutex_unlock(&dev->lock);
+}
+
+const char *muse_device_auto(char *why, size_t size) {
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+        if (kinds[i]->gpu && kinds[i]->gpu(why, size)) return kinds[i]->name;
+    if (sizeof kinds / sizeof kinds[0] == 2) snprintf(why, size, "this muse was built without Vulkan");
+    return "cpu";
 }
 
 int muse_device_list(const char *name, char *buf, size_t size) {

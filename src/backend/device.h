@@ -88,10 +88,26 @@ const char *muse_device_describe(const struct muse_device *dev);
 /* Whether `name` is a kind muse knows (cpu, ref, vulkan) / one this build has. */
 bool muse_device_kind_known(const char *name);
 bool muse_device_kind_built(const char *name);
+/* --backend auto: "vulkan" when the build has it and the machine has a discrete or integrated GPU
+ * (a CPU driver such as lavapipe does not count), else "cpu"; what was found (the GPU's name, or
+ * why none) into why. Opens and closes a Vulkan instance (tens of ms); opens no device. */
+const char *muse_device_auto(char *why, size_t size);
 /* The physical devices of kind `name`, a line each, into buf (muse info --devices). Returns their
  * count, or -1 when the kind lists none (not built, or a CPU kind); 0 with a line saying why in
  * buf when the kind is there but finds no device. */
 int muse_device_list(const char *name, char *buf, size_t size);
+
+/* What a device with its own memory holds: the weights resident on it (bytes, shared by every
+ * prepared program that reads them: the contexts of one model upload once) and how many weight
+ * uploads it has made since it was opened (a prepare that finds all its weights resident makes
+ * none). Zeros on the CPU kinds (they read the mapped file). */
+struct muse_device_stats {
+    uint64_t weight_bytes;
+    uint64_t weight_uploads;
+    uint64_t decode_records;    /* decode steps recorded into the persistent command buffer */
+    uint64_t decode_replays;    /* decode steps that replayed it */
+};
+void muse_device_stats(struct muse_device *dev, struct muse_device_stats *out);
 
 /* The sizes the device's scratch covers now (n_threads: its threads). */
 const struct muse_backend_plan *muse_device_plan(const struct muse_device *dev);

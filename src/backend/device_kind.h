@@ -53,6 +53,11 @@ struct muse_device_kind {
     void (*buffer_write)(void *ks, struct muse_buffer *b, size_t off, const void *src, size_t bytes);
     /* a line per physical device for `muse info --devices` (NULL: the kind has none to list) */
     int (*list)(char *buf, size_t size);
+    /* what the device holds (NULL: nothing of its own; device.c zeroes *s first) */
+    void (*stats)(void *ks, struct muse_device_stats *s);
+    /* --backend auto: whether the machine has a GPU of this kind (a discrete or integrated device;
+     * a CPU implementation such as lavapipe does not count), its name or why not into buf */
+    bool (*gpu)(char *buf, size_t size);
     /* the device's name for messages (NULL: the kind's name) */
     const char *(*describe)(void *ks);
 };

@@ -199,6 +199,11 @@ void muse_context_free(struct muse_context *ctx) {
     free(ctx->kv_layers);
     muse_device_forget(ctx->dev, &ctx->prog);
     muse_program_free(&ctx->prog);
+    if (ctx->dev_hi) {
+        muse_program_free(&ctx->prog_hi);
+        muse_device_close(ctx->dev_hi);
+    }
+    free(ctx->split_rows);
     free(ctx->features);
     free(ctx->feature_layers);
     free(ctx->embd);
@@ -241,6 +246,22 @@ muse_status muse_context_create(struct muse_model *model, struct muse_context_pa
         return muse_error_set(err, MUSE_ERR_UNSUPPORTED, "--tp runs on the CPU devices for now (backend %s under --tp is not done yet)",
                               params.backend);
     }
+    ctx->split = hp->n_layer;
+    if (params.gpu_layers > 0 && params.gpu_layers < hp->n_layer && muse_device_own_memory(ctx->dev)) {
+        /* -ngl: layers gpu_layers.. and the head on the cpu */
+        if (params.trace || params.capture) {
+            st = muse_error_set(err, MUSE_ERR_UNSUPPORTED, "--gpu-layers: the layer trace and capture hooks are not supported");
+            goto fail;
+        }
+        if ((st = muse_device_open("cpu", (int32_t)n_threads_asked, params.no_repack != 0, &ctx->dev_hi, err))) goto fail;
+        ctx->split = params.gpu_layers;
+        if (!(ctx->split_rows = calloc(params.n_batch * (size_t)hp->n_embd, sizeof(float)))) {
+            st = muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
+            goto fail;
+        }
+    } else {
+        params.gpu_layers = 0;
+    }
     params.backend = muse_device_name(ctx->dev);
     params.n_threads = (uint32_t)muse_device_n_threads(ctx->dev);
     ctx->params = params;
@@ -255,8 +276,9 @@ muse_status muse_context_create(struct muse_model *model, struct muse_context_pa
     atomic_init(&ctx->pool.used, 0);
     ctx->pool.total = params.n_ctx_pool;
     for (uint32_t s = 0; s < params.n_seq_max; s++) {
-        if ((st = muse_kv_cache_create(ctx->dev, hp, params.n_ctx, params.n_batch, kv_type_ids[params.kv_type],
-                                       params.swa_full != 0, params.n_ctx_pool ? &ctx->pool : NULL, &ctx->kv[s], err)))
+        if ((st = muse_kv_cache_create_split(ctx->dev, ctx->dev_hi, ctx->split, hp, params.n_ctx, params.n_batch,
+                                             kv_type_ids[params.kv_type], params.swa_full != 0,
+                                             params.n_ctx_pool ? &ctx->pool : NULL, &ctx->kv[s], err)))
             goto fail;
         ctx->kv_layers[s] = ctx->kv[s]->layers;
     }
@@ -264,8 +286,15 @@ muse_status muse_context_create(struct muse_model *model, struct muse_context_pa
         st = muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
         goto fail;
     }
-    if ((st = muse_text_program_build(hp, &model->w, (int32_t)params.n_batch, params.embeddings != 0, &ctx->prog, err)))
+    if ((st = muse_text_program_build_layers(hp, &model->w, (int32_t)params.n_batch, params.embeddings != 0, 0, ctx->split,
+                                             &ctx->prog, err)))
         goto fail;
+    if (ctx->dev_hi && (st = muse_text_program_build_layers(hp, &model->w, (int32_t)params.n_batch, params.embeddings != 0,
+                                                            ctx->split, hp->n_layer, &ctx->prog_hi, err))) {
+        muse_device_close(ctx->dev_hi); /* prog_hi was not made: free must not free it */
+        ctx->dev_hi = NULL;
+        goto fail;
+    }
     /* a device with its own memory checks the program's ops and types and uploads its weights */
     if ((st = muse_device_prepare(ctx->dev, &ctx->prog, err))) goto fail;
     const struct muse_backend_plan plan = {
@@ -275,6 +304,7 @@ muse_status muse_context_create(struct muse_model *model, struct muse_context_pa
         .max_head_dim = (int32_t)(hp->n_embd_head_k > hp->n_embd_head_k_swa ? hp->n_embd_head_k : hp->n_embd_head_k_swa),
     };
     if ((st = muse_device_reserve(ctx->dev, &plan, ctx->prog.workspace_floats, err))) goto fail;
+    if (ctx->dev_hi && (st = muse_device_reserve(ctx->dev_hi, &plan, ctx->prog_hi.workspace_floats, err))) goto fail;
     ctx->tp_id = -1;
     if (muse_tp_live(model->tp)) { /* rank 0: the other ranks make the same context */
         struct muse_tp *tp = model->tp;
@@ -326,6 +356,17 @@ static struct muse_prog_run run_args(const struct muse_context *ctx) {
  * ranks get the batch first and run it with us (its all-reduces), under the group's lock. */
 static muse_status run_batch(struct muse_context *ctx, const struct muse_prog_run *a, struct muse_error *err) {
     struct muse_tp *tp = ctx->model->tp;
+    if (ctx->dev_hi) { /* -ngl: layers 0..split-1 on dev, their output residual into the rest on the cpu */
+        const int32_t layer = (int32_t)ctx->split;
+        struct muse_prog_run lo = *a;
+        lo.features = ctx->split_rows, lo.feature_layers = &layer, lo.n_features = 1;
+        lo.n_out = 0, lo.logits = NULL, lo.embd_out = NULL;
+        muse_status st = muse_device_exec(ctx->dev, &ctx->prog, &lo, err);
+        if (st) return st;
+        struct muse_prog_run hi = *a;
+        hi.rows = NULL, hi.embd = ctx->split_rows;
+        return muse_device_exec(ctx->dev_hi, &ctx->prog_hi, &hi, err);
+    }
     if (!ctx->tp_lead || !muse_tp_live(tp)) return muse_device_exec(ctx->dev, &ctx->prog, a, err);
     const struct muse_tp_cmd c = {.op = MUSE_TP_RUN, .ctx = ctx->tp_id, .a = a->n_rows, .flags = a->seq ? 1 : 0};
     muse_tp_lock(tp);
@@ -486,6 +527,8 @@ muse_status muse_context_set_features(struct muse_context *ctx, const int32_t *l
     const int32_t n_layer = (int32_t)ctx->model->hp.n_layer;
     if (ctx->model->tp && n_layers > 0)
         return muse_error_set(err, MUSE_ERR_UNSUPPORTED, "feature rows (the DFlash drafter) are not supported under --tp yet");
+    if (ctx->dev_hi && n_layers > 0)
+        return muse_error_set(err, MUSE_ERR_UNSUPPORTED, "feature rows (the DFlash drafter) are not supported with --gpu-layers yet");
     if (n_layers < 0 || (n_layers > 0 && !layers))
         return muse_error_set(err, MUSE_ERR_INVALID_ARG, "bad feature layer list (%d layers)", n_layers);
     for (int32_t k = 0; k < n_layers; k++)

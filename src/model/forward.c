@@ -211,6 +211,14 @@ static void observe(struct build *B, uint32_t il) {
 
 muse_status muse_text_program_build(const struct muse_hparams *hp, const struct muse_weights *w, int32_t n_batch,
                                     bool embeddings, struct muse_program *p, struct muse_error *err) {
+    return muse_text_program_build_layers(hp, w, n_batch, embeddings, 0, hp->n_layer, p, err);
+}
+
+muse_status muse_text_program_build_layers(const struct muse_hparams *hp, const struct muse_weights *w, int32_t n_batch,
+                                           bool embeddings, uint32_t il0, uint32_t il1, struct muse_program *p,
+                                           struct muse_error *err) {
+    if (il0 >= il1 || il1 > hp->n_layer)
+        return muse_error_set(err, MUSE_ERR_INVALID_ARG, "layers %u..%u of a model of %u", il0, il1, hp->n_layer);
     int64_t n_q = 0, n_k = 0, n_v = 0, n_ff = 0;
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         n_q = max64(n_q, muse_hparams_n_embd_q(hp, il));
@@ -237,13 +245,25 @@ muse_status muse_text_program_build(const struct muse_hparams *hp, const struct 
     p->bufs[MUSE_BUF_LOGITS].cols = w->output.ne1;
     p->bufs[MUSE_BUF_EMBD].cols = n_embd;
 
-    embed_tokens(&B);
-    for (uint32_t il = 0; il < hp->n_layer; il++) {
+    if (il0 == 0) {
+        embed_tokens(&B);
+    } else { /* the residual entering layer il0 comes in as every row's injected row (no norm) */
+        op(&B, (struct muse_op){.kind = MUSE_OP_EMBED, .dst = rows(b->x, n_embd), .n = n_embd, .table = &w->token_embd});
+        op(&B, (struct muse_op){.kind = MUSE_OP_ROPE_ANGLES, .dst = muse_ref(b->rc, 0, 0), .src = muse_ref(b->rs, 0, 0),
+                                .n_rot = (int32_t)hp->n_rot_swa, .rope_base = hp->rope_freq_base_swa,
+                                .rope_scale = hp->rope_freq_scale_swa});
+    }
+    for (uint32_t il = il0; il < il1; il++) {
         observe(&B, il);
         attention_block(&B, il);
         ffn_block(&B, il);
     }
-    observe(&B, hp->n_layer);
+    observe(&B, il1);
+    if (il1 < hp->n_layer) { /* a first part: its output is the residual, OBSERVE il1's feature rows */
+        muse_status st = muse_program_finish(p, err);
+        if (st) muse_program_free(p);
+        return st;
+    }
     /* the final hidden state of every row (the rows a thread wrote last: no barrier) */
     if (embeddings)
         op(&B, (struct muse_op){.kind = MUSE_OP_RMS_NORM, .split = MUSE_SPLIT_ROWS, .src = rows(b->x, n_embd),

@@ -26,5 +26,17 @@
 muse_status muse_text_program_build(const struct muse_hparams *hp, const struct muse_weights *w, int32_t n_batch,
                                     bool embeddings, struct muse_program *p, struct muse_error *err);
 
+/*
+ * The program of layers il0..il1-1 only (muse_text_program_build: 0..n_layer), for a model split
+ * between two devices (-ngl, docs/vulkan.md "Partial offload"). il0 > 0: every row comes in as an
+ * injected row (muse_prog_run embd), the residual entering layer il0, not normed again.
+ * il1 < n_layer: no head and no embeddings; the run's output is the residual entering layer il1,
+ * the feature rows of OBSERVE il1. Ops keep the model's layer numbers (the KV layer arrays).
+ * Errors: INVALID_ARG (an empty or out-of-range span), NOMEM.
+ */
+muse_status muse_text_program_build_layers(const struct muse_hparams *hp, const struct muse_weights *w, int32_t n_batch,
+                                           bool embeddings, uint32_t il0, uint32_t il1, struct muse_program *p,
+                                           struct muse_error *err);
+
 /* Largest matmul input dimension of the model (for device planning). */
 int64_t muse_weights_max_ne0(const struct muse_hparams *hp, const struct muse_weights *w);

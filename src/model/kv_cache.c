@@ -30,6 +30,7 @@ void muse_kv_cache_free(struct muse_kv_cache *kv) {
     if (kv->pool) atomic_fetch_sub(&kv->pool->used, kv->n_commit);
     for (struct muse_kv_checkpoint *ck = kv->checkpoints; ck; ck = ck->next) ck->kv = NULL, ck->pos = -1;
     muse_buffer_free(kv->mem);
+    muse_buffer_free(kv->mem_hi);
     free(kv->layers);
     free(kv->n_swa);
     free(kv);
@@ -47,12 +48,28 @@ static size_t gcd_size(size_t a, size_t b) {
     return a;
 }
 
+/* The buffer holding layer il's arrays, and the offset of p (one of them) inside it. */
+static struct muse_buffer *layer_buf(const struct muse_kv_cache *kv, uint32_t il, const void *p, size_t *off) {
+    const bool hi = kv->mem_hi && il >= kv->split;
+    *off = (size_t)((const uint8_t *)p - (const uint8_t *)(hi ? kv->buf_hi : kv->buf));
+    return hi ? kv->mem_hi : kv->mem;
+}
+
 muse_status muse_kv_cache_create(struct muse_device *dev, const struct muse_hparams *hp, uint32_t n_ctx, uint32_t n_batch,
                                  enum muse_type type, bool swa_full, struct muse_kv_pool *pool, struct muse_kv_cache **out,
                                  struct muse_error *err) {
+    return muse_kv_cache_create_split(dev, NULL, hp->n_layer, hp, n_ctx, n_batch, type, swa_full, pool, out, err);
+}
+
+muse_status muse_kv_cache_create_split(struct muse_device *dev, struct muse_device *dev_hi, uint32_t split,
+                                       const struct muse_hparams *hp, uint32_t n_ctx, uint32_t n_batch, enum muse_type type,
+                                       bool swa_full, struct muse_kv_pool *pool, struct muse_kv_cache **out,
+                                       struct muse_error *err) {
     struct muse_kv_cache *kv = NULL;
     muse_status st;
     *out = NULL;
+    if (!dev_hi || split >= hp->n_layer) dev_hi = NULL, split = hp->n_layer;
+    if (dev_hi && (st = muse_device_check_kv(dev_hi, type, err))) return st;
     if (type != MUSE_TYPE_F16 && type != MUSE_TYPE_F32 && type != MUSE_TYPE_Q8_0)
         return muse_error_set(err, MUSE_ERR_INVALID_ARG, "KV cache type must be f16, f32 or q8_0");
     if (n_ctx == 0 || n_batch == 0) return muse_error_set(err, MUSE_ERR_INVALID_ARG, "KV cache needs n_ctx and n_batch > 0");
@@ -70,10 +87,12 @@ muse_status muse_kv_cache_create(struct muse_device *dev, const struct muse_hpar
     const int64_t block = muse_type_layouts[type].block_size;
     const size_t page = 4096, align = pool ? page : 64; /* paged: every array on its own pages */
     size_t cells_per_block = 1; /* paged: the fewest cells that fill whole pages of every full array */
-    size_t total = 0;
+    size_t total = 0, total_hi = 0;
+    kv->split = split;
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         struct muse_kv_layer *l = &kv->layers[il];
         const int64_t hd = muse_hparams_head_dim_k(hp, il);
+        if (il == split) total_hi = total, total = 0; /* the low layers' bytes; the high ones' from here */
         if (hd % block) {
             st = muse_error_set(err, MUSE_ERR_INVALID_ARG, "KV cache type %s needs head sizes that are multiples of %lld (layer %u has %lld)",
                                 muse_type_layouts[type].name, (long long)block, il, (long long)hd);
@@ -101,21 +120,29 @@ muse_status muse_kv_cache_create(struct muse_device *dev, const struct muse_hpar
             }
         }
     }
+    if (dev_hi) { /* total: the high layers' bytes, total_hi: the low ones' (swapped into place) */
+        const size_t t = total;
+        total = total_hi, total_hi = t;
+    }
     kv->size = total;
     if (pool) {
         kv->pool = pool;
         kv->block = (uint32_t)(cells_per_block * ((16 + cells_per_block - 1) / cells_per_block)); /* at least 16 */
         if (muse_device_alloc_lazy(dev, total, &kv->mem, err)) goto nomem;
-    } else if (muse_device_alloc(dev, total, &kv->mem, err)) {
+        if (dev_hi && muse_device_alloc_lazy(dev_hi, total_hi, &kv->mem_hi, err)) goto nomem;
+    } else if (muse_device_alloc(dev, total, &kv->mem, err) || (dev_hi && muse_device_alloc(dev_hi, total_hi, &kv->mem_hi, err))) {
         goto nomem;
     }
     kv->buf = muse_buffer_base(kv->mem); /* a device with its own memory: an address it resolves (device.h) */
+    if (dev_hi) kv->buf_hi = muse_buffer_base(kv->mem_hi);
     size_t off = 0;
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         struct muse_kv_layer *l = &kv->layers[il];
-        l->k = (uint8_t *)kv->buf + off;
+        if (il == split) off = 0; /* the high layers: from the start of their own buffer */
+        uint8_t *base = il < split ? kv->buf : kv->buf_hi;
+        l->k = base + off;
         off = (off + (size_t)l->n_cells * l->k_row_size + align - 1) / align * align;
-        l->v = (uint8_t *)kv->buf + off;
+        l->v = base + off;
         off = (off + (size_t)l->n_cells * l->v_row_size + align - 1) / align * align;
     }
     *out = kv;
@@ -144,8 +171,11 @@ static void lower_n_past(struct muse_kv_cache *kv, int32_t n_past) {
         if (!holds_all(kv, il)) continue;
         const struct muse_kv_layer *l = &kv->layers[il];
         const size_t n = (size_t)(kv->n_commit - keep);
-        muse_buffer_release(kv->mem, (size_t)((uint8_t *)l->k - (uint8_t *)kv->buf) + (size_t)keep * l->k_row_size, n * l->k_row_size);
-        muse_buffer_release(kv->mem, (size_t)((uint8_t *)l->v - (uint8_t *)kv->buf) + (size_t)keep * l->v_row_size, n * l->v_row_size);
+        size_t ko, vo;
+        struct muse_buffer *m = layer_buf(kv, il, l->k, &ko);
+        layer_buf(kv, il, l->v, &vo);
+        muse_buffer_release(m, ko + (size_t)keep * l->k_row_size, n * l->k_row_size);
+        muse_buffer_release(m, vo + (size_t)keep * l->v_row_size, n * l->v_row_size);
     }
     atomic_fetch_sub(&kv->pool->used, kv->n_commit - keep);
     kv->n_commit = keep;
@@ -185,9 +215,11 @@ void muse_kv_cache_clear(struct muse_kv_cache *kv) {
     for (uint32_t il = 0; il < kv->n_layer; il++) {
         struct muse_kv_layer *l = &kv->layers[il];
         if (kv->pool && holds_all(kv, il)) continue; /* paged full layers: given back, zero already */
-        size_t cells = (uint32_t)kv->n_high < l->n_cells ? (size_t)kv->n_high : l->n_cells;
-        muse_buffer_zero(kv->mem, (size_t)((uint8_t *)l->k - (uint8_t *)kv->buf), cells * l->k_row_size);
-        muse_buffer_zero(kv->mem, (size_t)((uint8_t *)l->v - (uint8_t *)kv->buf), cells * l->v_row_size);
+        size_t cells = (uint32_t)kv->n_high < l->n_cells ? (size_t)kv->n_high : l->n_cells, ko, vo;
+        struct muse_buffer *m = layer_buf(kv, il, l->k, &ko);
+        layer_buf(kv, il, l->v, &vo);
+        muse_buffer_zero(m, ko, cells * l->k_row_size);
+        muse_buffer_zero(m, vo, cells * l->v_row_size);
     }
     kv->n_high = 0;
 }
@@ -269,14 +301,15 @@ static void ring_copy(struct muse_kv_checkpoint *ck, bool save) {
     for (uint32_t il = 0; il < kv->n_layer; il++) {
         if (!is_ring(kv, il)) continue;
         struct muse_kv_layer *l = &kv->layers[il];
-        size_t nk = (size_t)l->n_cells * l->k_row_size, nv = (size_t)l->n_cells * l->v_row_size;
-        const size_t ko = (size_t)((uint8_t *)l->k - (uint8_t *)kv->buf), vo = (size_t)((uint8_t *)l->v - (uint8_t *)kv->buf);
+        size_t nk = (size_t)l->n_cells * l->k_row_size, nv = (size_t)l->n_cells * l->v_row_size, ko, vo;
+        struct muse_buffer *m = layer_buf(kv, il, l->k, &ko);
+        layer_buf(kv, il, l->v, &vo);
         if (save) {
-            muse_buffer_read(kv->mem, ko, p, nk);
-            muse_buffer_read(kv->mem, vo, p + nk, nv);
+            muse_buffer_read(m, ko, p, nk);
+            muse_buffer_read(m, vo, p + nk, nv);
         } else {
-            muse_buffer_write(kv->mem, ko, p, nk);
-            muse_buffer_write(kv->mem, vo, p + nk, nv);
+            muse_buffer_write(m, ko, p, nk);
+            muse_buffer_write(m, vo, p + nk, nv);
         }
         p += nk + nv;
     }

@@ -42,6 +42,10 @@ struct muse_kv_cache {
     struct muse_buffer *mem;      /* the storage, owned by the device */
     void *buf;                    /* its base (muse_buffer_base): every layer points into it */
     size_t size;                  /* bytes of buf */
+    /* a cache split between two devices (-ngl): layers split.. live in mem_hi (buf_hi) */
+    uint32_t split;               /* n_layer when not split */
+    struct muse_buffer *mem_hi;
+    void *buf_hi;
     struct muse_kv_checkpoint *checkpoints; /* live checkpoints of this cache (a list through ->next) */
     /* paged (made with a pool): full layers' rows in a reserved buffer, each array page-aligned;
      * rows 0..n_commit-1 of every full layer may hold memory, those above read as zero */
@@ -64,6 +68,14 @@ struct muse_kv_cache {
 muse_status muse_kv_cache_create(struct muse_device *dev, const struct muse_hparams *hp, uint32_t n_ctx, uint32_t n_batch,
                                  enum muse_type type, bool swa_full, struct muse_kv_pool *pool, struct muse_kv_cache **out,
                                  struct muse_error *err);
+
+/* muse_kv_cache_create with layers split..n_layer-1 in a buffer of dev_hi (a model split between
+ * a GPU and the cpu, -ngl: docs/vulkan.md "Partial offload"); dev_hi NULL or split >= n_layer:
+ * one buffer of dev. Both devices must keep caches of `type`. */
+muse_status muse_kv_cache_create_split(struct muse_device *dev, struct muse_device *dev_hi, uint32_t split,
+                                       const struct muse_hparams *hp, uint32_t n_ctx, uint32_t n_batch, enum muse_type type,
+                                       bool swa_full, struct muse_kv_pool *pool, struct muse_kv_cache **out,
+                                       struct muse_error *err);
 
 /*
  * Paged caches: take the pool's cells for holding n_pos positions (in blocks). Errors:

@@ -30,6 +30,12 @@ struct muse_context {
     struct muse_context_params params;  /* as resolved (n_ctx, n_batch, n_seq_max, backend filled in) */
     struct muse_device *dev;            /* shared with every other user of the same device */
     struct muse_program prog;           /* the text forward for batches of up to n_batch rows */
+    /* params.gpu_layers (-ngl): prog runs layers 0..split-1 on dev, prog_hi the rest and the head on
+     * dev_hi (the cpu), split_rows [n_batch][n_embd] the residual between them; dev_hi NULL: no split */
+    struct muse_device *dev_hi;
+    struct muse_program prog_hi;
+    uint32_t split;
+    float *split_rows;
     struct muse_kv_cache **kv;          /* [n_seq_max] each sequence's cache; kv[0] is the context's own */
     struct muse_kv_pool pool;           /* params.n_ctx_pool: the full-attention cells the caches share */
     struct muse_kv_layer **kv_layers;   /* [n_seq_max] kv[s]->layers, bound to every run */

@@ -54,9 +54,9 @@ bad chat -t 999 "1..256"
 bad serve --top-p 2 "0 and <= 1"
 bad run --kv q4 "f16, f32 or q8_0"
 # values that name nothing are bad values too (they exited 1, as if a file were at fault: issue 32 item 6)
-bad run --backend gpu "expected cpu, ref or vulkan"
-bad chat --backend nope "expected cpu, ref or vulkan"
-bad serve --backend nope "expected cpu, ref or vulkan"
+bad run --backend gpu "expected cpu, ref, vulkan or auto"
+bad chat --backend nope "expected cpu, ref, vulkan or auto"
+bad serve --backend nope "expected cpu, ref, vulkan or auto"
 bad run --grammar 'root ::= (' "grammar line 1"
 bad run --grammar nope "expecting '::='"
 bad chat --json-schema '{"type": 5' "JSON schema"
@@ -65,7 +65,7 @@ bad run -r "" "non-empty"
 bad chat --reverse-prompt "" "non-empty"
 for cmd in logits bench; do
     "$MUSE" $cmd -m "$M" --backend nope > /dev/null 2> "$tmp/e"; rc=$?
-    check "$cmd --backend nope refused (2)" '[ $rc -eq 2 ] && grep -q "expected cpu, ref or vulkan" "$tmp/e"'
+    check "$cmd --backend nope refused (2)" '[ $rc -eq 2 ] && grep -q "expected cpu, ref, vulkan or auto" "$tmp/e"'
 done
 echo 'root ::= "a"' > "$tmp/g.gbnf"; echo 'root ::= (' > "$tmp/bad.gbnf"
 "$MUSE" run -m "$M" -p x -n 1 --grammar-file "$tmp/bad.gbnf" > /dev/null 2> "$tmp/e"; rc=$?

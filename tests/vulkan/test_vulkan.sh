@@ -3,16 +3,22 @@
 # Mesa's lavapipe, installed by scripts/install-deps.sh --test). Without a Vulkan build or device
 # every part FAILS: a CI box that lost the packages must not report the GPU backend as tested.
 #   1. every embedded SPIR-V module passes spirv-val (--target-env vulkan1.2)
-#   2. no device (VK_ICD_FILENAMES=/nonexistent), a device number that does not exist
-#      (MUSE_VK_DEVICE=99) and a KV type without shaders (q8_0): one line on stderr, exit 1
+#   2. no device (VK_ICD_FILENAMES=/nonexistent) and a device number that does not exist
+#      (MUSE_VK_DEVICE=99): one line on stderr, exit 1
+#      --backend auto picks vulkan on a GPU machine, cpu on lavapipe (a CPU device), and says which;
+#      -ngl 2 (part of the layers on the device) gives the cpu's greedy text, -ngl 0 runs on the cpu
 #   3. the text goldens (tests/model/test_parity.sh with MUSE_BACKEND=vulkan): logits within each
 #      case's tolerance, greedy tokens by the goldens' near-tie rule
 #   4. the trained model (models/glimmer-tiny-f16.gguf): 16 greedy tokens identical to the cpu
 #      device's, each of the cpu's top-20 logits within 1e-2 of the vulkan one (F16 weights: the
 #      cpu rounds the activations to F16, 2^-11 relative, before every matmul, the GPU keeps them
 #      in f32; logits of magnitude ~10 move by ~5e-3; measured 4.1e-3 on lavapipe)
-#   5. one short run under the Khronos validation layer (MUSE_VK_VALIDATE=1): no validation error
+#   5. short runs under the Khronos validation layer (MUSE_VK_VALIDATE=1), on the plain path and on
+#      each fast matmul variant the device has: no validation error
 set -uo pipefail
+# the plain matmul (the cpu's numerics); a GPU would otherwise pick its fast variants, whose own
+# bounds test_vulkan_ops checks
+export MUSE_VK_VARIANT="${MUSE_VK_VARIANT:-plain}"
 MUSE="${MUSE:-build/muse}"
 SHARED="${MUSE_SHARED:-../shared}"
 GOLDEN="$SHARED/golden/text"
@@ -47,7 +53,28 @@ one_line() {  # NAME EXPECTED-TEXT CMD...
 run=("$MUSE" run -m "$GOLDEN/tiny-f32.gguf" -p hi -n 2 --backend vulkan)
 one_line "no device" "vulkan:" env VK_ICD_FILENAMES=/nonexistent "${run[@]}"
 one_line "device 99" "no device 99" env MUSE_VK_DEVICE=99 "${run[@]}"
-one_line "q8_0 KV" "q8_0 KV cache" "${run[@]}" --kv q8_0
+
+# --backend auto: lavapipe is a CPU device, so auto picks cpu and says why (a GPU machine: vulkan)
+"$MUSE" run -m "$GOLDEN/tiny-f32.gguf" -p hi -n 2 --backend auto > "$tmp/out" 2> "$tmp/err"; st=$?
+want=cpu
+"$MUSE" info --devices 2>/dev/null | grep -qE "(discrete|integrated) GPU" && want=vulkan
+if [ "$st" -ne 0 ] || ! grep -q "^backend auto: $want" "$tmp/err" || ! grep -q "backend $want" "$tmp/err"; then
+    bad "--backend auto (exit $st, want $want):"; cat "$tmp/err"
+else
+    echo "auto: $(grep '^backend auto' "$tmp/err")"
+fi
+
+# -ngl 2 of small-q8_0's layers on the device, the rest on the cpu: the cpu's greedy text; -ngl 0: the cpu
+g=(-m "$GOLDEN/small-q8_0.gguf" -p "hello there" -n 12 --temp 0 -t 1)
+"$MUSE" run "${g[@]}" --backend cpu > "$tmp/ngl.cpu" 2>/dev/null
+"$MUSE" run "${g[@]}" --backend vulkan -ngl 2 > "$tmp/ngl.vk" 2> "$tmp/ngl.err"; st=$?
+if [ "$st" -ne 0 ] || ! [ -s "$tmp/ngl.cpu" ] || ! cmp -s "$tmp/ngl.cpu" "$tmp/ngl.vk"; then
+    bad "-ngl 2 (exit $st): not the cpu's greedy text"; cat "$tmp/ngl.err"
+else
+    echo "-ngl 2: the cpu's greedy text"
+fi
+"$MUSE" run "${g[@]}" --backend vulkan -ngl 0 > /dev/null 2> "$tmp/ngl.err"
+grep -q "backend cpu" "$tmp/ngl.err" || bad "-ngl 0 did not run on the cpu"
 
 # 3. the goldens
 MUSE_BACKEND=vulkan MUSE="$MUSE" MUSE_SHARED="$SHARED" bash tests/model/test_parity.sh || bad "the text goldens on vulkan"
@@ -80,14 +107,21 @@ sys.exit(0 if worst <= 1e-2 else 1)
 PY
 fi
 
-# 5. the validation layer
-MUSE_VK_VALIDATE=1 timeout 120 "$MUSE" logits -m "$GOLDEN/small-q4_k.gguf" --tokens 1,2,3,4,5,6,7,8 -n 4 --top 5 \
-    --backend vulkan > "$tmp/val.out" 2> "$tmp/val.err"; st=$?
-if [ "$st" -ne 0 ] || grep -qiE "validation error|VUID-" "$tmp/val.out" "$tmp/val.err"; then
-    bad "validation layer run (exit $st):"; grep -iE "error|VUID" "$tmp/val.out" "$tmp/val.err" | head -5
-else
-    echo "validation layer: no errors"
-fi
+# 5. the validation layer: the plain path, then the fast variants the device has (their features
+#    enabled at device creation, their modules and pipelines)
+validate() {  # VARIANT MODEL
+    MUSE_VK_VARIANT=$1 MUSE_VK_VALIDATE=1 timeout 120 "$MUSE" logits -m "$2" --tokens 1,2,3,4,5,6,7,8 -n 4 --top 5 \
+        --backend vulkan > "$tmp/val.out" 2> "$tmp/val.err"; local st=$?
+    if [ "$st" -ne 0 ] || grep -qiE "validation error|VUID-" "$tmp/val.out" "$tmp/val.err"; then
+        bad "validation layer run, variant $1 (exit $st):"; grep -iE "error|VUID" "$tmp/val.out" "$tmp/val.err" | head -5
+    else
+        echo "validation layer ($1): no errors"
+    fi
+}
+validate plain "$GOLDEN/small-q4_k.gguf"
+devs=$("$MUSE" info --devices 2>/dev/null)
+grep -q "fp16 yes" <<<"$devs" && validate f16 "$GOLDEN/small-q4_k.gguf"
+grep -q "int8-dot yes" <<<"$devs" && validate dp4a "$GOLDEN/small-q8_0.gguf"
 
 echo "vulkan: $fail failure(s)"
 [ "$fail" -eq 0 ]

@@ -7,12 +7,15 @@
  *                                            can form: one multiply, or one multiply-subtract that
  *                                            the tolerance below still covers) -> bound 1e-6
  *   MATMUL F32 weights                1e-5   f32 sums in another order
- *   MATMUL F16 / BF16 weights         1e-2   the cpu rounds the activations to F16 / BF16 first
- *   MATMUL quantized weights          4e-2   the cpu quantizes the activations to Q8_0 / Q8_K
+ *   MATMUL F16 / BF16 / quantized     1e-5   the activations rounded as the cpu does (F16, BF16,
+ *   (Q4_1 / Q5_1: 2e-3)                      Q8_0 / Q8_1 / Q8_K: act_quant.comp), f32 sums in
+ *                                            another order; Q4_1 / Q5_1 add min * s with the
+ *                                            cpu's s = fp16(d * sum q), which the GPU sums unrounded
  *   RMS_NORM, ROPE, SWIGLU, ADD,      1e-5   f32 tree sums vs ggml's double sum; exp / tanh of
  *   LOGITS (softcap)                         the driver vs the C library
- *   KV_STORE + ATTENTION (F32 KV)     1e-4   online softmax in f32 vs llama.cpp's two-pass one
- *   KV_STORE + ATTENTION (F16 KV)     1e-2   the cpu also rounds Q and the probabilities to F16
+ *   KV_STORE + ATTENTION (F32, F16,   1e-4   the cpu's two-pass softmax, its roundings (q and p to
+ *   Q8_0 KV)                                 F16; q to Q8_0) and its integer Q8_0 block sums; exp
+ *                                            of the driver, sums in another order
  * Without a Vulkan build or device this test FAILS (CI installs lavapipe: scripts/install-deps.sh).
  */
 #include <math.h>
@@ -47,12 +50,19 @@ static void *make_weight(enum muse_type type, int64_t ne0, int64_t ne1, size_t *
             else if (type == MUSE_TYPE_F16) for (int64_t i = 0; i < ne0; i++) ((uint16_t *)dst)[i] = muse_fp32_to_fp16(row[i]);
             else if (type == MUSE_TYPE_BF16) for (int64_t i = 0; i < ne0; i++) ((uint16_t *)dst)[i] = muse_fp32_to_bf16(row[i]);
             else muse_type_traits[type].from_float(row, dst, ne0);
-        } else { /* IQ2_XXS (66-byte blocks) / IQ4_XS (136): random codes, d = 0.01 at each block's start */
+        } else { /* the I-quants without a quantizer: random codes, d = 0.01 (IQ1_M: spread over its scale words) */
             for (size_t i = 0; i < *row_size; i++) dst[i] = (uint8_t)(frand() * 128.0f + 128.0f);
             const size_t bs = muse_type_layouts[type].type_size;
+            const uint16_t d = muse_fp32_to_fp16(0.01f);
             for (size_t b = 0; b < *row_size; b += bs) {
-                const uint16_t d = muse_fp32_to_fp16(0.01f);
-                memcpy(dst + b, &d, 2);
+                if (type != MUSE_TYPE_IQ1_M) {
+                    memcpy(dst + b, &d, 2);
+                    continue;
+                }
+                for (int k = 0; k < 4; k++) { /* top nibble of scale word k = nibble k of d */
+                    uint8_t *hi = dst + b + 48 + 2 * k + 1;
+                    *hi = (uint8_t)((*hi & 0x0f) | (((d >> (4 * k)) & 15) << 4));
+                }
             }
         }
     }
@@ -106,6 +116,18 @@ static void compare(const char *what, struct muse_program *p, int32_t n, int64_t
     free(a), free(b);
 }
 
+/* Whether the Vulkan device runs matmul variant `var` for weights of type t ("muse info --devices"
+ * line: fp16, int8-dot, coopmat). */
+static char dev_line[4096];
+static bool variant_ok(const char *var, enum muse_type t) {
+    if (!strcmp(var, "f16")) return strstr(dev_line, "fp16 yes") != NULL;
+    if (!strcmp(var, "dp4a"))
+        return strstr(dev_line, "int8-dot yes") && (t == MUSE_TYPE_Q8_0 || t == MUSE_TYPE_Q4_0 || t == MUSE_TYPE_Q5_0 ||
+                                                    t == MUSE_TYPE_IQ4_NL || t == MUSE_TYPE_MXFP4);
+    if (!strcmp(var, "coopmat")) return strstr(dev_line, "coopmat yes") != NULL;
+    return true;
+}
+
 static struct muse_weight weight(enum muse_type t, const void *data, int64_t ne0, int64_t ne1, size_t rs, const char *name) {
     return (struct muse_weight){.data = data, .type = t, .ne0 = ne0, .ne1 = ne1, .row_size = rs, .name = name};
 }
@@ -118,18 +140,23 @@ int main(void) {
     }
     if (muse_device_open("cpu", 1, false, &cpu, &e)) return 1;
     printf("device: %s\n", muse_device_describe(gpu));
+    muse_device_list("vulkan", dev_line, sizeof dev_line);
     const int32_t n = 5;
     const int64_t K = 256, N = 40;
     size_t rs;
     /* the input rows: tokens 0..n-1 of an F32 table */
-    float *xt = make_weight(MUSE_TYPE_F32, K, 8, &rs);
-    const struct muse_weight xtab = weight(MUSE_TYPE_F32, xt, K, 8, rs, "x");
+    float *xt = make_weight(MUSE_TYPE_F32, K, 16, &rs);
+    const struct muse_weight xtab = weight(MUSE_TYPE_F32, xt, K, 16, rs, "x");
     float bias[64], normw[512];
     for (int i = 0; i < 64; i++) bias[i] = frand();
     for (int i = 0; i < 512; i++) normw[i] = 1.0f + 0.5f * frand();
 
-    static const enum muse_type types[] = {MUSE_TYPE_F32, MUSE_TYPE_F16, MUSE_TYPE_BF16, MUSE_TYPE_Q4_0, MUSE_TYPE_Q8_0,
-                                           MUSE_TYPE_Q4_K, MUSE_TYPE_Q5_K, MUSE_TYPE_Q6_K, MUSE_TYPE_IQ2_XXS, MUSE_TYPE_IQ4_XS};
+    static const enum muse_type types[] = {
+        MUSE_TYPE_F32,     MUSE_TYPE_F16,    MUSE_TYPE_BF16,    MUSE_TYPE_Q4_0,   MUSE_TYPE_Q4_1,   MUSE_TYPE_Q5_0,
+        MUSE_TYPE_Q5_1,    MUSE_TYPE_Q8_0,   MUSE_TYPE_Q2_K,    MUSE_TYPE_Q3_K,   MUSE_TYPE_Q4_K,   MUSE_TYPE_Q5_K,
+        MUSE_TYPE_Q6_K,    MUSE_TYPE_IQ2_XXS, MUSE_TYPE_IQ2_XS, MUSE_TYPE_IQ2_S,  MUSE_TYPE_IQ3_XXS, MUSE_TYPE_IQ3_S,
+        MUSE_TYPE_IQ1_S,   MUSE_TYPE_IQ1_M,  MUSE_TYPE_IQ4_NL,  MUSE_TYPE_IQ4_XS, MUSE_TYPE_TQ1_0,  MUSE_TYPE_TQ2_0,
+        MUSE_TYPE_MXFP4,   MUSE_TYPE_NVFP4,  MUSE_TYPE_Q1_0};
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         const enum muse_type t = types[ti];
         const char *tn = muse_type_layouts[t].name;
@@ -146,16 +173,23 @@ int main(void) {
         compare(what, &p, n, K, 1e-6, NULL, NULL);
         muse_program_free(&p);
         /* MATMUL with the epilogue (scale, bias) */
-        muse_program_init(&p, 8);
+        muse_program_init(&p, 16); /* 16 rows for the coopmat variant */
         const int16_t x = muse_program_buffer(&p, K);
         p.bufs[MUSE_BUF_LOGITS].cols = N;
         muse_program_op(&p, &(struct muse_op){.kind = MUSE_OP_EMBED, .dst = muse_ref(x, 0, K), .n = K, .table = &xtab});
         const struct muse_prog_job job = {W, muse_ref(MUSE_BUF_LOGITS, 0, N), true, 0.75f, bias};
         muse_program_matmul(&p, muse_ref(x, 0, K), &job, 1, MUSE_ROWS_ALL);
         muse_program_finish(&p, &e);
-        snprintf(what, sizeof what, "matmul %s", tn);
-        const double tol = t == MUSE_TYPE_F32 ? 1e-5 : (t == MUSE_TYPE_F16 || t == MUSE_TYPE_BF16) ? 1e-2 : 4e-2;
-        compare(what, &p, n, N, tol, NULL, NULL);
+        /* the plain path, then each fast variant the device can run (forced: lavapipe is a CPU device) */
+        static const char *const vars[] = {"plain", "f16", "dp4a", "coopmat"};
+        for (size_t vi = 0; vi < sizeof vars / sizeof vars[0]; vi++) {
+            if (vi && !variant_ok(vars[vi], t)) continue;
+            setenv("MUSE_VK_VARIANT", vars[vi], 1);
+            snprintf(what, sizeof what, "matmul %s%s%s", tn, vi ? " " : "", vi ? vars[vi] : "");
+            const double tol = vi == 1 || vi == 3 ? 1e-2 : t == MUSE_TYPE_Q4_1 || t == MUSE_TYPE_Q5_1 ? 2e-3 : 1e-5;
+            compare(what, &p, vi == 3 ? 16 : n, N, tol, NULL, NULL);
+        }
+        unsetenv("MUSE_VK_VARIANT");
         muse_program_free(&p);
         free(w);
     }
@@ -189,10 +223,10 @@ int main(void) {
         muse_program_free(&p);
     }
 
-    /* KV_STORE + ATTENTION (GQA 4/2, head 64, a window of 3, the gate) over F32 and F16 caches */
-    for (int f16 = 0; f16 <= 1; f16++) {
+    /* KV_STORE + ATTENTION (GQA 4/2, head 64, a window of 3, the gate) over F32, F16 and Q8_0 caches */
+    for (int kind = 0; kind <= 2; kind++) {
         const int32_t nh = 4, nkv = 2, hd = 64, cells = 16;
-        const enum muse_type kt = f16 ? MUSE_TYPE_F16 : MUSE_TYPE_F32;
+        const enum muse_type kt = kind == 1 ? MUSE_TYPE_F16 : kind == 2 ? MUSE_TYPE_Q8_0 : MUSE_TYPE_F32;
         struct muse_kv_layer lc = {.type = kt, .n_cells = cells, .n_embd_k = nkv * hd, .n_embd_v = nkv * hd,
                                    .k_row_size = muse_type_row_size(kt, nkv * hd), .v_row_size = muse_type_row_size(kt, nkv * hd)};
         struct muse_kv_layer lg = lc;
@@ -212,14 +246,16 @@ int main(void) {
                                               .table = &(struct muse_weight){xt, MUSE_TYPE_F32, 128, 16, 512, "k"}});
         muse_program_op(&p, &(struct muse_op){.kind = MUSE_OP_EMBED, .dst = muse_ref(vv, 0, 128), .n = 128,
                                               .table = &(struct muse_weight){xt + 128, MUSE_TYPE_F32, 128, 15, 512, "v"}});
-        muse_program_op(&p, &(struct muse_op){.kind = MUSE_OP_KV_STORE, .layer = 0, .src = muse_ref(kk, 0, 128), .src2 = muse_ref(vv, 0, 128)});
+        muse_program_op(&p, &(struct muse_op){.kind = MUSE_OP_KV_STORE, .layer = 0, .src = muse_ref(kk, 0, 128),
+                                              .src2 = muse_ref(vv, 0, 128)});
         muse_program_barrier(&p, MUSE_ROWS_ALL);
         muse_program_op(&p, &(struct muse_op){.kind = MUSE_OP_ATTENTION, .layer = 0, .src = muse_ref(q, 0, K),
                                               .dst = muse_ref(MUSE_BUF_LOGITS, 0, K), .src2 = muse_ref(q, 0, K), .n_head = nh,
                                               .n_head_kv = nkv, .head_dim = hd, .n_swa = 3, .scale = 0.125f});
         muse_program_barrier(&p, MUSE_ROWS_ALL);
         muse_program_finish(&p, &e);
-        compare(f16 ? "kv_store+attention f16 kv" : "kv_store+attention f32 kv", &p, n, K, f16 ? 1e-2 : 1e-4, kc, kg);
+        static const char *const what_kv[] = {"kv_store+attention f32 kv", "kv_store+attention f16 kv", "kv_store+attention q8_0 kv"};
+        compare(what_kv[kind], &p, n, K, 1e-4, kc, kg);
         muse_program_free(&p);
         muse_buffer_free(bc);
         muse_buffer_free(bg);

@@ -54,7 +54,10 @@ struct vk_buf {
 };
 
 /* The shaders (the embedded modules, in this order: vk_device.c checks the names). */
-enum vk_shader { SH_ATTENTION, SH_ELTWISE, SH_EMBED, SH_KV_STORE, SH_MATMUL, SH_RMS_NORM, SH_ROPE, SH_COUNT };
+enum vk_shader {
+    SH_ACT_QUANT, SH_ATTENTION, SH_ELTWISE, SH_EMBED, SH_KV_STORE, SH_MATMUL, SH_MATMUL_COOPMAT, SH_MATMUL_DP4A, SH_MATMUL_F16,
+    SH_RMS_NORM, SH_ROPE, SH_COUNT
+};
 /* eltwise.comp's OP */
 enum { EW_SWIGLU, EW_ADD, EW_LOGITS, EW_COPY };
 
@@ -65,6 +68,19 @@ struct vk_pipe {
 };
 
 struct vk_prog; /* vk_run.c: a prepared program */
+
+/* A recorded decode step (vk_run.c, docs/vulkan.md "Persistent decode"): its command buffer (its
+ * own pool, created on first use) and the shape it was recorded for. */
+#define VK_REPLAY_SLOTS 8
+#define VK_REPLAY_KEY 80
+struct vk_replay {
+    VkCommandPool pool;
+    VkCommandBuffer cb;
+    uint64_t key[VK_REPLAY_KEY];
+    size_t n;
+    bool valid;                     /* false after anything its recording baked in moved */
+    uint64_t used;                  /* the tick of its last use (the least recent is recorded over) */
+};
 
 struct vk {
     struct vk_fn fn;
@@ -86,6 +102,7 @@ struct vk {
     int n_pipes, cap_pipes;
     struct vk_buf tab;              /* the quant tables (iq2xxs grid, ksigns, iq4nl) */
     struct vk_buf ws;               /* the workspace (device-local) */
+    struct vk_buf xq;               /* a matmul's activations in its weight type's format (act_quant.comp) */
     struct vk_buf io;               /* per-run inputs (host-visible) */
     struct vk_buf out;              /* per-run outputs (host-visible, cached when possible) */
     struct vk_buf staging;          /* uploads and buffer reads / writes */
@@ -93,8 +110,17 @@ struct vk {
     struct muse_buffer **bufs;      /* the device's muse_buffers (KV pointers resolve through them) */
     int n_bufs, cap_bufs;
     struct vk_prog *progs;          /* prepared programs (a list) */
+    struct vk_wset *wsets;          /* uploaded weights, shared by the programs that read them (vk_run.c) */
+    uint64_t weight_bytes;          /* resident in the weight sets */
+    uint64_t weight_uploads;        /* weight sets uploaded since the device was opened */
     bool lost;                      /* a submission failed or timed out: every later call fails */
+    /* the persistent decode steps (vk_run.c): command buffers recorded once per shape and replayed */
+    struct vk_replay rp[VK_REPLAY_SLOTS];
+    uint64_t rp_tick;
+    uint64_t replays, records;
     uint32_t mm_tpr;                /* matmul.comp's TPR (MUSE_VK_TPR overrides) */
+    /* the fast matmul variants the device can run (features enabled at creation) */
+    bool can_f16, can_dot, can_cm;
 };
 
 /* vk_device.c */
@@ -105,6 +131,9 @@ muse_status muse_vk_buf_ensure(struct vk *v, struct vk_buf *b, size_t size, stru
 /* Begin recording the command buffer / submit it and wait for it (IO on a lost device or a timeout). */
 void muse_vk_begin(struct vk *v);
 muse_status muse_vk_submit(struct vk *v, struct muse_error *err);
+/* muse_vk_submit in two: end v->cb's recording; submit a recorded command buffer and wait. */
+void muse_vk_end(struct vk *v);
+muse_status muse_vk_submit_cb(struct vk *v, VkCommandBuffer cb, struct muse_error *err);
 /* Copy bytes between a device buffer and host memory through the staging buffer (synchronous). */
 muse_status muse_vk_upload(struct vk *v, VkBuffer dst, size_t off, const void *src, size_t bytes, struct muse_error *err);
 muse_status muse_vk_download(struct vk *v, VkBuffer src, size_t off, void *dst, size_t bytes, struct muse_error *err);
@@ -119,3 +148,6 @@ muse_status muse_vk_prepare(void *ks, const struct muse_program *p, struct muse_
 void muse_vk_forget(void *ks, const struct muse_program *p);
 muse_status muse_vk_run(void *ks, const struct muse_program *p, const struct muse_prog_run *run, struct muse_error *err);
 void muse_vk_forget_all(struct vk *v);
+/* Drop every recorded decode step (an address it baked in moved). */
+void muse_vk_replay_clear(struct vk *v);
+void muse_vk_stats(void *ks, struct muse_device_stats *s);

@@ -12,13 +12,17 @@
 
 #include "core/error.h"
 #include "kernels/quant_tables.h"
+#include "kernels/types.h"
+#include "backend/vulkan/shaders/tab_layout.h"
 #include "muse_vk_shaders.h"
 
 /* A run that takes longer than this is taken for a hung or lost device. */
 #define VK_TIMEOUT_NS (300ull * 1000000000ull)
 #define STAGING_BYTES ((size_t)64 << 20)
 
-static const char *const shader_names[SH_COUNT] = {"attention", "eltwise", "embed", "kv_store", "matmul", "rms_norm", "rope"};
+static const char *const shader_names[SH_COUNT] = {"act_quant", "attention",      "eltwise",     "embed",
+                                                   "kv_store",  "matmul",         "matmul_coopmat", "matmul_dp4a",
+                                                   "matmul_f16", "rms_norm",      "rope"};
 
 static const char *vk_result_name(VkResult r) {
     switch (r) {
@@ -113,13 +117,16 @@ static int describe(struct vk *v, VkPhysicalDevice pd, uint32_t i, char *buf, si
         if (mp.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) local += mp.memoryHeaps[h].size;
     const VkPhysicalDeviceProperties *p = &p2.properties;
     const bool dot = has_extension(v, pd, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
-    const bool cm = has_extension(v, pd, "VK_KHR_cooperative_matrix"), cm2 = has_extension(v, pd, "VK_NV_cooperative_matrix2");
+    /* muse's cooperative-matrix variant is written for VK_NV_cooperative_matrix (matmul_coopmat.comp) */
+    const bool cm = has_extension(v, pd, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME),
+               cmk = has_extension(v, pd, "VK_KHR_cooperative_matrix");
     return snprintf(buf, size,
                     "vulkan %u: %s (%s, Vulkan %u.%u), %.1f GiB device memory, subgroup %u, fp16 %s, int8-dot %s, "
                     "coopmat %s, buffer device address %s\n",
                     i, p->deviceName, device_type_name(p->deviceType), VK_API_VERSION_MAJOR(p->apiVersion),
                     VK_API_VERSION_MINOR(p->apiVersion), (double)local / (1 << 30), sg.subgroupSize,
-                    f12.shaderFloat16 ? "yes" : "no", dot ? "yes" : "no", cm2 ? "yes (KHR + NV2)" : cm ? "yes" : "no",
+                    f12.shaderFloat16 ? "yes" : "no", dot ? "yes" : "no",
+                    cm ? (cmk ? "yes (NV, KHR)" : "yes (NV)") : cmk ? "no (KHR only; muse's variant needs NV)" : "no",
                     f12.bufferDeviceAddress ? "yes" : "no");
 }
 
@@ -149,6 +156,33 @@ static int vk_list(char *buf, size_t size) {
     if (n == 0) snprintf(buf, size, "vulkan: the loader found no device (no driver, or VK_ICD_FILENAMES names none)\n");
     instance_close(&v);
     return (int)n;
+}
+
+/* --backend auto: the first discrete GPU, else the first integrated one (vk_open's default order). */
+static bool vk_gpu(char *buf, size_t size) {
+    struct vk v = {0};
+    struct muse_error e = {0};
+    bool found = false;
+    if (instance_open(&v, &e)) {
+        snprintf(buf, size, "%s", e.msg);
+        instance_close(&v);
+        return false;
+    }
+    VkPhysicalDevice pd[16];
+    const uint32_t n = physical_devices(&v, pd);
+    static const VkPhysicalDeviceType order[2] = {VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU, VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU};
+    for (int k = 0; k < 2 && !found; k++)
+        for (uint32_t i = 0; i < n && !found; i++) {
+            VkPhysicalDeviceProperties p;
+            v.fn.vkGetPhysicalDeviceProperties(pd[i], &p);
+            if (p.deviceType != order[k] || p.apiVersion < VK_API_VERSION_1_2) continue;
+            snprintf(buf, size, "%s (%s, vulkan device %u)", p.deviceName, device_type_name(p.deviceType), i);
+            found = true;
+        }
+    if (!found)
+        snprintf(buf, size, n ? "no discrete or integrated Vulkan GPU among %u device(s): muse info --devices" : "no Vulkan device", n);
+    instance_close(&v);
+    return found;
 }
 
 // ---- memory and buffers ------------------------------------------------------------------------
@@ -215,6 +249,7 @@ void muse_vk_buf_destroy(struct vk *v, struct vk_buf *b) {
 
 muse_status muse_vk_buf_ensure(struct vk *v, struct vk_buf *b, size_t size, struct muse_error *err) {
     if (b->buf && b->size >= size) return MUSE_OK;
+    muse_vk_replay_clear(v); /* a recorded decode step holds the old address */
     size_t n = b->size ? b->size : 4096;
     while (n < size) n *= 2;
     muse_vk_buf_destroy(v, b);
@@ -228,15 +263,18 @@ void muse_vk_begin(struct vk *v) {
     v->fn.vkBeginCommandBuffer(v->cb, &bi);
 }
 
-muse_status muse_vk_submit(struct vk *v, struct muse_error *err) {
-    /* the writes of the last commands, visible to the host's reads */
+/* End the recording of v->cb with a barrier that makes the last writes visible to the host. */
+void muse_vk_end(struct vk *v) {
     const VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                                 .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
                                 .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
     v->fn.vkCmdPipelineBarrier(v->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
                                VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
     v->fn.vkEndCommandBuffer(v->cb);
-    const VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &v->cb};
+}
+
+muse_status muse_vk_submit_cb(struct vk *v, VkCommandBuffer cb, struct muse_error *err) {
+    const VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &cb};
     VkResult r = v->fn.vkResetFences(v->dev, 1, &v->fence);
     if (r == VK_SUCCESS) r = v->fn.vkQueueSubmit(v->queue, 1, &si, v->fence);
     if (r == VK_SUCCESS) r = v->fn.vkWaitForFences(v->dev, 1, &v->fence, VK_TRUE, VK_TIMEOUT_NS);
@@ -246,6 +284,11 @@ muse_status muse_vk_submit(struct vk *v, struct muse_error *err) {
         return muse_error_set(err, MUSE_ERR_NOMEM, "vulkan: %s while running on %s", vk_result_name(r), v->props.deviceName);
     return muse_error_set(err, MUSE_ERR_IO, "vulkan: %s on %s%s", vk_result_name(r), v->props.deviceName,
                           r == VK_TIMEOUT ? " (a run took over 300 s; the device is taken for lost)" : "");
+}
+
+muse_status muse_vk_submit(struct vk *v, struct muse_error *err) {
+    muse_vk_end(v);
+    return muse_vk_submit_cb(v, v->cb, err);
 }
 
 void muse_vk_barrier(struct vk *v) {
@@ -353,11 +396,14 @@ static void vk_close(void *ks) {
         if (v->layout) v->fn.vkDestroyPipelineLayout(v->dev, v->layout, NULL);
         muse_vk_buf_destroy(v, &v->tab);
         muse_vk_buf_destroy(v, &v->ws);
+        muse_vk_buf_destroy(v, &v->xq);
         muse_vk_buf_destroy(v, &v->io);
         muse_vk_buf_destroy(v, &v->out);
         muse_vk_buf_destroy(v, &v->staging);
         if (v->fence) v->fn.vkDestroyFence(v->dev, v->fence, NULL);
         if (v->pool) v->fn.vkDestroyCommandPool(v->dev, v->pool, NULL);
+        for (int i = 0; i < VK_REPLAY_SLOTS; i++)
+            if (v->rp[i].pool) v->fn.vkDestroyCommandPool(v->dev, v->rp[i].pool, NULL);
         v->fn.vkDestroyDevice(v->dev, NULL);
     }
     free(v->pipes);
@@ -366,17 +412,46 @@ static void vk_close(void *ks) {
     free(v);
 }
 
-/* The quant tables the dequantizers read (dequant.glsl): iq2xxs grid as word pairs, ksigns, iq4nl. */
+/* The quant tables the dequantizers read (dequant.glsl), from kernels/quant_tables.c, laid out by
+ * shaders/tab_layout.h. */
 static muse_status upload_tables(struct vk *v, struct muse_error *err) {
-    uint32_t t[656];
-    for (int i = 0; i < 256; i++) {
-        t[2 * i] = (uint32_t)muse_iq2xxs_grid[i];
-        t[2 * i + 1] = (uint32_t)(muse_iq2xxs_grid[i] >> 32);
-    }
-    for (int i = 0; i < 128; i++) t[512 + i] = muse_ksigns_iq2xs[i];
-    for (int i = 0; i < 16; i++) t[640 + i] = (uint32_t)(int32_t)muse_kvalues_iq4nl[i];
-    muse_status st = muse_vk_buf_create(v, sizeof t, false, &v->tab, err);
-    return st ? st : muse_vk_upload(v, v->tab.buf, 0, t, sizeof t, err);
+    uint32_t *t = calloc(TAB_WORDS, sizeof *t);
+    if (!t) return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
+#define GRID64(off, g, n) for (int i = 0; i < (n); i++) t[(off) + 2 * i] = (uint32_t)(g)[i], t[(off) + 2 * i + 1] = (uint32_t)((g)[i] >> 32)
+    GRID64(TAB_IQ2XXS, muse_iq2xxs_grid, 256);
+    GRID64(TAB_IQ2XS, muse_iq2xs_grid, 512);
+    GRID64(TAB_IQ2S, muse_iq2s_grid, 1024);
+    GRID64(TAB_IQ1S, muse_iq1s_grid, 2048);
+#undef GRID64
+    for (int i = 0; i < 128; i++) t[TAB_KSIGNS + i] = muse_ksigns_iq2xs[i];
+    for (int i = 0; i < 16; i++) t[TAB_IQ4NL + i] = (uint32_t)(int32_t)muse_kvalues_iq4nl[i];
+    for (int i = 0; i < 16; i++) t[TAB_MXFP4 + i] = (uint32_t)(int32_t)muse_kvalues_mxfp4[i];
+    for (int i = 0; i < 256; i++) t[TAB_IQ3XXS + i] = muse_iq3xxs_grid[i];
+    for (int i = 0; i < 512; i++) t[TAB_IQ3S + i] = muse_iq3s_grid[i];
+    muse_status st = muse_vk_buf_create(v, TAB_WORDS * sizeof *t, false, &v->tab, err);
+    if (!st) st = muse_vk_upload(v, v->tab.buf, 0, t, TAB_WORDS * sizeof *t, err);
+    free(t);
+    return st;
+}
+
+/* Whether the device's NV cooperative matrices have the shape matmul_coopmat.comp uses: 16 x 16
+ * x 16, f16 A and B, f32 C and D, subgroup scope. */
+static bool coopmat_shape(struct vk *v) {
+    PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV get =
+        (PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)v->fn.vkGetInstanceProcAddr(v->inst,
+                                                                                          "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV");
+    uint32_t n = 0;
+    if (!get || get(v->phys, &n, NULL) != VK_SUCCESS || n == 0) return false;
+    VkCooperativeMatrixPropertiesNV *p = calloc(n, sizeof *p);
+    bool ok = false;
+    for (uint32_t i = 0; p && i < n; i++) p[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
+    if (p && get(v->phys, &n, p) == VK_SUCCESS)
+        for (uint32_t i = 0; i < n && !ok; i++)
+            ok = p[i].MSize == 16 && p[i].NSize == 16 && p[i].KSize == 16 && p[i].AType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+                 p[i].BType == VK_COMPONENT_TYPE_FLOAT16_NV && p[i].CType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+                 p[i].DType == VK_COMPONENT_TYPE_FLOAT32_NV && p[i].scope == VK_SCOPE_SUBGROUP_NV;
+    free(p);
+    return ok;
 }
 
 static muse_status vk_open(int32_t n_threads, bool no_repack, void **ks, struct muse_error *err) {
@@ -439,9 +514,21 @@ static muse_status vk_open(int32_t n_threads, bool no_repack, void **ks, struct 
                             v->props.deviceName, VK_API_VERSION_MAJOR(v->props.apiVersion), VK_API_VERSION_MINOR(v->props.apiVersion));
         goto fail;
     }
+    /* the features of the fast matmul variants (docs/vulkan.md "Fast variants"), chained only when
+     * the device has their extensions */
+    const bool has_dot = has_extension(v, v->phys, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+    const bool has_cm = has_extension(v, v->phys, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+    VkPhysicalDeviceShaderIntegerDotProductFeatures fdot = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
+    VkPhysicalDeviceCooperativeMatrixFeaturesNV fcm = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
     VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+    void **tail = &f12.pNext;
+    if (has_dot) *tail = &fdot, tail = &fdot.pNext;
+    if (has_cm) *tail = &fcm, tail = &fcm.pNext;
     VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f12};
     v->fn.vkGetPhysicalDeviceFeatures2(v->phys, &f2);
+    v->can_f16 = f12.shaderFloat16;
+    v->can_dot = has_dot && fdot.shaderIntegerDotProduct;
+    v->can_cm = has_cm && fcm.cooperativeMatrix && f12.shaderFloat16 && f12.vulkanMemoryModel && coopmat_shape(v);
     if (!f12.bufferDeviceAddress) {
         st = muse_error_set(err, MUSE_ERR_UNSUPPORTED, "vulkan: %s has no bufferDeviceAddress (muse's shaders need it)",
                             v->props.deviceName);
@@ -460,10 +547,20 @@ static muse_status vk_open(int32_t n_threads, bool no_repack, void **ks, struct 
     const float prio = 1.0f;
     const VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = v->qfam,
                                          .queueCount = 1, .pQueuePriorities = &prio};
+    VkPhysicalDeviceShaderIntegerDotProductFeatures edot = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES,
+                                                            .shaderIntegerDotProduct = VK_TRUE};
+    VkPhysicalDeviceCooperativeMatrixFeaturesNV ecm = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
+                                                       .cooperativeMatrix = VK_TRUE};
     VkPhysicalDeviceVulkan12Features en12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
-                                             .bufferDeviceAddress = VK_TRUE};
+                                             .bufferDeviceAddress = VK_TRUE, .shaderFloat16 = v->can_f16,
+                                             .vulkanMemoryModel = v->can_cm};
+    const char *exts[2];
+    uint32_t n_ext = 0;
+    tail = &en12.pNext;
+    if (v->can_dot) exts[n_ext++] = VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME, *tail = &edot, tail = &edot.pNext;
+    if (v->can_cm) exts[n_ext++] = VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME, *tail = &ecm, tail = &ecm.pNext;
     const VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = &en12, .queueCreateInfoCount = 1,
-                                    .pQueueCreateInfos = &qci};
+                                    .pQueueCreateInfos = &qci, .enabledExtensionCount = n_ext, .ppEnabledExtensionNames = exts};
     VkResult r = v->fn.vkCreateDevice(v->phys, &dci, NULL, &v->dev);
     if (r != VK_SUCCESS) {
         v->dev = NULL;
@@ -509,12 +606,22 @@ static muse_status vk_reserve(void *ks, const struct muse_backend_plan *need, si
     if (need->max_head_dim > 512)
         return muse_error_set(err, MUSE_ERR_UNSUPPORTED, "vulkan: head size %d (the attention shader takes up to 512)",
                               need->max_head_dim);
+    const size_t xq_bytes = (size_t)v->plan.n_batch * (size_t)v->plan.max_ne0 * sizeof(float);
+    muse_status st;
+    if (xq_bytes > v->xq.size) {
+        struct vk_buf xq;
+        if ((st = muse_vk_buf_create(v, xq_bytes, false, &xq, err))) return st;
+        muse_vk_buf_destroy(v, &v->xq);
+        v->xq = xq;
+        muse_vk_replay_clear(v);
+    }
     if (workspace_floats * sizeof(float) <= v->ws.size) return MUSE_OK;
     struct vk_buf ws;
-    muse_status st = muse_vk_buf_create(v, workspace_floats * sizeof(float), false, &ws, err);
+    st = muse_vk_buf_create(v, workspace_floats * sizeof(float), false, &ws, err);
     if (st) return st;
     muse_vk_buf_destroy(v, &v->ws);
     v->ws = ws;
+    muse_vk_replay_clear(v);
     return MUSE_OK;
 }
 
@@ -522,9 +629,9 @@ static const struct muse_backend_plan *vk_plan(void *ks) { return &((struct vk *
 
 static muse_status vk_check_kv(void *ks, enum muse_type type, struct muse_error *err) {
     (void)ks;
-    if (type == MUSE_TYPE_F16 || type == MUSE_TYPE_F32) return MUSE_OK;
-    return muse_error_set(err, MUSE_ERR_UNSUPPORTED, "vulkan: a %s KV cache is not supported yet (use --kv f16 or f32)",
-                          type == MUSE_TYPE_Q8_0 ? "q8_0" : "quantized");
+    if (type == MUSE_TYPE_F16 || type == MUSE_TYPE_F32 || type == MUSE_TYPE_Q8_0) return MUSE_OK;
+    return muse_error_set(err, MUSE_ERR_UNSUPPORTED, "vulkan: a %s KV cache is not supported (use --kv f16, f32 or q8_0)",
+                          muse_type_layouts[type].name ? muse_type_layouts[type].name : "?");
 }
 
 static muse_status vk_alloc(void *ks, struct muse_buffer *b, struct muse_error *err) {
@@ -560,6 +667,7 @@ static muse_status vk_alloc(void *ks, struct muse_buffer *b, struct muse_error *
 
 static void vk_buffer_free(void *ks, struct muse_buffer *b) {
     struct vk *v = ks;
+    muse_vk_replay_clear(v);
     for (int i = 0; i < v->n_bufs; i++)
         if (v->bufs[i] == b) {
             v->bufs[i] = v->bufs[--v->n_bufs];
@@ -615,5 +723,7 @@ const struct muse_device_kind muse_device_kind_vulkan = {
     .buffer_read = vk_buffer_read,
     .buffer_write = vk_buffer_write,
     .list = vk_list,
+    .stats = muse_vk_stats,
+    .gpu = vk_gpu,
     .describe = vk_describe,
 };

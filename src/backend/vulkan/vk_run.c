@@ -1,12 +1,16 @@
 /*
  * vk_run.c - programs on the Vulkan device (docs/vulkan.md): prepare (check every op and weight
  * type against the shaders, upload the weights once) and run (write the run's inputs, record one
- * dispatch per op with a barrier after each, submit, wait, copy the outputs back).
+ * dispatch per op with a barrier after each - or replay the recording of a decode step of the
+ * same shape - submit, wait, copy the outputs back). A matmul picks its variant (plain, f16,
+ * dp4a, coopmat) by the device's features.
  *
  * Weights: every distinct host range a program reads (matmul weights, the embedding table, norm
  * weights, biases) is copied through the staging buffer into chunks of device memory; a lookup
- * from the host address gives its device address when a run is recorded. Each prepared program
- * has its own copy (two contexts of one model upload twice; a shared table is future work).
+ * from the host address gives its device address when a run is recorded. The uploads are weight
+ * sets shared by every program that reads them (the contexts of one model read the same mapped
+ * tensors: the second context's prepare finds every range resident and uploads nothing),
+ * reference-counted and freed with the last program that reads them.
  * ROPE_ANGLES is computed on the host (muse_rope_angles, the CPU's bits) and copied in: GPU sin /
  * cos of large angles are not accurate enough.
  */
@@ -19,19 +23,36 @@
 
 #define CHUNK_BYTES ((size_t)1 << 30)
 
+/* A host range of weights: in a weight set, where it lies (chunk, off); in a program, its device address. */
 struct vk_upl {
     const uint8_t *host;
     size_t bytes;
     int chunk;
     size_t off;
+    VkDeviceAddress addr;
 };
 
-struct vk_prog {
-    const struct muse_program *p;
+/*
+ * A weight set: the ranges one prepare uploaded (those no live set held yet), in chunks of device
+ * memory. Shared by every program that reads one of its ranges (the contexts of one model: their
+ * programs read the same mapped tensors), reference-counted, freed with the last of them.
+ */
+struct vk_wset {
     struct vk_buf *chunks;
     int n_chunks;
     struct vk_upl *upl; /* sorted by host */
     int n_upl;
+    int refs;
+    size_t bytes;
+    struct vk_wset *next;
+};
+
+struct vk_prog {
+    const struct muse_program *p;
+    struct vk_upl *upl; /* sorted by host, addr resolved */
+    int n_upl;
+    struct vk_wset **sets; /* the sets it holds a reference to */
+    int n_sets;
     struct vk_prog *next;
 };
 
@@ -43,13 +64,15 @@ static a64 A(VkDeviceAddress a) { return (a64){(uint32_t)a, (uint32_t)(a >> 32)}
 
 // ---- prepare ------------------------------------------------------------------------------------
 
+/* Every weight type muse reads has a dequantizer in dequant.glsl (Q8_1 and Q8_K are activation
+ * formats; the integer types and F64 are not weights). */
 static bool type_has_shader(enum muse_type t) {
     switch (t) {
-    case MUSE_TYPE_F32: case MUSE_TYPE_F16: case MUSE_TYPE_BF16: case MUSE_TYPE_Q4_0: case MUSE_TYPE_Q8_0:
-    case MUSE_TYPE_Q4_K: case MUSE_TYPE_Q5_K: case MUSE_TYPE_Q6_K: case MUSE_TYPE_IQ2_XXS: case MUSE_TYPE_IQ4_XS:
-        return true;
-    default:
+    case MUSE_TYPE_Q8_1: case MUSE_TYPE_Q8_K: case MUSE_TYPE_I8: case MUSE_TYPE_I16: case MUSE_TYPE_I32: case MUSE_TYPE_I64:
+    case MUSE_TYPE_F64:
         return false;
+    default:
+        return (unsigned)t < MUSE_TYPE_COUNT && muse_type_traits[t].to_float != NULL;
     }
 }
 
@@ -90,11 +113,134 @@ static int upl_cmp(const void *a, const void *b) {
     return x->bytes < y->bytes ? 1 : x->bytes > y->bytes ? -1 : 0; /* the largest first */
 }
 
+static void wset_free(struct vk *v, struct vk_wset *ws) {
+    for (int i = 0; i < ws->n_chunks; i++) muse_vk_buf_destroy(v, &ws->chunks[i]);
+    free(ws->chunks);
+    free(ws->upl);
+    free(ws);
+}
+
+/* Drop a program's references; a set nobody reads any more is freed (after the device is idle). */
 static void prog_free(struct vk *v, struct vk_prog *vp) {
-    for (int i = 0; i < vp->n_chunks; i++) muse_vk_buf_destroy(v, &vp->chunks[i]);
-    free(vp->chunks);
+    bool idle = false;
+    for (int i = 0; i < vp->n_sets; i++) {
+        struct vk_wset *ws = vp->sets[i];
+        if (--ws->refs > 0) continue;
+        for (struct vk_wset **q = &v->wsets; *q; q = &(*q)->next)
+            if (*q == ws) {
+                *q = ws->next;
+                break;
+            }
+        if (!idle && !v->lost) v->fn.vkDeviceWaitIdle(v->dev);
+        idle = true;
+        v->weight_bytes -= ws->bytes;
+        wset_free(v, ws);
+    }
+    free(vp->sets);
     free(vp->upl);
     free(vp);
+}
+
+/* The range of a live set that holds [host, host + bytes), or NULL. */
+static const struct vk_upl *wset_find(const struct vk *v, const uint8_t *host, size_t bytes, struct vk_wset **set) {
+    for (struct vk_wset *ws = v->wsets; ws; ws = ws->next) {
+        int lo = 0, hi = ws->n_upl - 1, best = -1;
+        while (lo <= hi) { /* the last range starting at or below host */
+            const int mid = (lo + hi) / 2;
+            if (ws->upl[mid].host <= host) best = mid, lo = mid + 1;
+            else hi = mid - 1;
+        }
+        if (best >= 0 && host + bytes <= ws->upl[best].host + ws->upl[best].bytes) {
+            *set = ws;
+            return &ws->upl[best];
+        }
+    }
+    return NULL;
+}
+
+/* Upload the ranges of vp that no live set holds into a new set (its chunks: 256-byte aligned
+ * ranges with a word of slack after each, for the shaders' word reads), and resolve every range's
+ * device address; vp takes a reference to each set it reads. */
+static muse_status prog_bind(struct vk *v, struct vk_prog *vp, struct muse_error *err) {
+    muse_status st = MUSE_OK;
+    struct vk_wset *ws = NULL;
+    vp->sets = calloc((size_t)vp->n_upl + 1, sizeof *vp->sets);
+    if (!vp->sets) return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
+    int n_new = 0;
+    for (int i = 0; i < vp->n_upl; i++) {
+        struct vk_wset *set;
+        const struct vk_upl *u = wset_find(v, vp->upl[i].host, vp->upl[i].bytes, &set);
+        if (!u) {
+            vp->upl[i].addr = 0;
+            n_new++;
+            continue;
+        }
+        vp->upl[i].addr = set->chunks[u->chunk].addr + u->off + (size_t)(vp->upl[i].host - u->host);
+        int k = 0;
+        while (k < vp->n_sets && vp->sets[k] != set) k++;
+        if (k == vp->n_sets) vp->sets[vp->n_sets++] = set;
+    }
+    if (n_new) {
+        ws = calloc(1, sizeof *ws);
+        if (!ws || !(ws->upl = malloc(sizeof *ws->upl * (size_t)n_new))) {
+            st = muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
+            goto fail;
+        }
+        for (int i = 0; i < vp->n_upl; i++)
+            if (!vp->upl[i].addr) ws->upl[ws->n_upl++] = vp->upl[i];
+        size_t used = CHUNK_BYTES;
+        size_t *sizes = NULL;
+        for (int i = 0; i < ws->n_upl; i++) {
+            const size_t need = (ws->upl[i].bytes + 4 + 3) & ~(size_t)3;
+            if (used + need > CHUNK_BYTES || !ws->n_chunks) {
+                size_t *sz = realloc(sizes, sizeof *sz * (size_t)(ws->n_chunks + 1));
+                if (!sz) {
+                    free(sizes);
+                    st = muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
+                    goto fail;
+                }
+                sizes = sz;
+                sizes[ws->n_chunks++] = 0;
+                used = 0;
+            }
+            ws->upl[i].chunk = ws->n_chunks - 1;
+            ws->upl[i].off = used;
+            used = (used + need + 255) & ~(size_t)255;
+            sizes[ws->n_chunks - 1] = used;
+            ws->bytes += need;
+        }
+        ws->chunks = calloc((size_t)ws->n_chunks, sizeof *ws->chunks);
+        if (!ws->chunks) {
+            free(sizes);
+            st = muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
+            goto fail;
+        }
+        for (int c = 0; c < ws->n_chunks && !st; c++) st = muse_vk_buf_create(v, sizes[c], false, &ws->chunks[c], err);
+        free(sizes);
+        if (st) {
+            muse_error_prefix(err, "the weights (%.1f MiB): ", (double)ws->bytes / (1 << 20));
+            goto fail;
+        }
+        for (int i = 0; i < ws->n_upl && !st; i++)
+            st = muse_vk_upload(v, ws->chunks[ws->upl[i].chunk].buf, ws->upl[i].off, ws->upl[i].host, ws->upl[i].bytes, err);
+        if (st) goto fail;
+        for (int i = 0, j = 0; i < vp->n_upl; i++)
+            if (!vp->upl[i].addr) {
+                vp->upl[i].addr = ws->chunks[ws->upl[j].chunk].addr + ws->upl[j].off;
+                j++;
+            }
+        ws->next = v->wsets;
+        v->wsets = ws;
+        v->weight_bytes += ws->bytes;
+        v->weight_uploads++;
+        vp->sets[vp->n_sets++] = ws;
+    }
+    for (int k = 0; k < vp->n_sets; k++) vp->sets[k]->refs++;
+    return MUSE_OK;
+fail:
+    if (ws) wset_free(v, ws);
+    vp->n_sets = 0;
+    return st;
 }
 
 muse_status muse_vk_prepare(void *ks, const struct muse_program *p, struct muse_error *err) {
@@ -156,43 +302,7 @@ muse_status muse_vk_prepare(void *ks, const struct muse_program *p, struct muse_
         vp->upl[n++] = vp->upl[i];
     }
     vp->n_upl = n;
-    /* lay the ranges out in chunks (256-byte aligned, a word of slack after each for the shaders' word reads) */
-    size_t used = CHUNK_BYTES, total = 0;
-    size_t *sizes = NULL;
-    for (int i = 0; i < n; i++) {
-        const size_t need = (vp->upl[i].bytes + 4 + 3) & ~(size_t)3;
-        if (used + need > CHUNK_BYTES || !vp->n_chunks) {
-            size_t *s = realloc(sizes, sizeof *s * (size_t)(vp->n_chunks + 1));
-            if (!s) {
-                free(sizes);
-                st = muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
-                goto fail;
-            }
-            sizes = s;
-            sizes[vp->n_chunks++] = 0;
-            used = 0;
-        }
-        vp->upl[i].chunk = vp->n_chunks - 1;
-        vp->upl[i].off = used;
-        used = (used + need + 255) & ~(size_t)255;
-        sizes[vp->n_chunks - 1] = used;
-        total += need;
-    }
-    vp->chunks = calloc((size_t)(vp->n_chunks ? vp->n_chunks : 1), sizeof *vp->chunks);
-    if (!vp->chunks) {
-        free(sizes);
-        st = muse_error_set(err, MUSE_ERR_NOMEM, "out of memory");
-        goto fail;
-    }
-    for (int c = 0; c < vp->n_chunks && !st; c++) st = muse_vk_buf_create(v, sizes[c], false, &vp->chunks[c], err);
-    free(sizes);
-    if (st) {
-        muse_error_prefix(err, "the weights (%.1f MiB): ", (double)total / (1 << 20));
-        goto fail;
-    }
-    for (int i = 0; i < n && !st; i++)
-        st = muse_vk_upload(v, vp->chunks[vp->upl[i].chunk].buf, vp->upl[i].off, vp->upl[i].host, vp->upl[i].bytes, err);
-    if (st) goto fail;
+    if ((st = prog_bind(v, vp, err))) goto fail;
     vp->next = v->progs;
     v->progs = vp;
     return MUSE_OK;
@@ -208,6 +318,7 @@ void muse_vk_forget(void *ks, const struct muse_program *p) {
             struct vk_prog *vp = *q;
             *q = vp->next;
             if (!v->lost) v->fn.vkDeviceWaitIdle(v->dev);
+            muse_vk_replay_clear(v);
             prog_free(v, vp);
             return;
         }
@@ -221,6 +332,14 @@ void muse_vk_forget_all(struct vk *v) {
     }
 }
 
+void muse_vk_stats(void *ks, struct muse_device_stats *s) {
+    const struct vk *v = ks;
+    s->weight_bytes = v->weight_bytes;
+    s->weight_uploads = v->weight_uploads;
+    s->decode_records = v->records;
+    s->decode_replays = v->replays;
+}
+
 /* The device address of host range `host` of a prepared program (0: not uploaded). */
 static VkDeviceAddress weight_addr(const struct vk_prog *vp, const void *host) {
     const uint8_t *h = host;
@@ -231,7 +350,7 @@ static VkDeviceAddress weight_addr(const struct vk_prog *vp, const void *host) {
         else hi = mid - 1;
     }
     if (best < 0 || h >= vp->upl[best].host + vp->upl[best].bytes) return 0;
-    return vp->chunks[vp->upl[best].chunk].addr + vp->upl[best].off + (size_t)(h - vp->upl[best].host);
+    return vp->upl[best].addr + (size_t)(h - vp->upl[best].host);
 }
 
 // ---- run ----------------------------------------------------------------------------------------
@@ -333,24 +452,90 @@ static void op_rope(struct rec *R, const struct muse_op *o) {
     dispatch(R, SH_ROPE, 0, &pc, sizeof pc, n_vec < 32768 ? n_vec : 32768, (n_vec + 32767) / 32768, 1);
 }
 
+enum { VAR_PLAIN, VAR_F16, VAR_DP4A, VAR_COOPMAT };
+
+/* The matmul variant for weights of type t over n rows (docs/vulkan.md "Fast variants"): on a GPU
+ * the fastest the device has features for (cooperative matrices for prefill, int8 dot for Q8_0,
+ * Q4_0, Q5_0, IQ4_NL and MXFP4, fp16 arithmetic), the plain path on a CPU driver; MUSE_VK_VARIANT=plain|f16|dp4a|coopmat
+ * forces one where the device and the shape allow it, plain otherwise. */
+static int matmul_variant(const struct vk *v, enum muse_type t, uint32_t n, uint32_t ne0) {
+    const char *e = getenv("MUSE_VK_VARIANT");
+    const bool forced = e && *e && strcmp(e, "auto"), gpu = v->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU;
+    if (v->can_cm && n >= 16 && ne0 % 16 == 0 && (forced ? !strcmp(e, "coopmat") : gpu)) return VAR_COOPMAT;
+    const bool int8 = t == MUSE_TYPE_Q8_0 || t == MUSE_TYPE_Q4_0 || t == MUSE_TYPE_Q5_0 || t == MUSE_TYPE_IQ4_NL ||
+                      t == MUSE_TYPE_MXFP4; /* an int8 code times one scale per 32 */
+    if (v->can_dot && int8 && (forced ? !strcmp(e, "dp4a") : gpu)) return VAR_DP4A;
+    if (v->can_f16 && (forced ? !strcmp(e, "f16") : gpu)) return VAR_F16;
+    return VAR_PLAIN;
+}
+
+/* MATMUL: per job, by its variant: the activations rounded to the weight type's vec_dot_type as
+ * the cpu does (act_quant.comp into xq, once per type in a row of jobs) and matmul.comp (plain) or
+ * matmul_f16.comp; the raw activations and matmul_coopmat.comp; the activations packed as Q8_0
+ * codes (act_quant PACK) and matmul_dp4a.comp. */
 static void op_matmul(struct rec *R, const struct muse_op *o) {
     const uint32_t n = (uint32_t)op_rows(R, o);
     if (!n) return;
+    uint32_t done = UINT32_MAX; /* what xq holds: the act_quant spec of the last pass */
     for (int32_t j = 0; j < o->n_jobs; j++) {
         const struct muse_prog_job *pj = &R->p->jobs[o->job0 + j];
-        const uint32_t ne1 = (uint32_t)pj->w.ne1;
+        const uint32_t ne0 = (uint32_t)pj->w.ne0, ne1 = (uint32_t)pj->w.ne1;
+        const enum muse_type at = muse_type_traits[pj->w.type].vec_dot_type;
+        const int var = matmul_variant(R->v, pj->w.type, n, ne0);
+        VkDeviceAddress x = ref_addr(R, o->src);
+        uint32_t xs = ref_stride(R, o->src);
+        const uint32_t qspec = var == VAR_DP4A ? (uint32_t)MUSE_TYPE_Q8_0 | 1u << 16
+                               : (var == VAR_PLAIN || var == VAR_F16) && at != MUSE_TYPE_F32 ? (uint32_t)at : UINT32_MAX;
+        if (qspec != UINT32_MAX) {
+            if ((size_t)n * ne0 * 4 > R->v->xq.size) {
+                if (!R->st) R->st = muse_error_set(R->err, MUSE_ERR_INTERNAL, "vulkan: a matmul larger than the reserved plan");
+                return;
+            }
+            if (qspec != done) {
+                const struct {
+                    a64 x, y;
+                    uint32_t ne0, xs;
+                } qc = {A(x), A(R->v->xq.addr), ne0, xs};
+                dispatch(R, SH_ACT_QUANT, qspec, &qc, sizeof qc, n, 1, 1);
+                done = qspec;
+            }
+            x = R->v->xq.addr;
+            xs = var == VAR_DP4A ? ne0 / 4 + ne0 / 32 : ne0;
+        }
         const struct {
             a64 w, x, y, bias, tab;
             uint32_t ne0, ne1, row_size, n_rows, xs, ys, flags;
             float scale;
-        } pc = {A(weight_addr(R->vp, pj->w.data)), A(ref_addr(R, o->src)), A(ref_addr(R, pj->y)),
-                A(pj->bias ? weight_addr(R->vp, pj->bias) : 0), A(R->v->tab.addr), (uint32_t)pj->w.ne0, ne1,
-                (uint32_t)pj->w.row_size, n, ref_stride(R, o->src), ref_stride(R, pj->y),
+        } pc = {A(weight_addr(R->vp, pj->w.data)), A(x), A(ref_addr(R, pj->y)),
+                A(pj->bias ? weight_addr(R->vp, pj->bias) : 0), A(R->v->tab.addr), ne0, ne1,
+                (uint32_t)pj->w.row_size, n, xs, ref_stride(R, pj->y),
                 (pj->has_scale ? 1u : 0u) | (pj->bias ? 2u : 0u), pj->scale};
+        if (var == VAR_COOPMAT) {
+            const uint32_t nwg = (ne1 + 15) / 16;
+            dispatch(R, SH_MATMUL_COOPMAT, (uint32_t)pj->w.type, &pc, sizeof pc, nwg < 32768 ? nwg : 32768, (n + 15) / 16,
+                     (nwg + 32767) / 32768);
+            continue;
+        }
+        static const enum vk_shader sh[] = {[VAR_PLAIN] = SH_MATMUL, [VAR_F16] = SH_MATMUL_F16, [VAR_DP4A] = SH_MATMUL_DP4A};
         const uint32_t tpr = R->v->mm_tpr, nwg = (ne1 + 64 / tpr - 1) / (64 / tpr);
-        dispatch(R, SH_MATMUL, (uint32_t)pj->w.type | tpr << 16, &pc, sizeof pc, nwg < 32768 ? nwg : 32768, (n + 7) / 8,
+        dispatch(R, sh[var], (uint32_t)pj->w.type | tpr << 16, &pc, sizeof pc, nwg < 32768 ? nwg : 32768, (n + 7) / 8,
                  (nwg + 32767) / 32768);
     }
+}
+
+/* kv_store.comp / attention.comp's kt: 0 F32, 1 F16, 2 Q8_0 */
+static uint32_t kv_kind(enum muse_type t) { return t == MUSE_TYPE_F16 ? 1u : t == MUSE_TYPE_Q8_0 ? 2u : 0u; }
+
+/* The shaders address cells by 32-bit words (and Q8_0 rows through shared memory of 8704 bytes). */
+static bool kv_type_ok(struct rec *R, const struct muse_kv_layer *l) {
+    const bool q8 = l->type == MUSE_TYPE_Q8_0;
+    if (l->k_row_size % 4 || l->v_row_size % 4 || (q8 && (l->k_row_size > 8704 || l->v_row_size > 8704))) {
+        if (!R->st)
+            R->st = muse_error_set(R->err, MUSE_ERR_UNSUPPORTED, "vulkan: a %s KV cache with rows of %zu / %zu bytes is not supported",
+                                   q8 ? "q8_0" : l->type == MUSE_TYPE_F16 ? "f16" : "f32", l->k_row_size, l->v_row_size);
+        return false;
+    }
+    return true;
 }
 
 static void op_kv_store(struct rec *R, const struct muse_op *o) {
@@ -360,17 +545,14 @@ static void op_kv_store(struct rec *R, const struct muse_op *o) {
         const int32_t s = run->seq ? run->seq[r0] : 0;
         for (r1 = r0 + 1; r1 < run->n_rows && (run->seq ? run->seq[r1] : 0) == s; r1++) {}
         const struct muse_kv_layer *l = &run->kv[s][o->layer];
-        if (l->type == MUSE_TYPE_F16 && (l->n_embd_k % 2 || l->n_embd_v % 2)) {
-            R->st = muse_error_set(R->err, MUSE_ERR_UNSUPPORTED, "vulkan: an F16 KV cache with odd row sizes");
-            return;
-        }
+        if (!kv_type_ok(R, l)) return;
         const struct {
             a64 k, v, kd, vd, pos;
-            uint32_t ks, vs, nk, nv, n_cells, krow, vrow, f16;
+            uint32_t ks, vs, nk, nv, n_cells, krow, vrow, kt;
         } pc = {A(ref_addr(R, o->src) + (size_t)r0 * ks * 4), A(ref_addr(R, o->src2) + (size_t)r0 * vs * 4), A(kv_addr(R, l->k)),
                 A(kv_addr(R, l->v)), A(R->v->io.addr + R->pos + (size_t)r0 * 4), ks, vs, (uint32_t)l->n_embd_k,
                 (uint32_t)l->n_embd_v, l->n_cells, (uint32_t)(l->k_row_size / 4), (uint32_t)(l->v_row_size / 4),
-                l->type == MUSE_TYPE_F16};
+                kv_kind(l->type)};
         dispatch(R, SH_KV_STORE, 0, &pc, sizeof pc, (uint32_t)(r1 - r0), 2, 1);
     }
 }
@@ -382,16 +564,17 @@ static void op_attention(struct rec *R, const struct muse_op *o) {
         const int32_t s = run->seq ? run->seq[r0] : 0;
         for (r1 = r0 + 1; r1 < run->n_rows && (run->seq ? run->seq[r1] : 0) == s; r1++) {}
         const struct muse_kv_layer *l = &run->kv[s][o->layer];
+        if (!kv_type_ok(R, l)) return;
         const VkDeviceAddress off = (size_t)r0 * qs * 4;
         const struct {
             a64 q, out, gate, k, v, pos;
-            uint32_t n_head, n_head_kv, hd, n_cells, n_swa, krow, vrow, qs, f16, flags;
+            uint32_t n_head, n_head_kv, hd, n_cells, n_swa, krow, vrow, qs, kt, flags;
             float scale;
         } pc = {A(ref_addr(R, o->src) + off), A(ref_addr(R, o->dst) + off),
                 A(o->src2.buf != MUSE_BUF_NONE ? ref_addr(R, o->src2) + off : 0), A(kv_addr(R, l->k)), A(kv_addr(R, l->v)),
                 A(R->v->io.addr + R->pos + (size_t)r0 * 4), (uint32_t)o->n_head, (uint32_t)o->n_head_kv,
                 (uint32_t)o->head_dim, l->n_cells, (uint32_t)o->n_swa, (uint32_t)(l->k_row_size / 4),
-                (uint32_t)(l->v_row_size / 4), qs, l->type == MUSE_TYPE_F16, o->src2.buf != MUSE_BUF_NONE ? 1u : 0u, o->scale};
+                (uint32_t)(l->v_row_size / 4), qs, kv_kind(l->type), o->src2.buf != MUSE_BUF_NONE ? 1u : 0u, o->scale};
         dispatch(R, SH_ATTENTION, 0, &pc, sizeof pc, (uint32_t)o->n_head, (uint32_t)(r1 - r0), 1);
     }
 }
@@ -461,6 +644,77 @@ static muse_status layout(struct rec *R) {
     return muse_vk_buf_ensure(v, &v->out, o, R->err);
 }
 
+static muse_status copy_out(const struct rec *R);
+
+/* The recorded decode step of this run's shape (*hit), or the slot to record it in (NULL: none).
+ * The shape of a decode step: everything its recording bakes in (the program, the row and output
+ * counts, the io / out layout and the buffers' addresses, which outputs, each row's sequence and
+ * the KV arrays its layers bind). Equal keys record equal command buffers. */
+#define RP_MAX_ROWS 8
+#define RP_MAX_FEATURES 16
+static struct vk_replay *replay_find(struct rec *R, struct vk *v, bool *hit) {
+    const struct muse_prog_run *run = R->run;
+    size_t n = 0;
+    uint64_t k[VK_REPLAY_KEY];
+    _Static_assert(33 + RP_MAX_FEATURES + 2 * RP_MAX_ROWS <= VK_REPLAY_KEY, "the longest key fits");
+#define K(x) (k[n++] = (uint64_t)(x))
+    K((uintptr_t)R->p), K(run->n_rows), K(run->n_out), K(R->tokens), K(R->src), K(R->pos), K(R->out_rows), K(R->rope),
+        K(R->inj), K(R->logits), K(R->embd), K(R->features), K(v->io.addr), K(v->out.addr), K(v->ws.addr), K(v->xq.addr),
+        K(run->logits != NULL), K(run->embd_out != NULL), K(run->features ? run->n_features : -1);
+    for (int32_t i = 0; run->features && i < run->n_features; i++) K(run->feature_layers[i]); /* <= RP_MAX_FEATURES */
+    for (int32_t r = 0; r < run->n_rows; r++) K(run->seq ? run->seq[r] : 0);
+    uint64_t hv = 1469598103934665603ull; /* the variant a recording chose (MUSE_VK_VARIANT) */
+    for (const char *e = getenv("MUSE_VK_VARIANT"); e && *e; e++) hv = (hv ^ (uint8_t)*e) * 1099511628211ull;
+    K(hv);
+    /* the KV layers each sequence binds: hashed (FNV-1a) per sequence, so that the key stays short */
+    for (int32_t r = 0; r < run->n_rows; r++) {
+        const int32_t s = run->seq ? run->seq[r] : 0;
+        if (r && s == (run->seq ? run->seq[r - 1] : 0)) continue;
+        uint64_t h = 1469598103934665603ull;
+        for (int32_t i = 0; i < R->p->n_ops; i++) {
+            const struct muse_op *o = &R->p->ops[i];
+            if (o->kind != MUSE_OP_KV_STORE) continue;
+            const struct muse_kv_layer *l = &run->kv[s][o->layer];
+            const uint64_t f[5] = {(uintptr_t)l->k, (uintptr_t)l->v, l->n_cells, (uint64_t)l->type, l->k_row_size};
+            for (int j = 0; j < 5; j++) h = (h ^ f[j]) * 1099511628211ull;
+        }
+        K(h);
+    }
+#undef K
+    /* a recording of this shape, else the slot to record it in: an empty one, else the least recent */
+    struct vk_replay *slot = &v->rp[0];
+    for (int i = 0; i < VK_REPLAY_SLOTS; i++) {
+        struct vk_replay *e = &v->rp[i];
+        if (e->valid && e->n == n && !memcmp(e->key, k, n * sizeof *k)) {
+            e->used = ++v->rp_tick;
+            *hit = true;
+            return e;
+        }
+        if (slot->valid && (!e->valid || e->used < slot->used)) slot = e;
+    }
+    *hit = false;
+    if (!slot->pool) {
+        const VkCommandPoolCreateInfo cpi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, .queueFamilyIndex = v->qfam};
+        if (v->fn.vkCreateCommandPool(v->dev, &cpi, NULL, &slot->pool) != VK_SUCCESS) return slot->pool = VK_NULL_HANDLE, NULL;
+        const VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .commandPool = slot->pool,
+                                                 .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1};
+        if (v->fn.vkAllocateCommandBuffers(v->dev, &cai, &slot->cb) != VK_SUCCESS) {
+            v->fn.vkDestroyCommandPool(v->dev, slot->pool, NULL);
+            slot->pool = VK_NULL_HANDLE;
+            return NULL;
+        }
+    }
+    slot->valid = false;
+    memcpy(slot->key, k, n * sizeof *k);
+    slot->n = n;
+    slot->used = ++v->rp_tick;
+    return slot;
+}
+
+void muse_vk_replay_clear(struct vk *v) {
+    for (int i = 0; i < VK_REPLAY_SLOTS; i++) v->rp[i].valid = false;
+}
+
 muse_status muse_vk_run(void *ks, const struct muse_program *p, const struct muse_prog_run *run, struct muse_error *err) {
     struct vk *v = ks;
     if (v->lost) return muse_error_set(err, MUSE_ERR_IO, "vulkan: %s was lost earlier; reopen the model", v->props.deviceName);
@@ -468,13 +722,34 @@ muse_status muse_vk_run(void *ks, const struct muse_program *p, const struct mus
     while (vp && vp->p != p) vp = vp->next;
     if (!vp) return muse_error_set(err, MUSE_ERR_INTERNAL, "vulkan: a program that was not prepared (muse_device_prepare)");
     if (run->trace || run->capture || run->hook || run->bind)
-        return muse_error_set(err, MUSE_ERR_UNSUPPORTED, "vulkan: layer traces, capture hooks and bound buffers run on the cpu and ref backends only");
+        return muse_error_set(err, MUSE_ERR_UNSUPPORTED,
+                              "vulkan: layer traces, capture hooks and bound buffers run on the cpu and ref backends only");
     if (p->workspace_floats * 4 > v->ws.size)
         return muse_error_set(err, MUSE_ERR_INTERNAL, "vulkan: the workspace was not reserved for this program");
     struct rec R = {.v = v, .vp = vp, .p = p, .run = run, .err = err};
     muse_status st = layout(&R);
     if (st) return st;
-    muse_vk_begin(v);
+    /* a decode step (a few token rows) replays the command buffer recorded for its shape: its
+     * inputs (tokens, positions, rope angles, output rows) are read from io, which layout() wrote */
+    const char *rp = getenv("MUSE_VK_REPLAY"); /* "0": every run recorded afresh */
+    const bool decode = !(rp && !strcmp(rp, "0")) && run->n_rows <= RP_MAX_ROWS && !run->embd && !run->rows && run->tokens &&
+                        (!run->features || run->n_features <= RP_MAX_FEATURES);
+    bool hit = false;
+    struct vk_replay *slot = decode ? replay_find(&R, v, &hit) : NULL;
+    if (slot && hit) {
+        v->replays++;
+        if ((st = muse_vk_submit_cb(v, slot->cb, err))) return st;
+        return copy_out(&R);
+    }
+    const VkCommandBuffer one = v->cb;
+    if (slot) { /* record this shape into the slot's command buffer, kept for the next step */
+        v->fn.vkResetCommandPool(v->dev, slot->pool, 0);
+        const VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+        v->fn.vkBeginCommandBuffer(slot->cb, &bi);
+        v->cb = slot->cb;
+    } else {
+        muse_vk_begin(v);
+    }
     size_t ro = R.rope;
     for (int32_t i = 0; i < p->n_ops && !R.st; i++) {
         const struct muse_op *o = &p->ops[i];
@@ -512,14 +787,26 @@ muse_status muse_vk_run(void *ks, const struct muse_program *p, const struct mus
     }
     if (R.st) { /* nothing was submitted: end the recording unused */
         v->fn.vkEndCommandBuffer(v->cb);
+        v->cb = one;
         return R.st;
     }
-    if ((st = muse_vk_submit(v, err))) return st;
-    const uint8_t *out = v->out.map;
+    muse_vk_end(v);
+    const VkCommandBuffer cb = v->cb;
+    v->cb = one;
+    if (slot) slot->valid = true, v->records++;
+    if ((st = muse_vk_submit_cb(v, cb, err))) return st;
+    return copy_out(&R);
+}
+
+/* The run's outputs from out to the caller. */
+static muse_status copy_out(const struct rec *R) {
+    const struct muse_program *p = R->p;
+    const struct muse_prog_run *run = R->run;
+    const uint8_t *out = R->v->out.map;
     if (run->n_out > 0 && run->logits)
-        memcpy(run->logits, out + R.logits, (size_t)run->n_out * (size_t)p->bufs[MUSE_BUF_LOGITS].cols * 4);
-    if (run->embd_out) memcpy(run->embd_out, out + R.embd, (size_t)run->n_rows * (size_t)p->bufs[MUSE_BUF_EMBD].cols * 4);
+        memcpy(run->logits, out + R->logits, (size_t)run->n_out * (size_t)p->bufs[MUSE_BUF_LOGITS].cols * 4);
+    if (run->embd_out) memcpy(run->embd_out, out + R->embd, (size_t)run->n_rows * (size_t)p->bufs[MUSE_BUF_EMBD].cols * 4);
     if (run->features)
-        memcpy(run->features, out + R.features, (size_t)run->n_rows * (size_t)run->n_features * (size_t)run->n_embd * 4);
+        memcpy(run->features, out + R->features, (size_t)run->n_rows * (size_t)run->n_features * (size_t)run->n_embd * 4);
     return MUSE_OK;
 }

@@ -59,9 +59,8 @@ static void check_quantizer(const struct muse_kernels *k, enum muse_type act, co
     free(want);
 }
 
-/* The IQ2_XXS grid as 2-bit codes and the IQ3_XXS grid as 3-bit codes (iq_codes.h, the AVX-512
- * VBMI decode's register tables)
- * against the grid itself: every entry, every element. */
+/* The IQ2_XXS / IQ2_XS grids as 2-bit codes and the IQ3_XXS grid as 3-bit codes (iq_codes.h, the
+ * AVX-512 VBMI decode's register tables) against the grids: every entry, every element. */
 static void test_iq2xxs_codes(void) {
     static const uint8_t mag[3] = {8, 25, 43};
     int bad = 0;
@@ -73,6 +72,15 @@ static void test_iq2xxs_codes(void) {
         }
     }
     TEST_CONDF(bad == 0, "iq2xxs_code_bytes: %d of 2048 codes differ from muse_iq2xxs_grid", bad);
+    int bad2 = 0;
+    for (int i = 0; i < 512; i++) {
+        const unsigned code = iq2xs_code_bytes[0][i] | (unsigned)iq2xs_code_bytes[1][i] << 8;
+        for (int e = 0; e < 8; e++) {
+            const unsigned c = code >> (2 * e) & 3;
+            bad2 += c > 2 || mag[c > 2 ? 0 : c] != (uint8_t)(muse_iq2xs_grid[i] >> (8 * e));
+        }
+    }
+    TEST_CONDF(bad2 == 0, "iq2xs_code_bytes: %d of 4096 codes differ from muse_iq2xs_grid", bad2);
     static const uint8_t mag3[8] = {4, 12, 20, 28, 36, 44, 52, 62};
     int bad3 = 0;
     for (int i = 0; i < 256; i++) {
@@ -81,7 +89,7 @@ static void test_iq2xxs_codes(void) {
         for (int e = 0; e < 4; e++) bad3 += mag3[code >> (3 * e) & 7] != (uint8_t)(muse_iq3xxs_grid[i] >> (8 * e));
     }
     TEST_CONDF(bad3 == 0, "iq3xxs_code_bytes: %d of 1024 codes differ from muse_iq3xxs_grid", bad3);
-    printf("  iq2xxs / iq3xxs grid codes: 256 entries each match the grids\n");
+    printf("  iq2xxs / iq2xs / iq3xxs grid codes: every entry matches its grid\n");
 }
 
 static void test_quantizers(const struct muse_kernels *k) {

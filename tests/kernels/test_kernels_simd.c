@@ -59,8 +59,9 @@ static void check_quantizer(const struct muse_kernels *k, enum muse_type act, co
     free(want);
 }
 
-/* The IQ2_XXS / IQ2_XS grids as 2-bit codes and the IQ3_XXS grid as 3-bit codes (iq_codes.h, the
- * AVX-512 VBMI decode's register tables) against the grids: every entry, every element. */
+/* The IQ2_XXS / IQ2_XS grids as 2-bit codes and the IQ3_XXS / IQ3_S grids as 3-bit codes
+ * (iq_codes.h, the AVX-512 VBMI decode's register tables) against the grids: every entry, every
+ * element. */
 static void test_iq2xxs_codes(void) {
     static const uint8_t mag[3] = {8, 25, 43};
     int bad = 0;
@@ -89,7 +90,14 @@ static void test_iq2xxs_codes(void) {
         for (int e = 0; e < 4; e++) bad3 += mag3[code >> (3 * e) & 7] != (uint8_t)(muse_iq3xxs_grid[i] >> (8 * e));
     }
     TEST_CONDF(bad3 == 0, "iq3xxs_code_bytes: %d of 1024 codes differ from muse_iq3xxs_grid", bad3);
-    printf("  iq2xxs / iq2xs / iq3xxs grid codes: every entry matches its grid\n");
+    int bad4 = 0;
+    for (int i = 0; i < 512; i++) {
+        const unsigned code = iq3s_code_bytes[0][i] | (unsigned)iq3s_code_bytes[1][i] << 8;
+        bad4 += code >> 12 != 0;
+        for (int e = 0; e < 4; e++) bad4 += 2 * (code >> (3 * e) & 7) + 1 != (uint8_t)(muse_iq3s_grid[i] >> (8 * e));
+    }
+    TEST_CONDF(bad4 == 0, "iq3s_code_bytes: %d of 2048 codes differ from muse_iq3s_grid", bad4);
+    printf("  iq2xxs / iq2xs / iq3xxs / iq3s grid codes: every entry matches its grid\n");
 }
 
 static void test_quantizers(const struct muse_kernels *k) {

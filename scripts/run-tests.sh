@@ -36,6 +36,8 @@ c_tests=$(find tests -name 'test_*.c' | sort | sed 's/\.c$//')
 for src in $c_tests; do
     add --no-cli "$src" 600 "build/$src"
 done
+# The AVX-512 level without VBMI (Cascade Lake's paths: the gathered grids) where this CPU has VBMI
+add --no-cli "tests/kernels/test_kernels_simd (novbmi)" 600 env MUSE_CPU=novbmi build/tests/kernels/test_kernels_simd
 # The sanitizer build (ASan + UBSan, make asan) of the C tests in the Makefile's ASAN_TESTS (all
 # of them but ASAN_SKIP, each skip with its reason there). Sanitizer runs of slow tests are
 # trimmed by the tests themselves when MUSE_SANITIZER=1 would make them exceed the budget; they

@@ -62,6 +62,18 @@ static int count_physical_cores(void) {
     return n;
 }
 
+/* Whether the comma-separated list `env` holds the word w. */
+static bool env_has(const char *env, const char *w) {
+    const size_t n = strlen(w);
+    for (const char *p = env; p && *p;) {
+        const char *e = strchr(p, ',');
+        const size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && strncmp(p, w, n) == 0) return true;
+        p = e ? e + 1 : NULL;
+    }
+    return false;
+}
+
 static void detect(void) {
     struct muse_cpu_features f;
     memset(&f, 0, sizeof(f));
@@ -87,6 +99,7 @@ static void detect(void) {
         f.avx512bw = f.avx512f && ((b >> 30) & 1);
         f.avx512vl = f.avx512f && ((b >> 31) & 1);
         f.avx512vnni = f.avx512f && ((c >> 11) & 1);
+        f.avx512vbmi = f.avx512f && ((c >> 1) & 1);
         /* AMX-TILE (EDX bit 24), AMX-INT8 (bit 25); the OS saves the tile config and data
          * (XCR0 bits 17, 18); the process holds the permission for the data */
         const bool amx_cpu = ((d >> 24) & 1) && ((d >> 25) & 1);
@@ -99,12 +112,14 @@ static void detect(void) {
     /* the `make emu512` test build: its AVX-512 kernels run on SIMDe's emulation of the
      * AVX-512 intrinsics, so an AVX2 machine counts as an AVX-512 VNNI one */
     if (f.avx2 && f.fma && f.f16c)
-        f.avx512f = f.avx512dq = f.avx512bw = f.avx512vl = f.avx512vnni = true;
+        f.avx512f = f.avx512dq = f.avx512bw = f.avx512vl = f.avx512vnni = f.avx512vbmi = true;
 #endif
 #ifdef MUSE_CPU_EMULATE_AMX
     /* the same build's AMX level: its tile instructions are emulated in C (kernels/x86/amx_tiles.h) */
     if (f.avx512f && f.avx512vnni) f.amx_tile = f.amx_int8 = true;
 #endif
+    const char *env = getenv("MUSE_CPU");
+    if (env && env_has(env, "novbmi")) f.avx512vbmi = false;
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     f.n_logical = n > 0 ? (int)n : 1;
     int p = count_physical_cores();
@@ -126,18 +141,6 @@ enum muse_cpu_level muse_cpu_level_max(void) {
         return f->amx_tile && f->amx_int8 ? MUSE_CPU_LEVEL_AMX : MUSE_CPU_LEVEL_AVX512;
     if (f->avx2 && f->fma && f->f16c) return MUSE_CPU_LEVEL_AVX2;
     return MUSE_CPU_LEVEL_SCALAR;
-}
-
-/* Whether the comma-separated list `env` holds the word w. */
-static bool env_has(const char *env, const char *w) {
-    const size_t n = strlen(w);
-    for (const char *p = env; p && *p;) {
-        const char *e = strchr(p, ',');
-        const size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len == n && strncmp(p, w, n) == 0) return true;
-        p = e ? e + 1 : NULL;
-    }
-    return false;
 }
 
 enum muse_cpu_level muse_cpu_level_active(void) {

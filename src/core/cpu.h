@@ -9,6 +9,9 @@
 struct muse_cpu_features {
     bool sse42, avx, fma, f16c, avx2;                     /* usable: CPU and OS both support */
     bool avx512f, avx512bw, avx512vl, avx512dq, avx512vnni, avx512bf16;
+    bool avx512vbmi; /* byte permutes (vpermb, vpermi2b, vpmultishiftqb): Ice Lake, Zen 4 and later;
+                        the AVX-512 level's grid lookups use them where present (MUSE_CPU=novbmi:
+                        as if absent, to test the paths without) */
     bool amx_tile, amx_int8; /* usable: CPU, OS state (XCR0 bits 17, 18) and the process's
                                 permission for the tile data (Linux arch_prctl, asked for once) */
     bool os_avx;     /* OS saves YMM state (XCR0 bits 1,2) */

@@ -24,6 +24,8 @@
 #include "core/threadpool.h"
 #include "kernels/kernels.h"
 #include "kernels/matmul.h"
+#include "kernels/quant_tables.h"
+#include "kernels/x86/iq_codes.h"
 #include "kernels/x86_numerics.h"
 #include "test.h"
 
@@ -55,6 +57,47 @@ static void check_quantizer(const struct muse_kernels *k, enum muse_type act, co
                muse_cpu_level_name(k->level), muse_type_layout_get(act)->name);
     free(got);
     free(want);
+}
+
+/* The IQ2_XXS / IQ2_XS grids as 2-bit codes and the IQ3_XXS / IQ3_S grids as 3-bit codes
+ * (iq_codes.h, the AVX-512 VBMI decode's register tables) against the grids: every entry, every
+ * element. */
+static void test_iq2xxs_codes(void) {
+    static const uint8_t mag[3] = {8, 25, 43};
+    int bad = 0;
+    for (int i = 0; i < 256; i++) {
+        const unsigned code = iq2xxs_code_bytes[0][i] | (unsigned)iq2xxs_code_bytes[1][i] << 8;
+        for (int e = 0; e < 8; e++) {
+            const unsigned c = code >> (2 * e) & 3;
+            bad += c > 2 || mag[c > 2 ? 0 : c] != (uint8_t)(muse_iq2xxs_grid[i] >> (8 * e));
+        }
+    }
+    TEST_CONDF(bad == 0, "iq2xxs_code_bytes: %d of 2048 codes differ from muse_iq2xxs_grid", bad);
+    int bad2 = 0;
+    for (int i = 0; i < 512; i++) {
+        const unsigned code = iq2xs_code_bytes[0][i] | (unsigned)iq2xs_code_bytes[1][i] << 8;
+        for (int e = 0; e < 8; e++) {
+            const unsigned c = code >> (2 * e) & 3;
+            bad2 += c > 2 || mag[c > 2 ? 0 : c] != (uint8_t)(muse_iq2xs_grid[i] >> (8 * e));
+        }
+    }
+    TEST_CONDF(bad2 == 0, "iq2xs_code_bytes: %d of 4096 codes differ from muse_iq2xs_grid", bad2);
+    static const uint8_t mag3[8] = {4, 12, 20, 28, 36, 44, 52, 62};
+    int bad3 = 0;
+    for (int i = 0; i < 256; i++) {
+        const unsigned code = iq3xxs_code_bytes[0][i] | (unsigned)iq3xxs_code_bytes[1][i] << 8;
+        bad3 += code >> 12 != 0;
+        for (int e = 0; e < 4; e++) bad3 += mag3[code >> (3 * e) & 7] != (uint8_t)(muse_iq3xxs_grid[i] >> (8 * e));
+    }
+    TEST_CONDF(bad3 == 0, "iq3xxs_code_bytes: %d of 1024 codes differ from muse_iq3xxs_grid", bad3);
+    int bad4 = 0;
+    for (int i = 0; i < 512; i++) {
+        const unsigned code = iq3s_code_bytes[0][i] | (unsigned)iq3s_code_bytes[1][i] << 8;
+        bad4 += code >> 12 != 0;
+        for (int e = 0; e < 4; e++) bad4 += 2 * (code >> (3 * e) & 7) + 1 != (uint8_t)(muse_iq3s_grid[i] >> (8 * e));
+    }
+    TEST_CONDF(bad4 == 0, "iq3s_code_bytes: %d of 2048 codes differ from muse_iq3s_grid", bad4);
+    printf("  iq2xxs / iq2xs / iq3xxs / iq3s grid codes: every entry matches its grid\n");
 }
 
 static void test_quantizers(const struct muse_kernels *k) {
@@ -647,6 +690,7 @@ int main(void) {
     printf("cpu level: max %s, active %s\n", muse_cpu_level_name(max), muse_cpu_level_name(muse_cpu_level_active()));
     const struct muse_kernels *seen[MUSE_CPU_LEVEL_COUNT];
     int n_seen = 0;
+    test_iq2xxs_codes();
     for (int lv = MUSE_CPU_LEVEL_AVX2; lv < MUSE_CPU_LEVEL_COUNT; lv++) {
         const struct muse_kernels *k = muse_kernels_for((enum muse_cpu_level)lv);
         if (!k) {

@@ -23,12 +23,14 @@ import openai  # noqa: E402
 
 
 class RealServer(srvtest.Server):
-    def __init__(self, model, *args):  # noqa: D107 - same as Server, with --model instead of a script
+    def __init__(self, model, *args, launcher=(), env=None):  # noqa: D107 - as Server, with --model instead of a script
+        # launcher: a command the server runs under (mpirun ... for --tp), env: its environment
         self.dir = tempfile.TemporaryDirectory(prefix="muse-srv-real-")
         self.port_file = pathlib.Path(self.dir.name) / "port"
         self.log = open(pathlib.Path(self.dir.name) / "log", "w+")
-        self.proc = subprocess.Popen([MUSE, "serve", "--model", model, "--port", "0", "--port-file",
-                                      str(self.port_file), *args], stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen([*launcher, MUSE, "serve", "--model", model, "--port", "0", "--port-file",
+                                      str(self.port_file), *args], stdout=self.log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, env=env)
         deadline = time.time() + 60
         while not self.port_file.exists() or not self.port_file.read_text().strip():
             if self.proc.poll() is not None or time.time() > deadline:

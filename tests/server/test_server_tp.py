@@ -8,11 +8,10 @@ import os
 import pathlib
 import signal
 import subprocess
-import tempfile
 import time
 
-import srvtest
 from srvtest import MUSE, check, ensure_venv, report
+from test_server_real import RealServer
 
 ensure_venv(["openai"])
 import openai  # noqa: E402
@@ -24,27 +23,10 @@ PROMPTS = ["Good morrow, my lord. How fares your father?", "What news from the c
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", MUSE_TP_TIMEOUT="2")
 
 
-class TpServer(srvtest.Server):
-    def __init__(self, n, *args):  # noqa: D107 - as Server, launched by mpirun with --tp n
-        self.dir = tempfile.TemporaryDirectory(prefix="muse-srv-tp-")
-        self.port_file = pathlib.Path(self.dir.name) / "port"
-        self.log = open(pathlib.Path(self.dir.name) / "log", "w+")
-        self.proc = subprocess.Popen(["mpirun", "--oversubscribe", "--bind-to", "none", "-np", str(n), "-x", "MUSE_TP_TIMEOUT", MUSE, "serve",
-                                      "--model", MODEL, "--tp", str(n), "-t", "1", "--port", "0",
-                                      "--port-file", str(self.port_file), *args],
-                                     stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=ENV)
-        deadline = time.time() + 60
-        while not self.port_file.exists() or not self.port_file.read_text().strip():
-            if self.proc.poll() is not None or time.time() > deadline:
-                raise RuntimeError("server did not start: " + self.logtext())
-            time.sleep(0.05)
-        self.port = int(self.port_file.read_text())
-        self.base = f"http://127.0.0.1:{self.port}"
-        while self.request("GET", "/health")[0] != 200:
-            if self.proc.poll() is not None or time.time() > deadline:
-                raise RuntimeError("server never became ready: " + self.logtext())
-            time.sleep(0.05)
-
+class TpServer(RealServer):
+    def __init__(self, n, *args):  # noqa: D107 - RealServer launched by mpirun with --tp n
+        super().__init__(MODEL, "--tp", str(n), "-t", "1", *args, env=ENV,
+                         launcher=["mpirun", "--oversubscribe", "--bind-to", "none", "-np", str(n), "-x", "MUSE_TP_TIMEOUT"])
 
     def rank_pid(self, rank):
         """The pid of muse rank `rank` of this job (OMPI_COMM_WORLD_RANK in its environment)."""

@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/assert.h"
 #include "backend/tp/comm.h"
+#include "core/assert.h"
 #include "core/error.h"
 #include "core/fp16.h"
 #include "kernels/types.h"

@@ -31,6 +31,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "model/model.h"
 #include "core/cpu.h"
 #include "core/membw.h"
 #include "core/threadpool.h"
@@ -697,8 +698,13 @@ int cmd_bench(int argc, char **argv) {
     for (char *c = strrchr(desc, ' '); c && *c; c++) *c = (char)(*c >= 'a' && *c <= 'z' ? *c - 32 : *c);
     const char *backend = muse_context_backend(ctx);
     /* the SIMD level only matters to the cpu backend */
-    char level[48];
-    if (strcmp(backend, "cpu")) snprintf(level, sizeof level, "scalar");
+    char level[160];
+    if (muse_device_own_memory(ctx->dev)) { /* the GPU's name ("vulkan: NAME (device N)" without the kind) */
+        const char *d = muse_device_describe(ctx->dev);
+        const size_t nb = strlen(backend);
+        snprintf(level, sizeof level, "%s", !strncmp(d, backend, nb) && !strncmp(d + nb, ": ", 2) ? d + nb + 2 : d);
+    }
+    else if (strcmp(backend, "cpu")) snprintf(level, sizeof level, "scalar");
     else snprintf(level, sizeof level, "%s%s%s", muse_cpu_level_name(muse_kernels_active()->level),
                   muse_kernels_active()->exact_mode && muse_kernels_active()->level ? ", exact" : "",
                   o.cparams.no_repack ? ", no-repack" : "");

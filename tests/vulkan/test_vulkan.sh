@@ -13,6 +13,7 @@
 #      device's, each of the cpu's top-20 logits within 1e-2 of the vulkan one (F16 weights: the
 #      cpu rounds the activations to F16, 2^-11 relative, before every matmul, the GPU keeps them
 #      in f32; logits of magnitude ~10 move by ~5e-3; measured 4.1e-3 on lavapipe)
+#   4b. the trained model's perplexity within 1e-4 relative of the cpu's; muse bench names the device
 #   5. short runs under the Khronos validation layer (MUSE_VK_VALIDATE=1), on the plain path and on
 #      each fast matmul variant the device has: no validation error
 set -uo pipefail
@@ -106,6 +107,23 @@ print(f"trained model: greedy {len(a['greedy'])}/{len(a['greedy'])} identical, m
 sys.exit(0 if worst <= 1e-2 else 1)
 PY
 fi
+
+# 4b. the trained model's perplexity within 1e-4 relative of the cpu's (the KL-divergence route
+#     prints both to 6 decimals), and muse bench names the device
+if "$MUSE" perplexity -m "$M" -f models/valid.txt -c 128 --chunks 3 -t 2 --kl-divergence-base "$tmp/base.kld" > /dev/null 2>&1 &&
+   timeout 300 "$MUSE" perplexity -m "$M" --kl-divergence --kl-divergence-base "$tmp/base.kld" --backend vulkan > "$tmp/kl" 2>&1 &&
+   r=$(python3 - "$tmp/kl" <<'PY'
+import re, sys
+t = open(sys.argv[1]).read()
+q = float(re.search(r"Mean PPL\(Q\)\s*:\s*([0-9.]+)", t).group(1))
+b = float(re.search(r"Mean PPL\(base\)\s*:\s*([0-9.]+)", t).group(1))
+print(f"trained model perplexity: vulkan {q} vs cpu {b} (relative {abs(q / b - 1):.2g}, bound 1e-4)")
+sys.exit(0 if abs(q / b - 1) <= 1e-4 else 1)
+PY
+   ); then echo "$r"; else bad "the trained model's perplexity on vulkan: ${r:-} $(tail -3 "$tmp/kl")"; fi
+if out=$(timeout 300 "$MUSE" bench -m "$M" -p 16 -n 4 -r 1 --backend vulkan 2>&1) && grep -q "| vulkan (.*llvmpipe" <<<"$out"; then
+    echo "muse bench names the device: $(grep -m1 -o "vulkan (.*) |" <<<"$out")"
+else bad "muse bench on vulkan: $(tail -3 <<<"$out")"; fi
 
 # 5. the validation layer: the plain path, then the fast variants the device has (their features
 #    enabled at device creation, their modules and pipelines)

@@ -43,8 +43,10 @@ for n in 2 4; do
     if cmp -s "$tmp/run1" "$tmp/run$n"; then ok "tp $n: greedy 32 tokens identical"; else bad "tp $n: greedy differs: $(cat "$tmp/run$n") / $(tail -2 "$tmp/err$n")"; fi
     "${MPIRUN[@]}" -np $n "$MUSE" logits -m "$MODEL" --tokens "$toks" -n 32 --top 4096 -t 1 --tp $n > "$tmp/l$n.json" 2> "$tmp/err$n" < /dev/null
     if r=$(python3 tests/model/tp_logits_diff.py "$tmp/l1.json" "$tmp/l$n.json" $TP_TOL); then ok "tp $n logits: $r"; else bad "tp $n logits: $r $(tail -2 "$tmp/err$n")"; fi
-    "${MPIRUN[@]}" -np $n "$MUSE" logits -m "$MODEL" --tokens "$toks" -n 32 --top 4096 -t 1 --tp $n --tp-bf16 > "$tmp/b$n.json" 2> "$tmp/err$n" < /dev/null
-    if r=$(python3 tests/model/tp_logits_diff.py "$tmp/l1.json" "$tmp/b$n.json" $TP_TOL_BF16); then ok "tp $n bf16 logits: $r"; else bad "tp $n bf16 logits: $r"; fi
+    if [ $n = 2 ]; then  # bf16 payloads: the same code at any N
+        "${MPIRUN[@]}" -np $n "$MUSE" logits -m "$MODEL" --tokens "$toks" -n 32 --top 4096 -t 1 --tp $n --tp-bf16 > "$tmp/b$n.json" 2> "$tmp/err$n" < /dev/null
+        if r=$(python3 tests/model/tp_logits_diff.py "$tmp/l1.json" "$tmp/b$n.json" $TP_TOL_BF16); then ok "tp $n bf16 logits: $r"; else bad "tp $n bf16 logits: $r"; fi
+    fi
     "${MPIRUN[@]}" -np $n "$MUSE" perplexity -m "$MODEL" --kl-divergence --kl-divergence-base "$tmp/base.kld" -t 1 --tp $n > "$tmp/kl$n" 2>&1 < /dev/null
     r=$(python3 - "$tmp/kl$n" <<'PY'
 import re, sys

@@ -89,6 +89,13 @@ LIB_OBJ   := $(patsubst %.c,$(OBJ_FROM)/obj/%.o,$(filter-out $(EMU_SRC),$(LIB_SR
 TOOL_OBJ  := $(TOOL_SRC:%.c=$(OBJ_FROM)/obj/%.o)
 TEST_OBJ_DIR := $(OBJ_FROM)/obj
 endif
+# make fuzz takes the SIMD kernel files' objects (ISA_SRC) from the normal build (ISA_FROM): the
+# fuzzers do not reach the kernels (the parsers are what they search), and clang's build of them
+# took two minutes of the test command.
+ISA_SRC   := $(filter %_avx2.c %_avx512.c %_amx.c,$(LIB_SRC))
+ifneq ($(ISA_FROM),)
+LIB_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out $(ISA_SRC),$(LIB_SRC))) $(ISA_SRC:%.c=$(ISA_FROM)/obj/%.o)
+endif
 
 # Object files are kept (make would delete the test programs' objects as intermediates, and make
 # emu512, which links five of them from build/, would compile them again).
@@ -143,9 +150,8 @@ $(BUILD)/obj/$(VK_DIR)/vk_device.o: $(BUILD)/gen/muse_vk_shaders.h
 LIB_PIC := -fPIC -fno-semantic-interposition
 $(BUILD)/obj/src/%.o: CFLAGS += $(LIB_PIC)
 
-# ISA_SAN: the sanitizer flags of the SIMD kernel files (the fuzz build leaves them out: the
-# fuzzers do not reach the kernels, and clang's ASan + coverage build of them took minutes each;
-# the asan build keeps them, and test_kernels_simd runs there).
+# ISA_SAN: the sanitizer flags of the SIMD kernel files (the asan build keeps them, and
+# test_kernels_simd, test_tile_gemm and the forward tests run there).
 ISA_SAN ?= $(SAN)
 ISA_CFLAGS = $(filter-out $(SAN),$(CFLAGS)) $(ISA_SAN)
 
@@ -236,9 +242,13 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB)
 #     would check Mesa and LLVM more than muse (and report their leaks); it runs in the normal build.
 ASAN_SKIP  := tests/model/test_tile_forward tests/vulkan/test_vulkan_ops tests/vulkan/test_vulkan_models
 ASAN_TESTS := $(filter-out $(ASAN_SKIP),$(TEST_SRC:%.c=%))
+# MUSE_KERNELS_COMPACT (asan and emu512): the tile GEMM with one kernel per panel count, the
+# activation rows' group size a run-time value, instead of one unrolled kernel per size (the same
+# operations in the same order for every output: gemm_tiles_avx512.c); its AVX-512 file took three
+# minutes to compile under the sanitizers and two on SIMDe. The normal build tests the unrolled ones.
 asan:
 	$(MAKE) BUILD=build-asan OPT="-O1 -g1 -fno-omit-frame-pointer" \
-	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined" $(ASAN_TESTS:%=build-asan/%)
+	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -DMUSE_KERNELS_COMPACT" $(ASAN_TESTS:%=build-asan/%)
 print-asan-tests:
 	@echo $(ASAN_TESTS)
 
@@ -246,8 +256,8 @@ print-asan-tests:
 # (the targets link in parallel under make -j).
 FUZZ_CFLAGS := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
 FUZZ_BIN    := $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/%)
-fuzz:
-	$(MAKE) BUILD=build-fuzz CC=clang OPT="-O1 -g1" SAN="$(FUZZ_CFLAGS)" ISA_SAN= $(FUZZ_BIN)
+fuzz: $(ISA_SRC:%.c=$(BUILD)/obj/%.o)
+	$(MAKE) BUILD=build-fuzz CC=clang OPT="-O1 -g1" SAN="$(FUZZ_CFLAGS)" ISA_FROM=$(BUILD) $(FUZZ_BIN)
 build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c build-fuzz/libmuse.a
 	@echo "clang $< -> $@"
 	$(Q)clang -std=c11 $(WARN) -O1 -g -D_GNU_SOURCE -Iinclude -Isrc -Itests $(shell pkg-config --cflags $(PKGS) 2>/dev/null) \
@@ -262,7 +272,7 @@ build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c build-fuzz/libmuse.a
 emu512: $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out $(EMU_SRC),$(LIB_SRC)) $(TOOL_SRC)) $(EMU_TESTS:%=$(BUILD)/obj/%.o)
 	$(MAKE) BUILD=build-emu512 OBJ_FROM=$(BUILD) OPT="-O2 -g1" ISA_AVX512="$(ISA_AVX2) -DMUSE_EMULATE_AVX512" \
 	    ISA_AMX="$(ISA_AVX2) -DMUSE_EMULATE_AVX512 -DMUSE_EMULATE_AMX" \
-	    SAN="-DMUSE_CPU_EMULATE_AVX512 -DMUSE_CPU_EMULATE_AMX" \
+	    SAN="-DMUSE_CPU_EMULATE_AVX512 -DMUSE_CPU_EMULATE_AMX -DMUSE_KERNELS_COMPACT" \
 	    build-emu512/muse $(EMU_TESTS:%=build-emu512/%)
 
 test: all asan fuzz emu512

@@ -264,6 +264,17 @@ struct muse_batch {
 muse_status muse_decode(struct muse_context *ctx, const struct muse_batch *batch, float *logits, struct muse_error *err);
 
 /*
+ * Stopping a muse_decode early (llama_set_abort_callback): fn(user) is called by one thread between
+ * the stages of the forward (every few milliseconds of a long batch); nonzero stops it there and
+ * muse_decode fails with MUSE_ERR_CANCELLED with no sequence advanced: the batch may be run again
+ * as if the stopped one had never run (the KV rows it wrote are rewritten with the same values; the
+ * sliding-window rings hold n_batch cells beyond the window for that). fn NULL: never stopped.
+ * Honoured by the CPU devices; a GPU device and tensor parallelism finish the batch. The stepper
+ * below sets its own on its context.
+ */
+void muse_context_set_abort(struct muse_context *ctx, int (*fn)(void *user), void *user);
+
+/*
  * Feature rows (the DFlash drafter's input, spec dflash.md 2.3; also for probing a model): from now
  * on every forward of ctx also writes, for each of its rows, the residual entering each of
  * layers[0..n_layers) side by side (slot k holds layer layers[k]; layer 0's is the normed
@@ -441,7 +452,10 @@ size_t muse_kv_checkpoint_size(const struct muse_kv_checkpoint *ck);
  * long prompt is fed in small chunks between the other users' tokens instead of freezing them for a
  * whole batch, and a short prompt that arrives meanwhile goes first (a step that finishes a prompt
  * takes no rows of a prompt it cannot finish, so the short one's step is short). A prompt alone
- * takes up to 4x n_prefill_rows per step, so that a newcomer waits for at most such a step. A
+ * takes up to 4x n_prefill_rows per step (its prefill speed); when a request of another sequence
+ * arrives meanwhile, that step is stopped within a few milliseconds (muse_context_set_abort: the
+ * stepper sets its own on the context) and the newcomer's rows go first, the prompt's rows that
+ * were stopped running again in the steps after (the CPU devices; elsewhere the step finishes). A
  * request whose rows do not all fit stays in the queue with the rest (its positions go on where the
  * step left them); its caller returns when all are evaluated.
  *
@@ -479,6 +493,7 @@ struct muse_stepper_stats {
     uint64_t n_multi;      /* steps that held rows of two or more sequences */
     uint64_t n_timeouts;   /* steps started because a request waited wait_us */
     uint64_t n_split;      /* times a request left a step with rows still to evaluate (chunked prompts) */
+    uint64_t n_preempted;  /* a lone prompt's step stopped for a newcomer (its rows ran again later) */
     int32_t max_seqs;      /* most sequences in one step */
 };
 

@@ -12,6 +12,7 @@
 #include "backend/program.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -556,7 +557,13 @@ void muse_program_region(const struct muse_program *p, const struct muse_prog_ru
         const struct muse_op *o = &p->ops[i];
         switch (o->kind) {
         case MUSE_OP_BARRIER:
-            if (o->rows == MUSE_ROWS_ALL || run->n_out > 0) barrier(&I);
+            if (o->rows != MUSE_ROWS_ALL && run->n_out == 0) break;
+            /* thread 0 stores i before barrier i and only then: a thread that has passed barrier
+             * i' < i sees i, not i', goes on to barrier i (the next: thread 0 cannot be past it
+             * without it) and stops there with the others */
+            if (run->preempt && ith == 0 && run->preempt(run->preempt_user)) atomic_store(run->preempted, i);
+            barrier(&I);
+            if (run->preempt && atomic_load(run->preempted) == i) return;
             break;
         case MUSE_OP_EMBED: op_embed(&I, o); break;
         case MUSE_OP_ROPE_ANGLES: op_rope_angles(&I, o); break;

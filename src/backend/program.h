@@ -207,6 +207,13 @@ struct muse_prog_run {
     muse_prog_hook_fn hook;         /* NULL: the HOOK ops do nothing */
     void *hook_user;
     int *stop;                      /* HOOK: set nonzero when the hook asks to stop (then the run ends there) */
+    /* BARRIER ops: thread 0 asks preempt before each (NULL: never); nonzero ends the run on every
+     * thread after that barrier, *preempted (-1 before the run) then holds the op's index. What the
+     * ops before it wrote stays written: the caller treats the run as not having happened (a
+     * forward's KV rows are rewritten with the same values when its rows run again). */
+    int (*preempt)(void *user);
+    void *preempt_user;
+    _Atomic int32_t *preempted;
     /* ALL_REDUCE: the tensor-parallel group whose ranks each hold a share of the sums (backend/tp/
      * comm.h; thread 0 reduces between barriers), NULL: one device, nothing to do. bf16: the payload
      * travels as bf16. */

@@ -11,6 +11,7 @@
 #include "muse.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,11 @@ struct muse_stepper {
     bool *joined;                  /* [n_seq] */
     int32_t n_joined;
     bool running;
+    /* the running step is a lone prompt's (4x rows): a request of another sequence stops it
+     * (preempt, read by the context's abort callback) */
+    bool preemptible;
+    int32_t run_seq;
+    atomic_int preempt;
     /* the running step's batch (its runner's alone) */
     int32_t *tok, *seq;
     const float **rowp;
@@ -65,6 +71,8 @@ struct muse_stepper_params muse_stepper_default_params(void) {
     return (struct muse_stepper_params){.n_rows_step = 0, .n_prefill_rows = DEFAULT_PREFILL_ROWS, .wait_us = DEFAULT_WAIT_US};
 }
 
+static int abort_cb(void *user) { return atomic_load_explicit(&((struct muse_stepper *)user)->preempt, memory_order_relaxed); }
+
 static int64_t now_us(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -73,6 +81,7 @@ static int64_t now_us(void) {
 
 void muse_stepper_free(struct muse_stepper *st) {
     if (!st) return;
+    muse_context_set_abort(st->ctx, NULL, NULL);
     pthread_mutex_destroy(&st->mu);
     pthread_cond_destroy(&st->cv);
     free(st->joined);
@@ -123,6 +132,7 @@ muse_status muse_stepper_create(struct muse_context *ctx, struct muse_stepper_pa
         muse_stepper_free(st);
         return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory for the batch stepper");
     }
+    muse_context_set_abort(ctx, abort_cb, st);
     *out = st;
     return MUSE_OK;
 }
@@ -133,6 +143,7 @@ void muse_stepper_join(struct muse_stepper *st, int32_t seq) {
     if (seq < 0 || seq >= st->n_seq) return;
     pthread_mutex_lock(&st->mu);
     if (!st->joined[seq]) st->joined[seq] = true, st->n_joined++;
+    if (st->running && st->preemptible && seq != st->run_seq) atomic_store(&st->preempt, 1); /* its rows come soon */
     pthread_mutex_unlock(&st->mu);
 }
 
@@ -173,7 +184,7 @@ static bool ready(const struct muse_stepper *st, int64_t now, int64_t *deadline,
 /* Under mu: choose the rows of the step (muse.h: decode rows first, then prompt rows, shortest
  * first, capped while other sequences take part; logits rows within the scratch). Returns the
  * number of takes. */
-static int32_t plan(struct muse_stepper *st, int32_t *n_rows) {
+static int32_t plan(struct muse_stepper *st, int32_t *n_rows, bool *lone) {
     int32_t rows_left = st->p.n_rows_step, want_left = st->n_want_cap, n_take = 0, n_prompts = 0;
     for (struct req *r = st->head; r && rows_left > 0; r = r->next) {
         if (r->n - r->done != 1) {
@@ -212,6 +223,7 @@ static int32_t plan(struct muse_stepper *st, int32_t *n_rows) {
         cap -= n, rows_left -= n;
     }
     *n_rows = st->p.n_rows_step - rows_left;
+    *lone = !others && n_take == 1 && st->take[0].k > st->p.n_prefill_rows;
     return n_take;
 }
 
@@ -226,9 +238,13 @@ static void unlink_req(struct muse_stepper *st, struct req *r) {
 /* Under mu, with a step ready: plan it, run it without the lock, hand out the results. */
 static void run_step(struct muse_stepper *st, bool timed_out) {
     int32_t n_rows = 0;
-    const int32_t n_take = plan(st, &n_rows);
+    bool lone = false;
+    const int32_t n_take = plan(st, &n_rows, &lone);
     MUSE_ASSERT(n_take > 0 && n_rows > 0); /* some request always has a row that fits */
     st->running = true;
+    st->preemptible = lone;
+    st->run_seq = st->take[0].r->seq;
+    atomic_store(&st->preempt, 0);
     int32_t b = 0;
     for (int32_t t = 0; t < n_take; t++) {
         const struct take *tk = &st->take[t];
@@ -245,6 +261,14 @@ static void run_step(struct muse_stepper *st, bool timed_out) {
     struct muse_error err = {0};
     const muse_status status = muse_decode(st->ctx, &batch, st->logits, &err);
     pthread_mutex_lock(&st->mu);
+    st->preemptible = false;
+    if (status == MUSE_ERR_CANCELLED && atomic_load(&st->preempt)) { /* stopped for a newcomer: as if not run */
+        for (int32_t t = 0; t < n_take; t++) st->take[t].r->planned = false;
+        st->stats.n_preempted++;
+        st->running = false;
+        pthread_cond_broadcast(&st->cv);
+        return;
+    }
     const int64_t now = now_us();
     int32_t o = 0, n_seqs = 0, row = 0; /* the next logits row of the scratch; sequences in the step; batch row */
     for (int32_t t = 0; t < n_take; t++) {
@@ -309,6 +333,7 @@ muse_status muse_stepper_eval(struct muse_stepper *st, int32_t seq, const int32_
     struct req **tail = &st->head;
     while (*tail) tail = &(*tail)->next;
     *tail = &r;
+    if (st->running && st->preemptible && seq != st->run_seq) atomic_store(&st->preempt, 1);
     while (!r.finished) {
         int64_t deadline;
         bool timeout;

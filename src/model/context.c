@@ -710,16 +710,35 @@ muse_status muse_decode(struct muse_context *ctx, const struct muse_batch *b, fl
         if (b->logits ? b->logits[i] != 0 : last[s] == i) ctx->out_rows[a.n_out++] = i;
     }
     a.logits = logits;
+    _Atomic int32_t preempted = -1;
+    if (ctx->abort_fn && !m->tp) a.preempt = ctx->abort_fn, a.preempt_user = ctx->abort_user, a.preempted = &preempted;
     muse_status st = run_batch(ctx, &a, err);
     if (st) return st; /* a device error: the pool cells taken above stay with the sequences' n_commit */
+    if (atomic_load(&preempted) >= 0) {
+        /* stopped: no position advanced; the cells written count as written (muse_kv_cache_clear
+         * zeroes below n_high), the pool cells stay with n_commit */
+        for (int32_t s = 0; s < n_seq; s++)
+            if (last[s] >= 0) {
+                struct muse_kv_cache *kv = ctx->kv[s];
+                if (kv->n_high < next[s]) kv->n_high = next[s];
+                if (kv->n_ahead < next[s]) kv->n_ahead = next[s];
+            }
+        return muse_error_set(err, MUSE_ERR_CANCELLED, "the batch was stopped by the context's abort callback");
+    }
     ctx->n_last_rows = n;
     for (int32_t s = 0; s < n_seq; s++) {
         if (last[s] < 0) continue;
         struct muse_kv_cache *kv = ctx->kv[s];
         kv->n_past = next[s];
         if (kv->n_past > kv->n_high) kv->n_high = kv->n_past;
+        if (kv->n_past >= kv->n_ahead) kv->n_ahead = 0;
     }
     return MUSE_OK;
+}
+
+void muse_context_set_abort(struct muse_context *ctx, int (*fn)(void *user), void *user) {
+    ctx->abort_fn = fn;
+    ctx->abort_user = user;
 }
 
 static muse_status seq_check(const struct muse_context *ctx, int32_t seq, struct muse_error *err) {

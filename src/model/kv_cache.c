@@ -222,6 +222,7 @@ void muse_kv_cache_clear(struct muse_kv_cache *kv) {
         muse_buffer_zero(m, vo, cells * l->v_row_size);
     }
     kv->n_high = 0;
+    kv->n_ahead = 0;
 }
 
 /* A sliding-window layer whose ring can wrap (fewer cells than positions): what a checkpoint copies. */
@@ -244,7 +245,7 @@ bool muse_kv_cache_can_truncate(const struct muse_kv_cache *kv, int32_t n_past, 
 muse_status muse_kv_cache_truncate(struct muse_kv_cache *kv, int32_t n_keep, struct muse_error *err) {
     if (n_keep < 0 || n_keep > kv->n_past)
         return muse_error_set(err, MUSE_ERR_INVALID_ARG, "cannot keep %d positions: the cache holds %d", n_keep, kv->n_past);
-    if (!muse_kv_cache_can_truncate(kv, kv->n_past, n_keep))
+    if (!muse_kv_cache_can_truncate(kv, kv->n_ahead > kv->n_past ? kv->n_ahead : kv->n_past, n_keep))
         return muse_error_set(err, MUSE_ERR_INVALID_ARG,
                               "cannot roll back from %d to %d positions: the sliding-window rings no longer hold them "
                               "(restore a checkpoint, or clear and re-prefill)",

@@ -52,6 +52,9 @@ struct muse_context {
      * every change of its state to the other ranks (their copies do not send) */
     int32_t tp_id;
     bool tp_lead;
+    /* muse_context_set_abort: polled between the stages of a muse_decode forward (NULL: never) */
+    int (*abort_fn)(void *user);
+    void *abort_user;
 };
 
 /*

@@ -149,7 +149,8 @@ struct muse_srv_adapter_ops {
     void (*slot_spec_counts)(void *slot, uint64_t *drafted, uint64_t *accepted, uint64_t *steps);
     /* Optional (NULL: no batching): the batched slots' counters (muse.h, continuous batching) - forwards, rows in
      * them, forwards shared by two or more slots, prompt chunks cut at a step's budget. Any thread. */
-    void (*batch_stats)(void *self, uint64_t *steps, uint64_t *rows, uint64_t *shared, uint64_t *splits);
+    void (*batch_stats)(void *self, uint64_t *steps, uint64_t *rows, uint64_t *shared, uint64_t *splits,
+                        uint64_t *preempted);
     /* Optional: KV cells in use and in all over the slots: a paged pool's (muse_context_kv_cells),
      * else used -1 (not told) and slots x n_ctx. Any thread; a snapshot. */
     void (*kv_cells)(void *self, int64_t *used, int64_t *total);

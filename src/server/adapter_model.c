@@ -428,10 +428,11 @@ static void model_slot_spec_counts(void *slot, uint64_t *drafted, uint64_t *acce
     s->counted = now;
 }
 
-static void model_batch_stats(void *self, uint64_t *steps, uint64_t *rows, uint64_t *shared, uint64_t *splits) {
+static void model_batch_stats(void *self, uint64_t *steps, uint64_t *rows, uint64_t *shared, uint64_t *splits,
+                              uint64_t *preempted) {
     struct model_adapter *r = self;
     const struct muse_stepper_stats st = r->stepper ? muse_stepper_stats(r->stepper) : (struct muse_stepper_stats){0};
-    *steps = st.n_steps, *rows = st.n_rows, *shared = st.n_multi, *splits = st.n_split;
+    *steps = st.n_steps, *rows = st.n_rows, *shared = st.n_multi, *splits = st.n_split, *preempted = st.n_preempted;
 }
 
 static void model_kv_cells(void *self, int64_t *used, int64_t *total) {

@@ -15,6 +15,7 @@
  * joined must not wait for anybody. On the ref backend (1 thread) and the CPU backend (2 threads).
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -368,6 +369,128 @@ static void test_features(struct muse_model *m) {
     muse_context_free(solo);
 }
 
+/* ---- preemption: a lone prompt's step stopped for a newcomer ------------------------------------
+ * First muse_decode itself: an abort callback that fires at its third poll stops a 16-row batch
+ * (MUSE_ERR_CANCELLED, no position advanced); the same batch then, or another one, gives what a
+ * context that never stopped gives, bit for bit, with the sliding-window rings wrapped (window 8,
+ * positions past 40). Then the stepper: sequence 0's 40-token prompt runs alone in 16-row steps
+ * (n_prefill_rows 4); the capture hook holds the first such step inside its forward until sequence
+ * 1's request has arrived, so the stop is forced, not timed; both sequences' logits equal their
+ * solo runs and the step counts one preemption. */
+struct hold {
+    struct muse_context *ctx;
+    atomic_int inside, held;
+};
+
+static void hold_capture(void *user, int32_t il, const int32_t *pos, int32_t n_tokens, const float *x) {
+    struct hold *h = user;
+    if (il != 1 || n_tokens < 16 || atomic_exchange(&h->held, 1)) return; /* the first lone step, once */
+    atomic_store(&h->inside, 1);
+    for (int i = 0; i < 10000 && !(h->ctx->abort_fn && h->ctx->abort_fn(h->ctx->abort_user)); i++) usleep(1000);
+}
+
+static int polls_left;
+static int abort_third(void *user) { return --polls_left <= 0; }
+
+struct pre_job {
+    struct muse_session *kv;
+    const int32_t *t;
+    int32_t n;
+    float *logits;
+    muse_status st;
+};
+
+static void *pre_drive(void *arg) {
+    struct pre_job *j = arg;
+    struct muse_error err;
+    j->st = muse_session_eval(j->kv, j->t, j->n, j->logits, 0, &err);
+    return NULL;
+}
+
+/* logits of the last row of t[0..n) evaluated alone (a fresh context, the exact kernels) */
+static bool solo_logits(struct muse_model *m, struct muse_context_params cp, const int32_t *t, int32_t n, float *out) {
+    struct muse_context *c = NULL;
+    struct muse_error err;
+    cp.n_seq_max = 1, cp.capture = NULL;
+    bool ok = muse_context_create(m, cp, &c, &err) == MUSE_OK && muse_eval(c, t, n, out, 0, &err) == MUSE_OK;
+    muse_context_free(c);
+    return ok;
+}
+
+static void test_preempt(struct muse_model *m) {
+    struct muse_context_params cp = muse_context_default_params();
+    cp.n_ctx = 96, cp.n_batch = 16, cp.n_threads = 2;
+    struct muse_error err;
+    int32_t t[2][64];
+    for (int s = 0; s < 2; s++)
+        for (int i = 0; i < 64; i++) t[s][i] = (int32_t)((s * 29 + i * 13 + 5) % (g_vocab - 1));
+    const size_t V = (size_t)g_vocab;
+    float *want = malloc(sizeof(float) * V), *got = malloc(sizeof(float) * V), *got1 = malloc(sizeof(float) * V);
+
+    /* muse_decode stopped at its third poll */
+    struct muse_context *c = NULL;
+    bool ok = muse_context_create(m, cp, &c, &err) == MUSE_OK && muse_eval(c, t[0], 40, NULL, 0, &err) == MUSE_OK;
+    TEST_CONDF(ok, "preempt context: %s", ok ? "" : err.msg);
+    int8_t want_last[16] = {0};
+    want_last[15] = 1;
+    const struct muse_batch b = {.n_tokens = 16, .token = t[0] + 40, .logits = want_last};
+    polls_left = 3;
+    muse_context_set_abort(c, abort_third, NULL);
+    const muse_status st = ok ? muse_decode(c, &b, got, &err) : MUSE_ERR_INTERNAL;
+    TEST_CONDF(st == MUSE_ERR_CANCELLED && muse_context_n_past(c) == 40,
+               "a stopped muse_decode fails with MUSE_ERR_CANCELLED and keeps n_past (%d, %d)", (int)st, muse_context_n_past(c));
+    muse_context_set_abort(c, NULL, NULL);
+    ok = ok && muse_decode(c, &b, got, &err) == MUSE_OK && solo_logits(m, cp, t[0], 56, want);
+    TEST_COND("the stopped batch run again equals a context that never stopped, bit for bit",
+              ok && !memcmp(want, got, sizeof(float) * V));
+    /* stopped again, then a different batch in its place (another continuation of the first 56) */
+    polls_left = 2;
+    muse_context_set_abort(c, abort_third, NULL);
+    const struct muse_batch b2 = {.n_tokens = 16, .token = t[1], .logits = want_last};
+    TEST_COND("stopped again", ok && muse_decode(c, &b2, got, &err) == MUSE_ERR_CANCELLED && muse_context_n_past(c) == 56);
+    muse_context_set_abort(c, NULL, NULL);
+    const struct muse_batch b3 = {.n_tokens = 5, .token = t[0] + 56};
+    ok = ok && muse_decode(c, &b3, got, &err) == MUSE_OK && solo_logits(m, cp, t[0], 61, want);
+    TEST_COND("another batch after a stopped one equals a context that never stopped", ok && !memcmp(want, got, sizeof(float) * V));
+    muse_context_free(c);
+
+    /* the stepper: a newcomer stops the lone prompt's step */
+    struct hold h = {0};
+    cp.n_seq_max = 2, cp.capture = hold_capture, cp.capture_user = &h;
+    struct muse_stepper *stp = NULL;
+    struct muse_stepper_params sp = muse_stepper_default_params();
+    sp.n_prefill_rows = 4;
+    ok = muse_context_create(m, cp, &c, &err) == MUSE_OK && muse_stepper_create(c, sp, &stp, &err) == MUSE_OK;
+    TEST_CONDF(ok, "preempt stepper: %s", ok ? "" : err.msg);
+    h.ctx = c;
+    struct pre_job j[2] = {{.t = t[0], .n = 40, .logits = got}, {.t = t[1], .n = 5, .logits = got1}};
+    for (int s = 0; ok && s < 2; s++) {
+        struct muse_session_params p = muse_session_default_params();
+        p.seq = s, p.stepper = stp;
+        ok = muse_session_create(c, p, &j[s].kv, &err) == MUSE_OK;
+    }
+    pthread_t th[2];
+    if (ok) {
+        muse_stepper_join(stp, 0);
+        pthread_create(&th[0], NULL, pre_drive, &j[0]);
+        for (int i = 0; i < 10000 && !atomic_load(&h.inside); i++) usleep(1000);
+        muse_stepper_join(stp, 1);
+        pthread_create(&th[1], NULL, pre_drive, &j[1]);
+        pthread_join(th[0], NULL), pthread_join(th[1], NULL);
+        muse_stepper_leave(stp, 0), muse_stepper_leave(stp, 1);
+        const struct muse_stepper_stats ss = muse_stepper_stats(stp);
+        TEST_CONDF(atomic_load(&h.inside) && ss.n_preempted == 1, "the lone prompt's step was stopped for the newcomer (%llu)",
+                   (unsigned long long)ss.n_preempted);
+        TEST_COND("both evaluations succeed", j[0].st == MUSE_OK && j[1].st == MUSE_OK);
+        TEST_COND("sequence 0 (stopped, run again) equals its solo run", solo_logits(m, cp, t[0], 40, want) && !memcmp(want, got, sizeof(float) * V));
+        TEST_COND("sequence 1 (the newcomer) equals its solo run", solo_logits(m, cp, t[1], 5, want) && !memcmp(want, got1, sizeof(float) * V));
+    }
+    for (int s = 0; s < 2; s++) muse_session_free(j[s].kv);
+    muse_stepper_free(stp);
+    muse_context_free(c);
+    free(want), free(got), free(got1);
+}
+
 int main(void) {
     fixture_exact_kernels();
     char path[128];
@@ -383,6 +506,7 @@ int main(void) {
     run(m, "ref", 1);
     run(m, "cpu", 2);
     test_features(m);
+    test_preempt(m);
     free(g_rows);
     muse_model_free(m);
     unlink(path);

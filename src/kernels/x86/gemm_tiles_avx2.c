@@ -316,12 +316,16 @@ MUSE_AVX2_INLINE bool tile_gemm(const struct tile_cfg c, tile_decode_fn dec, int
         const size_t next_bytes = tile_next_bytes(i0, PW, n_rows, ws);
         for (int r0 = 0; r0 < n_act; r0 += ny_max) {
             if (next_bytes) tile_prefetch(next, next_bytes, r0, ny_max, n_act);
+#if defined(MUSE_KERNELS_COMPACT) /* one kernel, the group's size at run time (gemm_tiles_avx512.c) */
+            tile_rows(c, n, pan, xp, xps, r0, n_act - r0 < ny_max ? n_act - r0 : ny_max, nr, out + i0, os);
+#else
             switch (n_act - r0 < ny_max ? n_act - r0 : ny_max) {
             case 1: tile_rows(c, n, pan, xp, xps, r0, 1, nr, out + i0, os); break;
             case 2: tile_rows(c, n, pan, xp, xps, r0, 2, nr, out + i0, os); break;
             case 3: tile_rows(c, n, pan, xp, xps, r0, 3, nr, out + i0, os); break;
             default: tile_rows(c, n, pan, xp, xps, r0, TILE_PLANES(c.cmax) == 2 ? 3 : 4, nr, out + i0, os); break;
             }
+#endif
         }
     }
     return true;

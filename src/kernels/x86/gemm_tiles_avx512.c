@@ -30,7 +30,7 @@
 /* The loops over rows, panels and steps unrolled (registers, not stack arrays, hold the
  * accumulators); not in the SIMDe emulation build, where that only made the compiler take ~15
  * minutes over this file (its speed does not matter there, its results do: the same either way). */
-#if defined(MUSE_EMULATE_AVX512)
+#if defined(MUSE_EMULATE_AVX512) || defined(MUSE_KERNELS_COMPACT)
 #define TILE_UNROLL
 #else
 #define TILE_UNROLL MUSE_UNROLL
@@ -188,6 +188,22 @@ static inline size_t tile_offset_bytes(int64_t n) { return (size_t)NY_MAX * (siz
         tile_rows(c, n, pan, a, act_stride, P, NY, nr, o + i0, out_stride, ot);   \
     } while (0)
 
+/* The groups of at most NYM activation rows against P panels. MUSE_KERNELS_COMPACT (the sanitizer
+ * builds, Makefile): one kernel per P with the group's size a run-time value instead of one
+ * unrolled kernel per size - the same operations in the same order for every output element
+ * (tile_run), a tenth of the code, and minutes less to compile under the sanitizers. */
+#if defined(MUSE_KERNELS_COMPACT)
+#define TILE_GROUPS(NYM, P)                                                            \
+    for (int r0 = 0; r0 < n_act; r0 += (NYM)) {                                        \
+        const char *a = (const char *)act + (size_t)r0 * act_stride;                   \
+        float *o = out + (int64_t)r0 * out_stride;                                     \
+        const int ny = n_act - r0 < (NYM) ? n_act - r0 : (NYM);                        \
+        TILE_ROWS(P, ny);                                                              \
+    }
+#else
+#define TILE_GROUPS(NYM, P) MUSE_AVX2_ROW_GROUPS_WITH(NYM, TILE_ROWS, P)
+#endif
+
 MUSE_AVX2_INLINE bool tile_gemm(const struct tile_cfg c, tile_decode_fn dec, int64_t n, const void *w, size_t ws,
                                 int64_t n_rows, const void *act, size_t act_stride, int n_act, float *out,
                                 int64_t out_stride, void *scratch, size_t scratch_bytes) {
@@ -205,9 +221,9 @@ MUSE_AVX2_INLINE bool tile_gemm(const struct tile_cfg c, tile_decode_fn dec, int
         const uint8_t *next = (const uint8_t *)w + (i0 + 2 * PW) * ws;
         const size_t next_bytes = tile_next_bytes(i0, 2 * PW, n_rows, ws);
         if (nr[1] > 0) {
-            MUSE_AVX2_ROW_GROUPS_WITH(NY_PAIR, TILE_ROWS, 2)
+            TILE_GROUPS(NY_PAIR, 2)
         } else {
-            MUSE_AVX2_ROW_GROUPS_WITH(NY_MAX, TILE_ROWS, 1)
+            TILE_GROUPS(NY_MAX, 1)
         }
     }
     return true;

@@ -4,8 +4,8 @@
 For each server mode (batched: --parallel N; unbatched: --parallel N -nocb):
   1. aggregate decode: one streaming client alone, then N at once, each generating --tokens tokens
      (ignore_eos) after a short prompt; tokens of all clients per second of wall time;
-  2. time to first token of short requests on an idle server, and while a long prompt (--long
-     tokens) prefills on another slot.
+  2. time to first token of two short requests sent at once on an idle server, and of two such
+     requests while a long prompt (--long tokens, a new one each round) prefills on another slot.
 
     python3 bench/server_batch.py --model FILE.gguf [--parallel 8] [--tokens 64] [--long 4096] [-t 2]
                                   [--serve-args "--prefill-step 16"]
@@ -94,10 +94,12 @@ def measure(model, args, extra):
             one.append(outs[0]["n"] / dt)
             outs, dt = at_once(port, [dict(gen, prompt=f"Client {k} of many {rep}: a story") for k in range(args.parallel)])
             n_many.append(sum(o["n"] for o in outs) / dt)
-            outs, _ = at_once(port, [dict(gen, prompt=f"Short {rep}", n_predict=2)])
-            ttft_idle.append(outs[0]["t_first"])
-            # a long prompt on one slot, then short requests while it prefills
-            longb = dict(gen, prompt=[1 + (i * 7919) % 3000 for i in range(args.long)], n_predict=2)
+            # the same two short requests (the same lengths) on the idle server, then while a long
+            # prompt prefills on another slot (a new one each round: a slot's prompt cache would
+            # otherwise serve it at once)
+            outs, _ = at_once(port, [dict(gen, prompt=f"Short {rep} idle {k}", n_predict=2) for k in range(2)])
+            ttft_idle.append(statistics.median(o["t_first"] for o in outs))
+            longb = dict(gen, prompt=[1 + (i * 7919 + rep * 101) % 3000 for i in range(args.long)], n_predict=2)
             lo = {}
             lt = threading.Thread(target=stream, args=(port, longb, lo))
             lt.start()

@@ -452,10 +452,11 @@ size_t muse_kv_checkpoint_size(const struct muse_kv_checkpoint *ck);
  * long prompt is fed in small chunks between the other users' tokens instead of freezing them for a
  * whole batch, and a short prompt that arrives meanwhile goes first (a step that finishes a prompt
  * takes no rows of a prompt it cannot finish, so the short one's step is short). A prompt alone
- * takes up to 4x n_prefill_rows per step (its prefill speed); when a request of another sequence
- * arrives meanwhile, that step is stopped within a few milliseconds (muse_context_set_abort: the
- * stepper sets its own on the context) and the newcomer's rows go first, the prompt's rows that
- * were stopped running again in the steps after (the CPU devices; elsewhere the step finishes). A
+ * takes up to 4x n_prefill_rows per step (its prefill speed). A step that holds a chunk of a prompt
+ * it does not finish is stopped within a few milliseconds when a sequence with no rows in it joins
+ * or sends a request (muse_context_set_abort: the stepper sets its own on the context): the step
+ * counts as not run, the newcomer's rows go in the next, and the stopped rows run again (the CPU
+ * devices; on a GPU device and under tensor parallelism the step finishes first). A
  * request whose rows do not all fit stays in the queue with the rest (its positions go on where the
  * step left them); its caller returns when all are evaluated.
  *
@@ -493,7 +494,7 @@ struct muse_stepper_stats {
     uint64_t n_multi;      /* steps that held rows of two or more sequences */
     uint64_t n_timeouts;   /* steps started because a request waited wait_us */
     uint64_t n_split;      /* times a request left a step with rows still to evaluate (chunked prompts) */
-    uint64_t n_preempted;  /* a lone prompt's step stopped for a newcomer (its rows ran again later) */
+    uint64_t n_preempted;  /* steps stopped for a newcomer (their rows ran again later) */
     int32_t max_seqs;      /* most sequences in one step */
 };
 

@@ -53,10 +53,10 @@ struct muse_stepper {
     bool *joined;                  /* [n_seq] */
     int32_t n_joined;
     bool running;
-    /* the running step is a lone prompt's (4x rows): a request of another sequence stops it
-     * (preempt, read by the context's abort callback) */
+    /* the running step holds a chunk of a prompt it does not finish: a sequence with no rows in it
+     * that joins or sends a request stops it (preempt, read by the context's abort callback) */
     bool preemptible;
-    int32_t run_seq;
+    bool *in_step;                 /* [n_seq] the running step's sequences */
     atomic_int preempt;
     /* the running step's batch (its runner's alone) */
     int32_t *tok, *seq;
@@ -85,6 +85,7 @@ void muse_stepper_free(struct muse_stepper *st) {
     pthread_mutex_destroy(&st->mu);
     pthread_cond_destroy(&st->cv);
     free(st->joined);
+    free(st->in_step);
     free(st->tok);
     free(st->seq);
     free(st->rowp);
@@ -122,13 +123,14 @@ muse_status muse_stepper_create(struct muse_context *ctx, struct muse_stepper_pa
     pthread_condattr_destroy(&ca);
     const size_t nr = (size_t)p.n_rows_step;
     st->joined = calloc((size_t)st->n_seq, sizeof *st->joined);
+    st->in_step = calloc((size_t)st->n_seq, sizeof *st->in_step);
     st->tok = malloc(nr * sizeof *st->tok);
     st->seq = malloc(nr * sizeof *st->seq);
     st->rowp = malloc(nr * sizeof *st->rowp);
     st->want = malloc(nr * sizeof *st->want);
     st->take = malloc((size_t)st->n_seq * sizeof *st->take);
     st->logits = malloc((size_t)st->n_want_cap * (size_t)st->n_vocab * sizeof *st->logits);
-    if (!st->joined || !st->tok || !st->seq || !st->rowp || !st->want || !st->take || !st->logits) {
+    if (!st->joined || !st->in_step || !st->tok || !st->seq || !st->rowp || !st->want || !st->take || !st->logits) {
         muse_stepper_free(st);
         return muse_error_set(err, MUSE_ERR_NOMEM, "out of memory for the batch stepper");
     }
@@ -143,7 +145,7 @@ void muse_stepper_join(struct muse_stepper *st, int32_t seq) {
     if (seq < 0 || seq >= st->n_seq) return;
     pthread_mutex_lock(&st->mu);
     if (!st->joined[seq]) st->joined[seq] = true, st->n_joined++;
-    if (st->running && st->preemptible && seq != st->run_seq) atomic_store(&st->preempt, 1); /* its rows come soon */
+    if (st->running && st->preemptible && !st->in_step[seq]) atomic_store(&st->preempt, 1); /* its rows come soon */
     pthread_mutex_unlock(&st->mu);
 }
 
@@ -184,7 +186,7 @@ static bool ready(const struct muse_stepper *st, int64_t now, int64_t *deadline,
 /* Under mu: choose the rows of the step (muse.h: decode rows first, then prompt rows, shortest
  * first, capped while other sequences take part; logits rows within the scratch). Returns the
  * number of takes. */
-static int32_t plan(struct muse_stepper *st, int32_t *n_rows, bool *lone) {
+static int32_t plan(struct muse_stepper *st, int32_t *n_rows, bool *chunk) {
     int32_t rows_left = st->p.n_rows_step, want_left = st->n_want_cap, n_take = 0, n_prompts = 0;
     for (struct req *r = st->head; r && rows_left > 0; r = r->next) {
         if (r->n - r->done != 1) {
@@ -197,7 +199,7 @@ static int32_t plan(struct muse_stepper *st, int32_t *n_rows, bool *lone) {
         r->planned = true;
         rows_left--, want_left -= want;
     }
-    /* alone, a prompt takes 4x the rows: a newcomer then waits for at most such a step */
+    /* alone, a prompt takes 4x the rows (a newcomer stops such a step: run_step) */
     const bool others = n_take > 0 || n_prompts > 1 || st->n_joined > 1;
     const int64_t want_cap = (int64_t)st->p.n_prefill_rows * (others ? 1 : 4);
     int32_t cap = want_cap < rows_left ? (int32_t)want_cap : rows_left;
@@ -223,7 +225,9 @@ static int32_t plan(struct muse_stepper *st, int32_t *n_rows, bool *lone) {
         cap -= n, rows_left -= n;
     }
     *n_rows = st->p.n_rows_step - rows_left;
-    *lone = !others && n_take == 1 && st->take[0].k > st->p.n_prefill_rows;
+    /* a step with rows of a prompt it does not finish may be stopped for a newcomer */
+    *chunk = false;
+    for (int32_t t = 0; t < n_take; t++) *chunk |= st->take[t].k >= 2 && st->take[t].from + st->take[t].k < st->take[t].r->n;
     return n_take;
 }
 
@@ -238,12 +242,12 @@ static void unlink_req(struct muse_stepper *st, struct req *r) {
 /* Under mu, with a step ready: plan it, run it without the lock, hand out the results. */
 static void run_step(struct muse_stepper *st, bool timed_out) {
     int32_t n_rows = 0;
-    bool lone = false;
-    const int32_t n_take = plan(st, &n_rows, &lone);
+    bool chunk = false;
+    const int32_t n_take = plan(st, &n_rows, &chunk);
     MUSE_ASSERT(n_take > 0 && n_rows > 0); /* some request always has a row that fits */
     st->running = true;
-    st->preemptible = lone;
-    st->run_seq = st->take[0].r->seq;
+    st->preemptible = chunk;
+    for (int32_t t = 0; t < n_take; t++) st->in_step[st->take[t].r->seq] = true;
     atomic_store(&st->preempt, 0);
     int32_t b = 0;
     for (int32_t t = 0; t < n_take; t++) {
@@ -262,6 +266,7 @@ static void run_step(struct muse_stepper *st, bool timed_out) {
     const muse_status status = muse_decode(st->ctx, &batch, st->logits, &err);
     pthread_mutex_lock(&st->mu);
     st->preemptible = false;
+    for (int32_t t = 0; t < n_take; t++) st->in_step[st->take[t].r->seq] = false;
     if (status == MUSE_ERR_CANCELLED && atomic_load(&st->preempt)) { /* stopped for a newcomer: as if not run */
         for (int32_t t = 0; t < n_take; t++) st->take[t].r->planned = false;
         st->stats.n_preempted++;
@@ -333,7 +338,7 @@ muse_status muse_stepper_eval(struct muse_stepper *st, int32_t seq, const int32_
     struct req **tail = &st->head;
     while (*tail) tail = &(*tail)->next;
     *tail = &r;
-    if (st->running && st->preemptible && seq != st->run_seq) atomic_store(&st->preempt, 1);
+    if (st->running && st->preemptible && !st->in_step[seq]) atomic_store(&st->preempt, 1);
     while (!r.finished) {
         int64_t deadline;
         bool timeout;

@@ -413,7 +413,7 @@ static enum MHD_Result reply_metrics(struct srv_req *r) {
             {"muse_batch_rows_total", "Rows (tokens) in those forwards."},
             {"muse_batch_shared_steps_total", "Forwards that held rows of two or more slots."},
             {"muse_batch_prompt_splits_total", "Times a prompt chunk was cut at a step's row budget and went on in the next."},
-            {"muse_batch_preempted_total", "Steps of a lone prompt stopped for a newcomer (their rows ran again in the next steps)."},
+            {"muse_batch_preempted_total", "Steps with a prompt chunk stopped for a newcomer (their rows ran again in the next steps)."},
         };
         uint64_t bv[5] = {0};
         s->ad.ops->batch_stats(s->ad.self, &bv[0], &bv[1], &bv[2], &bv[3], &bv[4]);

@@ -263,8 +263,9 @@ static void run(struct muse_model *m, const char *backend, uint32_t threads) {
                "%s: steps held several sequences (%llu steps, %llu of them shared, at most %d sequences, %llu prompt "
                "splits; %d evaluations refused by the full pool)", what, (unsigned long long)stats.n_steps,
                (unsigned long long)stats.n_multi, stats.max_seqs, (unsigned long long)stats.n_split, pool_full);
-    printf("%s: %llu steps, %llu shared, %llu prompt splits, %d evaluations refused by the full pool\n", what,
-           (unsigned long long)stats.n_steps, (unsigned long long)stats.n_multi, (unsigned long long)stats.n_split, pool_full);
+    printf("%s: %llu steps, %llu shared, %llu prompt splits, %llu stopped for a newcomer, %d evaluations refused by the full pool\n",
+           what, (unsigned long long)stats.n_steps, (unsigned long long)stats.n_multi, (unsigned long long)stats.n_split,
+           (unsigned long long)stats.n_preempted, pool_full);
     int64_t used = -1, total = -1;
     muse_context_kv_cells(ctx, &used, &total);
     TEST_CONDF(total == 160 && used >= 0 && used <= 160, "%s: the pool %lld of %lld", what, (long long)used, (long long)total);

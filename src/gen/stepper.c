@@ -141,11 +141,16 @@ muse_status muse_stepper_create(struct muse_context *ctx, struct muse_stepper_pa
 
 struct muse_context *muse_stepper_context(const struct muse_stepper *st) { return st->ctx; }
 
+/* Under mu: seq has no rows in the running step and wants some - stop that step if it may be. */
+static void stop_for(struct muse_stepper *st, int32_t seq) {
+    if (st->running && st->preemptible && !st->in_step[seq]) atomic_store(&st->preempt, 1);
+}
+
 void muse_stepper_join(struct muse_stepper *st, int32_t seq) {
     if (seq < 0 || seq >= st->n_seq) return;
     pthread_mutex_lock(&st->mu);
     if (!st->joined[seq]) st->joined[seq] = true, st->n_joined++;
-    if (st->running && st->preemptible && !st->in_step[seq]) atomic_store(&st->preempt, 1); /* its rows come soon */
+    stop_for(st, seq); /* its rows come soon */
     pthread_mutex_unlock(&st->mu);
 }
 
@@ -338,7 +343,7 @@ muse_status muse_stepper_eval(struct muse_stepper *st, int32_t seq, const int32_
     struct req **tail = &st->head;
     while (*tail) tail = &(*tail)->next;
     *tail = &r;
-    if (st->running && st->preemptible && !st->in_step[seq]) atomic_store(&st->preempt, 1);
+    stop_for(st, seq);
     while (!r.finished) {
         int64_t deadline;
         bool timeout;

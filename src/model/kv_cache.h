@@ -38,7 +38,8 @@ struct muse_kv_cache {
     int32_t n_high;               /* most positions stored since creation or the last clear: the
                                      rows beyond are still zero, so a clear zeroes only these */
     int32_t n_ahead;              /* a stopped batch (muse_context_set_abort) wrote the rings up to
-                                     here, beyond n_past: a rollback is checked from here; 0 once
+                                     here, beyond n_past: rollbacks are checked from here
+                                     (muse_kv_cache_can_truncate); 0 once
                                      n_past has caught up */
     struct muse_kv_layer *layers; /* [n_layer] */
     uint32_t *n_swa;              /* [n_layer] window of each layer, 0 for full layers */

@@ -1,57 +1,123 @@
 #!/usr/bin/env bash
 # bench/device.sh - the one script for a session on a real GPU (docs/vulkan.md "On a real GPU").
-# Written without a GPU: its first run on one is its test. Prints JSON on stdout (progress on
-# stderr). Steps, each bounded by `timeout` so that the whole fits a 15-minute device budget:
-#   1. probe: `vulkaninfo --summary` (10 s) and `muse info --devices`; no Vulkan device -> the JSON
-#      says so and the script ends (a headless NVIDIA container may lack its ICD)
-#   2. the op tests (build/tests/vulkan/test_vulkan_ops) on the device: every op and type on the
-#      plain path and on each fast matmul variant the device reports (f16, dp4a, coopmat); then
-#      build/tests/vulkan/test_vulkan_models (shared weights, every type's greedy tokens against the
-#      cpu, the Q8_0 cache, replayed decode steps, -ngl)
-#   3. pp512 / tg128 (muse bench --backend vulkan, 2 repetitions) on 30B-dimension synthetic files
-#      (`muse synth --preset 30b`, IQ2_XXS and Q4_K; written to $BENCH_DIR, default /tmp) with
-#      --layers $BENCH_LAYERS (default 8: the full 30B's 48 layers need ~8 / ~17 GB of disk and
-#      upload; the per-layer figures scale), with the fast variants the device has (MUSE_VK_VARIANT
-#      auto, the default) and, for q4_k, the plain path too (MUSE_VK_VARIANT=plain)
-# Usage: bash bench/device.sh > device.json
+# Runs on the device tool's bare machine from the repository root, with .dev/bundle.tar.xz
+# (bench/device_bundle.sh) carried; without the bundle it uses build/ (a machine that built muse).
+# Everything goes to $OUT (default ./device-out): log.txt (progress and every command's output)
+# and device.json (the results), written as it goes, so a run stopped at its limit still returns
+# what it measured. Steps, each bounded by `timeout`:
+#   1. probe: nvidia-smi, `vulkaninfo --summary`, `muse info --devices`; no Vulkan device -> stop
+#   2. read bandwidth of the device (PyTorch, when the machine has it): the roofline's denominator
+#   3. the op tests (every op and type on the plain path and each fast variant the device has),
+#      the model tests (every type's greedy tokens against the cpu, replays, -ngl) and the trained
+#      model's 16 greedy tokens, cpu vs vulkan plain vs vulkan auto
+#   4. pp512 / tg128 (muse bench --backend vulkan) on 30B-dimension synthetic files (`muse synth
+#      --preset 30b --layers $BENCH_LAYERS`, IQ2_XXS and Q4_K FFN/attention, Q4_K embedding, Q6_K
+#      head), variant auto (and plain for Q4_K); tg128 over 8 sequences (-np 8)
+#   5. MUSE_VK_PROFILE=1 runs (GPU time per dispatch) and a MUSE_VK_TPR sweep for decode
+#   6. a reference's llama-bench (bundle extra/, -ngl 99) on the same files, when carried
+# Usage (device tool): bash bench/device.sh
+# A dry run on any Vulkan device (lavapipe): BENCH_PRESET=small BENCH_LAYERS=2 bash bench/device.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
-MUSE="${MUSE:-build/muse}"
-DIR="${BENCH_DIR:-/tmp}"
+OUT="${OUT:-$PWD/device-out}"
+mkdir -p "$OUT"
+LOG="$OUT/log.txt"
 LAYERS="${BENCH_LAYERS:-8}"
-log() { echo "device.sh: $*" >&2; }
-json_str() { python3 -c 'import json,sys; print(json.dumps(sys.stdin.read()))'; }
+DIR="${BENCH_DIR:-/tmp/muse-device}"
+mkdir -p "$DIR"
+log() { echo "== $(date +%T) $*" | tee -a "$LOG" >&2; }
+J="$OUT/device.json"
+echo "{" > "$J"
+jadd() { # KEY FILE-or-text: one JSON string field
+    python3 -c 'import json,sys; print(json.dumps(sys.argv[1]) + ": " + json.dumps(sys.stdin.read()) + ",")' "$1" >> "$J"
+}
+step() { # NAME TIMEOUT CMD...: run, log, and record its output and status
+    local name="$1" t="$2"; shift 2
+    log "$name"
+    local s=$(date +%s.%N)
+    timeout "$t" "$@" > "$OUT/.step" 2>&1; local rc=$?
+    local e=$(date +%s.%N)
+    cat "$OUT/.step" >> "$LOG"
+    printf '%s\n[rc %d, %.1f s]\n' "$(cat "$OUT/.step")" "$rc" "$(echo "$e - $s" | bc)" | jadd "$name"
+    echo "   rc $rc" | tee -a "$LOG" >&2
+}
 
-probe=$(timeout 10 vulkaninfo --summary 2>&1 | head -60)
-devices=$("$MUSE" info --devices 2>&1)
-echo "{"
-echo "\"vulkaninfo\": $(printf '%s' "$probe" | json_str),"
-echo "\"devices\": $(printf '%s' "$devices" | json_str),"
-if ! grep -q '^vulkan [0-9]' <<<"$devices"; then
-    log "no Vulkan device"; echo "\"error\": \"no Vulkan device\"}"; exit 1
+# the bundle: programs, their libraries, the Vulkan loader
+if [ -f .dev/bundle.tar.xz ]; then
+    B=/tmp/muse-bundle
+    mkdir -p "$B" && tar -C "$B" -xJf .dev/bundle.tar.xz
+    for f in "$B"/debs/*.deb; do dpkg -x "$f" /; done
+    ldconfig
+    export LD_LIBRARY_PATH="$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    MUSE="$B/bin/muse" OPS="$B/bin/test_vulkan_ops" MODELS="$B/bin/test_vulkan_models"
+    export PATH="$B/bin:$PATH"
+else
+    MUSE="${MUSE:-build/muse}" OPS=build/tests/vulkan/test_vulkan_ops MODELS=build/tests/vulkan/test_vulkan_models
 fi
-log "op tests"
-ops=$(timeout 120 build/tests/vulkan/test_vulkan_ops 2>&1); ops_rc=$?
-echo "\"op_tests\": {\"rc\": $ops_rc, \"output\": $(printf '%s' "$ops" | json_str)},"
-log "model tests"
-mdl=$(timeout 180 build/tests/vulkan/test_vulkan_models 2>&1); mdl_rc=$?
-echo "\"model_tests\": {\"rc\": $mdl_rc, \"output\": $(printf '%s' "$mdl" | json_str)},"
-echo "\"bench\": ["
-first=1
+# NVIDIA's driver may keep its Vulkan ICD outside the loader's search path (a container's mount)
+if ! ls /usr/share/vulkan/icd.d/nvidia* /etc/vulkan/icd.d/nvidia* >/dev/null 2>&1; then
+    icd=$(ls /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd*.json 2>/dev/null | head -1)
+    [ -n "$icd" ] && export VK_DRIVER_FILES="$icd" VK_ICD_FILENAMES="$icd"
+fi
+
+step nvidia_smi 20 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv
+step vulkaninfo 20 vulkaninfo --summary
+step devices 30 "$MUSE" info --devices
+if ! grep -q '^vulkan [0-9]' "$OUT/.step"; then
+    log "no Vulkan device: stop"
+    echo '"error": "no Vulkan device"}' >> "$J"
+    exit 1
+fi
+step bandwidth 60 python3 -c '
+import torch, time
+x = torch.empty(1 << 30, dtype=torch.float32, device="cuda").fill_(1.0)  # 4 GiB
+y = torch.empty_like(x)
+for f, name, mult in ((lambda: x.sum(), "read (sum)", 1), (lambda: y.copy_(x), "copy (read+write)", 2)):
+    f(); torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(10): f()
+    torch.cuda.synchronize()
+    dt = (time.perf_counter() - t) / 10
+    print("%s: %.0f GB/s" % (name, mult * x.numel() * 4 / dt / 1e9))
+'
+step op_tests 150 "$OPS"
+# the synthetic 30B-dimension files (both at once: the machine has the cores)
 for t in iq2_xxs q4_k; do
-    f="$DIR/muse-30b-$LAYERS-$t.gguf"
-    if [ ! -f "$f" ]; then
-        log "synth $f"
-        timeout 300 "$MUSE" synth --preset 30b --layers "$LAYERS" --types "*=$t,token_embd=q4_k,output=q6_k" -o "$f" >&2 || { log "synth $t failed"; continue; }
-    fi
-    vars="auto"
-    [ "$t" = q4_k ] && vars="auto plain"
-    for var in $vars; do
-        log "bench $t ($var)"
-        out=$(MUSE_VK_VARIANT=$var timeout 300 "$MUSE" bench -m "$f" --backend vulkan -p 512 -n 128 -r 2 -o json 2>&1); rc=$?
-        [ $first -eq 1 ] || echo ","
-        first=0
-        echo "{\"type\": \"$t\", \"variant\": \"$var\", \"layers\": $LAYERS, \"rc\": $rc, \"output\": $(printf '%s' "$out" | json_str)}"
-    done
+    f="$DIR/muse-${BENCH_PRESET:-30b}-$LAYERS-$t.gguf"
+    [ -f "$f" ] || timeout 300 "$MUSE" synth --preset "${BENCH_PRESET:-30b}" --layers "$LAYERS" \
+        --types "ffn_*=$t,attn_*=q4_k,token_embd=q4_k,output=q6_k" -o "$f" > "$OUT/synth-$t.txt" 2>&1 &
 done
-echo "]}"
+wait
+log "synth: $(ls -la "$DIR" | tail -n +2 | awk '{print $5, $9}' | tr '\n' ' ')"
+P="${BENCH_PRESET:-30b}"; FI="$DIR/muse-$P-$LAYERS-iq2_xxs.gguf" FQ="$DIR/muse-$P-$LAYERS-q4_k.gguf"
+
+bench() { # NAME FILE ENV... -- ARGS...
+    local name="$1" f="$2"; shift 2
+    local envs=()
+    while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
+    shift
+    step "$name" 240 env "${envs[@]}" "$MUSE" bench -m "$f" --backend vulkan "$@"
+}
+bench profile_q4_k_auto "$FQ" MUSE_VK_VARIANT=auto MUSE_VK_PROFILE=1 -- -p 512 -n 32 -r 1 --no-warmup
+bench bench_q4_k_auto "$FQ" MUSE_VK_VARIANT=auto -- -p 512 -n 128 -r 2
+bench profile_iq2_xxs_auto "$FI" MUSE_VK_VARIANT=auto MUSE_VK_PROFILE=1 -- -p 512 -n 32 -r 1 --no-warmup
+bench bench_iq2_xxs_auto "$FI" MUSE_VK_VARIANT=auto -- -p 512 -n 128 -r 2
+bench bench_q4_k_plain "$FQ" MUSE_VK_VARIANT=plain -- -p 512 -n 128 -r 2
+for tpr in 8 16 64; do
+    bench "tg_q4_k_tpr$tpr" "$FQ" MUSE_VK_TPR=$tpr -- -p 0 -n 32 -r 1
+done
+bench bench_q4_k_np8 "$FQ" MUSE_VK_VARIANT=auto -- -p 0 -n 32 -np 8 -r 2
+if [ -n "${B:-}" ] && [ -x "$B/extra/llama-bench" ]; then
+    for f in "$FI" "$FQ"; do
+        step "llama_vulkan_$(basename "$f" .gguf)" 240 "$B/extra/llama-bench" -m "$f" -ngl 99 -p 512 -n 128 -r 3
+    done
+fi
+step model_tests 200 "$MODELS"
+tm=models/glimmer-tiny-f16.gguf
+if [ -f "$tm" ]; then
+    step trained_greedy 90 bash -c "for b in 'cpu' 'vulkan plain' 'vulkan auto'; do set -- \$b; \
+        echo \"\$b: \$(MUSE_VK_VARIANT=\${2:-plain} '$MUSE' run -m $tm --backend \$1 -p 'Once upon a time' -n 16 --temp 0 2>/dev/null | tr '\n' ' ')\"; done"
+fi
+
+echo '"done": true}' >> "$J"
+log "done"

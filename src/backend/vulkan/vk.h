@@ -33,7 +33,8 @@
     X(vkCreateFence) X(vkDestroyFence) X(vkWaitForFences) X(vkResetFences)                         \
     X(vkCreateShaderModule) X(vkDestroyShaderModule) X(vkCreatePipelineLayout)                     \
     X(vkDestroyPipelineLayout) X(vkCreateComputePipelines) X(vkDestroyPipeline)                    \
-    X(vkDeviceWaitIdle)
+    X(vkDeviceWaitIdle) X(vkCreateQueryPool) X(vkDestroyQueryPool) X(vkCmdResetQueryPool)           \
+    X(vkCmdWriteTimestamp) X(vkGetQueryPoolResults)
 
 struct vk_fn {
     PFN_vkGetInstanceProcAddr vkGetInstanceProcAddr;
@@ -82,6 +83,16 @@ struct vk_replay {
     uint64_t used;                  /* the tick of its last use (the least recent is recorded over) */
 };
 
+/* MUSE_VK_PROFILE=1 (docs/vulkan.md "Profiling"): GPU time per dispatch label, summed over the
+ * device's life and printed to stderr when it closes. */
+#define VK_PROF_QUERIES 4096
+struct vk_prof_ent {
+    char label[56];
+    double ms;
+    double bytes;       /* weight bytes read (matmuls): GB/s in the table */
+    uint64_t calls;
+};
+
 struct vk {
     struct vk_fn fn;
     void *lib;
@@ -121,6 +132,16 @@ struct vk {
     uint32_t mm_tpr;                /* matmul.comp's TPR (MUSE_VK_TPR overrides) */
     /* the fast matmul variants the device can run (features enabled at creation) */
     bool can_f16, can_dot, can_cm;
+    /* the profiler (MUSE_VK_PROFILE): a timestamp after each dispatch of a run, labelled */
+    bool prof;
+    VkQueryPool qp;
+    uint32_t q_n;                   /* timestamps written in the run being recorded */
+    int16_t q_lab[VK_PROF_QUERIES]; /* the entry of the dispatch that ends at timestamp i */
+    double q_bytes[VK_PROF_QUERIES];
+    struct vk_prof_ent *pe;
+    int n_pe, cap_pe;
+    uint64_t prof_runs;
+    double prof_wall_ms;
 };
 
 /* vk_device.c */
@@ -148,6 +169,12 @@ muse_status muse_vk_prepare(void *ks, const struct muse_program *p, struct muse_
 void muse_vk_forget(void *ks, const struct muse_program *p);
 muse_status muse_vk_run(void *ks, const struct muse_program *p, const struct muse_prog_run *run, struct muse_error *err);
 void muse_vk_forget_all(struct vk *v);
+/* The profiler: stamp the end of a dispatch with its label (and the weight bytes it read); after a
+ * run's wait, add its timestamps into the table; print the table (at close). */
+const char *muse_vk_shader_name(enum vk_shader sh);
+void muse_vk_prof_stamp(struct vk *v, const char *label, double bytes);
+void muse_vk_prof_collect(struct vk *v);
+void muse_vk_prof_print(struct vk *v);
 /* Drop every recorded decode step (an address it baked in moved). */
 void muse_vk_replay_clear(struct vk *v);
 void muse_vk_stats(void *ks, struct muse_device_stats *s);

@@ -24,6 +24,8 @@ static const char *const shader_names[SH_COUNT] = {"act_quant", "attention",    
                                                    "kv_store",  "matmul",         "matmul_coopmat", "matmul_dp4a",
                                                    "matmul_f16", "rms_norm",      "rope"};
 
+const char *muse_vk_shader_name(enum vk_shader sh) { return (unsigned)sh < SH_COUNT ? shader_names[sh] : "?"; }
+
 static const char *vk_result_name(VkResult r) {
     switch (r) {
     case VK_ERROR_OUT_OF_HOST_MEMORY: return "out of host memory";
@@ -382,13 +384,76 @@ VkPipeline muse_vk_pipeline(struct vk *v, enum vk_shader sh, uint32_t spec, stru
     return pipe;
 }
 
+// ---- the profiler (MUSE_VK_PROFILE) ----------------------------------------------------------------
+
+void muse_vk_prof_stamp(struct vk *v, const char *label, double bytes) {
+    if (!v->prof || v->q_n >= VK_PROF_QUERIES) return;
+    int e = 0; /* label NULL: the run's start */
+    while (label && e < v->n_pe && strcmp(v->pe[e].label, label)) e++;
+    if (label && e == v->n_pe) {
+        if (v->n_pe == v->cap_pe || v->n_pe >= INT16_MAX) {
+            const int c = v->cap_pe ? 2 * v->cap_pe : 64;
+            struct vk_prof_ent *pe = v->n_pe < INT16_MAX ? realloc(v->pe, sizeof *pe * (size_t)c) : NULL;
+            if (!pe) return;
+            v->pe = pe, v->cap_pe = c;
+        }
+        memset(&v->pe[e], 0, sizeof v->pe[e]);
+        snprintf(v->pe[e].label, sizeof v->pe[e].label, "%s", label);
+        v->n_pe++;
+    }
+    v->q_lab[v->q_n] = (int16_t)(label ? e : -1);
+    v->q_bytes[v->q_n] = bytes;
+    v->fn.vkCmdWriteTimestamp(v->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, v->qp, v->q_n++);
+}
+
+void muse_vk_prof_collect(struct vk *v) {
+    if (!v->prof || v->q_n < 2) return;
+    static uint64_t t[VK_PROF_QUERIES];
+    if (v->fn.vkGetQueryPoolResults(v->dev, v->qp, 0, v->q_n, sizeof t, t, sizeof t[0],
+                                    VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) != VK_SUCCESS)
+        return;
+    const double ns = v->props.limits.timestampPeriod;
+    for (uint32_t i = 1; i < v->q_n; i++) {
+        if (v->q_lab[i] < 0) continue;
+        struct vk_prof_ent *e = &v->pe[v->q_lab[i]];
+        e->ms += (double)(t[i] - t[i - 1]) * ns * 1e-6;
+        e->bytes += v->q_bytes[i];
+        e->calls++;
+    }
+    v->prof_wall_ms += (double)(t[v->q_n - 1] - t[0]) * ns * 1e-6;
+    v->prof_runs++;
+}
+
+static int prof_cmp(const void *a, const void *b) {
+    const struct vk_prof_ent *x = a, *y = b;
+    return x->ms < y->ms ? 1 : x->ms > y->ms ? -1 : 0;
+}
+
+void muse_vk_prof_print(struct vk *v) {
+    if (!v->prof || !v->n_pe) return;
+    qsort(v->pe, (size_t)v->n_pe, sizeof *v->pe, prof_cmp);
+    fprintf(stderr, "vulkan profile: %s, %llu runs, %.3f ms of GPU time (tg: runs of <= 8 rows, pp: longer)\n",
+            v->props.deviceName, (unsigned long long)v->prof_runs, v->prof_wall_ms);
+    fprintf(stderr, "%-56s %8s %11s %10s %6s %8s\n", "dispatch", "calls", "ms", "us/call", "share", "GB/s");
+    for (int i = 0; i < v->n_pe; i++) {
+        const struct vk_prof_ent *e = &v->pe[i];
+        fprintf(stderr, "%-56s %8llu %11.3f %10.2f %5.1f%% ", e->label, (unsigned long long)e->calls, e->ms,
+                e->calls ? 1e3 * e->ms / (double)e->calls : 0.0, v->prof_wall_ms > 0 ? 100.0 * e->ms / v->prof_wall_ms : 0.0);
+        if (e->bytes > 0 && e->ms > 0) fprintf(stderr, "%8.1f\n", e->bytes / (e->ms * 1e6));
+        else fprintf(stderr, "%8s\n", "");
+    }
+}
+
 // ---- the kind ----------------------------------------------------------------------------------
 
 static void vk_close(void *ks) {
     struct vk *v = ks;
     if (!v) return;
+    muse_vk_prof_print(v);
+    free(v->pe);
     if (v->dev) {
         v->fn.vkDeviceWaitIdle(v->dev);
+        if (v->qp) v->fn.vkDestroyQueryPool(v->dev, v->qp, NULL);
         muse_vk_forget_all(v);
         for (int i = 0; i < v->n_pipes; i++) v->fn.vkDestroyPipeline(v->dev, v->pipes[i].pipe, NULL);
         for (int i = 0; i < SH_COUNT; i++)
@@ -587,6 +652,15 @@ static muse_status vk_open(int32_t n_threads, bool no_repack, void **ks, struct 
     }
     if ((st = muse_vk_buf_create(v, STAGING_BYTES, true, &v->staging, err))) goto fail;
     if ((st = upload_tables(v, err))) goto fail;
+    const char *prof = getenv("MUSE_VK_PROFILE");
+    if (prof && *prof && strcmp(prof, "0")) {
+        const VkQueryPoolCreateInfo qpi = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO, .queryType = VK_QUERY_TYPE_TIMESTAMP,
+                                           .queryCount = VK_PROF_QUERIES};
+        if (!qf[v->qfam].timestampValidBits || v->fn.vkCreateQueryPool(v->dev, &qpi, NULL, &v->qp) != VK_SUCCESS)
+            fprintf(stderr, "vulkan: %s has no timestamps on its compute queue: MUSE_VK_PROFILE ignored\n", v->props.deviceName);
+        else
+            v->prof = true;
+    }
     *ks = v;
     return MUSE_OK;
 fail:

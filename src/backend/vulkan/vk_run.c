@@ -14,6 +14,7 @@
  * ROPE_ANGLES is computed on the host (muse_rope_angles, the CPU's bits) and copied in: GPU sin /
  * cos of large angles are not accurate enough.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -362,6 +363,8 @@ struct rec {
     const struct muse_prog_run *run;
     struct muse_error *err;
     muse_status st;
+    const char *label; /* the profiler's name for the next dispatch (NULL: the shader's) */
+    double bytes;      /* and the weight bytes it reads */
     /* io (inputs) and out (outputs) offsets, bytes */
     size_t tokens, src, pos, out_rows, rope, inj, logits, embd, features;
 };
@@ -390,6 +393,13 @@ static void dispatch(struct rec *R, enum vk_shader sh, uint32_t spec, const void
     v->fn.vkCmdPushConstants(v->cb, v->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, (uint32_t)size, pc);
     v->fn.vkCmdDispatch(v->cb, x, y, z);
     muse_vk_barrier(v);
+    if (v->prof) {
+        char lab[56];
+        snprintf(lab, sizeof lab, "%s %s", R->run->n_rows <= 8 ? "tg" : "pp", R->label ? R->label : muse_vk_shader_name(sh));
+        muse_vk_prof_stamp(v, lab, R->bytes);
+    }
+    R->label = NULL;
+    R->bytes = 0;
 }
 
 /* y (n floats per row, n_rows rows) op= x, by eltwise.comp's OP. */
@@ -496,7 +506,14 @@ static void op_matmul(struct rec *R, const struct muse_op *o) {
                     a64 x, y;
                     uint32_t ne0, xs;
                 } qc = {A(x), A(R->v->xq.addr), ne0, xs};
-                dispatch(R, SH_ACT_QUANT, qspec, &qc, sizeof qc, n, 1, 1);
+                if (R->v->prof) {
+                    char ql[56];
+                    snprintf(ql, sizeof ql, "act_quant %s", muse_type_layouts[qspec & 0xffff].name);
+                    R->label = ql;
+                    dispatch(R, SH_ACT_QUANT, qspec, &qc, sizeof qc, n, 1, 1);
+                } else {
+                    dispatch(R, SH_ACT_QUANT, qspec, &qc, sizeof qc, n, 1, 1);
+                }
                 done = qspec;
             }
             x = R->v->xq.addr;
@@ -510,6 +527,13 @@ static void op_matmul(struct rec *R, const struct muse_op *o) {
                 A(pj->bias ? weight_addr(R->vp, pj->bias) : 0), A(R->v->tab.addr), ne0, ne1,
                 (uint32_t)pj->w.row_size, n, xs, ref_stride(R, pj->y),
                 (pj->has_scale ? 1u : 0u) | (pj->bias ? 2u : 0u), pj->scale};
+        char lab[56];
+        if (R->v->prof) {
+            static const char *const vn[] = {"matmul", "matmul_f16", "matmul_dp4a", "matmul_coopmat"};
+            snprintf(lab, sizeof lab, "%s %s %ux%u", vn[var], muse_type_layouts[pj->w.type].name, ne1, ne0);
+            R->label = lab;
+            R->bytes = (double)ne1 * (double)pj->w.row_size;
+        }
         if (var == VAR_COOPMAT) {
             const uint32_t nwg = (ne1 + 15) / 16;
             dispatch(R, SH_MATMUL_COOPMAT, (uint32_t)pj->w.type, &pc, sizeof pc, nwg < 32768 ? nwg : 32768, (n + 15) / 16,
@@ -732,7 +756,7 @@ muse_status muse_vk_run(void *ks, const struct muse_program *p, const struct mus
     /* a decode step (a few token rows) replays the command buffer recorded for its shape: its
      * inputs (tokens, positions, rope angles, output rows) are read from io, which layout() wrote */
     const char *rp = getenv("MUSE_VK_REPLAY"); /* "0": every run recorded afresh */
-    const bool decode = !(rp && !strcmp(rp, "0")) && run->n_rows <= RP_MAX_ROWS && !run->embd && !run->rows && run->tokens &&
+    const bool decode = !(rp && !strcmp(rp, "0")) && !v->prof && run->n_rows <= RP_MAX_ROWS && !run->embd && !run->rows && run->tokens &&
                         (!run->features || run->n_features <= RP_MAX_FEATURES);
     bool hit = false;
     struct vk_replay *slot = decode ? replay_find(&R, v, &hit) : NULL;
@@ -749,6 +773,11 @@ muse_status muse_vk_run(void *ks, const struct muse_program *p, const struct mus
         v->cb = slot->cb;
     } else {
         muse_vk_begin(v);
+    }
+    if (v->prof) { /* the run's first timestamp: each dispatch's time is the step to its own */
+        v->fn.vkCmdResetQueryPool(v->cb, v->qp, 0, VK_PROF_QUERIES);
+        v->q_n = 0;
+        muse_vk_prof_stamp(v, NULL, 0);
     }
     size_t ro = R.rope;
     for (int32_t i = 0; i < p->n_ops && !R.st; i++) {
@@ -795,6 +824,8 @@ muse_status muse_vk_run(void *ks, const struct muse_program *p, const struct mus
     v->cb = one;
     if (slot) slot->valid = true, v->records++;
     if ((st = muse_vk_submit_cb(v, cb, err))) return st;
+    muse_vk_prof_collect(v);
+    v->q_n = 0;
     return copy_out(&R);
 }
 

@@ -38,7 +38,7 @@ step() { # NAME TIMEOUT CMD...: run, log, and record its output and status
     timeout "$t" "$@" > "$OUT/.step" 2>&1; local rc=$?
     local e=$(date +%s.%N)
     cat "$OUT/.step" >> "$LOG"
-    printf '%s\n[rc %d, %.1f s]\n' "$(cat "$OUT/.step")" "$rc" "$(echo "$e - $s" | bc)" | jadd "$name"
+    printf '%s\n[rc %d, %.1f s]\n' "$(cat "$OUT/.step")" "$rc" "$(awk "BEGIN {print $e - $s}")" | jadd "$name"
     echo "   rc $rc" | tee -a "$LOG" >&2
 }
 
@@ -81,13 +81,21 @@ for f, name, mult in ((lambda: x.sum(), "read (sum)", 1), (lambda: y.copy_(x), "
     print("%s: %.0f GB/s" % (name, mult * x.numel() * 4 / dt / 1e9))
 '
 step op_tests 150 "$OPS"
+# the whole 30B (the preset's own mix: IQ2_XXS FFN), written in the background while the rest runs
+F30="$DIR/muse-30b-full.gguf"
+if [ "${BENCH_FULL:-1}" = 1 ] && [ -z "${BENCH_PRESET:-}" ] && [ ! -f "$F30" ]; then
+    (timeout 400 "$MUSE" synth --preset 30b -o "$F30" > "$OUT/synth-full.txt" 2>&1) &
+    full_pid=$!
+fi
 # the synthetic 30B-dimension files (both at once: the machine has the cores)
+pids=()
 for t in iq2_xxs q4_k; do
     f="$DIR/muse-${BENCH_PRESET:-30b}-$LAYERS-$t.gguf"
     [ -f "$f" ] || timeout 300 "$MUSE" synth --preset "${BENCH_PRESET:-30b}" --layers "$LAYERS" \
         --types "ffn_*=$t,attn_*=q4_k,token_embd=q4_k,output=q6_k" -o "$f" > "$OUT/synth-$t.txt" 2>&1 &
+    pids+=($!)
 done
-wait
+[ ${#pids[@]} -gt 0 ] && wait "${pids[@]}"
 log "synth: $(ls -la "$DIR" | tail -n +2 | awk '{print $5, $9}' | tr '\n' ' ')"
 P="${BENCH_PRESET:-30b}"; FI="$DIR/muse-$P-$LAYERS-iq2_xxs.gguf" FQ="$DIR/muse-$P-$LAYERS-q4_k.gguf"
 
@@ -103,14 +111,16 @@ bench bench_q4_k_auto "$FQ" MUSE_VK_VARIANT=auto -- -p 512 -n 128 -r 2
 bench profile_iq2_xxs_auto "$FI" MUSE_VK_VARIANT=auto MUSE_VK_PROFILE=1 -- -p 512 -n 32 -r 1 --no-warmup
 bench bench_iq2_xxs_auto "$FI" MUSE_VK_VARIANT=auto -- -p 512 -n 128 -r 2
 bench bench_q4_k_plain "$FQ" MUSE_VK_VARIANT=plain -- -p 512 -n 128 -r 2
-for tpr in 8 16 64; do
-    bench "tg_q4_k_tpr$tpr" "$FQ" MUSE_VK_TPR=$tpr -- -p 0 -n 32 -r 1
-done
 bench bench_q4_k_np8 "$FQ" MUSE_VK_VARIANT=auto -- -p 0 -n 32 -np 8 -r 2
 if [ -n "${B:-}" ] && [ -x "$B/extra/llama-bench" ]; then
     for f in "$FI" "$FQ"; do
         step "llama_vulkan_$(basename "$f" .gguf)" 240 "$B/extra/llama-bench" -m "$f" -ngl 99 -p 512 -n 128 -r 3
     done
+fi
+if [ -n "${full_pid:-}" ]; then
+    log "waiting for the full 30B file"
+    wait "$full_pid"
+    [ -f "$F30" ] && bench bench_30b_full "$F30" MUSE_VK_VARIANT=auto -- -p 512 -n 128 -r 2
 fi
 step model_tests 200 "$MODELS"
 tm=models/glimmer-tiny-f16.gguf

@@ -62,25 +62,24 @@ static int32_t argmax(const float *x, int32_t n) {
     return b;
 }
 
-/* The greedy continuation of a fixed prompt on ctx into out[N_GEN]; the smallest top-1 - top-2
- * margin of the steps into *margin. */
-static bool greedy(struct muse_context *ctx, int32_t n_vocab, int32_t *out, float *margin) {
+/* The greedy continuation of a fixed prompt on ctx into out[N_GEN]; each step's logits into
+ * lg_all[N_GEN][n_vocab]; the smallest top-1 - top-2 margin of the steps into *margin. */
+static bool greedy_logits(struct muse_context *ctx, int32_t n_vocab, int32_t *out, float *lg_all, float *margin) {
     struct muse_error err = {0};
-    float *lg = malloc(sizeof(float) * (size_t)n_vocab);
     int32_t t[N_PROMPT];
     for (int32_t i = 0; i < N_PROMPT; i++) t[i] = (int32_t)((i * 37 + 11) % n_vocab);
-    bool ok = muse_eval(ctx, t, N_PROMPT, lg, 0, &err) == MUSE_OK;
+    bool ok = muse_eval(ctx, t, N_PROMPT, lg_all, 0, &err) == MUSE_OK;
     *margin = INFINITY;
     for (int32_t k = 0; ok && k < N_GEN; k++) {
+        const float *lg = lg_all + (size_t)k * (size_t)n_vocab;
         out[k] = argmax(lg, n_vocab);
         float second = -INFINITY;
         for (int32_t i = 0; i < n_vocab; i++)
             if (i != out[k] && lg[i] > second) second = lg[i];
         if (lg[out[k]] - second < *margin) *margin = lg[out[k]] - second;
-        ok = muse_eval(ctx, &out[k], 1, lg, 0, &err) == MUSE_OK;
+        if (k + 1 < N_GEN) ok = muse_eval(ctx, &out[k], 1, lg_all + (size_t)(k + 1) * (size_t)n_vocab, 0, &err) == MUSE_OK;
     }
     if (!ok) fprintf(stderr, "eval: %s\n", err.msg);
-    free(lg);
     return ok;
 }
 
@@ -104,18 +103,55 @@ static struct muse_context *context(struct muse_model *m, const char *backend, e
 }
 
 /* Greedy tokens of model m on the cpu and on the device, compared; the cpu's into ref if given. */
-static void same_greedy(const char *what, struct muse_model *m, enum muse_kv_type kv) {
+static bool greedy(struct muse_context *ctx, int32_t n_vocab, int32_t *out, float *margin) {
+    float *lg = malloc(sizeof(float) * (size_t)n_vocab * N_GEN);
+    const bool ok = lg && greedy_logits(ctx, n_vocab, out, lg, margin);
+    free(lg);
+    return ok;
+}
+
+/*
+ * Model m's greedy tokens and logits on the cpu and on the device, compared by the text goldens'
+ * rules (golden/text/README.md): every logit of the steps both devices saw the same tokens for
+ * within tol of the cpu's, and the greedy tokens identical, or first different at a decision
+ * whose cpu top-2 margin is below near_tie (nothing after it is compared). Why not bit-identical
+ * tokens: the GPU sums in another order, so a value can land on the other side of a rounding
+ * boundary of a later quantization (an activation code, an F16 cell); these 2-layer synthetic
+ * models amplify one such flip to 0.1 - 0.3 in the logits (measured: most types 5e-6, a few
+ * 0.07 - 0.31, and which ones moves with the device and the KV type). The goldens' bounds come from
+ * llama.cpp's own sensitivity on the same kind of models (quantized class: 0.42 / 0.4).
+ */
+static void same_greedy(const char *what, struct muse_model *m, enum muse_kv_type kv, double tol, double near_tie) {
     const int32_t nv = muse_model_n_vocab(m);
     int32_t a[N_GEN], b[N_GEN];
     float ma, mb;
+    float *la = malloc(sizeof(float) * (size_t)nv * N_GEN), *lb = malloc(sizeof(float) * (size_t)nv * N_GEN);
     struct muse_context *c = context(m, "cpu", kv), *g = context(m, "vulkan", kv);
-    const bool ok = c && g && greedy(c, nv, a, &ma) && greedy(g, nv, b, &mb);
+    const bool ok = la && lb && c && g && greedy_logits(c, nv, a, la, &ma) && greedy_logits(g, nv, b, lb, &mb);
     int same = 0;
     while (ok && same < N_GEN && a[same] == b[same]) same++;
-    printf("%-12s greedy %2d/%d identical (cpu's smallest top-2 margin %.3g)\n", what, ok ? same : 0, N_GEN, ok ? ma : 0.0);
-    TEST_CONDF(ok && same == N_GEN, "%s: greedy tokens differ from the cpu's at step %d", what, same);
+    double diff = 0, margin = INFINITY; /* the logits of the steps both saw the same tokens for */
+    for (int k = 0; ok && k < N_GEN && k <= same; k++)
+        for (int32_t i = 0; i < nv; i++) {
+            const double d = fabs((double)la[(size_t)k * nv + i] - lb[(size_t)k * nv + i]);
+            if (d > diff) diff = d;
+        }
+    if (ok && same < N_GEN) { /* the cpu's top-2 margin at the first differing decision */
+        const float *l = la + (size_t)same * nv;
+        margin = INFINITY;
+        for (int32_t i = 0; i < nv; i++)
+            if (i != a[same] && l[a[same]] - l[i] < margin) margin = l[a[same]] - l[i];
+    }
+    printf("%-12s greedy %2d/%d identical, max |logit gpu-cpu| %.3g (tol %g)", what, ok ? same : 0, N_GEN, diff, tol);
+    if (ok && same < N_GEN) printf(", first difference at a cpu margin of %.3g (near_tie %g)", margin, near_tie);
+    printf("\n");
+    TEST_CONDF(ok && diff <= tol, "%s: logits differ from the cpu's by %.3g (tol %g)", what, diff, tol);
+    TEST_CONDF(ok && (same == N_GEN || margin < near_tie), "%s: greedy tokens differ from the cpu's at step %d, margin %.3g >= %g",
+               what, same, margin, near_tie);
     muse_context_free(c);
     muse_context_free(g);
+    free(la);
+    free(lb);
 }
 
 int main(void) {
@@ -178,15 +214,19 @@ int main(void) {
         snprintf(rule, sizeof rule, "*=%s", types[i]);
         m = synth("vk-type", rule, path, sizeof path);
         if (!m) continue;
-        same_greedy(types[i], m, MUSE_KV_TYPE_F16);
+        /* F32 weights with the F16 cache: the goldens' float class (tiny-f32: 0.04 / 0.047); F16 /
+         * BF16 weights round the activations as the cpu does (BF16's 8-bit mantissa flips more:
+         * 0.1); the quantized types: the quantized class (0.42 / 0.4) */
+        const bool f32 = !strcmp(types[i], "f32"), flt = !strcmp(types[i], "f16") || !strcmp(types[i], "bf16");
+        same_greedy(types[i], m, MUSE_KV_TYPE_F16, f32 ? 0.04 : flt ? 0.1 : 0.42, f32 ? 0.047 : flt ? 0.1 : 0.4);
         muse_model_free(m);
         unlink(path);
     }
 
     /* 3. a Q8_0 KV cache (and an F32 one) */
     if ((m = synth("vk-kv", "*=q4_k", path, sizeof path))) {
-        same_greedy("q8_0 kv", m, MUSE_KV_TYPE_Q8_0);
-        same_greedy("f32 kv", m, MUSE_KV_TYPE_F32);
+        same_greedy("q8_0 kv", m, MUSE_KV_TYPE_Q8_0, 0.42, 0.4);
+        same_greedy("f32 kv", m, MUSE_KV_TYPE_F32, 0.42, 0.4);
         muse_model_free(m);
         unlink(path);
     }

@@ -79,7 +79,7 @@ static int run_on(struct muse_device *dev, struct muse_program *p, int32_t n, st
     struct muse_error e = {0};
     int32_t tok[16], pos[16], rows[16];
     for (int32_t i = 0; i < n; i++) tok[i] = i, pos[i] = i, rows[i] = i;
-    const struct muse_backend_plan plan = {.n_batch = p->n_batch, .max_ne0 = 512, .max_cells = 64, .max_head_dim = 64};
+    const struct muse_backend_plan plan = {.n_batch = p->n_batch, .max_ne0 = 2560, .max_cells = 64, .max_head_dim = 64};
     if (muse_device_reserve(dev, &plan, p->workspace_floats, &e) || muse_device_prepare(dev, p, &e)) {
         fprintf(stderr, "%s: %s\n", muse_device_name(dev), e.msg);
         return 1;
@@ -125,6 +125,8 @@ static bool variant_ok(const char *var, enum muse_type t) {
         return strstr(dev_line, "int8-dot yes") && (t == MUSE_TYPE_Q8_0 || t == MUSE_TYPE_Q4_0 || t == MUSE_TYPE_Q5_0 ||
                                                     t == MUSE_TYPE_IQ4_NL || t == MUSE_TYPE_MXFP4);
     if (!strcmp(var, "coopmat")) return strstr(dev_line, "coopmat yes") != NULL;
+    if (!strcmp(var, "vec"))
+        return strstr(dev_line, "int8-dot yes") && (t == MUSE_TYPE_Q4_K || t == MUSE_TYPE_Q6_K || t == MUSE_TYPE_IQ2_XXS);
     return true;
 }
 
@@ -192,6 +194,35 @@ int main(void) {
         unsetenv("MUSE_VK_VARIANT");
         muse_program_free(&p);
         free(w);
+        /* the decode matvec (vec: Q4_K, Q6_K, IQ2_XXS against Q8_K): rows of 10 blocks (every lane,
+         * some twice), an odd row count (the workgroup's second row out of range), 1, 5 and 8 token
+         * rows; the plain path on the same program first */
+        if (variant_ok("vec", t)) {
+            const int64_t K2 = 2560, N2 = 71;
+            void *w2 = make_weight(t, K2, N2, &rs);
+            const struct muse_weight W2 = weight(t, w2, K2, N2, rs, tn);
+            float *xt2 = make_weight(MUSE_TYPE_F32, K2, 16, &rs);
+            const struct muse_weight xtab2 = weight(MUSE_TYPE_F32, xt2, K2, 16, rs, "x2");
+            muse_program_init(&p, 8);
+            const int16_t x2 = muse_program_buffer(&p, K2);
+            p.bufs[MUSE_BUF_LOGITS].cols = N2;
+            muse_program_op(&p, &(struct muse_op){.kind = MUSE_OP_EMBED, .dst = muse_ref(x2, 0, K2), .n = K2, .table = &xtab2});
+            const struct muse_prog_job job2 = {W2, muse_ref(MUSE_BUF_LOGITS, 0, N2), false, 0, NULL};
+            muse_program_matmul(&p, muse_ref(x2, 0, K2), &job2, 1, MUSE_ROWS_ALL);
+            muse_program_finish(&p, &e);
+            static const int32_t rows[] = {1, 5, 8};
+            for (int v2 = 0; v2 < 2; v2++)
+                for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++) {
+                    setenv("MUSE_VK_VARIANT", v2 ? "vec" : "plain", 1);
+                    snprintf(what, sizeof what, "matmul %s %dx%d %s n=%d", tn, (int)N2, (int)K2, v2 ? "vec" : "plain",
+                             (int)rows[ri]);
+                    compare(what, &p, rows[ri], N2, 1e-5, NULL, NULL);
+                }
+            unsetenv("MUSE_VK_VARIANT");
+            muse_program_free(&p);
+            free(w2);
+            free(xt2);
+        }
     }
 
     /* the row ops on the input rows: per-head RMS norm with a weight, rope (both modes), swiglu, add, logits */

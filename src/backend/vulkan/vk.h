@@ -57,7 +57,7 @@ struct vk_buf {
 /* The shaders (the embedded modules, in this order: vk_device.c checks the names). */
 enum vk_shader {
     SH_ACT_QUANT, SH_ATTENTION, SH_ELTWISE, SH_EMBED, SH_KV_STORE, SH_MATMUL, SH_MATMUL_COOPMAT, SH_MATMUL_DP4A, SH_MATMUL_F16,
-    SH_RMS_NORM, SH_ROPE, SH_COUNT
+    SH_MATMUL_VEC, SH_RMS_NORM, SH_ROPE, SH_COUNT
 };
 /* eltwise.comp's OP */
 enum { EW_SWIGLU, EW_ADD, EW_LOGITS, EW_COPY };
@@ -132,6 +132,7 @@ struct vk {
     uint32_t mm_tpr;                /* matmul.comp's TPR (MUSE_VK_TPR overrides) */
     /* the fast matmul variants the device can run (features enabled at creation) */
     bool can_f16, can_dot, can_cm;
+    uint32_t sg;                    /* matmul_vec.comp's SG: the subgroup size when it divides 32 and has subgroupAdd, else 0 */
     /* the profiler (MUSE_VK_PROFILE): a timestamp after each dispatch of a run, labelled */
     bool prof;
     VkQueryPool qp;

@@ -22,7 +22,7 @@
 
 static const char *const shader_names[SH_COUNT] = {"act_quant", "attention",      "eltwise",     "embed",
                                                    "kv_store",  "matmul",         "matmul_coopmat", "matmul_dp4a",
-                                                   "matmul_f16", "rms_norm",      "rope"};
+                                                   "matmul_f16", "matmul_vec",    "rms_norm",       "rope"};
 
 const char *muse_vk_shader_name(enum vk_shader sh) { return (unsigned)sh < SH_COUNT ? shader_names[sh] : "?"; }
 
@@ -594,6 +594,14 @@ static muse_status vk_open(int32_t n_threads, bool no_repack, void **ks, struct 
     v->can_f16 = f12.shaderFloat16;
     v->can_dot = has_dot && fdot.shaderIntegerDotProduct;
     v->can_cm = has_cm && fcm.cooperativeMatrix && f12.shaderFloat16 && f12.vulkanMemoryModel && coopmat_shape(v);
+    /* matmul_vec.comp reduces a row's 32 lanes with subgroupAdd when a subgroup divides them */
+    VkPhysicalDeviceSubgroupProperties sgp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+    VkPhysicalDeviceProperties2 sp2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &sgp};
+    v->fn.vkGetPhysicalDeviceProperties2(v->phys, &sp2);
+    v->sg = (sgp.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) && (sgp.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) &&
+                    sgp.subgroupSize >= 2 && sgp.subgroupSize <= 32 && 32 % sgp.subgroupSize == 0
+                ? sgp.subgroupSize
+                : 0;
     if (!f12.bufferDeviceAddress) {
         st = muse_error_set(err, MUSE_ERR_UNSUPPORTED, "vulkan: %s has no bufferDeviceAddress (muse's shaders need it)",
                             v->props.deviceName);

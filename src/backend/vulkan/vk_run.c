@@ -462,16 +462,19 @@ static void op_rope(struct rec *R, const struct muse_op *o) {
     dispatch(R, SH_ROPE, 0, &pc, sizeof pc, n_vec < 32768 ? n_vec : 32768, (n_vec + 32767) / 32768, 1);
 }
 
-enum { VAR_PLAIN, VAR_F16, VAR_DP4A, VAR_COOPMAT };
+enum { VAR_PLAIN, VAR_F16, VAR_DP4A, VAR_COOPMAT, VAR_VEC };
 
 /* The matmul variant for weights of type t over n rows (docs/vulkan.md "Fast variants"): on a GPU
- * the fastest the device has features for (cooperative matrices for prefill, int8 dot for Q8_0,
- * Q4_0, Q5_0, IQ4_NL and MXFP4, fp16 arithmetic), the plain path on a CPU driver; MUSE_VK_VARIANT=plain|f16|dp4a|coopmat
- * forces one where the device and the shape allow it, plain otherwise. */
+ * the fastest the device has features for (cooperative matrices for prefill; for decode, int8 dot
+ * against Q8_K for Q4_K, Q6_K and IQ2_XXS; int8 dot for Q8_0, Q4_0, Q5_0, IQ4_NL and MXFP4; fp16
+ * arithmetic), the plain path on a CPU driver; MUSE_VK_VARIANT=plain|f16|dp4a|coopmat|vec forces one
+ * where the device and the shape allow it, plain otherwise. */
 static int matmul_variant(const struct vk *v, enum muse_type t, uint32_t n, uint32_t ne0) {
     const char *e = getenv("MUSE_VK_VARIANT");
     const bool forced = e && *e && strcmp(e, "auto"), gpu = v->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU;
-    if (v->can_cm && n >= 16 && ne0 % 16 == 0 && (forced ? !strcmp(e, "coopmat") : gpu)) return VAR_COOPMAT;
+    if (v->can_cm && n >= 16 && ne0 % 32 == 0 && (forced ? !strcmp(e, "coopmat") : gpu)) return VAR_COOPMAT;
+    const bool vec = t == MUSE_TYPE_Q4_K || t == MUSE_TYPE_Q6_K || t == MUSE_TYPE_IQ2_XXS; /* 256-blocks, Q8_K */
+    if (v->can_dot && vec && n <= 8 && ne0 % 256 == 0 && (forced ? !strcmp(e, "vec") : gpu)) return VAR_VEC;
     const bool int8 = t == MUSE_TYPE_Q8_0 || t == MUSE_TYPE_Q4_0 || t == MUSE_TYPE_Q5_0 || t == MUSE_TYPE_IQ4_NL ||
                       t == MUSE_TYPE_MXFP4; /* an int8 code times one scale per 32 */
     if (v->can_dot && int8 && (forced ? !strcmp(e, "dp4a") : gpu)) return VAR_DP4A;
@@ -494,8 +497,11 @@ static void op_matmul(struct rec *R, const struct muse_op *o) {
         const int var = matmul_variant(R->v, pj->w.type, n, ne0);
         VkDeviceAddress x = ref_addr(R, o->src);
         uint32_t xs = ref_stride(R, o->src);
+        /* the activations: packed int8 rows (dp4a: Q8_0, vec: Q8_K), else rounded as the cpu does
+         * (coopmat too: the tile takes them to f16) */
         const uint32_t qspec = var == VAR_DP4A ? (uint32_t)MUSE_TYPE_Q8_0 | 1u << 16
-                               : (var == VAR_PLAIN || var == VAR_F16) && at != MUSE_TYPE_F32 ? (uint32_t)at : UINT32_MAX;
+                               : var == VAR_VEC ? (uint32_t)MUSE_TYPE_Q8_K | 1u << 16
+                               : at != MUSE_TYPE_F32 ? (uint32_t)at : UINT32_MAX;
         if (qspec != UINT32_MAX) {
             if ((size_t)n * ne0 * 4 > R->v->xq.size) {
                 if (!R->st) R->st = muse_error_set(R->err, MUSE_ERR_INTERNAL, "vulkan: a matmul larger than the reserved plan");
@@ -506,18 +512,23 @@ static void op_matmul(struct rec *R, const struct muse_op *o) {
                     a64 x, y;
                     uint32_t ne0, xs;
                 } qc = {A(x), A(R->v->xq.addr), ne0, xs};
+                /* act_quant.comp's workgroups per row: 64 values (F16, BF16), 64 blocks of 32, a 256-block */
+                const enum muse_type aq = (enum muse_type)(qspec & 0xffff);
+                const uint32_t gx = aq == MUSE_TYPE_Q8_K ? ne0 / 256
+                                    : aq == MUSE_TYPE_Q8_0 || aq == MUSE_TYPE_Q8_1 ? (ne0 / 32 + 63) / 64
+                                                                               : (ne0 + 63) / 64;
                 if (R->v->prof) {
                     char ql[56];
                     snprintf(ql, sizeof ql, "act_quant %s", muse_type_layouts[qspec & 0xffff].name);
                     R->label = ql;
-                    dispatch(R, SH_ACT_QUANT, qspec, &qc, sizeof qc, n, 1, 1);
+                        dispatch(R, SH_ACT_QUANT, qspec, &qc, sizeof qc, gx, n, 1);
                 } else {
-                    dispatch(R, SH_ACT_QUANT, qspec, &qc, sizeof qc, n, 1, 1);
+                    dispatch(R, SH_ACT_QUANT, qspec, &qc, sizeof qc, gx, n, 1);
                 }
                 done = qspec;
             }
             x = R->v->xq.addr;
-            xs = var == VAR_DP4A ? ne0 / 4 + ne0 / 32 : ne0;
+            xs = var == VAR_DP4A ? ne0 / 4 + ne0 / 32 : var == VAR_VEC ? ne0 / 4 + ne0 / 256 + ne0 / 16 : ne0;
         }
         const struct {
             a64 w, x, y, bias, tab;
@@ -529,14 +540,20 @@ static void op_matmul(struct rec *R, const struct muse_op *o) {
                 (pj->has_scale ? 1u : 0u) | (pj->bias ? 2u : 0u), pj->scale};
         char lab[56];
         if (R->v->prof) {
-            static const char *const vn[] = {"matmul", "matmul_f16", "matmul_dp4a", "matmul_coopmat"};
+            static const char *const vn[] = {"matmul", "matmul_f16", "matmul_dp4a", "matmul_coopmat", "matmul_vec"};
             snprintf(lab, sizeof lab, "%s %s %ux%u", vn[var], muse_type_layouts[pj->w.type].name, ne1, ne0);
             R->label = lab;
             R->bytes = (double)ne1 * (double)pj->w.row_size;
         }
         if (var == VAR_COOPMAT) {
-            const uint32_t nwg = (ne1 + 15) / 16;
-            dispatch(R, SH_MATMUL_COOPMAT, (uint32_t)pj->w.type, &pc, sizeof pc, nwg < 32768 ? nwg : 32768, (n + 15) / 16,
+            const uint32_t nwg = (ne1 + 63) / 64; /* 64 x 64 tiles */
+            dispatch(R, SH_MATMUL_COOPMAT, (uint32_t)pj->w.type, &pc, sizeof pc, nwg < 32768 ? nwg : 32768, (n + 63) / 64,
+                     (nwg + 32767) / 32768);
+            continue;
+        }
+        if (var == VAR_VEC) { /* 2 output rows per workgroup, every token row (n <= 8) */
+            const uint32_t nwg = (ne1 + 1) / 2;
+            dispatch(R, SH_MATMUL_VEC, (uint32_t)pj->w.type | R->v->sg << 16, &pc, sizeof pc, nwg < 32768 ? nwg : 32768, 1,
                      (nwg + 32767) / 32768);
             continue;
         }

@@ -44,4 +44,13 @@ uint f32_to_f16(float f) {
     return sign | h;
 }
 
+// a / b correctly rounded: GLSL allows OpFDiv 2.5 ulp (a GPU's reciprocal times a), the cpu's
+// quantizers divide exactly; one residual step (exact by fma) corrects the quotient
+float div_rn(float a, float b) {
+    precise float q = a / b;
+    precise float r = fma(-q, b, a);
+    precise float c = fma(r, 1.0 / b, q);
+    return c;
+}
+
 float sigmoid(float g) { return 1.0 / (1.0 + exp(-g)); }

@@ -4,14 +4,14 @@
 // order: the stated bound of docs/vulkan.md). flags: 1 weight, 2 rows through the run's out_rows.
 #include "common.glsl"
 
-layout(local_size_x = 64) in;
+layout(local_size_x = 256) in;
 layout(push_constant) uniform P {
     uvec2 x, y, w, rows;
     uint n, per_row, xs, ys, flags, n_vec;
     float eps;
 } p;
 
-shared float red[64];
+shared float red[256];
 
 void main() {
     const uint v = gl_WorkGroupID.x + gl_WorkGroupID.y * 32768u, t = gl_LocalInvocationID.x;
@@ -22,17 +22,17 @@ void main() {
     F32 y = F32(p.y);
     const uint xb = rs * p.xs + h * p.n, yb = r * p.ys + h * p.n;
     float s = 0.0;
-    for (uint i = t; i < p.n; i += 64u) s += x.v[xb + i] * x.v[xb + i];
+    for (uint i = t; i < p.n; i += 256u) s += x.v[xb + i] * x.v[xb + i];
     red[t] = s;
     barrier();
-    for (uint k = 32u; k > 0u; k >>= 1) {
+    for (uint k = 128u; k > 0u; k >>= 1) {
         if (t < k) red[t] += red[t + k];
         barrier();
     }
     const float mean = red[0] / float(p.n);
-    const float sc = 1.0 / sqrt(mean + p.eps);
+    const float sc = div_rn(1.0, sqrt(mean + p.eps));
     barrier(); // every thread read red[0] before x may be overwritten (y == x)
-    for (uint i = t; i < p.n; i += 64u) {
+    for (uint i = t; i < p.n; i += 256u) {
         float e = x.v[xb + i] * sc;
         if ((p.flags & 1u) != 0u) e = e * F32(p.w).v[i];
         y.v[yb + i] = e;

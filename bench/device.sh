@@ -13,7 +13,8 @@
 #   4. pp512 / tg128 (muse bench --backend vulkan) on 30B-dimension synthetic files (`muse synth
 #      --preset 30b --layers $BENCH_LAYERS`, IQ2_XXS and Q4_K FFN/attention, Q4_K embedding, Q6_K
 #      head), variant auto (and plain for Q4_K); tg128 over 8 sequences (-np 8)
-#   5. MUSE_VK_PROFILE=1 runs (GPU time per dispatch) and a MUSE_VK_TPR sweep for decode
+#   5. MUSE_VK_PROFILE=1 runs (GPU time per dispatch); the whole 30B preset (52 layers, IQ2_XXS
+#      FFN: ~9 GiB, written in the background): pp512 / tg128, a decode profile, tg over 8 sequences
 #   6. a reference's llama-bench (bundle extra/, -ngl 99) on the same files, when carried
 # Usage (device tool): bash bench/device.sh
 # A dry run on any Vulkan device (lavapipe): BENCH_PRESET=small BENCH_LAYERS=2 bash bench/device.sh
@@ -120,7 +121,11 @@ fi
 if [ -n "${full_pid:-}" ]; then
     log "waiting for the full 30B file"
     wait "$full_pid"
-    [ -f "$F30" ] && bench bench_30b_full "$F30" MUSE_VK_VARIANT=auto -- -p 512 -n 128 -r 2
+    if [ -f "$F30" ]; then
+        bench bench_30b_full "$F30" MUSE_VK_VARIANT=auto -- -p 512 -n 128 -r 2
+        bench profile_30b_full "$F30" MUSE_VK_VARIANT=auto MUSE_VK_PROFILE=1 -- -p 0 -n 32 -r 1 --no-warmup
+        bench bench_30b_full_np8 "$F30" MUSE_VK_VARIANT=auto -- -p 0 -n 32 -np 8 -r 2
+    fi
 fi
 step model_tests 200 "$MODELS"
 tm=models/glimmer-tiny-f16.gguf

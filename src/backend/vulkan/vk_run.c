@@ -363,6 +363,7 @@ struct rec {
     const struct muse_prog_run *run;
     struct muse_error *err;
     muse_status st;
+    bool no_barrier;   /* the next matmul dispatch needs no barrier after it (op_matmul) */
     const char *label; /* the profiler's name for the next dispatch (NULL: the shader's) */
     double bytes;      /* and the weight bytes it reads */
     /* io (inputs) and out (outputs) offsets, bytes */
@@ -392,7 +393,9 @@ static void dispatch(struct rec *R, enum vk_shader sh, uint32_t spec, const void
     v->fn.vkCmdBindPipeline(v->cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
     v->fn.vkCmdPushConstants(v->cb, v->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, (uint32_t)size, pc);
     v->fn.vkCmdDispatch(v->cb, x, y, z);
-    muse_vk_barrier(v);
+    if (!R->no_barrier || (sh != SH_MATMUL && sh != SH_MATMUL_F16 && sh != SH_MATMUL_DP4A && sh != SH_MATMUL_COOPMAT &&
+                           sh != SH_MATMUL_VEC))
+        muse_vk_barrier(v);
     if (v->prof) {
         char lab[56];
         snprintf(lab, sizeof lab, "%s %s", R->run->n_rows <= 8 ? "tg" : "pp", R->label ? R->label : muse_vk_shader_name(sh));
@@ -400,6 +403,7 @@ static void dispatch(struct rec *R, enum vk_shader sh, uint32_t spec, const void
     }
     R->label = NULL;
     R->bytes = 0;
+    if (sh != SH_ACT_QUANT) R->no_barrier = false;
 }
 
 /* y (n floats per row, n_rows rows) op= x, by eltwise.comp's OP. */
@@ -486,6 +490,17 @@ static int matmul_variant(const struct vk *v, enum muse_type t, uint32_t n, uint
  * the cpu does (act_quant.comp into xq, once per type in a row of jobs) and matmul.comp (plain) or
  * matmul_f16.comp; the raw activations and matmul_coopmat.comp; the activations packed as Q8_0
  * codes (act_quant PACK) and matmul_dp4a.comp. */
+/* The act_quant.comp pass a job's matmul reads (UINT32_MAX: none, the raw activations): packed
+ * int8 rows (dp4a: Q8_0, vec: Q8_K), else the activations rounded as the cpu does (coopmat too:
+ * the tile takes them to f16). */
+static uint32_t job_qspec(const struct rec *R, const struct muse_prog_job *pj, uint32_t n) {
+    const enum muse_type at = muse_type_traits[pj->w.type].vec_dot_type;
+    const int var = matmul_variant(R->v, pj->w.type, n, (uint32_t)pj->w.ne0);
+    return var == VAR_DP4A ? (uint32_t)MUSE_TYPE_Q8_0 | 1u << 16
+           : var == VAR_VEC ? (uint32_t)MUSE_TYPE_Q8_K | 1u << 16
+           : at != MUSE_TYPE_F32 ? (uint32_t)at : UINT32_MAX;
+}
+
 static void op_matmul(struct rec *R, const struct muse_op *o) {
     const uint32_t n = (uint32_t)op_rows(R, o);
     if (!n) return;
@@ -493,15 +508,13 @@ static void op_matmul(struct rec *R, const struct muse_op *o) {
     for (int32_t j = 0; j < o->n_jobs; j++) {
         const struct muse_prog_job *pj = &R->p->jobs[o->job0 + j];
         const uint32_t ne0 = (uint32_t)pj->w.ne0, ne1 = (uint32_t)pj->w.ne1;
-        const enum muse_type at = muse_type_traits[pj->w.type].vec_dot_type;
         const int var = matmul_variant(R->v, pj->w.type, n, ne0);
         VkDeviceAddress x = ref_addr(R, o->src);
         uint32_t xs = ref_stride(R, o->src);
-        /* the activations: packed int8 rows (dp4a: Q8_0, vec: Q8_K), else rounded as the cpu does
-         * (coopmat too: the tile takes them to f16) */
-        const uint32_t qspec = var == VAR_DP4A ? (uint32_t)MUSE_TYPE_Q8_0 | 1u << 16
-                               : var == VAR_VEC ? (uint32_t)MUSE_TYPE_Q8_K | 1u << 16
-                               : at != MUSE_TYPE_F32 ? (uint32_t)at : UINT32_MAX;
+        const uint32_t qspec = job_qspec(R, pj, n);
+        /* the jobs of one op read the same input and write distinct outputs: no barrier between
+         * two matmuls unless the next job rewrites xq (another act_quant pass) */
+        R->no_barrier = j + 1 < o->n_jobs && job_qspec(R, &R->p->jobs[o->job0 + j + 1], n) == qspec;
         if (qspec != UINT32_MAX) {
             if ((size_t)n * ne0 * 4 > R->v->xq.size) {
                 if (!R->st) R->st = muse_error_set(R->err, MUSE_ERR_INTERNAL, "vulkan: a matmul larger than the reserved plan");

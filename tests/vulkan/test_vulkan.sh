@@ -142,6 +142,7 @@ validate plain "$GOLDEN/small-q4_k.gguf"
 devs=$("$MUSE" info --devices 2>/dev/null)
 grep -q "fp16 yes" <<<"$devs" && validate f16 "$GOLDEN/small-q4_k.gguf"
 grep -q "int8-dot yes" <<<"$devs" && validate dp4a "$GOLDEN/small-q8_0.gguf"
+grep -q "int8-dot yes" <<<"$devs" && validate vec "$GOLDEN/small-q4_k.gguf"
 
 echo "vulkan: $fail failure(s)"
 [ "$fail" -eq 0 ]

@@ -453,7 +453,7 @@ static void op_rms_norm(struct rec *R, const struct muse_op *o) {
     } pc = {A(ref_addr(R, o->src)), A(ref_addr(R, o->dst)), A(o->w ? weight_addr(R->vp, o->w) : 0),
             A(R->v->io.addr + R->out_rows), (uint32_t)o->n, (uint32_t)(o->per_row ? o->per_row : 1), ref_stride(R, o->src),
             ref_stride(R, o->dst), (o->w ? 1u : 0u) | (o->rows == MUSE_ROWS_OUT ? 2u : 0u), n_vec, o->eps};
-    dispatch(R, SH_RMS_NORM, 0, &pc, sizeof pc, n_vec < 32768 ? n_vec : 32768, (n_vec + 32767) / 32768, 1);
+    dispatch(R, SH_RMS_NORM, R->v->sg << 16, &pc, sizeof pc, n_vec < 32768 ? n_vec : 32768, (n_vec + 32767) / 32768, 1);
 }
 
 static void op_rope(struct rec *R, const struct muse_op *o) {
@@ -473,11 +473,12 @@ enum { VAR_PLAIN, VAR_F16, VAR_DP4A, VAR_COOPMAT, VAR_VEC };
  * against Q8_K for Q4_K, Q6_K and IQ2_XXS; int8 dot for Q8_0, Q4_0, Q5_0, IQ4_NL and MXFP4; fp16
  * arithmetic), the plain path on a CPU driver; MUSE_VK_VARIANT=plain|f16|dp4a|coopmat|vec forces one
  * where the device and the shape allow it, plain otherwise. */
-static int matmul_variant(const struct vk *v, enum muse_type t, uint32_t n, uint32_t ne0) {
+static int matmul_variant(const struct vk *v, enum muse_type t, uint32_t n, uint32_t ne0, VkDeviceAddress w) {
     const char *e = getenv("MUSE_VK_VARIANT");
     const bool forced = e && *e && strcmp(e, "auto"), gpu = v->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU;
     if (v->can_cm && n >= 16 && ne0 % 32 == 0 && (forced ? !strcmp(e, "coopmat") : gpu)) return VAR_COOPMAT;
-    const bool vec = t == MUSE_TYPE_Q4_K || t == MUSE_TYPE_Q6_K || t == MUSE_TYPE_IQ2_XXS; /* 256-blocks, Q8_K */
+    const bool vec = (t == MUSE_TYPE_Q4_K && w % 16 == 0) || t == MUSE_TYPE_Q6_K || t == MUSE_TYPE_IQ2_XXS; /* 256-blocks,
+                                                              Q8_K; Q4_K read 16 bytes at a time */
     if (v->can_dot && vec && n <= 8 && ne0 % 256 == 0 && (forced ? !strcmp(e, "vec") : gpu)) return VAR_VEC;
     const bool int8 = t == MUSE_TYPE_Q8_0 || t == MUSE_TYPE_Q4_0 || t == MUSE_TYPE_Q5_0 || t == MUSE_TYPE_IQ4_NL ||
                       t == MUSE_TYPE_MXFP4; /* an int8 code times one scale per 32 */
@@ -495,7 +496,7 @@ static int matmul_variant(const struct vk *v, enum muse_type t, uint32_t n, uint
  * the tile takes them to f16). */
 static uint32_t job_qspec(const struct rec *R, const struct muse_prog_job *pj, uint32_t n) {
     const enum muse_type at = muse_type_traits[pj->w.type].vec_dot_type;
-    const int var = matmul_variant(R->v, pj->w.type, n, (uint32_t)pj->w.ne0);
+    const int var = matmul_variant(R->v, pj->w.type, n, (uint32_t)pj->w.ne0, weight_addr(R->vp, pj->w.data));
     return var == VAR_DP4A ? (uint32_t)MUSE_TYPE_Q8_0 | 1u << 16
            : var == VAR_VEC ? (uint32_t)MUSE_TYPE_Q8_K | 1u << 16
            : at != MUSE_TYPE_F32 ? (uint32_t)at : UINT32_MAX;
@@ -508,7 +509,7 @@ static void op_matmul(struct rec *R, const struct muse_op *o) {
     for (int32_t j = 0; j < o->n_jobs; j++) {
         const struct muse_prog_job *pj = &R->p->jobs[o->job0 + j];
         const uint32_t ne0 = (uint32_t)pj->w.ne0, ne1 = (uint32_t)pj->w.ne1;
-        const int var = matmul_variant(R->v, pj->w.type, n, ne0);
+        const int var = matmul_variant(R->v, pj->w.type, n, ne0, weight_addr(R->vp, pj->w.data));
         VkDeviceAddress x = ref_addr(R, o->src);
         uint32_t xs = ref_stride(R, o->src);
         const uint32_t qspec = job_qspec(R, pj, n);
@@ -541,7 +542,7 @@ static void op_matmul(struct rec *R, const struct muse_op *o) {
                 done = qspec;
             }
             x = R->v->xq.addr;
-            xs = var == VAR_DP4A ? ne0 / 4 + ne0 / 32 : var == VAR_VEC ? ne0 / 4 + ne0 / 256 + ne0 / 16 : ne0;
+            xs = var == VAR_DP4A ? ne0 / 4 + ne0 / 32 : var == VAR_VEC ? (ne0 / 4 + ne0 / 256 + ne0 / 16 + 3) & ~3u : ne0;
         }
         const struct {
             a64 w, x, y, bias, tab;
@@ -564,8 +565,8 @@ static void op_matmul(struct rec *R, const struct muse_op *o) {
                      (nwg + 32767) / 32768);
             continue;
         }
-        if (var == VAR_VEC) { /* 2 output rows per workgroup, every token row (n <= 8) */
-            const uint32_t nwg = (ne1 + 1) / 2;
+        if (var == VAR_VEC) { /* 8 output rows per workgroup, every token row (n <= 8) */
+            const uint32_t nwg = (ne1 + 7) / 8;
             dispatch(R, SH_MATMUL_VEC, (uint32_t)pj->w.type | R->v->sg << 16, &pc, sizeof pc, nwg < 32768 ? nwg : 32768, 1,
                      (nwg + 32767) / 32768);
             continue;

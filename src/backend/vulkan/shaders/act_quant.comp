@@ -12,7 +12,8 @@ layout(constant_id = 0) const uint ATYPE = 8u;
 // PACK: the packed rows of the int8-dot matmuls (matmul_dp4a.comp, matmul_vec.comp), row r at word
 // r * xs: Q8_0: the codes, 4 int8 to a word, then the blocks' f16-rounded scales as floats (xs =
 // ne0 / 4 + ne0 / 32); Q8_K: the codes, then the blocks' d as floats, then the sums of each 16
-// codes (Q8_K's bsums) as ints (xs = ne0 / 4 + ne0 / 256 + ne0 / 16).
+// codes (Q8_K's bsums) as ints (xs = ne0 / 4 + ne0 / 256 + ne0 / 16, rounded up to a multiple of
+// 4 words: matmul_vec.comp reads the codes 16 bytes at a time).
 layout(constant_id = 1) const uint PACK = 0u;
 layout(local_size_x = 64) in;
 layout(push_constant) uniform P {
@@ -104,7 +105,7 @@ void main() {
             return;
         }
         U32 yp = U32(p.y);
-        const uint pb = r * (p.ne0 / 4u + p.ne0 / 256u + p.ne0 / 16u);
+        const uint pb = r * ((p.ne0 / 4u + p.ne0 / 256u + p.ne0 / 16u + 3u) & ~3u); // rows at 16 bytes
         uint w = 0u;
         for (uint j = 0u; j < 4u; j++) w |= (uint(int(q[j])) & 0xffu) << (8u * j);
         yp.v[pb + 64u * b + t] = w;

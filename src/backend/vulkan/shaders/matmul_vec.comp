@@ -5,10 +5,11 @@
 // The integer sums are the cpu's (every product and sum of a sub-block is exact in int32); only the
 // float products and the order of the float sums differ, so it keeps the plain path's bound.
 //
-// Layout: 32 lanes per output row, 2 rows per workgroup of 64. A lane takes units of 32 weights
+// Layout: 32 lanes per output row, 8 rows per workgroup of 256 (IQ2_XXS: the workgroup first
+// copies the grid and the sign table into shared memory, where the lanes' scattered lookups are
+// cheap). A lane takes a unit of 32 weights
 // (an eighth of a 256-block: Q4_K 16 bytes of nibbles with their two sub-block scales, Q6_K 8
-// values of l of one 128-half, IQ2_XXS one 32-group), two per step with their loads issued
-// together (memory-level parallelism), so consecutive lanes read consecutive bytes;
+// values of l of one 128-half, IQ2_XXS one 32-group), so consecutive lanes read consecutive bytes;
 // 4x8-bit dot products (OpSDot) against the packed activation words of each token row. The lanes'
 // partial sums are reduced with subgroupAdd where the subgroup is SG (a divisor of 32) wide, through
 // shared memory across the subgroups of a row; SG 0: shared memory only.
@@ -19,7 +20,7 @@
 
 layout(constant_id = 0) const uint WTYPE = 12u;
 layout(constant_id = 1) const uint SG = 0u;
-layout(local_size_x = 64) in;
+layout(local_size_x = 256) in;
 layout(push_constant) uniform P {
     uvec2 w, x, y, bias, tab;
     uint ne0, ne1, row_size, n_rows, xs, ys, flags; // xs: words per packed activation row
@@ -32,7 +33,13 @@ int sdot4x8(uint a, uint b, spirv_literal int fmt);
 const uint T_Q4_K = 12u, T_Q6_K = 14u, T_IQ2_XXS = 16u;
 const uint BS = WTYPE == T_Q4_K ? 144u : WTYPE == T_Q6_K ? 210u : 66u;
 
-shared float red[8][64];
+// 16- and 8-byte views: the packed activation rows start at multiples of 16 bytes (act_quant pads
+// the row stride to 4 words), Q4_K rows too (144-byte blocks; vk_run.c checks the address)
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer U32x4 { uvec4 v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 8) buffer U32x2 { uvec2 v[]; };
+
+shared float red[8][256];
+shared uint s_grid[512], s_signs[128]; // IQ2_XXS: muse_iq2xxs_grid (2 words each), muse_ksigns_iq2xs
 
 // the little-endian word at byte offset o (o even: Q6_K and IQ2_XXS blocks are 2-byte aligned)
 uint ldw(U32 w, uint o) {
@@ -50,117 +57,101 @@ uint sign_mask(uint n) { return ((n * 0x00204081u) & 0x01010101u) * 0xffu; }
 
 void main() {
     const uint t = gl_LocalInvocationID.x, lane = t & 31u;
-    const uint i = (gl_WorkGroupID.x + gl_WorkGroupID.z * 32768u) * 2u + (t >> 5);
+    const uint i = (gl_WorkGroupID.x + gl_WorkGroupID.z * 32768u) * 8u + (t >> 5);
     const bool valid = i < p.ne1;
     const uint nr = min(8u, p.n_rows);
     const uint nb = p.ne0 / 256u, n_units = nb * 8u;
     U32 w = U32(p.w);
     U32 tab = U32(p.tab);
     U32 x = U32(p.x);
+    if (WTYPE == T_IQ2_XXS) {
+        for (uint k = t; k < 512u; k += 256u) s_grid[k] = tab.v[TAB_IQ2XXS + k];
+        if (t < 128u) s_signs[t] = tab.v[TAB_KSIGNS + t];
+        barrier();
+    }
     float acc[8] = float[8](0, 0, 0, 0, 0, 0, 0, 0);
     const uint o = i * p.row_size;
-    // two units per lane and step (u and u + 32; a lane without a second takes its first again with
-    // weight 0): every weight load of both is issued before the first product
-    for (uint u0 = lane; valid && u0 < n_units; u0 += 64u) {
-        const bool two = u0 + 32u < n_units;
-        const uint us[2] = uint[2](u0, two ? u0 + 32u : u0);
-        const float keep[2] = float[2](1.0, two ? 1.0 : 0.0);
+    for (uint u = lane; valid && u < n_units; u += 32u) {
+        const uint b = u >> 3, k = u & 7u, base = o + b * BS;
         if (WTYPE == T_Q4_K) {
-            uint dmw[2], sc[2][3], q[2][4];
-            for (uint s = 0u; s < 2u; s++) {
-                const uint wq = (o + (us[s] >> 3) * BS) >> 2, k = us[s] & 7u;
-                dmw[s] = w.v[wq];
-                for (uint c = 0u; c < 3u; c++) sc[s][c] = w.v[wq + 1u + c];
-                for (uint c = 0u; c < 4u; c++) q[s][c] = w.v[wq + 4u + 4u * k + c];
+            const uint j = k >> 1, h = k & 1u;
+            const uvec4 hd = U32x4(p.w).v[(base >> 4)];       // d, dmin, the 12 scale bytes
+            const uvec4 q = U32x4(p.w).v[(base >> 4) + 1u + k]; // 16 bytes of nibbles
+            const vec2 dm = unpackHalf2x16(hd.x);
+            const uint sc[3] = uint[3](hd.y, hd.z, hd.w);
+            // get_scale_min_k4 of sub-blocks 2j and 2j + 1
+            int scl[2], mn[2];
+            for (uint c = 0u; c < 2u; c++) {
+                const uint jj = 2u * j + c;
+                uint a, m;
+                if (jj < 4u) {
+                    a = byte_of(sc[jj >> 2], jj & 3u) & 63u;
+                    m = byte_of(sc[(jj + 4u) >> 2], (jj + 4u) & 3u) & 63u;
+                } else {
+                    const uint hi = byte_of(sc[(jj + 4u) >> 2], (jj + 4u) & 3u);
+                    a = (hi & 15u) | ((byte_of(sc[(jj - 4u) >> 2], (jj - 4u) & 3u) >> 6) << 4);
+                    m = (hi >> 4) | ((byte_of(sc[jj >> 2], jj & 3u) >> 6) << 4);
+                }
+                scl[c] = int(a);
+                mn[c] = int(m);
             }
-            for (uint s = 0u; s < 2u; s++) {
-                const uint b = us[s] >> 3, k = us[s] & 7u, j = k >> 1, h = k & 1u;
-                const vec2 dm = unpackHalf2x16(dmw[s]) * keep[s];
-                // get_scale_min_k4 of sub-blocks 2j and 2j + 1
-                int scl[2], mn[2];
-                for (uint c = 0u; c < 2u; c++) {
-                    const uint jj = 2u * j + c;
-                    uint a, m;
-                    if (jj < 4u) {
-                        a = byte_of(sc[s][jj >> 2], jj & 3u) & 63u;
-                        m = byte_of(sc[s][(jj + 4u) >> 2], (jj + 4u) & 3u) & 63u;
-                    } else {
-                        const uint hi = byte_of(sc[s][(jj + 4u) >> 2], (jj + 4u) & 3u);
-                        a = (hi & 15u) | ((byte_of(sc[s][(jj - 4u) >> 2], (jj - 4u) & 3u) >> 6) << 4);
-                        m = (hi >> 4) | ((byte_of(sc[s][jj >> 2], jj & 3u) >> 6) << 4);
-                    }
-                    scl[c] = int(a);
-                    mn[c] = int(m);
-                }
-                for (uint r = 0u; r < nr; r++) {
-                    const uint xr = r * p.xs, xl = xr + 64u * b + 16u * j + 4u * h;
-                    int sl = 0, sh = 0;
-                    for (uint c = 0u; c < 4u; c++) {
-                        sl += sdot4x8(q[s][c] & 0x0f0f0f0fu, x.v[xl + c], 0);
-                        sh += sdot4x8((q[s][c] >> 4) & 0x0f0f0f0fu, x.v[xl + 8u + c], 0);
-                    }
-                    const uint bs = xr + p.ne0 / 4u + nb + 16u * b + 4u * j + h;
-                    const int bl = int(x.v[bs]), bh = int(x.v[bs + 2u]);
-                    const float dy = uintBitsToFloat(x.v[xr + p.ne0 / 4u + b]);
-                    acc[r] += dy * (dm.x * float(scl[0] * sl + scl[1] * sh) - dm.y * float(mn[0] * bl + mn[1] * bh));
-                }
+            for (uint r = 0u; r < nr; r++) {
+                const uint xr = r * p.xs, xl = xr + 64u * b + 16u * j + 4u * h;
+                const uvec4 xlo = U32x4(p.x).v[xl >> 2], xhi = U32x4(p.x).v[(xl + 8u) >> 2];
+                const int sl = sdot4x8(q.x & 0x0f0f0f0fu, xlo.x, 0) + sdot4x8(q.y & 0x0f0f0f0fu, xlo.y, 0) +
+                               sdot4x8(q.z & 0x0f0f0f0fu, xlo.z, 0) + sdot4x8(q.w & 0x0f0f0f0fu, xlo.w, 0);
+                const int sh = sdot4x8((q.x >> 4) & 0x0f0f0f0fu, xhi.x, 0) + sdot4x8((q.y >> 4) & 0x0f0f0f0fu, xhi.y, 0) +
+                               sdot4x8((q.z >> 4) & 0x0f0f0f0fu, xhi.z, 0) + sdot4x8((q.w >> 4) & 0x0f0f0f0fu, xhi.w, 0);
+                const uint bs = xr + p.ne0 / 4u + nb + 16u * b + 4u * j + h;
+                const int bl = int(x.v[bs]), bh = int(x.v[bs + 2u]);
+                const float dy = uintBitsToFloat(x.v[xr + p.ne0 / 4u + b]);
+                acc[r] += dy * (dm.x * float(scl[0] * sl + scl[1] * sh) - dm.y * float(mn[0] * bl + mn[1] * bh));
             }
         } else if (WTYPE == T_Q6_K) {
-            uint qa[2][2], qb[2][2], qh[2][2];
-            float d[2];
-            for (uint s = 0u; s < 2u; s++) {
-                const uint base = o + (us[s] >> 3) * BS, k = us[s] & 7u, n = k >> 2, lq = (k & 3u) * 8u;
-                d[s] = rh(w, base + 208u) * keep[s];
-                for (uint c = 0u; c < 2u; c++) {
-                    qa[s][c] = ldw(w, base + 64u * n + lq + 4u * c);
-                    qb[s][c] = ldw(w, base + 64u * n + 32u + lq + 4u * c);
-                    qh[s][c] = ldw(w, base + 128u + 32u * n + lq + 4u * c);
-                }
+            const uint n = k >> 2, lq = (k & 3u) * 8u;
+            const float d = rh(w, base + 208u);
+            uint qa[2], qb[2], qh[2];
+            for (uint c = 0u; c < 2u; c++) {
+                qa[c] = ldw(w, base + 64u * n + lq + 4u * c);
+                qb[c] = ldw(w, base + 64u * n + 32u + lq + 4u * c);
+                qh[c] = ldw(w, base + 128u + 32u * n + lq + 4u * c);
             }
-            for (uint s = 0u; s < 2u; s++) {
-                const uint base = o + (us[s] >> 3) * BS, b = us[s] >> 3, k = us[s] & 7u, n = k >> 2, lq = (k & 3u) * 8u;
-                uint qq[4][2];
-                for (uint c = 0u; c < 2u; c++) {
-                    qq[0][c] = minus32((qa[s][c] & 0x0f0f0f0fu) | ((qh[s][c] << 4) & 0x30303030u));
-                    qq[1][c] = minus32((qb[s][c] & 0x0f0f0f0fu) | ((qh[s][c] << 2) & 0x30303030u));
-                    qq[2][c] = minus32(((qa[s][c] >> 4) & 0x0f0f0f0fu) | (qh[s][c] & 0x30303030u));
-                    qq[3][c] = minus32(((qb[s][c] >> 4) & 0x0f0f0f0fu) | ((qh[s][c] >> 2) & 0x30303030u));
+            uint q[4][2];
+            for (uint c = 0u; c < 2u; c++) {
+                q[0][c] = minus32((qa[c] & 0x0f0f0f0fu) | ((qh[c] << 4) & 0x30303030u));
+                q[1][c] = minus32((qb[c] & 0x0f0f0f0fu) | ((qh[c] << 2) & 0x30303030u));
+                q[2][c] = minus32(((qa[c] >> 4) & 0x0f0f0f0fu) | (qh[c] & 0x30303030u));
+                q[3][c] = minus32(((qb[c] >> 4) & 0x0f0f0f0fu) | ((qh[c] >> 2) & 0x30303030u));
+            }
+            int sc[4];
+            for (uint c = 0u; c < 4u; c++) sc[c] = rsb(w, base + 192u + 8u * n + 2u * c + (lq >> 4));
+            for (uint r = 0u; r < nr; r++) {
+                const uint xr = r * p.xs, xl = xr + 64u * b + 32u * n + lq / 4u;
+                int s = 0;
+                for (uint c = 0u; c < 4u; c++) {
+                    const uvec2 xv = U32x2(p.x).v[(xl + 8u * c) >> 1];
+                    s += sc[c] * (sdot4x8(q[c][0], xv.x, 0) + sdot4x8(q[c][1], xv.y, 0));
                 }
-                int scl[4];
-                for (uint c = 0u; c < 4u; c++) scl[c] = rsb(w, base + 192u + 8u * n + 2u * c + (lq >> 4));
-                for (uint r = 0u; r < nr; r++) {
-                    const uint xr = r * p.xs, xl = xr + 64u * b + 32u * n + lq / 4u;
-                    int sum = 0;
-                    for (uint c = 0u; c < 4u; c++)
-                        sum += scl[c] * (sdot4x8(qq[c][0], x.v[xl + 8u * c], 0) + sdot4x8(qq[c][1], x.v[xl + 8u * c + 1u], 0));
-                    acc[r] += d[s] * uintBitsToFloat(x.v[xr + p.ne0 / 4u + b]) * float(sum);
-                }
+                acc[r] += d * uintBitsToFloat(x.v[xr + p.ne0 / 4u + b]) * float(s);
             }
         } else { // IQ2_XXS: 4 grid indices, then 4 x 7 sign bits and the 4-bit scale
-            uint a0[2], a1[2];
-            float d[2];
-            for (uint s = 0u; s < 2u; s++) {
-                const uint base = o + (us[s] >> 3) * BS, k = us[s] & 7u;
-                d[s] = rh(w, base) * keep[s];
-                a0[s] = ldw(w, base + 2u + 8u * k);
-                a1[s] = ldw(w, base + 6u + 8u * k);
+            const float d = rh(w, base);
+            const uint a0 = ldw(w, base + 2u + 8u * k), a1 = ldw(w, base + 6u + 8u * k);
+            const int ls = int(2u * (a1 >> 28) + 1u);
+            uint g[8];
+            for (uint l = 0u; l < 4u; l++) {
+                const uint idx = byte_of(a0, l), sb = s_signs[(a1 >> (7u * l)) & 127u];
+                const uint m0 = sign_mask(sb & 15u), m1 = sign_mask((sb >> 4) & 15u);
+                g[2u * l] = (s_grid[2u * idx] ^ m0) + (m0 & 0x01010101u);
+                g[2u * l + 1u] = (s_grid[2u * idx + 1u] ^ m1) + (m1 & 0x01010101u);
             }
-            for (uint s = 0u; s < 2u; s++) {
-                const uint b = us[s] >> 3, k = us[s] & 7u;
-                const int ls = int(2u * (a1[s] >> 28) + 1u);
-                uint g[8];
-                for (uint l = 0u; l < 4u; l++) {
-                    const uint idx = byte_of(a0[s], l), sb = tab.v[TAB_KSIGNS + ((a1[s] >> (7u * l)) & 127u)];
-                    const uint m0 = sign_mask(sb & 15u), m1 = sign_mask((sb >> 4) & 15u);
-                    g[2u * l] = (tab.v[TAB_IQ2XXS + 2u * idx] ^ m0) + (m0 & 0x01010101u);
-                    g[2u * l + 1u] = (tab.v[TAB_IQ2XXS + 2u * idx + 1u] ^ m1) + (m1 & 0x01010101u);
-                }
-                for (uint r = 0u; r < nr; r++) {
-                    const uint xr = r * p.xs, xl = xr + 64u * b + 8u * k;
-                    int sum = 0;
-                    for (uint c = 0u; c < 8u; c++) sum += sdot4x8(g[c], x.v[xl + c], 0);
-                    acc[r] += d[s] * uintBitsToFloat(x.v[xr + p.ne0 / 4u + b]) * float(ls * sum);
-                }
+            for (uint r = 0u; r < nr; r++) {
+                const uint xr = r * p.xs, xl = xr + 64u * b + 8u * k;
+                int s = 0;
+                const uvec4 x0 = U32x4(p.x).v[xl >> 2], x1 = U32x4(p.x).v[(xl >> 2) + 1u];
+                s += sdot4x8(g[0], x0.x, 0) + sdot4x8(g[1], x0.y, 0) + sdot4x8(g[2], x0.z, 0) + sdot4x8(g[3], x0.w, 0) +
+                     sdot4x8(g[4], x1.x, 0) + sdot4x8(g[5], x1.y, 0) + sdot4x8(g[6], x1.z, 0) + sdot4x8(g[7], x1.w, 0);
+                acc[r] += d * uintBitsToFloat(x.v[xr + p.ne0 / 4u + b]) * float(ls * s);
             }
         }
     }

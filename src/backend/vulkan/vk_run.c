@@ -453,7 +453,7 @@ static void op_rms_norm(struct rec *R, const struct muse_op *o) {
     } pc = {A(ref_addr(R, o->src)), A(ref_addr(R, o->dst)), A(o->w ? weight_addr(R->vp, o->w) : 0),
             A(R->v->io.addr + R->out_rows), (uint32_t)o->n, (uint32_t)(o->per_row ? o->per_row : 1), ref_stride(R, o->src),
             ref_stride(R, o->dst), (o->w ? 1u : 0u) | (o->rows == MUSE_ROWS_OUT ? 2u : 0u), n_vec, o->eps};
-    dispatch(R, SH_RMS_NORM, R->v->sg << 16, &pc, sizeof pc, n_vec < 32768 ? n_vec : 32768, (n_vec + 32767) / 32768, 1);
+    dispatch(R, SH_RMS_NORM, 0, &pc, sizeof pc, n_vec < 32768 ? n_vec : 32768, (n_vec + 32767) / 32768, 1);
 }
 
 static void op_rope(struct rec *R, const struct muse_op *o) {

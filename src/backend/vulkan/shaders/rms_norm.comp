@@ -2,12 +2,7 @@
 // rms_norm.comp - RMS_NORM: vector v (row v / per_row, head v % per_row) y = x * (1/sqrt(mean(x^2)
 // + eps)), then * w. The sum of squares is a tree of f32 partial sums (ggml sums in double in
 // order: the stated bound of docs/vulkan.md). flags: 1 weight, 2 rows through the run's out_rows.
-#extension GL_KHR_shader_subgroup_arithmetic : require
 #include "common.glsl"
-
-// SG: the subgroup size when it divides 32 and has subgroupAdd (vk_device.c), else 0: the sum of
-// squares by subgroupAdd and one exchange through shared memory instead of a tree of 8 barriers
-layout(constant_id = 1) const uint SG = 0u;
 
 layout(local_size_x = 256) in;
 layout(push_constant) uniform P {
@@ -28,23 +23,13 @@ void main() {
     const uint xb = rs * p.xs + h * p.n, yb = r * p.ys + h * p.n;
     float s = 0.0;
     for (uint i = t; i < p.n; i += 256u) s += x.v[xb + i] * x.v[xb + i];
-    float total;
-    if (SG > 1u) {
-        s = subgroupAdd(s);
-        if (gl_SubgroupInvocationID == 0u) red[gl_SubgroupID] = s;
+    red[t] = s;
+    barrier();
+    for (uint k = 128u; k > 0u; k >>= 1) {
+        if (t < k) red[t] += red[t + k];
         barrier();
-        total = 0.0;
-        for (uint k = 0u; k < 256u / SG; k++) total += red[k];
-    } else {
-        red[t] = s;
-        barrier();
-        for (uint k = 128u; k > 0u; k >>= 1) {
-            if (t < k) red[t] += red[t + k];
-            barrier();
-        }
-        total = red[0];
     }
-    const float mean = total / float(p.n);
+    const float mean = red[0] / float(p.n);
     const float sc = div_rn(1.0, sqrt(mean + p.eps));
     barrier(); // every thread read red[0] before x may be overwritten (y == x)
     for (uint i = t; i < p.n; i += 256u) {

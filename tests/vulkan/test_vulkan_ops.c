@@ -198,30 +198,34 @@ int main(void) {
          * some twice), an odd row count (the workgroup's second row out of range), 1, 5 and 8 token
          * rows; the plain path on the same program first */
         if (variant_ok("vec", t)) {
-            const int64_t K2 = 2560, N2 = 71;
-            void *w2 = make_weight(t, K2, N2, &rs);
-            const struct muse_weight W2 = weight(t, w2, K2, N2, rs, tn);
-            float *xt2 = make_weight(MUSE_TYPE_F32, K2, 16, &rs);
-            const struct muse_weight xtab2 = weight(MUSE_TYPE_F32, xt2, K2, 16, rs, "x2");
-            muse_program_init(&p, 8);
-            const int16_t x2 = muse_program_buffer(&p, K2);
-            p.bufs[MUSE_BUF_LOGITS].cols = N2;
-            muse_program_op(&p, &(struct muse_op){.kind = MUSE_OP_EMBED, .dst = muse_ref(x2, 0, K2), .n = K2, .table = &xtab2});
-            const struct muse_prog_job job2 = {W2, muse_ref(MUSE_BUF_LOGITS, 0, N2), false, 0, NULL};
-            muse_program_matmul(&p, muse_ref(x2, 0, K2), &job2, 1, MUSE_ROWS_ALL);
-            muse_program_finish(&p, &e);
-            static const int32_t rows[] = {1, 5, 8};
-            for (int v2 = 0; v2 < 2; v2++)
-                for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++) {
-                    setenv("MUSE_VK_VARIANT", v2 ? "vec" : "plain", 1);
-                    snprintf(what, sizeof what, "matmul %s %dx%d %s n=%d", tn, (int)N2, (int)K2, v2 ? "vec" : "plain",
-                             (int)rows[ri]);
-                    compare(what, &p, rows[ri], N2, 1e-5, NULL, NULL);
-                }
-            unsetenv("MUSE_VK_VARIANT");
-            muse_program_free(&p);
-            free(w2);
-            free(xt2);
+            /* 71 x 2560 (64 lanes per row), 8200 x 256 (32 lanes per row: 8192 rows or more) */
+            static const int64_t shapes[2][2] = {{2560, 71}, {256, 8200}};
+            for (int si = 0; si < 2; si++) {
+                const int64_t K2 = shapes[si][0], N2 = shapes[si][1];
+                void *w2 = make_weight(t, K2, N2, &rs);
+                const struct muse_weight W2 = weight(t, w2, K2, N2, rs, tn);
+                float *xt2 = make_weight(MUSE_TYPE_F32, K2, 16, &rs);
+                const struct muse_weight xtab2 = weight(MUSE_TYPE_F32, xt2, K2, 16, rs, "x2");
+                muse_program_init(&p, 8);
+                const int16_t x2 = muse_program_buffer(&p, K2);
+                p.bufs[MUSE_BUF_LOGITS].cols = N2;
+                muse_program_op(&p, &(struct muse_op){.kind = MUSE_OP_EMBED, .dst = muse_ref(x2, 0, K2), .n = K2, .table = &xtab2});
+                const struct muse_prog_job job2 = {W2, muse_ref(MUSE_BUF_LOGITS, 0, N2), false, 0, NULL};
+                muse_program_matmul(&p, muse_ref(x2, 0, K2), &job2, 1, MUSE_ROWS_ALL);
+                muse_program_finish(&p, &e);
+                static const int32_t rows[] = {1, 5, 8};
+                for (int v2 = 0; v2 < 2; v2++)
+                    for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++) {
+                        setenv("MUSE_VK_VARIANT", v2 ? "vec" : "plain", 1);
+                        snprintf(what, sizeof what, "matmul %s %dx%d %s n=%d", tn, (int)N2, (int)K2, v2 ? "vec" : "plain",
+                                 (int)rows[ri]);
+                        compare(what, &p, rows[ri], N2, 1e-5, NULL, NULL);
+                    }
+                unsetenv("MUSE_VK_VARIANT");
+                muse_program_free(&p);
+                free(w2);
+                free(xt2);
+            }
         }
     }
 

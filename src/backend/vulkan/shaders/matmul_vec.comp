@@ -5,7 +5,8 @@
 // The integer sums are the cpu's (every product and sum of a sub-block is exact in int32); only the
 // float products and the order of the float sums differ, so it keeps the plain path's bound.
 //
-// Layout: 32 lanes per output row, 8 rows per workgroup of 256 (IQ2_XXS: the workgroup first
+// Layout: LPR (32, or 64 for matrices of fewer than 8192 rows, where one warp per row leaves the
+// GPU waiting on memory latency) lanes per output row, 256 / LPR rows per workgroup of 256 (IQ2_XXS: the workgroup first
 // copies the grid and the sign table into shared memory, where the lanes' scattered lookups are
 // cheap). A lane takes a unit of 32 weights
 // (an eighth of a 256-block: Q4_K 16 bytes of nibbles with their two sub-block scales, Q6_K 8
@@ -19,7 +20,10 @@
 #include "tab_layout.h"
 
 layout(constant_id = 0) const uint WTYPE = 12u;
-layout(constant_id = 1) const uint SG = 0u;
+layout(constant_id = 1) const uint C1 = 0u; // SG | 256 * (LPR == 64)
+const uint SG = C1 & 255u;
+const uint LPR = (C1 >> 8) != 0u ? 64u : 32u; // lanes per output row: 64 for short matrices (latency)
+const uint RPW = 256u / LPR;                  // output rows per workgroup
 layout(local_size_x = 256) in;
 layout(push_constant) uniform P {
     uvec2 w, x, y, bias, tab;
@@ -56,8 +60,8 @@ uint minus32(uint q) {
 uint sign_mask(uint n) { return ((n * 0x00204081u) & 0x01010101u) * 0xffu; }
 
 void main() {
-    const uint t = gl_LocalInvocationID.x, lane = t & 31u;
-    const uint i = (gl_WorkGroupID.x + gl_WorkGroupID.z * 32768u) * 8u + (t >> 5);
+    const uint t = gl_LocalInvocationID.x, lane = t % LPR;
+    const uint i = (gl_WorkGroupID.x + gl_WorkGroupID.z * 32768u) * RPW + t / LPR;
     const bool valid = i < p.ne1;
     const uint nr = min(8u, p.n_rows);
     const uint nb = p.ne0 / 256u, n_units = nb * 8u;
@@ -71,7 +75,7 @@ void main() {
     }
     float acc[8] = float[8](0, 0, 0, 0, 0, 0, 0, 0);
     const uint o = i * p.row_size;
-    for (uint u = lane; valid && u < n_units; u += 32u) {
+    for (uint u = lane; valid && u < n_units; u += LPR) {
         const uint b = u >> 3, k = u & 7u, base = o + b * BS;
         if (WTYPE == T_Q4_K) {
             const uint j = k >> 1, h = k & 1u;
@@ -155,8 +159,8 @@ void main() {
             }
         }
     }
-    // the row's 32 partial sums: subgroupAdd within SG lanes, shared memory across subgroups
-    if (SG == 32u) {
+    // the row's LPR partial sums: subgroupAdd within SG lanes, shared memory across the subgroups
+    if (SG == 32u && LPR == 32u) {
         for (uint r = 0u; r < 8u; r++) acc[r] = subgroupAdd(acc[r]);
     } else {
         if (SG > 1u)
@@ -167,7 +171,7 @@ void main() {
         if (lane == 0u)
             for (uint r = 0u; r < 8u; r++) {
                 float s = 0.0;
-                for (uint l = 0u; l < 32u; l += step) s += red[r][t + l];
+                for (uint l = 0u; l < LPR; l += step) s += red[r][t + l];
                 acc[r] = s;
             }
     }

@@ -198,8 +198,8 @@ int main(void) {
          * some twice), an odd row count (the workgroup's second row out of range), 1, 5 and 8 token
          * rows; the plain path on the same program first */
         if (variant_ok("vec", t)) {
-            /* 71 x 2560 (64 lanes per row), 8200 x 256 (32 lanes per row: 8192 rows or more) */
-            static const int64_t shapes[2][2] = {{2560, 71}, {256, 8200}};
+            /* 71 x 2560 (64 lanes per row), 1100 x 256 (32 lanes per row: 1024 rows or more) */
+            static const int64_t shapes[2][2] = {{2560, 71}, {256, 1100}};
             for (int si = 0; si < 2; si++) {
                 const int64_t K2 = shapes[si][0], N2 = shapes[si][1];
                 void *w2 = make_weight(t, K2, N2, &rs);

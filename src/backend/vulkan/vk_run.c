@@ -565,8 +565,8 @@ static void op_matmul(struct rec *R, const struct muse_op *o) {
                      (nwg + 32767) / 32768);
             continue;
         }
-        if (var == VAR_VEC) { /* 8 output rows per workgroup (4 of 64 lanes below 8192), every token row (n <= 8) */
-            const uint32_t lpr64 = ne1 < 8192, nwg = lpr64 ? (ne1 + 3) / 4 : (ne1 + 7) / 8;
+        if (var == VAR_VEC) { /* 8 output rows per workgroup (4 of 64 lanes below 1024), every token row (n <= 8) */
+            const uint32_t lpr64 = ne1 < 1024, nwg = lpr64 ? (ne1 + 3) / 4 : (ne1 + 7) / 8;
             dispatch(R, SH_MATMUL_VEC, (uint32_t)pj->w.type | (R->v->sg | lpr64 << 8) << 16, &pc, sizeof pc,
                      nwg < 32768 ? nwg : 32768, 1,
                      (nwg + 32767) / 32768);

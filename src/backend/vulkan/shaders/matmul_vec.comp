@@ -5,7 +5,7 @@
 // The integer sums are the cpu's (every product and sum of a sub-block is exact in int32); only the
 // float products and the order of the float sums differ, so it keeps the plain path's bound.
 //
-// Layout: LPR (32, or 64 for matrices of fewer than 8192 rows, where one warp per row leaves the
+// Layout: LPR (32, or 64 for matrices of fewer than 1024 rows, where one warp per row leaves the
 // GPU waiting on memory latency) lanes per output row, 256 / LPR rows per workgroup of 256 (IQ2_XXS: the workgroup first
 // copies the grid and the sign table into shared memory, where the lanes' scattered lookups are
 // cheap). A lane takes a unit of 32 weights

@@ -26,12 +26,14 @@ void main() {
     // (a loop of dependent L2 round trips took 11.5 us per call on the H200), and kept for the
     // output; the sum of squares is the same either way (each thread in index order, then the tree)
     const bool held = p.n <= 256u * MAXE;
-    float e[MAXE];
+    float e[MAXE], wt[MAXE];
     float s = 0.0;
-    if (held) {
+    if (held) { // the norm weights too, with the values: every load of the call in flight at once
+        const bool has_w = (p.flags & 1u) != 0u;
         for (uint k = 0u; k < MAXE; k++) {
             const uint i = t + 256u * k;
             e[k] = i < p.n ? x.v[xb + i] : 0.0;
+            wt[k] = has_w && i < p.n ? F32(p.w).v[i] : 1.0;
         }
         for (uint k = 0u; k < MAXE; k++) s += e[k] * e[k];
     } else {
@@ -49,10 +51,9 @@ void main() {
     if (held) {
         for (uint k = 0u; k < MAXE; k++) {
             const uint i = t + 256u * k;
-            if (i >= p.n) break;
             float o = e[k] * sc;
-            if ((p.flags & 1u) != 0u) o = o * F32(p.w).v[i];
-            y.v[yb + i] = o;
+            if ((p.flags & 1u) != 0u) o = o * wt[k];
+            if (i < p.n) y.v[yb + i] = o;
         }
     } else {
         for (uint i = t; i < p.n; i += 256u) {

@@ -391,9 +391,10 @@ void muse_vk_prof_stamp(struct vk *v, const char *label, double bytes) {
     int e = 0; /* label NULL: the run's start */
     while (label && e < v->n_pe && strcmp(v->pe[e].label, label)) e++;
     if (label && e == v->n_pe) {
-        if (v->n_pe == v->cap_pe || v->n_pe >= INT16_MAX) {
+        if (v->n_pe >= INT16_MAX) return;
+        if (v->n_pe == v->cap_pe) {
             const int c = v->cap_pe ? 2 * v->cap_pe : 64;
-            struct vk_prof_ent *pe = v->n_pe < INT16_MAX ? realloc(v->pe, sizeof *pe * (size_t)c) : NULL;
+            struct vk_prof_ent *pe = realloc(v->pe, sizeof *pe * (size_t)c);
             if (!pe) return;
             v->pe = pe, v->cap_pe = c;
         }

@@ -477,8 +477,8 @@ static int matmul_variant(const struct vk *v, enum muse_type t, uint32_t n, uint
     const char *e = getenv("MUSE_VK_VARIANT");
     const bool forced = e && *e && strcmp(e, "auto"), gpu = v->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU;
     if (v->can_cm && n >= 16 && ne0 % 32 == 0 && (forced ? !strcmp(e, "coopmat") : gpu)) return VAR_COOPMAT;
-    const bool vec = (t == MUSE_TYPE_Q4_K && w % 16 == 0) || t == MUSE_TYPE_Q6_K || t == MUSE_TYPE_IQ2_XXS; /* 256-blocks,
-                                                              Q8_K; Q4_K read 16 bytes at a time */
+    /* 256-blocks against Q8_K; Q4_K blocks are read 16 bytes at a time */
+    const bool vec = (t == MUSE_TYPE_Q4_K && w % 16 == 0) || t == MUSE_TYPE_Q6_K || t == MUSE_TYPE_IQ2_XXS;
     if (v->can_dot && vec && n <= 8 && ne0 % 256 == 0 && (forced ? !strcmp(e, "vec") : gpu)) return VAR_VEC;
     const bool int8 = t == MUSE_TYPE_Q8_0 || t == MUSE_TYPE_Q4_0 || t == MUSE_TYPE_Q5_0 || t == MUSE_TYPE_IQ4_NL ||
                       t == MUSE_TYPE_MXFP4; /* an int8 code times one scale per 32 */
@@ -487,10 +487,6 @@ static int matmul_variant(const struct vk *v, enum muse_type t, uint32_t n, uint
     return VAR_PLAIN;
 }
 
-/* MATMUL: per job, by its variant: the activations rounded to the weight type's vec_dot_type as
- * the cpu does (act_quant.comp into xq, once per type in a row of jobs) and matmul.comp (plain) or
- * matmul_f16.comp; the raw activations and matmul_coopmat.comp; the activations packed as Q8_0
- * codes (act_quant PACK) and matmul_dp4a.comp. */
 /* The act_quant.comp pass a job's matmul reads (UINT32_MAX: none, the raw activations): packed
  * int8 rows (dp4a: Q8_0, vec: Q8_K), else the activations rounded as the cpu does (coopmat too:
  * the tile takes them to f16). */
@@ -502,6 +498,10 @@ static uint32_t job_qspec(const struct rec *R, const struct muse_prog_job *pj, u
            : at != MUSE_TYPE_F32 ? (uint32_t)at : UINT32_MAX;
 }
 
+/* MATMUL: per job, by its variant: the activations rounded to the weight type's vec_dot_type as
+ * the cpu does (act_quant.comp into xq, once per type in a row of jobs) and matmul.comp (plain),
+ * matmul_f16.comp or matmul_coopmat.comp; the activations packed as Q8_0 (dp4a) or Q8_K (vec) codes
+ * and matmul_dp4a.comp or matmul_vec.comp. */
 static void op_matmul(struct rec *R, const struct muse_op *o) {
     const uint32_t n = (uint32_t)op_rows(R, o);
     if (!n) return;
@@ -531,14 +531,12 @@ static void op_matmul(struct rec *R, const struct muse_op *o) {
                 const uint32_t gx = aq == MUSE_TYPE_Q8_K ? ne0 / 256
                                     : aq == MUSE_TYPE_Q8_0 || aq == MUSE_TYPE_Q8_1 ? (ne0 / 32 + 63) / 64
                                                                                : (ne0 + 63) / 64;
+                char ql[56];
                 if (R->v->prof) {
-                    char ql[56];
-                    snprintf(ql, sizeof ql, "act_quant %s", muse_type_layouts[qspec & 0xffff].name);
+                    snprintf(ql, sizeof ql, "act_quant %s", muse_type_layouts[aq].name);
                     R->label = ql;
-                        dispatch(R, SH_ACT_QUANT, qspec, &qc, sizeof qc, gx, n, 1);
-                } else {
-                    dispatch(R, SH_ACT_QUANT, qspec, &qc, sizeof qc, gx, n, 1);
                 }
+                dispatch(R, SH_ACT_QUANT, qspec, &qc, sizeof qc, gx, n, 1);
                 done = qspec;
             }
             x = R->v->xq.addr;

@@ -5,15 +5,15 @@
 // The integer sums are the cpu's (every product and sum of a sub-block is exact in int32); only the
 // float products and the order of the float sums differ, so it keeps the plain path's bound.
 //
-// Layout: LPR (32, or 64 for matrices of fewer than 1024 rows, where one warp per row leaves the
-// GPU waiting on memory latency) lanes per output row, 256 / LPR rows per workgroup of 256 (IQ2_XXS: the workgroup first
-// copies the grid and the sign table into shared memory, where the lanes' scattered lookups are
-// cheap). A lane takes a unit of 32 weights
-// (an eighth of a 256-block: Q4_K 16 bytes of nibbles with their two sub-block scales, Q6_K 8
-// values of l of one 128-half, IQ2_XXS one 32-group), so consecutive lanes read consecutive bytes;
-// 4x8-bit dot products (OpSDot) against the packed activation words of each token row. The lanes'
-// partial sums are reduced with subgroupAdd where the subgroup is SG (a divisor of 32) wide, through
-// shared memory across the subgroups of a row; SG 0: shared memory only.
+// Layout: LPR lanes per output row (32; 64 for matrices of fewer than 1024 rows, where a warp per
+// row leaves the GPU waiting on memory latency), 256 / LPR rows per workgroup of 256. IQ2_XXS: the
+// workgroup first copies the grid and the sign table into shared memory, where the lanes' scattered
+// lookups are cheap. A lane takes a unit of 32 weights (an eighth of a 256-block: Q4_K 16 bytes of
+// nibbles with their two sub-block scales, Q6_K 8 values of l of one 128-half, IQ2_XXS one
+// 32-group), so consecutive lanes read consecutive bytes; 4x8-bit dot products (OpSDot) against
+// the packed activation words of each token row. The lanes' partial sums are reduced with
+// subgroupAdd where the subgroup is SG (a divisor of 32) wide, through shared memory across the
+// subgroups of a row; SG 0: shared memory only.
 #extension GL_EXT_spirv_intrinsics : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #include "common.glsl"

@@ -52,20 +52,23 @@ done
 # the first token: process start to the end of a 1-token generation, and peak RSS
 first() { # ENGINE COLD(0|1): "seconds rss_MiB"
     [ "$2" = 1 ] && { sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || return 1; }
-    local out
+    local tf; tf=$(mktemp)
     case "$1" in
-        muse) out=$( { /usr/bin/time -f '%e %M' "$MUSE" run -m "$F" -p "Hello" -n 1 -t "$T" >/dev/null 2>/dev/null; } 2>&1 | tail -1) ;;
-        llama.cpp) out=$( { /usr/bin/time -f '%e %M' "$LLAMA/llama-completion" -m "$F" -p "Hello" -n 1 -t "$T" -no-cnv --no-warmup \
-                          >/dev/null 2>/dev/null </dev/null; } 2>&1 | tail -1) ;;
-        *) return 1 ;;
+        muse) /usr/bin/time -f '%e %M' -o "$tf" "$MUSE" run -m "$F" -p "Hello" -n 1 -t "$T" >/dev/null 2>&1 ;;
+        llama.cpp) /usr/bin/time -f '%e %M' -o "$tf" "$LLAMA/llama-completion" -m "$F" -p "Hello" -n 1 -t "$T" -no-cnv \
+                       --no-warmup >/dev/null 2>&1 </dev/null ;;
+        *) rm -f "$tf"; return 1 ;;
     esac
-    awk '{printf "%.2f %.0f\n", $1, $2 / 1024}' <<<"$out"
+    awk '{printf "%.2f %.0f\n", $1, $2 / 1024}' "$tf"
+    rm -f "$tf"
 }
 echo "| engine | tg$N t/s (median of $R, $T threads) | first token, warm (s) | first token, cold (s) | peak RSS (MiB) |"
 echo "|---|---:|---:|---:|---:|"
 for e in "${engines[@]}"; do
-    m=$(tr ' ' '\n' <<<"${TG[$e]}" | grep . | median)
+    m=$(tr ' ' '\n' <<<"${TG[$e]}" | grep . | median | awk '{printf "%.3f", $1}')
     w=$(first "$e" 0) c=$(first "$e" 1)
     log "$e: tg ${TG[$e]}; warm $w; cold $c"
+    [ -n "$w" ] || w="- -"
+    [ -n "$c" ] || c="- -"
     echo "| $e | $m | ${w%% *} | ${c%% *} | ${w##* } |"
 done

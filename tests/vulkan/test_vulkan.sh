@@ -13,7 +13,8 @@
 #      device's, each of the cpu's top-20 logits within 1e-2 of the vulkan one (F16 weights: the
 #      cpu rounds the activations to F16, 2^-11 relative, before every matmul, the GPU keeps them
 #      in f32; logits of magnitude ~10 move by ~5e-3; measured 4.1e-3 on lavapipe)
-#   4b. the trained model's perplexity within 1e-4 relative of the cpu's; muse bench names the device
+#   4b. the trained model's perplexity within 1e-4 relative of the cpu's; muse bench names the device;
+#       MUSE_VK_PROFILE=1 prints the GPU time per dispatch label
 #   5. short runs under the Khronos validation layer (MUSE_VK_VALIDATE=1), on the plain path and on
 #      each fast matmul variant the device has: no validation error
 set -uo pipefail
@@ -126,6 +127,16 @@ PY
 if out=$(timeout 300 "$MUSE" bench -m "$M" -p 16 -n 4 -r 1 --backend vulkan 2>&1) && grep -q "| vulkan (.*llvmpipe" <<<"$out"; then
     echo "muse bench names the device: $(grep -m1 -o "vulkan (.*) |" <<<"$out")"
 else bad "muse bench on vulkan: $(tail -3 <<<"$out")"; fi
+
+# 4c. MUSE_VK_PROFILE=1: a table of GPU time per dispatch label at exit, matmuls with their calls
+if out=$(MUSE_VK_PROFILE=1 timeout 120 "$MUSE" bench -m "$M" -p 16 -n 2 -r 1 --backend vulkan 2>&1) &&
+   grep -q '^vulkan profile: .* runs, .* ms of GPU time' <<<"$out" &&
+   grep -qE '^pp matmul[_a-z0-9]* f16 [0-9]+x[0-9]+ +[1-9][0-9]* ' <<<"$out" &&
+   grep -qE '^tg rms_norm +[1-9][0-9]* ' <<<"$out"; then
+    echo "profile: $(grep -c -E '^(pp|tg) ' <<<"$out") dispatch labels"
+else
+    bad "MUSE_VK_PROFILE=1: no profile table: $(head -5 <<<"$out")"
+fi
 
 # 5. the validation layer: the plain path, then the fast variants the device has (their features
 #    enabled at device creation, their modules and pipelines)

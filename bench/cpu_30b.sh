@@ -26,12 +26,9 @@ if [ ! -f "$F" ]; then
 fi
 median() { sort -g | awk '{a[NR]=$1} END {if (NR) print (NR % 2 ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2); else print "-"}'; }
 tg_muse() { "$MUSE" bench -m "$F" -p 0 -n "$N" -r 1 -t "$T" -o jsonl 2>/dev/null | python3 -c 'import json,sys; print(json.loads(sys.stdin.readline())["avg_ts"])'; }
-tg_llama() { # BIN [ARGS]
+tg_llama() { # BIN [ARGS]: llama-bench's JSON (ik_llama.cpp's has no jsonl)
     local bin="$1"; shift
-    "$bin" -m "$F" -p 0 -n "$N" -r 1 -t "$T" -o jsonl "$@" 2>/dev/null | python3 -c 'import json,sys
-for l in sys.stdin:
-    l = l.strip()
-    if l.startswith("{"): print(json.loads(l)["avg_ts"]); break'
+    "$bin" -m "$F" -p 0 -n "$N" -r 1 -t "$T" -o json "$@" 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["avg_ts"])'
 }
 declare -A TG
 engines=(muse)

@@ -104,11 +104,19 @@ static bool has_extension(struct vk *v, VkPhysicalDevice pd, const char *name) {
     return found;
 }
 
+/* pd's properties with its subgroup properties chained (into *sg). */
+static VkPhysicalDeviceProperties2 props_subgroup(struct vk *v, VkPhysicalDevice pd, VkPhysicalDeviceSubgroupProperties *sg) {
+    *sg = (VkPhysicalDeviceSubgroupProperties){.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+    VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = sg};
+    v->fn.vkGetPhysicalDeviceProperties2(pd, &p2);
+    p2.pNext = NULL;
+    return p2;
+}
+
 /* One line about physical device pd (index i). */
 static int describe(struct vk *v, VkPhysicalDevice pd, uint32_t i, char *buf, size_t size) {
-    VkPhysicalDeviceSubgroupProperties sg = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
-    VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &sg};
-    v->fn.vkGetPhysicalDeviceProperties2(pd, &p2);
+    VkPhysicalDeviceSubgroupProperties sg;
+    const VkPhysicalDeviceProperties2 p2 = props_subgroup(v, pd, &sg);
     VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
     VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f12};
     v->fn.vkGetPhysicalDeviceFeatures2(pd, &f2);
@@ -596,9 +604,8 @@ static muse_status vk_open(int32_t n_threads, bool no_repack, void **ks, struct 
     v->can_dot = has_dot && fdot.shaderIntegerDotProduct;
     v->can_cm = has_cm && fcm.cooperativeMatrix && f12.shaderFloat16 && f12.vulkanMemoryModel && coopmat_shape(v);
     /* matmul_vec.comp reduces a row's 32 lanes with subgroupAdd when a subgroup divides them */
-    VkPhysicalDeviceSubgroupProperties sgp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
-    VkPhysicalDeviceProperties2 sp2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &sgp};
-    v->fn.vkGetPhysicalDeviceProperties2(v->phys, &sp2);
+    VkPhysicalDeviceSubgroupProperties sgp;
+    props_subgroup(v, v->phys, &sgp);
     v->sg = (sgp.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) && (sgp.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) &&
                     sgp.subgroupSize >= 2 && sgp.subgroupSize <= 32 && 32 % sgp.subgroupSize == 0
                 ? sgp.subgroupSize

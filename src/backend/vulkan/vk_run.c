@@ -393,9 +393,7 @@ static void dispatch(struct rec *R, enum vk_shader sh, uint32_t spec, const void
     v->fn.vkCmdBindPipeline(v->cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
     v->fn.vkCmdPushConstants(v->cb, v->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, (uint32_t)size, pc);
     v->fn.vkCmdDispatch(v->cb, x, y, z);
-    if (!R->no_barrier || (sh != SH_MATMUL && sh != SH_MATMUL_F16 && sh != SH_MATMUL_DP4A && sh != SH_MATMUL_COOPMAT &&
-                           sh != SH_MATMUL_VEC))
-        muse_vk_barrier(v);
+    if (!R->no_barrier || sh == SH_ACT_QUANT) muse_vk_barrier(v); /* no_barrier: op_matmul's matmuls only */
     if (v->prof) {
         char lab[56];
         snprintf(lab, sizeof lab, "%s %s", R->run->n_rows <= 8 ? "tg" : "pp", R->label ? R->label : muse_vk_shader_name(sh));
@@ -506,16 +504,18 @@ static void op_matmul(struct rec *R, const struct muse_op *o) {
     const uint32_t n = (uint32_t)op_rows(R, o);
     if (!n) return;
     uint32_t done = UINT32_MAX; /* what xq holds: the act_quant spec of the last pass */
-    for (int32_t j = 0; j < o->n_jobs; j++) {
+    /* the act_quant spec of this job and of the next (each job's computed once) */
+    uint32_t qspec = o->n_jobs ? job_qspec(R, &R->p->jobs[o->job0], n) : UINT32_MAX, next = UINT32_MAX;
+    for (int32_t j = 0; j < o->n_jobs; j++, qspec = next) {
         const struct muse_prog_job *pj = &R->p->jobs[o->job0 + j];
         const uint32_t ne0 = (uint32_t)pj->w.ne0, ne1 = (uint32_t)pj->w.ne1;
         const int var = matmul_variant(R->v, pj->w.type, n, ne0, weight_addr(R->vp, pj->w.data));
         VkDeviceAddress x = ref_addr(R, o->src);
         uint32_t xs = ref_stride(R, o->src);
-        const uint32_t qspec = job_qspec(R, pj, n);
         /* the jobs of one op read the same input and write distinct outputs: no barrier between
          * two matmuls unless the next job rewrites xq (another act_quant pass) */
-        R->no_barrier = j + 1 < o->n_jobs && job_qspec(R, &R->p->jobs[o->job0 + j + 1], n) == qspec;
+        next = j + 1 < o->n_jobs ? job_qspec(R, &R->p->jobs[o->job0 + j + 1], n) : UINT32_MAX;
+        R->no_barrier = j + 1 < o->n_jobs && next == qspec;
         if (qspec != UINT32_MAX) {
             if ((size_t)n * ne0 * 4 > R->v->xq.size) {
                 if (!R->st) R->st = muse_error_set(R->err, MUSE_ERR_INTERNAL, "vulkan: a matmul larger than the reserved plan");

@@ -44,6 +44,20 @@ uint f32_to_f16(float f) {
     return sign | h;
 }
 
+// Q4_K / Q5_K: the 6-bit scale and min of sub-block j (ggml's get_scale_min_k4) from the block's
+// 12 scale bytes, held as three words
+void k4_scale_min(uvec3 s, uint j, out uint sc, out uint m) {
+#define K4B(k) ((s[(k) >> 2] >> (8u * ((k) & 3u))) & 0xffu)
+    if (j < 4u) {
+        sc = K4B(j) & 63u;
+        m = K4B(j + 4u) & 63u;
+    } else {
+        sc = (K4B(j + 4u) & 15u) | ((K4B(j - 4u) >> 6) << 4);
+        m = (K4B(j + 4u) >> 4) | ((K4B(j) >> 6) << 4);
+    }
+#undef K4B
+}
+
 // a / b correctly rounded: GLSL allows OpFDiv 2.5 ulp (a GPU's reciprocal times a), the cpu's
 // quantizers divide exactly; one residual step (exact by fma) corrects the quotient
 float div_rn(float a, float b) {

@@ -36,20 +36,6 @@ float ue4m3_half(uint x) {
     return raw * 0.5;
 }
 
-// Q4_K / Q5_K: the 6-bit scale and min of sub-block j (ggml's get_scale_min_k4)
-void scale_min_k4(U32 w, uint sc, uint j, out float d, out float m) {
-    uint a, b;
-    if (j < 4u) {
-        a = rb(w, sc + j) & 63u;
-        b = rb(w, sc + j + 4u) & 63u;
-    } else {
-        a = (rb(w, sc + j + 4u) & 0xfu) | ((rb(w, sc + j - 4u) >> 6) << 4);
-        b = (rb(w, sc + j + 4u) >> 4) | ((rb(w, sc + j) >> 6) << 4);
-    }
-    d = float(a);
-    m = float(b);
-}
-
 void dq8(U32 w, U32 tab, uint o, uint g, out float v[8]) {
     if (WTYPE == T_F32) {
         uint b = (o >> 2) + g * 8u;
@@ -86,9 +72,10 @@ void dq8(U32 w, U32 tab, uint o, uint g, out float v[8]) {
         uint bs = WTYPE == T_Q4_K ? 144u : 176u;
         uint b = o + (g >> 5) * bs;
         uint e0 = (g & 31u) * 8u, c = e0 >> 6, w64 = e0 & 63u, hi = w64 >> 5, l0 = w64 & 31u;
-        float d = rh(w, b), dmin = rh(w, b + 2u), sc, mn;
-        scale_min_k4(w, b + 4u, 2u * c + hi, sc, mn);
-        float d1 = d * sc, m1 = dmin * mn;
+        float d = rh(w, b), dmin = rh(w, b + 2u);
+        uint sc, mn; // the block (and its scales) starts on a word: 144- and 176-byte blocks
+        k4_scale_min(uvec3(w.v[(b >> 2) + 1u], w.v[(b >> 2) + 2u], w.v[(b >> 2) + 3u]), 2u * c + hi, sc, mn);
+        float d1 = d * float(sc), m1 = dmin * float(mn);
         uint qs = b + (WTYPE == T_Q4_K ? 16u : 48u) + 32u * c;
         uint u = (hi == 0u ? 1u : 2u) << (2u * c);
         for (uint j = 0u; j < 8u; j++) {

@@ -82,20 +82,10 @@ void main() {
             const uvec4 hd = U32x4(p.w).v[(base >> 4)];       // d, dmin, the 12 scale bytes
             const uvec4 q = U32x4(p.w).v[(base >> 4) + 1u + k]; // 16 bytes of nibbles
             const vec2 dm = unpackHalf2x16(hd.x);
-            const uint sc[3] = uint[3](hd.y, hd.z, hd.w);
-            // get_scale_min_k4 of sub-blocks 2j and 2j + 1
-            int scl[2], mn[2];
+            int scl[2], mn[2]; // sub-blocks 2j and 2j + 1
             for (uint c = 0u; c < 2u; c++) {
-                const uint jj = 2u * j + c;
                 uint a, m;
-                if (jj < 4u) {
-                    a = byte_of(sc[jj >> 2], jj & 3u) & 63u;
-                    m = byte_of(sc[(jj + 4u) >> 2], (jj + 4u) & 3u) & 63u;
-                } else {
-                    const uint hi = byte_of(sc[(jj + 4u) >> 2], (jj + 4u) & 3u);
-                    a = (hi & 15u) | ((byte_of(sc[(jj - 4u) >> 2], (jj - 4u) & 3u) >> 6) << 4);
-                    m = (hi >> 4) | ((byte_of(sc[jj >> 2], jj & 3u) >> 6) << 4);
-                }
+                k4_scale_min(hd.yzw, 2u * j + c, a, m);
                 scl[c] = int(a);
                 mn[c] = int(m);
             }

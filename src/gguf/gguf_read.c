@@ -600,6 +600,11 @@ muse_status muse_gguf_open_ex(const char *path, const struct muse_gguf_load_para
         close(fd);
         return st;
     }
+#ifdef MADV_HUGEPAGE
+    /* a copy in anonymous memory may live in 2 MiB pages: decode streams the whole file per
+     * token, and 4 KiB pages cost a TLB walk every 4 KiB (only advice: failure = small pages) */
+    if (lp->read) madvise(map, size, MADV_HUGEPAGE);
+#endif
     if (lp->read) st = read_all(fd, map, size, lp, shown, err);
     else st = lp->populate ? populate(map, size, lp, shown, err) : MUSE_OK;
     close(fd);

@@ -601,8 +601,9 @@ muse_status muse_gguf_open_ex(const char *path, const struct muse_gguf_load_para
         return st;
     }
 #ifdef MADV_HUGEPAGE
-    /* a copy in anonymous memory may live in 2 MiB pages: decode streams the whole file per
-     * token, and 4 KiB pages cost a TLB walk every 4 KiB (only advice: failure = small pages) */
+    /* the copy in 2 MiB pages where the kernel has them: fewer page-table pages and TLB walks for
+     * a decode that streams every weight per token (on Zen 3 the 30B preset decoded no faster
+     * with them than without: docs/perf.md; only advice: a failure leaves small pages) */
     if (lp->read) madvise(map, size, MADV_HUGEPAGE);
 #endif
     if (lp->read) st = read_all(fd, map, size, lp, shown, err);

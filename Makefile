@@ -82,7 +82,7 @@ TEST_OBJ_DIR := $(BUILD)/obj
 # but cpu.c (MUSE_CPU_EMULATE_*, the only user of those) and the *_avx512.c / *_amx.c kernels
 # (SIMDe, the tile C model), which it compiles itself.
 EMU_SRC   := src/core/cpu.c $(filter %_avx512.c %_amx.c,$(LIB_SRC))
-EMU_TESTS := tests/kernels/test_kernels_simd tests/kernels/test_tile_gemm tests/kernels/test_attn_flash \
+EMU_TESTS := tests/kernels/test_kernels_simd tests/kernels/test_tile_gemm tests/kernels/test_attn_flash tests/kernels/test_gemm_r8 \
              tests/model/test_forward tests/model/test_tile_forward
 ifneq ($(OBJ_FROM),)
 LIB_OBJ   := $(patsubst %.c,$(OBJ_FROM)/obj/%.o,$(filter-out $(EMU_SRC),$(LIB_SRC))) $(EMU_SRC:%.c=$(BUILD)/obj/%.o)

@@ -213,9 +213,10 @@ static const struct cli_opt rows[] = {
     {"--device", "N", "the GPU --backend vulkan runs on (muse info --devices; default: MUSE_VK_DEVICE, else the first discrete GPU)",
      set_device},
     {"--swa-full", NULL, "sliding-window layers keep the whole context (no ring)", set_swa_full},
-    {"--no-repack", NULL, "batched matmuls read the mapped weights (exact kernels) instead of packing\n"
-                          "weight panels for the tile GEMM, and attention without the flash kernels: any\n"
-                          "batch size gives the same bits (cpu backend; saves the packed copies)", set_no_repack},
+    {"--no-repack", NULL, "matmuls read the mapped weights (exact kernels) instead of packing weight\n"
+                          "panels for the tile GEMM or copying Q4_0/IQ4_NL into rows interleaved by 8,\n"
+                          "and attention without the flash kernels: any batch size gives the same bits\n"
+                          "(cpu backend; saves the packed copies)", set_no_repack},
     {"--tp", "N", "tensor parallel over the N processes of an MPI job, each holding 1/N of the model:\n"
                   "mpirun -np N muse CMD -m MODEL --tp N (docs/tensor-parallel.md)", set_tp},
     {"--tp-bf16", NULL, "with --tp: all-reduce payloads as bf16 (half the bytes)", set_tp_bf16},

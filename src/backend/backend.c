@@ -30,5 +30,7 @@ struct muse_weight muse_weight_rows(const struct muse_weight *w, int64_t r0, int
     struct muse_weight v = *w;
     v.data = (const uint8_t *)w->data + (size_t)r0 * w->row_size;
     v.ne1 = n;
+    /* the interleaved copy holds whole groups of 8 rows: a view from another boundary has none */
+    v.r8 = w->r8 && r0 % 8 == 0 && r0 + 8 <= w->ne1 / 8 * 8 ? (const uint8_t *)w->r8 + (size_t)r0 * w->row_size : NULL;
     return v;
 }

@@ -28,6 +28,10 @@ struct muse_weight {
     int64_t ne1;          /* rows (the output dim of a matrix); 1 for vectors */
     size_t row_size;      /* bytes per row */
     const char *name;     /* tensor name (points into the parsed GGUF) */
+    /* The rows interleaved by 8 (kernels/repack.h) that the cpu device made when it prepared the
+     * program (backend/cpu_weights.c), or NULL: rows 0 .. ne1 / 8 * 8 - 1, group g at
+     * r8 + g * 8 * row_size. Only the cpu backend reads it; `data` stays valid. */
+    const void *r8;
 };
 
 /*

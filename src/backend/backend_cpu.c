@@ -31,6 +31,7 @@
 #include "core/threadpool.h"
 #include "kernels/kernels.h"
 #include "kernels/matmul.h"
+#include "kernels/repack.h"
 #include "kernels/types.h"
 #include "kernels/x86_numerics.h"
 #include "backend/backend.h"
@@ -46,7 +47,9 @@
 #define FLASH_ROWS_MIN 32
 #define FLASH_SCORE_BYTES ((size_t)8 << 20)
 #define FLASH_MIN 4   /* queries per call from which flash attention runs (decode stays exact) */
-#define SPLIT_ROWS 8  /* matmul output rows are split between threads in units of this many */
+#define R8_TILE_ROWS 64 /* rows of the interleaved weights turned back into rows per tile GEMM call */
+#define SPLIT_ROWS 8  /* matmul output rows are split between threads in units of this many (the
+                         interleaved rows' groups, kernels/repack.h, rely on 8) */
 #define CHUNKS_PER_THREAD 8 /* matmul chunks per thread and step (claimed dynamically) ... */
 #define MAX_CHUNK_UNITS 16  /* ... of at most this many units (128 rows: ~150-220 KB of a 2048-wide
                                4-6 bit matrix), so that threads finish within ~20 us of each other */
@@ -55,6 +58,7 @@
 struct attn_scratch {
     unsigned n_steps; /* matmul steps this thread has run (the same on every thread) */
     void *tile;      /* [tile_bytes] the tile GEMM's packed weight panel (32-byte aligned) */
+    void *rows;      /* [R8_TILE_ROWS] weight rows unpacked from an interleaved copy for the tile GEMM */
     void *flash;     /* the flash attention's scratch (kernels.h muse_attn_flash_scratch) */
     float *scores;   /* [ATTN_QB][max_cells] */
     float *gscratch; /* [ATTN_QB * 9 * max_head_dim] attn_group_f16's queries and V.p lanes */
@@ -90,6 +94,7 @@ static void cpu_free(void *state) {
             free(s->ts[i].gscratch);
             free(s->ts[i].qc);
             free(s->ts[i].tile);
+            free(s->ts[i].rows);
             free(s->ts[i].flash);
         }
         free(s->ts);
@@ -97,6 +102,13 @@ static void cpu_free(void *state) {
     free(s->xq);
     free(s->xp);
     free(s);
+}
+
+/* Whether k decodes rows interleaved by 8 for some type (kernels/repack.h: all of the same row size). */
+static bool r8_any(const struct muse_kernels *k) {
+    for (int t = 0; k && t < MUSE_TYPE_COUNT; t++)
+        if (k->gemm_r8[t]) return true;
+    return false;
 }
 
 static muse_status cpu_init(const struct muse_backend_plan *plan, void **state, struct muse_error *err) {
@@ -135,6 +147,9 @@ static muse_status cpu_init(const struct muse_backend_plan *plan, void **state, 
         t->gscratch = malloc(sizeof(float) * ATTN_QB * 9 * hd);
         if (!t->scores || !t->fscratch || !t->qc || !t->gscratch) goto fail;
         if (s->tile_bytes && !(t->tile = aligned_alloc(64, s->tile_bytes))) goto fail;
+        if (s->tile_bytes && r8_any(s->k) &&
+            !(t->rows = malloc(R8_TILE_ROWS * muse_type_row_size(MUSE_TYPE_Q4_0, (plan->max_ne0 + 31) / 32 * 32) + 64)))
+            goto fail;
         /* no_repack: the exact kernels at every batch size, so no flash attention either */
         if (s->k->attn_flash_f16 && !plan->no_repack && plan->max_head_dim % 8 == 0 && plan->max_head_dim > 0 &&
             !(t->flash = aligned_alloc(64, (s->k->attn_flash_scratch(plan->max_head_dim, s->flash_rows, (uint32_t)cells) + 63) & ~(size_t)63)))
@@ -193,8 +208,39 @@ static void run_units(struct cpu_state *s, const struct muse_matmul_job *jobs, i
         base += nu;
         if (a >= b) continue;
         const int64_t i0 = a * SPLIT_ROWS, i1 = b * SPLIT_ROWS < w->ne1 ? b * SPLIT_ROWS : w->ne1;
-        const struct muse_matmul_weight mw = {w->type, w->ne0, i1 - i0, (const uint8_t *)w->data + (size_t)i0 * w->row_size,
-                                              w->row_size};
+        struct muse_matmul_weight mw = {w->type, w->ne0, i1 - i0, (const uint8_t *)w->data + (size_t)i0 * w->row_size,
+                                        w->row_size};
+        const muse_gemm_r8_fn r8 = w->r8 && s->k ? s->k->gemm_r8[w->type] : NULL;
+        if (r8) {
+            /* the rows interleaved by 8 (i0 is a multiple of SPLIT_ROWS; a last partial group from the
+             * original rows below): the interleaved kernel below the tile GEMM's threshold, else the
+             * groups back into rows in the thread's scratch, R8_TILE_ROWS at a time, for the tile GEMM
+             * (the original rows are not read again: cpu_weights.c pages them out) */
+            const int64_t g1 = (i1 < w->ne1 / 8 * 8 ? i1 : w->ne1 / 8 * 8) / 8;
+            const uint8_t *w8 = w->r8;
+            for (int64_t g = i0 / 8; g < g1;) {
+                const int64_t ge = !tile ? g1 : g + R8_TILE_ROWS / 8 < g1 ? g + R8_TILE_ROWS / 8 : g1;
+                float *y = jobs[j].y + 8 * g;
+                if (!tile) {
+                    r8(w->ne0, w8 + (size_t)(8 * g) * w->row_size, ge - g, s->xq, s->xq_stride, n_rows, y, w->ne1);
+                } else {
+                    muse_unpack_r8(w->type, w8 + (size_t)(8 * g) * w->row_size, w->row_size, ge - g, s->ts[ith].rows);
+                    const struct muse_matmul_weight mr = {w->type, w->ne0, 8 * (ge - g), s->ts[ith].rows, w->row_size};
+                    if (!muse_matmul_tile(s->k, &mr, s->xp, s->xp_stride, n_rows, y, w->ne1, s->ts[ith].tile, s->tile_bytes))
+                        muse_matmul(NULL, &mr, s->xq, s->xq_stride, n_rows, y, w->ne1, 0, 1);
+                }
+                g = ge;
+            }
+            const int64_t done = g1 * 8 > i0 ? g1 * 8 : i0;
+            mw.n_rows = i1 - done;
+            mw.data = (const uint8_t *)w->data + (size_t)done * w->row_size;
+            if (mw.n_rows > 0 &&
+                (!tile || !muse_matmul_tile(s->k, &mw, s->xp, s->xp_stride, n_rows, jobs[j].y + done, w->ne1, s->ts[ith].tile,
+                                            s->tile_bytes)))
+                muse_matmul(tile ? NULL : s->k, &mw, s->xq, s->xq_stride, n_rows, jobs[j].y + done, w->ne1, 0, 1);
+            muse_matmul_job_epilogue(&jobs[j], n_rows, i0, i1);
+            continue;
+        }
         /* the tile GEMM declines no supported shape; the reference (reading xq's reference
          * layout) would run if it did */
         if (!tile || !muse_matmul_tile(s->k, &mw, s->xp, s->xp_stride, n_rows, jobs[j].y + i0, w->ne1, s->ts[ith].tile,

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu_weights.h"
 #include "backend/device_kind.h"
 #include "core/assert.h"
 #include "core/cpu.h"
@@ -97,8 +98,25 @@ static muse_status cpu_check_kv(void *ks, enum muse_type type, struct muse_error
     return MUSE_OK;
 }
 
+static muse_status cpu_prepare(void *ks, struct muse_program *p, struct muse_error *err) {
+    const struct muse_device *dev = ks;
+    if (dev->no_repack) return MUSE_OK;
+    return muse_cpu_weights_prepare(muse_kernels_active(), p, err);
+}
+
+static void cpu_forget(void *ks, const struct muse_program *p) {
+    (void)ks;
+    muse_cpu_weights_forget(p);
+}
+
+static void cpu_stats(void *ks, struct muse_device_stats *s) {
+    (void)ks;
+    muse_cpu_weights_stats(&s->weight_bytes, &s->weight_uploads);
+}
+
 static const struct muse_device_kind kind_cpu = {
     .name = "cpu", .reserve = cpu_reserve, .plan = cpu_plan, .run = cpu_run, .check_kv = cpu_check_kv,
+    .prepare = cpu_prepare, .forget = cpu_forget, .stats = cpu_stats,
 };
 static const struct muse_device_kind kind_ref = {
     .name = "ref", .reserve = cpu_reserve, .plan = cpu_plan, .run = cpu_run, .check_kv = cpu_check_kv,
@@ -232,7 +250,7 @@ void muse_device_swap_ops(struct muse_device *dev, const struct muse_backend_ops
     pthread_mutex_unlock(&dev->lock);
 }
 
-muse_status muse_device_prepare(struct muse_device *dev, const struct muse_program *p, struct muse_error *err) {
+muse_status muse_device_prepare(struct muse_device *dev, struct muse_program *p, struct muse_error *err) {
     if (!dev->kind->prepare) return MUSE_OK;
     pthread_mutex_lock(&dev->lock);
     muse_status st = dev->kind->prepare(dev->ks, p, err);

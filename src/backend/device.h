@@ -75,9 +75,12 @@ void muse_device_run(struct muse_device *dev, const struct muse_program *p, cons
 
 /* Get program p ready to run on dev: on a device with its own memory, check every op and weight
  * type against the shaders it has (UNSUPPORTED names the first it lacks) and upload the weights
- * it reads, once (NOMEM: out of device memory, with the sizes). A no-op on the CPU kinds.
+ * it reads, once (NOMEM: out of device memory, with the sizes). On the cpu device (not with
+ * no_repack, not in exact mode): the copies of its Q4_0 / IQ4_NL weights interleaved by 8 for
+ * the decode kernels (cpu_weights.h), set in p's jobs; a no-op on "ref". A program that is run
+ * without being prepared runs, on the plain kernels.
  * muse_device_forget drops what prepare made (call it before freeing p). */
-muse_status muse_device_prepare(struct muse_device *dev, const struct muse_program *p, struct muse_error *err);
+muse_status muse_device_prepare(struct muse_device *dev, struct muse_program *p, struct muse_error *err);
 void muse_device_forget(struct muse_device *dev, const struct muse_program *p);
 /* Whether the device keeps KV caches of `type` (UNSUPPORTED otherwise, with the types it keeps). */
 muse_status muse_device_check_kv(struct muse_device *dev, enum muse_type type, struct muse_error *err);
@@ -100,7 +103,8 @@ int muse_device_list(const char *name, char *buf, size_t size);
 /* What a device with its own memory holds: the weights resident on it (bytes, shared by every
  * prepared program that reads them: the contexts of one model upload once) and how many weight
  * uploads it has made since it was opened (a prepare that finds all its weights resident makes
- * none). Zeros on the CPU kinds (they read the mapped file). */
+ * none). The cpu kind: the bytes of the interleaved weight copies the process holds (cpu_weights.h)
+ * and the number of copies made; zeros on "ref". */
 struct muse_device_stats {
     uint64_t weight_bytes;
     uint64_t weight_uploads;

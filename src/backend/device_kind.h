@@ -39,8 +39,9 @@ struct muse_device_kind {
     muse_status (*reserve)(void *ks, const struct muse_backend_plan *need, size_t workspace_floats,
                            struct muse_error *err);
     const struct muse_backend_plan *(*plan)(void *ks);
-    /* own_memory kinds: check p's ops and types, upload its weights; forget drops that */
-    muse_status (*prepare)(void *ks, const struct muse_program *p, struct muse_error *err);
+    /* own_memory kinds: check p's ops and types, upload its weights; the cpu kind: the copies of
+     * its weights in the fast kernels' layouts (cpu_weights.h; it sets their r8); forget drops that */
+    muse_status (*prepare)(void *ks, struct muse_program *p, struct muse_error *err);
     void (*forget)(void *ks, const struct muse_program *p);
     muse_status (*run)(void *ks, const struct muse_program *p, const struct muse_prog_run *run,
                        struct muse_error *err);

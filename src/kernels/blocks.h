@@ -64,6 +64,12 @@ struct muse_block_iq1_m { uint8_t qs[32]; uint8_t qh[16]; uint8_t scales[8]; };
 struct muse_block_iq4_nl { uint16_t d; uint8_t qs[16]; };
 struct muse_block_iq4_xs { uint16_t d; uint16_t scales_h; uint8_t scales_l[4]; uint8_t qs[128]; };
 
+/* ---- in memory only: 8 rows interleaved (kernels/repack.h) ---- */
+/* Block ib of 8 rows of Q4_0 or IQ4_NL (same fields): the 8 scales, then the 16 code bytes of each
+ * row as 4 dwords, dword c of row r at qs[32 c + 4 r]. */
+struct muse_block_r8x4 { uint16_t d[8]; uint8_t qs[128]; };
+_Static_assert(sizeof(struct muse_block_r8x4) == 8 * 18, "r8x4");
+
 _Static_assert(sizeof(struct muse_block_iq2_xxs) == 66, "iq2_xxs");
 _Static_assert(sizeof(struct muse_block_iq2_xs) == 74, "iq2_xs");
 _Static_assert(sizeof(struct muse_block_iq2_s) == 82, "iq2_s");

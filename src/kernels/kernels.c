@@ -24,6 +24,9 @@ static const struct muse_kernels kernels_scalar = {
 #define TILE_ENTRY_AMX(T, t, ...) [MUSE_TYPE_##T] = muse_tile_gemm_##t##_amx,
 #define TILE_BYTES_AMX(T, t, ...) [MUSE_TYPE_##T] = muse_tile_panel_bytes_##t##_amx,
 #define TILE_NONE(T, t, ...)
+#define R8_ENTRY_AVX2(T, t) [MUSE_TYPE_##T] = muse_gemm_r8_##t##_avx2,
+#define R8_ENTRY_AVX512(T, t) [MUSE_TYPE_##T] = muse_gemm_r8_##t##_avx512,
+#define R8_NONE(T, t)
 
 /* Activation rows from which the tile GEMM replaces the gemm kernels (docs/perf.md). */
 #define TILE_MIN_ACT 32
@@ -40,13 +43,14 @@ static const struct muse_kernels kernels_scalar = {
  * kernels (quantizers and attention helpers are the AVX2 ones; flash attention has an AVX-512 build
  * of its own, FLASH). TILE_*: the quant types' tile GEMM, FLOAT_*: the float types'. EXACT: the
  * tables without the reassociating kernels (tile GEMM), bit-identical to the reference (MUSE_CPU=exact). */
-#define X86_KERNELS(LEVEL, GEMM_ENTRY, TILE_ENTRY, TILE_BYTES, FLOAT_ENTRY, FLOAT_BYTES, FLASH, EXACT, SMALL) \
+#define X86_KERNELS(LEVEL, GEMM_ENTRY, TILE_ENTRY, TILE_BYTES, FLOAT_ENTRY, FLOAT_BYTES, FLASH, EXACT, SMALL, R8) \
     {                                                                                  \
         .level = LEVEL,                                                                \
         .exact_mode = EXACT,                                                           \
         .tile_gemm = {MUSE_TILE_TYPES(TILE_ENTRY) MUSE_TILE_FLOAT_TYPES(FLOAT_ENTRY)},  \
         .tile_bytes = {MUSE_TILE_TYPES(TILE_BYTES) MUSE_TILE_FLOAT_TYPES(FLOAT_BYTES)}, \
         .tile_min_act = TILE_MIN_ACT,                                                  \
+        .gemm_r8 = {MUSE_X86_R8_TYPES(R8)},                                            \
         .tile_min_small = SMALL,                                                       \
         .widen = {[MUSE_TYPE_F16] = muse_widen_f16_avx2, [MUSE_TYPE_BF16] = muse_widen_bf16_avx2}, \
         .attn_flash_f16 = EXACT ? NULL : muse_attn_flash_f16_##FLASH,                  \
@@ -82,24 +86,24 @@ static const struct muse_kernels kernels_scalar = {
 
 static const struct muse_kernels kernels_avx2 = X86_KERNELS(MUSE_CPU_LEVEL_AVX2, GEMM_ENTRY_AVX2, TILE_ENTRY_AVX2,
                                                            TILE_BYTES_AVX2, TILE_ENTRY_AVX2, TILE_BYTES_AVX2, avx2,
-                                                           false, TILE_SMALL_NONE);
+                                                           false, TILE_SMALL_NONE, R8_ENTRY_AVX2);
 static const struct muse_kernels kernels_avx512 = X86_KERNELS(MUSE_CPU_LEVEL_AVX512, GEMM_ENTRY_AVX512, TILE_ENTRY_AVX512,
                                                              TILE_BYTES_AVX512, TILE_ENTRY_AVX512, TILE_BYTES_AVX512,
-                                                             avx512, false, TILE_SMALL_AVX512);
+                                                             avx512, false, TILE_SMALL_AVX512, R8_ENTRY_AVX512);
 /* AMX: the AVX-512 table with the quant types' tile GEMM on the tile unit (the float types keep
  * the AVX-512 one: AMX-INT8 has no float product) */
 static const struct muse_kernels kernels_amx = X86_KERNELS(MUSE_CPU_LEVEL_AMX, GEMM_ENTRY_AVX512, TILE_ENTRY_AMX,
                                                           TILE_BYTES_AMX, TILE_ENTRY_AVX512, TILE_BYTES_AVX512,
-                                                          avx512, false, TILE_SMALL_NONE);
+                                                          avx512, false, TILE_SMALL_NONE, R8_ENTRY_AVX512);
 static const struct muse_kernels kernels_avx2_exact = X86_KERNELS(MUSE_CPU_LEVEL_AVX2, GEMM_ENTRY_AVX2, TILE_NONE, TILE_NONE,
                                                                  TILE_NONE, TILE_NONE, avx2, true,
-                                                                 TILE_SMALL_NONE);
+                                                                 TILE_SMALL_NONE, R8_NONE);
 static const struct muse_kernels kernels_avx512_exact = X86_KERNELS(MUSE_CPU_LEVEL_AVX512, GEMM_ENTRY_AVX512, TILE_NONE,
                                                                    TILE_NONE, TILE_NONE, TILE_NONE, avx512, true,
-                                                                   TILE_SMALL_NONE);
+                                                                   TILE_SMALL_NONE, R8_NONE);
 static const struct muse_kernels kernels_amx_exact = X86_KERNELS(MUSE_CPU_LEVEL_AMX, GEMM_ENTRY_AVX512, TILE_NONE,
                                                                 TILE_NONE, TILE_NONE, TILE_NONE, avx512, true,
-                                                                TILE_SMALL_NONE);
+                                                                TILE_SMALL_NONE, R8_NONE);
 
 const struct muse_kernels *muse_kernels_for(enum muse_cpu_level level) {
     if (level > muse_cpu_level_max()) return NULL;

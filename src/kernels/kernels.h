@@ -105,6 +105,17 @@ typedef bool (*muse_tile_gemm_fn)(int64_t n, const void *w, size_t w_stride, int
                                   size_t xps, int n_act, float *out, int64_t out_stride, void *scratch,
                                   size_t scratch_bytes);
 typedef size_t (*muse_tile_bytes_fn)(int64_t n);
+/*
+ * The fast decode of weights interleaved by 8 (repack.h): out[r * out_stride + i] = dot(W row i,
+ * A row r) for i < 8 * n_groups and r < n_act (any; 4 per pass), W the n_groups groups at w8 (rows
+ * of n elements), A rows in the reference layout of the vec_dot_type (Q8_0) act_stride bytes apart.
+ * NOT bit-identical to the dot in force: per row, the block terms (d_w * d_a) * I, I the exact
+ * integer dot of a block, are summed block after block in one FMA chain where ggml's x86 order
+ * keeps 8 lanes and adds them at the end; both are within gamma(nb) T of the exact sum (the block
+ * scale products are exact: two fp16 values), so the two differ by at most muse_r8_bound (matmul.h).
+ */
+typedef void (*muse_gemm_r8_fn)(int64_t n, const void *w8, int64_t n_groups, const void *act, size_t act_stride,
+                                int n_act, float *out, int64_t out_stride);
 /* n F16 or BF16 values to f32 (exact). */
 typedef void (*muse_widen_fn)(const void *x, float *y, int64_t n);
 
@@ -218,6 +229,10 @@ struct muse_kernels {
     muse_tile_gemm_fn tile_gemm[MUSE_TYPE_COUNT];
     muse_tile_bytes_fn tile_bytes[MUSE_TYPE_COUNT];
     int tile_min_act;
+    /* The decode of rows interleaved by 8 by weight type (NULL: none; empty in exact mode): the
+     * cpu device repacks the weights of these types when it prepares a program
+     * (backend/cpu_weights.c) and runs every batch below the tile GEMM's threshold with it. */
+    muse_gemm_r8_fn gemm_r8[MUSE_TYPE_COUNT];
     /* Per weight type, the activation rows from which the tile GEMM runs when that is fewer than
      * tile_min_act (0: tile_min_act): the small batches of several sequences decoded together
      * (issue 29), where a type's packing pays from fewer rows (bench/smallbatch_lab). */

@@ -196,6 +196,8 @@ bool muse_matmul_tile(const struct muse_kernels *k, const struct muse_matmul_wei
                                  scratch_bytes);
 }
 
+double muse_r8_bound(int64_t nb, double t) { return 2.0 * muse_tile_gamma(nb + 3) * t; }
+
 double muse_tile_gamma(int64_t n) {
     const double u = 0x1p-24;
     return (double)n * u / (1.0 - (double)n * u);

@@ -119,3 +119,8 @@ bool muse_matmul_tile(const struct muse_kernels *k, const struct muse_matmul_wei
 /* gamma(n) = n u / (1 - n u), u = 2^-24: Higham's bound on the relative error of n float
  * operations, the factor of the tile GEMM's tolerance (docs/cpu-backend.md). */
 double muse_tile_gamma(int64_t n);
+
+/* The most the decode of rows interleaved by 8 (kernels.h muse_gemm_r8_fn) may differ from the dot
+ * in force for a row of nb blocks: 2 gamma(nb + 3) T, T = sum over the blocks of |d_w d_a| times
+ * the sum of |w_j a_j| over the block (docs/cpu-backend.md). */
+double muse_r8_bound(int64_t nb, double t);

@@ -200,6 +200,7 @@ void muse_context_free(struct muse_context *ctx) {
     muse_device_forget(ctx->dev, &ctx->prog);
     muse_program_free(&ctx->prog);
     if (ctx->dev_hi) {
+        muse_device_forget(ctx->dev_hi, &ctx->prog_hi);
         muse_program_free(&ctx->prog_hi);
         muse_device_close(ctx->dev_hi);
     }
@@ -297,6 +298,7 @@ muse_status muse_context_create(struct muse_model *model, struct muse_context_pa
     }
     /* a device with its own memory checks the program's ops and types and uploads its weights */
     if ((st = muse_device_prepare(ctx->dev, &ctx->prog, err))) goto fail;
+    if (ctx->dev_hi && (st = muse_device_prepare(ctx->dev_hi, &ctx->prog_hi, err))) goto fail;
     const struct muse_backend_plan plan = {
         .n_batch = (int32_t)params.n_batch,
         .max_ne0 = muse_weights_max_ne0(hp, &model->w),

@@ -5,8 +5,9 @@
  * backend runs each step on the cpu backend, then (thread 0, between two extra barriers) redoes
  * it with the reference on the very same inputs:
  *   - matmuls: the tile GEMM's outputs within 2 gamma(ne0/16 + 8) T of muse_x86_vec_dot on the same
- *     quantized rows (T from the packing's exact integers, as test_tile_gemm); steps the exact
- *     kernels ran (decode) bit for bit;
+ *     quantized rows (T from the packing's exact integers, as test_tile_gemm); the decode of the
+ *     Q4_0 / IQ4_NL rows interleaved by 8 within muse_r8_bound (tests/kernels/r8_bound.h); steps
+ *     the exact kernels ran (decode) bit for bit;
  *   - attention: flash outputs within (gamma(n) + gamma(n/8 + 4)) sum_j p_j |v_j| of
  *     muse_attn_head_ref (the same F16 probabilities p on both sides, the sums over the n keys
  *     in two orders); exact steps bit for bit.
@@ -29,6 +30,7 @@
 #include "synth/synth.h"
 #include "test.h"
 
+#include "kernels/r8_bound.h"
 #include "kernels/tile_bound.h"
 
 // ---- the verifying wrapper backend ------------------------------------------------------------
@@ -43,7 +45,7 @@ struct verify {
     float *scores, *fscratch;
     uint8_t *qc;
     /* counts */
-    long mm_tile, mm_exact, at_flash, at_exact, bad;
+    long mm_tile, mm_r8, mm_exact, at_flash, at_exact, bad;
     double worst_mm, worst_at; /* largest error / bound: matmuls, attention */
 };
 
@@ -70,6 +72,8 @@ static void check_matmul(struct verify *v, const struct muse_matmul_job *jobs, i
     for (int j = 0; j < n_jobs; j++) {
         const struct muse_weight *w = &jobs[j].w;
         const bool tile = muse_matmul_tile_supported(v->k, w->type, ne0, n_rows);
+        /* the rows interleaved by 8 (decode of Q4_0 / IQ4_NL: the cpu device prepared them) */
+        const bool r8 = !tile && w->r8 && v->k->gemm_r8[w->type];
         const size_t qs = muse_matmul_act_row_size(w->type, ne0), xps = muse_matmul_tile_act_bytes(w->type, ne0);
         for (int32_t r = 0; r < n_rows; r++) {
             muse_matmul_quantize(NULL, w->type, ne0, x + (size_t)r * ne0, 0, 1, v->q + (size_t)r * qs, qs, 0, 1);
@@ -85,6 +89,13 @@ static void check_matmul(struct verify *v, const struct muse_matmul_job *jobs, i
                 if (jobs[j].has_scale) want = want * jobs[j].scale;
                 if (jobs[j].bias) want = want + jobs[j].bias[i];
                 const float got = jobs[j].y[(size_t)r * w->ne1 + i];
+                if (r8 && i < w->ne1 / 8 * 8) {
+                    const double sc = jobs[j].has_scale ? fabs((double)jobs[j].scale) : 1.0;
+                    const double tol = r8_bound(w->type, ne0, (const uint8_t *)w->data + (size_t)i * w->row_size,
+                                                v->q + (size_t)r * qs) * sc * (1 + 4 * u) + 4 * u * fabs((double)want);
+                    note(v, fabs((double)got - want), tol, muse_type_layout_get(w->type)->name, &v->worst_mm);
+                    continue;
+                }
                 if (!tile) {
                     note(v, memcmp(&got, &want, 4) ? INFINITY : 0, 0, "exact matmul step not bit-identical", &v->worst_mm);
                     continue;
@@ -96,6 +107,7 @@ static void check_matmul(struct verify *v, const struct muse_matmul_job *jobs, i
                 note(v, fabs((double)got - want), tol, muse_type_layout_get(w->type)->name, &v->worst_mm);
             }
         if (tile) v->mm_tile++;
+        else if (r8) v->mm_r8++;
         else v->mm_exact++;
     }
 }
@@ -242,9 +254,13 @@ static void run_case(const char *types, int32_t head_dim, uint32_t threads, enum
     TEST_CONDF(v.mm_tile > 0 && v.mm_exact > 0 && v.at_flash > 0 && v.at_exact > 0,
                "%s: both paths ran (tile %ld, exact %ld, flash %ld, exact attention %ld)", types, v.mm_tile, v.mm_exact,
                v.at_flash, v.at_exact);
-    printf("  %-36.36s hd %3d t%u %-4s: tile matmuls %3ld, exact %3ld, flash %2ld, exact attention %2ld; worst error / "
-           "bound: matmul %.3f, attention %.3f\n",
-           types, head_dim, threads, muse_kv_type_name(kv), v.mm_tile, v.mm_exact, v.at_flash, v.at_exact, v.worst_mm, v.worst_at);
+    /* the mixes with Q4_0 / IQ4_NL weights decode them from the interleaved copies */
+    const bool want_r8 = v.k->gemm_r8[MUSE_TYPE_Q4_0] && (strstr(types, "q4_0") || strstr(types, "iq4_nl"));
+    TEST_CONDF(!want_r8 || v.mm_r8 > 0, "%s: the interleaved decode did not run", types);
+    printf("  %-36.36s hd %3d t%u %-4s: tile matmuls %3ld, interleaved %3ld, exact %3ld, flash %2ld, exact attention %2ld; "
+           "worst error / bound: matmul %.3f, attention %.3f\n",
+           types, head_dim, threads, muse_kv_type_name(kv), v.mm_tile, v.mm_r8, v.mm_exact, v.at_flash, v.at_exact,
+           v.worst_mm, v.worst_at);
     free(logits);
     free(v.q);
     free(v.xp);
@@ -267,6 +283,7 @@ int main(void) {
     for (size_t i = 0; i < sizeof mixes / sizeof mixes[0]; i++) run_case(mixes[i], 32, 1, MUSE_KV_TYPE_F16);
     run_case(mixes[0], 128, 2, MUSE_KV_TYPE_F16);
     run_case(mixes[2], 128, 1, MUSE_KV_TYPE_F16);
+    run_case(mixes[1], 128, 2, MUSE_KV_TYPE_F16); /* the interleaved decode's groups split over 2 threads */
     /* F32 and Q8_0 caches: their flash attention (head sizes that are multiples of 32) */
     run_case(mixes[0], 128, 2, MUSE_KV_TYPE_F32);
     run_case(mixes[4], 32, 1, MUSE_KV_TYPE_Q8_0);

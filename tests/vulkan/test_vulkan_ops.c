@@ -278,9 +278,9 @@ int main(void) {
         p.bufs[MUSE_BUF_LOGITS].cols = K;
         muse_program_op(&p, &(struct muse_op){.kind = MUSE_OP_EMBED, .dst = muse_ref(q, 0, K), .n = K, .table = &xtab});
         muse_program_op(&p, &(struct muse_op){.kind = MUSE_OP_EMBED, .dst = muse_ref(kk, 0, 128), .n = 128,
-                                              .table = &(struct muse_weight){xt, MUSE_TYPE_F32, 128, 16, 512, "k"}});
+                                              .table = &(struct muse_weight){xt, MUSE_TYPE_F32, 128, 16, 512, "k", NULL}});
         muse_program_op(&p, &(struct muse_op){.kind = MUSE_OP_EMBED, .dst = muse_ref(vv, 0, 128), .n = 128,
-                                              .table = &(struct muse_weight){xt + 128, MUSE_TYPE_F32, 128, 15, 512, "v"}});
+                                              .table = &(struct muse_weight){xt + 128, MUSE_TYPE_F32, 128, 15, 512, "v", NULL}});
         muse_program_op(&p, &(struct muse_op){.kind = MUSE_OP_KV_STORE, .layer = 0, .src = muse_ref(kk, 0, 128),
                                               .src2 = muse_ref(vv, 0, 128)});
         muse_program_barrier(&p, MUSE_ROWS_ALL);

@@ -166,7 +166,7 @@ VkPipeline muse_vk_pipeline(struct vk *v, enum vk_shader sh, uint32_t spec, stru
 void muse_vk_barrier(struct vk *v);
 
 /* vk_run.c */
-muse_status muse_vk_prepare(void *ks, const struct muse_program *p, struct muse_error *err);
+muse_status muse_vk_prepare(void *ks, struct muse_program *p, struct muse_error *err);
 void muse_vk_forget(void *ks, const struct muse_program *p);
 muse_status muse_vk_run(void *ks, const struct muse_program *p, const struct muse_prog_run *run, struct muse_error *err);
 void muse_vk_forget_all(struct vk *v);

@@ -244,7 +244,7 @@ fail:
     return st;
 }
 
-muse_status muse_vk_prepare(void *ks, const struct muse_program *p, struct muse_error *err) {
+muse_status muse_vk_prepare(void *ks, struct muse_program *p, struct muse_error *err) {
     struct vk *v = ks;
     muse_status st = MUSE_OK;
     for (struct vk_prog *q = v->progs; q; q = q->next)

@@ -59,6 +59,16 @@ void muse_widen_bf16_avx2(const void *x, float *y, int64_t n);
 #define MUSE_DECLARE_X86_GEMM(T, t) MUSE_DECLARE_GEMM(muse_gemm_##t##_avx2); MUSE_DECLARE_GEMM(muse_gemm_##t##_avx512);
 MUSE_X86_GEMM_TYPES(MUSE_DECLARE_X86_GEMM)
 
+/* The decode of rows interleaved by 8 (gemm_legacy.inc, repack.h): muse_gemm_r8_<t>_<isa>
+ * (muse_gemm_r8_fn) for t = q4_0, iq4_nl. */
+#define MUSE_X86_R8_TYPES(X) X(Q4_0, q4_0) X(IQ4_NL, iq4_nl)
+#define MUSE_DECLARE_R8(T, t)                                                                                \
+    void muse_gemm_r8_##t##_avx2(int64_t n, const void *w8, int64_t n_groups, const void *act, size_t as,    \
+                                 int n_act, float *out, int64_t os);                                         \
+    void muse_gemm_r8_##t##_avx512(int64_t n, const void *w8, int64_t n_groups, const void *act, size_t as,  \
+                                   int n_act, float *out, int64_t os);
+MUSE_X86_R8_TYPES(MUSE_DECLARE_R8)
+
 /* The tile GEMM (gemm_tiles_avx2.c, gemm_tiles_avx512.c) for the types of MUSE_TILE_TYPES
  * (tile_decode.h): muse_tile_gemm_<t>_<isa> (muse_tile_gemm_fn) and muse_tile_panel_bytes_<t>_<isa>. */
 #define MUSE_DECLARE_TILE(T, t, ...)                                                                          \

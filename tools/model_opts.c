@@ -214,7 +214,7 @@ static const struct cli_opt rows[] = {
      set_device},
     {"--swa-full", NULL, "sliding-window layers keep the whole context (no ring)", set_swa_full},
     {"--no-repack", NULL, "matmuls read the mapped weights (exact kernels) instead of packing weight\n"
-                          "panels for the tile GEMM or copying Q4_0/IQ4_NL into rows interleaved by 8,\n"
+                          "panels for the tile GEMM or copying Q4_0/IQ4_NL/Q8_0 into rows interleaved by 8,\n"
                           "and attention without the flash kernels: any batch size gives the same bits\n"
                           "(cpu backend; saves the packed copies)", set_no_repack},
     {"--tp", "N", "tensor parallel over the N processes of an MPI job, each holding 1/N of the model:\n"

@@ -104,7 +104,7 @@ static void cpu_free(void *state) {
     free(s);
 }
 
-/* Whether k decodes rows interleaved by 8 for some type (kernels/repack.h: all of the same row size). */
+/* Whether k decodes rows interleaved by 8 for some type (kernels/repack.h; Q8_0's rows are the widest). */
 static bool r8_any(const struct muse_kernels *k) {
     for (int t = 0; k && t < MUSE_TYPE_COUNT; t++)
         if (k->gemm_r8[t]) return true;
@@ -148,7 +148,7 @@ static muse_status cpu_init(const struct muse_backend_plan *plan, void **state, 
         if (!t->scores || !t->fscratch || !t->qc || !t->gscratch) goto fail;
         if (s->tile_bytes && !(t->tile = aligned_alloc(64, s->tile_bytes))) goto fail;
         if (s->tile_bytes && r8_any(s->k) &&
-            !(t->rows = malloc(R8_TILE_ROWS * muse_type_row_size(MUSE_TYPE_Q4_0, (plan->max_ne0 + 31) / 32 * 32) + 64)))
+            !(t->rows = malloc(R8_TILE_ROWS * muse_type_row_size(MUSE_TYPE_Q8_0, (plan->max_ne0 + 31) / 32 * 32) + 64)))
             goto fail;
         /* no_repack: the exact kernels at every batch size, so no flash attention either */
         if (s->k->attn_flash_f16 && !plan->no_repack && plan->max_head_dim % 8 == 0 && plan->max_head_dim > 0 &&

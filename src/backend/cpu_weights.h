@@ -1,6 +1,6 @@
 /*
  * cpu_weights.h - the cpu device's copies of weights in the layouts its fast kernels read (for now
- * the rows interleaved by 8 of kernels/repack.h, for the decode of Q4_0 and IQ4_NL). Made when a
+ * the rows interleaved by 8 of kernels/repack.h, for the decode of Q4_0, IQ4_NL and Q8_0). Made when a
  * program is prepared on the cpu device (not with --no-repack, not in exact mode), shared by every
  * program that reads the same rows (the contexts of one model), reference-counted and freed with
  * the last of them. The cpu backend then reads only the copy (decode and small batches with the

@@ -76,7 +76,7 @@ void muse_device_run(struct muse_device *dev, const struct muse_program *p, cons
 /* Get program p ready to run on dev: on a device with its own memory, check every op and weight
  * type against the shaders it has (UNSUPPORTED names the first it lacks) and upload the weights
  * it reads, once (NOMEM: out of device memory, with the sizes). On the cpu device (not with
- * no_repack, not in exact mode): the copies of its Q4_0 / IQ4_NL weights interleaved by 8 for
+ * no_repack, not in exact mode): the copies of its Q4_0 / IQ4_NL / Q8_0 weights interleaved by 8 for
  * the decode kernels (cpu_weights.h), set in p's jobs; a no-op on "ref". A program that is run
  * without being prepared runs, on the plain kernels.
  * muse_device_forget drops what prepare made (call it before freeing p). */

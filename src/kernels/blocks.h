@@ -69,6 +69,10 @@ struct muse_block_iq4_xs { uint16_t d; uint16_t scales_h; uint8_t scales_l[4]; u
  * row as 4 dwords, dword c of row r at qs[32 c + 4 r]. */
 struct muse_block_r8x4 { uint16_t d[8]; uint8_t qs[128]; };
 _Static_assert(sizeof(struct muse_block_r8x4) == 8 * 18, "r8x4");
+/* Block ib of 8 rows of Q8_0: the 8 scales, then the 32 codes of each row as 8 dwords, dword c of
+ * row r at qs[32 c + 4 r]. */
+struct muse_block_r8x8 { uint16_t d[8]; int8_t qs[256]; };
+_Static_assert(sizeof(struct muse_block_r8x8) == 8 * 34, "r8x8");
 
 _Static_assert(sizeof(struct muse_block_iq2_xxs) == 66, "iq2_xxs");
 _Static_assert(sizeof(struct muse_block_iq2_xs) == 74, "iq2_xs");

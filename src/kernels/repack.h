@@ -17,11 +17,12 @@
 
 #include "gguf/tensor_type.h"
 
-/* Whether rows of `type` have an interleaved-by-8 form (Q4_0, IQ4_NL). */
+/* Whether rows of `type` have an interleaved-by-8 form (Q4_0, IQ4_NL: struct muse_block_r8x4;
+ * Q8_0: struct muse_block_r8x8). */
 bool muse_repack_r8_type(enum muse_type type);
 
 /* n_groups groups of 8 rows (row_size bytes each, row r at src + r * row_size; the rows of a
- * supported type, ne0 = row_size / 18 * 32) into dst (n_groups * 8 * row_size bytes). */
+ * supported type) into dst (n_groups * 8 * row_size bytes). */
 void muse_repack_r8(enum muse_type type, const void *src, size_t row_size, int64_t n_groups, void *dst);
 /* The inverse: n_groups groups at src back into 8 * n_groups rows at dst (row_size bytes apart). */
 void muse_unpack_r8(enum muse_type type, const void *src, size_t row_size, int64_t n_groups, void *dst);

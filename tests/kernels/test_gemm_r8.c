@@ -1,5 +1,5 @@
 /*
- * test_gemm_r8.c - the decode of Q4_0 / IQ4_NL rows interleaved by 8 (kernels/repack.h, kernels.h
+ * test_gemm_r8.c - the decode of Q4_0 / IQ4_NL / Q8_0 rows interleaved by 8 (kernels/repack.h, kernels.h
  * muse_gemm_r8_fn) at every level this machine (or the emu512 build's emulation) runs:
  *   - the interleaved copy holds every block of every row (scales and code bytes where repack.h
  *     puts them) and has the rows' size;
@@ -7,7 +7,8 @@
  *   - every output against the scalar dot of the order in force (muse_x86_vec_dot) within
  *     muse_r8_bound (docs/cpu-backend.md), for 1..5, 7, 9 activation rows (4 per pass), rows of 1 to 288 blocks (past
  *     the kernel's 256-block pass), 1 and 3 groups; with extreme rows where the int16 sums are
- *     largest (Q4_0: every code 15 against +-127; IQ4_NL: -127 against +-127) and a zero row;
+ *     largest (Q4_0: every code 15 against +-127; IQ4_NL: -127, Q8_0: -128 against +-127) and a
+ *     zero row;
  *     poisoned bytes around the outputs (a write outside shows as a changed value);
  *   - the AVX-512 build (vpdpbusd) gives the AVX2 build's bits (the same integers, the same float
  *     steps);
@@ -44,12 +45,12 @@ static void test_repack(enum muse_type type) {
     for (int64_t i = 0; i < 8 * groups; i++) CHECK(kr_weight_row(type, ne0, w + i * rs));
     muse_repack_r8(type, w, rs, groups, p);
     int bad = 0;
+    const size_t bb = rs / (size_t)(ne0 / 32); /* a row's block: 2 bytes of scale, then the codes */
     for (int64_t i = 0; i < 8 * groups; i++)
         for (int64_t ib = 0; ib < ne0 / 32; ib++) {
-            const struct muse_block_q4_0 *b = (const struct muse_block_q4_0 *)(w + i * rs) + ib;
-            const struct muse_block_r8x4 *g = (const struct muse_block_r8x4 *)(p + (i / 8) * 8 * rs) + ib;
-            bad += g->d[i % 8] != b->d;
-            for (int j = 0; j < 16; j++) bad += g->qs[32 * (j / 4) + 4 * (i % 8) + j % 4] != b->qs[j];
+            const uint8_t *b = w + i * rs + (size_t)ib * bb, *g = p + (i / 8) * 8 * rs + (size_t)ib * 8 * bb;
+            bad += memcmp(g + 2 * (i % 8), b, 2) != 0;
+            for (size_t j = 0; j < bb - 2; j++) bad += g[16 + 32 * (j / 4) + 4 * (i % 8) + j % 4] != b[2 + j];
         }
     TEST_CONDF(bad == 0, "%s: %d bytes of the interleaved copy misplaced", muse_type_layout_get(type)->name, bad);
     uint8_t *back = malloc(rs * 8 * groups);
@@ -71,9 +72,12 @@ static void check_case(const struct muse_kernels *k, enum muse_type type, int64_
     float *out = malloc(sizeof(float) * ((size_t)n_act * os + 16)), *x = malloc(sizeof(float) * (size_t)ne0);
     for (int64_t i = 0; i < n_rows; i++) {
         CHECK(kr_weight_row(type, ne0, w + i * rs));
-        if (extreme && i % 2 == 0) /* Q4_0: every code 15; IQ4_NL: every code 0 (value -127) */
-            for (int64_t ib = 0; ib < ne0 / 32; ib++)
-                memset(((struct muse_block_q4_0 *)(void *)(w + i * rs))[ib].qs, type == MUSE_TYPE_Q4_0 ? 0xff : 0x00, 16);
+        if (extreme && i % 2 == 0) /* Q4_0: every code 15; IQ4_NL: every code 0 (value -127); Q8_0: -128 */
+            for (int64_t ib = 0; ib < ne0 / 32; ib++) {
+                const size_t bb = rs / (size_t)(ne0 / 32);
+                memset(w + i * rs + (size_t)ib * bb + 2, type == MUSE_TYPE_Q4_0 ? 0xff : type == MUSE_TYPE_Q8_0 ? 0x80 : 0x00,
+                       bb - 2);
+            }
     }
     muse_repack_r8(type, w, rs, groups, p);
     for (int r = 0; r < n_act; r++) {
@@ -128,10 +132,10 @@ static void test_level(enum muse_cpu_level level) {
         TEST_CONDF(!ke->gemm_r8[t], "exact table has an interleaved decode (type %d)", t);
         TEST_CONDF(!k->gemm_r8[t] || muse_repack_r8_type((enum muse_type)t), "type %d: a kernel without a layout", t);
     }
-    static const enum muse_type types[] = {MUSE_TYPE_Q4_0, MUSE_TYPE_IQ4_NL};
+    static const enum muse_type types[] = {MUSE_TYPE_Q4_0, MUSE_TYPE_IQ4_NL, MUSE_TYPE_Q8_0};
     static const int64_t ne0s[] = {32, 64, 96, 2048, 9216};
     int n = 0;
-    for (size_t ti = 0; ti < 2; ti++) {
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         TEST_CONDF(k->gemm_r8[types[ti]] != NULL, "%s: no interleaved decode for type %d", muse_cpu_level_name(level), types[ti]);
         if (!k->gemm_r8[types[ti]]) continue;
         double worst = 0;
@@ -147,6 +151,7 @@ static void test_level(enum muse_cpu_level level) {
 int main(void) {
     test_repack(MUSE_TYPE_Q4_0);
     test_repack(MUSE_TYPE_IQ4_NL);
+    test_repack(MUSE_TYPE_Q8_0);
     if (muse_cpu_level_max() < MUSE_CPU_LEVEL_AVX2) printf("SKIP: no AVX2 on this machine\n");
     for (int l = MUSE_CPU_LEVEL_AVX2; l < MUSE_CPU_LEVEL_COUNT; l++) test_level((enum muse_cpu_level)l);
     return TEST_REPORT();

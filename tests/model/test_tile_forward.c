@@ -277,6 +277,86 @@ static void run_case(const char *types, int32_t head_dim, uint32_t threads, enum
     unlink(path);
 }
 
+/* The interleaved copies (backend/cpu_weights.c): made once for two contexts of one model, none with
+ * --no-repack, all freed with the last context; the second context's outputs are the first's. */
+static void test_copies_shared(void) {
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/muse-test-r8-shared-%d.gguf", (int)getpid());
+    struct muse_error err;
+    struct muse_synth_config cfg;
+    TEST_COND("preset", muse_synth_preset("tiny", &cfg, &err) == MUSE_OK);
+    cfg.n_layer = 2;
+    cfg.values = MUSE_SYNTH_VALUES_CONDITIONED;
+    cfg.n_rules = 0;
+    if (muse_synth_parse_types("attn_q=q4_0,ffn_up=iq4_nl,ffn_down=q8_0,*=q4_k", &cfg, &err) != MUSE_OK ||
+        muse_synth_write(&cfg, path, NULL, NULL, &err) != MUSE_OK) {
+        TEST_CONDF(false, "synth: %s", err.msg);
+        return;
+    }
+    struct muse_model *m = NULL;
+    TEST_COND("load", muse_model_load(path, muse_model_default_params(), &m, &err) == MUSE_OK);
+    struct muse_context_params cp = muse_context_default_params();
+    cp.n_ctx = 64;
+    cp.n_batch = 16;
+    cp.n_threads = 2;
+    cp.backend = "cpu";
+    struct muse_context *a = NULL, *b = NULL, *c = NULL;
+    struct muse_device_stats s1, s2, s3, s4;
+    const bool ok = m && muse_context_create(m, cp, &a, &err) == MUSE_OK;
+    TEST_CONDF(ok, "context: %s", err.msg);
+    if (!ok) {
+        muse_model_free(m);
+        unlink(path);
+        return;
+    }
+    muse_device_stats(a->dev, &s1);
+    const uint64_t made = s1.weight_uploads;
+    TEST_CONDF(s1.weight_bytes > 0 && made >= 3 * (uint64_t)cfg.n_layer, "one context: %llu copies, %llu bytes",
+               (unsigned long long)made, (unsigned long long)s1.weight_bytes);
+    TEST_COND("second context", muse_context_create(m, cp, &b, &err) == MUSE_OK);
+    muse_device_stats(a->dev, &s2);
+    TEST_CONDF(s2.weight_uploads == made && s2.weight_bytes == s1.weight_bytes, "two contexts: %llu copies (want %llu)",
+               (unsigned long long)s2.weight_uploads, (unsigned long long)made);
+    cp.no_repack = 1;
+    TEST_COND("no-repack context", muse_context_create(m, cp, &c, &err) == MUSE_OK);
+    muse_device_stats(a->dev, &s3);
+    TEST_CONDF(s3.weight_uploads == made, "--no-repack made copies");
+    int ra = 0, rc = 0;
+    for (int32_t j = 0; j < a->prog.n_jobs; j++) ra += a->prog.jobs[j].w.r8 != NULL;
+    for (int32_t j = 0; j < c->prog.n_jobs; j++) rc += c->prog.jobs[j].w.r8 != NULL;
+    TEST_CONDF(ra == 3 * (int)cfg.n_layer && rc == 0, "matrices reading a copy: %d (want %d), --no-repack %d (want 0)", ra,
+               3 * (int)cfg.n_layer, rc);
+    /* the same logits from both fast contexts, and from the --no-repack one within float noise */
+    const int32_t toks[3] = {5, 9, 17};
+    const size_t nv = (size_t)cfg.n_vocab;
+    float *la = malloc(sizeof(float) * nv * 3), *lb = malloc(sizeof(float) * nv * 3), *lc = malloc(sizeof(float) * nv * 3);
+    for (int i = 0; i < 3; i++) {
+        TEST_COND("eval", muse_eval(a, toks + i, 1, la + i * nv, 0, &err) == MUSE_OK &&
+                              muse_eval(b, toks + i, 1, lb + i * nv, 0, &err) == MUSE_OK &&
+                              muse_eval(c, toks + i, 1, lc + i * nv, 0, &err) == MUSE_OK);
+    }
+    TEST_COND("shared copies give the same bits", !memcmp(la, lb, sizeof(float) * nv * 3));
+    double worst = 0, big = 0;
+    for (size_t i = 0; i < nv * 3; i++) {
+        worst = fmax(worst, fabs((double)la[i] - lc[i]));
+        big = fmax(big, fabs((double)lc[i]));
+    }
+    TEST_CONDF(worst <= 1e-3 * (big + 1), "interleaved vs --no-repack logits: max difference %.3g (max |logit| %.3g)", worst, big);
+    printf("  copies: %llu (%.2f MiB) for two contexts; logits vs --no-repack max difference %.3g\n", (unsigned long long)made,
+           (double)s1.weight_bytes / (1 << 20), worst);
+    free(la), free(lb), free(lc);
+    muse_context_free(a);
+    muse_context_free(b);
+    muse_context_free(c);
+    /* every context gone: the device (opened by the next context) holds no copies */
+    TEST_COND("context after", muse_context_create(m, (cp.no_repack = 1, cp), &c, &err) == MUSE_OK);
+    muse_device_stats(c->dev, &s4);
+    TEST_CONDF(s4.weight_bytes == 0, "copies left after the contexts were freed: %llu bytes", (unsigned long long)s4.weight_bytes);
+    muse_context_free(c);
+    muse_model_free(m);
+    unlink(path);
+}
+
 int main(void) {
     const struct muse_kernels *k = muse_kernels_active();
     if (!k || k->exact_mode || !k->tile_gemm[MUSE_TYPE_Q8_0]) {
@@ -284,6 +364,7 @@ int main(void) {
         return TEST_REPORT();
     }
     printf("level %s\n", muse_cpu_level_name(k->level));
+    test_copies_shared();
     for (size_t i = 0; i < sizeof mixes / sizeof mixes[0]; i++) run_case(mixes[i], 32, 1, MUSE_KV_TYPE_F16);
     run_case(mixes[0], 128, 2, MUSE_KV_TYPE_F16);
     run_case(mixes[2], 128, 1, MUSE_KV_TYPE_F16);

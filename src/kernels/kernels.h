@@ -128,8 +128,10 @@ typedef void (*muse_widen_fn)(const void *x, float *y, int64_t n);
  * position p are the hd F16 values at (char *)k + (p % n_cells) * k_stride (v likewise); the
  * union of the rows' keys must fit the cache (max pos[t] - min lo_t < n_cells). The p_j are
  * muse_attn_head_ref's (rounded to F16) bit for bit; the sum over j is in another order, within
- * the bound of docs/cpu-backend.md "Flash attention". scratch: muse_attn_flash_scratch(hd,
- * n_tok * nq, n_cells or more) bytes, 32-byte aligned.
+ * the bound of docs/cpu-backend.md "Flash attention". attn_flash_f32 / attn_flash_q8_0 do the same
+ * over an F32 / Q8_0 cache with their reference's operations (q as it is / quantized to Q8_0, p
+ * not rounded). scratch: muse_attn_flash_scratch(hd, n_tok * nq, n_cells or more) bytes, 32-byte
+ * aligned.
  */
 struct muse_attn_flash {
     int32_t hd, n_tok, nq;

@@ -9,6 +9,14 @@
  *   - F32 and Q8_0 caches (muse_attn_flash_f32 / _q8_0, head sizes 32, 128, 256): against the
  *     double attention over the cache's values (Q8_0: dequantized, and the query quantized to Q8_0
  *     as the reference does), nothing rounded to F16 (relative 2^-16 of sum |p v|);
+ *   - the F32 cache's own tiles (scores by key, 8 or 16 query rows in the lanes; head sizes 32, 64,
+ *     96, 128, 256: the unrolled ones and the generic loop; 7, 9, 20, 32, 34 rows: partial row
+ *     blocks, pairs of them and a pair plus one; 1 to ~2500 keys; sliding windows of 40 and 300;
+ *     rings that wrapped): against muse_attn_head_ref on the same cache, (1) within the bound of
+ *     docs/cpu-backend.md "Flash attention", (gamma(n) + gamma(n/8 + 4)) sum_j p_j |v_j[d]| (the
+ *     worst error / bound is printed: the bound is not vacuous), and (2) bit for bit equal to one
+ *     FMA chain in increasing position over the reference's own probabilities p_j, which holds
+ *     only if every score, the max, the exponentials, the sum and p are the reference's bits;
  *   - head sizes with and without a 64-wide chunk (32, 80, 128, 256), 1..9 query tokens x 1..4
  *     heads per KV head, full and sliding-window attention, positions deep in a ring cache that
  *     has wrapped (p % n_cells), the padding of the output rows untouched.
@@ -20,10 +28,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "core/cpu.h"
 #include "core/fp16.h"
 #include "kernels/blocks.h"
 #include "kernels/kernels.h"
+#include "kernels/matmul.h"
 #include "kernels/types.h"
 #include "test.h"
 
@@ -110,6 +120,67 @@ static void attn_double(const struct muse_attn_flash *f, int32_t t, int32_t h, d
     free(s);
 }
 
+/* The worst error / bound of the F32 cases against muse_attn_head_ref. */
+static double worst_ratio;
+static long n_ref_checked;
+
+/*
+ * An F32 case against the reference itself: muse_attn_head_ref on the same cache (one KV head,
+ * the case's rows as query heads of one token batch) gives o_ref and leaves its probabilities p_j
+ * (positions lo..hi) in its scores. Flash must (1) be within (gamma(n) + gamma(n/8 + 4)) *
+ * sum_j p_j |v_j[d]| of o_ref (docs/cpu-backend.md, "The bound"; the sums over the n keys in two
+ * orders: one FMA chain against 8 lanes and a hsum), and (2) equal, bit for bit, one FMA chain in
+ * increasing position over those p_j (its O += P V order), which it can only if its own
+ * probabilities are the reference's bits.
+ */
+static void check_ref_f32(const struct muse_attn_flash *f, const float *o, const char *lv) {
+    const int32_t hd = f->hd, nq = f->nq, n_tok = f->n_tok;
+    const struct muse_kv_layer kv = {
+        .type = MUSE_TYPE_F32, .n_cells = f->n_cells, .n_embd_k = hd, .n_embd_v = hd,
+        .k_row_size = f->k_stride, .v_row_size = f->v_stride, .k = (void *)(uintptr_t)f->k, .v = (void *)(uintptr_t)f->v,
+    };
+    float *q = malloc(sizeof(float) * (size_t)n_tok * nq * hd), *out = malloc(sizeof(float) * (size_t)n_tok * nq * hd);
+    float *scores = malloc(sizeof(float) * f->n_cells), *fscratch = malloc(sizeof(float) * 10 * (size_t)hd);
+    uint8_t *qc = malloc(4 * (size_t)hd + 64);
+    CHECK(q && out && scores && fscratch && qc);
+    for (int32_t t = 0; t < n_tok; t++) memcpy(q + (size_t)t * nq * hd, f->q + (size_t)t * f->q_tstride, sizeof(float) * (size_t)nq * hd);
+    const struct muse_attn_args a = {
+        .q = q, .out = out, .kv = &kv, .pos = f->pos, .n_tokens = n_tok, .n_head = nq, .n_head_kv = 1,
+        .head_dim = hd, .n_swa = f->n_swa, .scale = f->scale,
+    };
+    int bad_bound = 0, bad_chain = 0;
+    for (int32_t t = 0; t < n_tok; t++)
+        for (int32_t h = 0; h < nq; h++) {
+            muse_attn_head_ref(&a, t, h, scores, fscratch, qc);
+            const int32_t hi = f->pos[t], lo = f->n_swa > 0 && hi - f->n_swa + 1 > 0 ? hi - f->n_swa + 1 : 0, n = hi - lo + 1;
+            const double g = muse_tile_gamma(n) + muse_tile_gamma(n / 8 + 4);
+            for (int32_t d = 0; d < hd; d++) {
+                double mag = 0;
+                float chain = 0.0f;
+                for (int32_t j = 0; j < n; j++) {
+                    const float v = ((const float *)(const void *)((const char *)f->v + (size_t)((uint32_t)(lo + j) % f->n_cells) * f->v_stride))[d];
+                    mag += (double)scores[j] * fabs((double)v);
+                    chain = fmaf(scores[j], v, chain);
+                }
+                const float got = o[(size_t)t * f->o_tstride + (size_t)h * hd + d], want = out[((size_t)t * nq + h) * hd + d];
+                const double bound = g * mag, err = fabs((double)got - (double)want);
+                bad_bound += !(err <= bound);
+                if (bound > 0 && err / bound > worst_ratio) worst_ratio = err / bound;
+                bad_chain += memcmp(&got, &chain, sizeof got) != 0;
+                n_ref_checked++;
+            }
+        }
+    TEST_CONDF(bad_bound == 0, "%s f32 hd %d tok %d nq %d swa %d pos %d: %d outputs outside the bound against muse_attn_head_ref",
+               lv, hd, n_tok, nq, f->n_swa, f->pos[0], bad_bound);
+    TEST_CONDF(bad_chain == 0, "%s f32 hd %d tok %d nq %d swa %d pos %d: %d outputs not the FMA chain over the reference's probabilities",
+               lv, hd, n_tok, nq, f->n_swa, f->pos[0], bad_chain);
+    free(q);
+    free(out);
+    free(scores);
+    free(fscratch);
+    free(qc);
+}
+
 static void check_case(const struct flash_case *c) {
     const int32_t hd = c->hd, R = c->n_tok * c->nq;
     const size_t row = c->type == 2 ? (size_t)hd / 32 * sizeof(struct muse_block_q8_0) : (size_t)hd * (c->type ? 4 : 2);
@@ -171,6 +242,7 @@ static void check_case(const struct flash_case *c) {
         TEST_CONDF(bad == 0, "%s %s hd %d tok %d nq %d swa %d pos %d: %d outputs off the double attention", lv,
                    type_names[c->type], hd, c->n_tok, c->nq, c->n_swa, c->pos0, bad);
         TEST_CONDF(pad == 0, "%s hd %d: %d padding floats written", lv, hd, pad);
+        if (c->type == 1) check_ref_f32(&f, o, lv);
     }
     free(kc);
     free(vc);
@@ -208,6 +280,27 @@ int main(void) {
                         check_case(&c);
                         n++;
                     }
-    printf("%d flash attention cases\n", n);
+    /* the F32 cache's tiles: head sizes unrolled (64, 128, 256) and not (32, 96); rows in partial
+     * blocks, whole ones, pairs and a pair plus one (7, 9, 20, 32, 34); v 0: from position 0, 1..17
+     * keys; 1: deep, window 40, a wrapped ring of 64 cells; 2: full attention over 300 cells;
+     * 3: ~2500 keys of 4096 cells; 4: window 300 in a wrapped ring of 512 cells */
+    static const int32_t f32_hds[] = {32, 64, 96, 128, 256};
+    static const int32_t f32_rows[][2] = {{7, 1}, {3, 3}, {5, 4}, {16, 2}, {17, 2}};
+    int n32 = 0;
+    for (size_t hi = 0; hi < sizeof f32_hds / sizeof f32_hds[0]; hi++)
+        for (size_t ri = 0; ri < sizeof f32_rows / sizeof f32_rows[0]; ri++)
+            for (int v = 0; v < 5; v++) {
+                const int32_t n_tok = f32_rows[ri][0];
+                const struct flash_case c = {
+                    .hd = f32_hds[hi], .n_tok = n_tok, .nq = f32_rows[ri][1], .n_swa = v == 1 ? 40 : v == 4 ? 300 : 0,
+                    .pos0 = v == 0 ? 0 : v == 1 ? 1000 + 7 * n_tok : v == 2 ? 290 - n_tok : v == 3 ? 2500 - n_tok : 5000 + 3 * n_tok,
+                    .n_cells = v == 1 ? 64 : v == 2 ? 300 : v == 3 ? 4096 : v == 4 ? 512 : 64, .type = 1,
+                };
+                check_case(&c);
+                n32++;
+            }
+    printf("%d flash attention cases, %d of them the F32 tiles; %ld outputs against muse_attn_head_ref, worst error / bound %.3f\n",
+           n + n32, n32, n_ref_checked, worst_ratio);
+    TEST_CONDF(worst_ratio > 0, "the F32 bound check saw no error at all (worst ratio %g)", worst_ratio);
     return TEST_REPORT();
 }

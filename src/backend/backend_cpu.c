@@ -192,6 +192,14 @@ static bool same_act(const struct cpu_state *s, const struct muse_weight *a, con
            (ta || muse_matmul_act_layout(s->k, a->type) == muse_matmul_act_layout(s->k, b->type));
 }
 
+/* The rows of mw against the activations: the tile GEMM (tile) or the kernels, reading xq; the
+ * tile GEMM declines no supported shape, the reference (xq's reference layout) would run if it did. */
+static void plain_rows(struct cpu_state *s, const struct muse_matmul_weight *mw, int32_t n_rows, float *y, int64_t ldy,
+                       bool tile, int ith) {
+    if (!tile || !muse_matmul_tile(s->k, mw, s->xp, s->xp_stride, n_rows, y, ldy, s->ts[ith].tile, s->tile_bytes))
+        muse_matmul(tile ? NULL : s->k, mw, s->xq, s->xq_stride, n_rows, y, ldy, 0, 1);
+}
+
 /*
  * Rows u0 * SPLIT_ROWS .. u1 * SPLIT_ROWS of the outputs of jobs[j0..j1), which all read s->xq:
  * the rows of all the weights, each counted in units of SPLIT_ROWS rows from its first row
@@ -208,8 +216,7 @@ static void run_units(struct cpu_state *s, const struct muse_matmul_job *jobs, i
         base += nu;
         if (a >= b) continue;
         const int64_t i0 = a * SPLIT_ROWS, i1 = b * SPLIT_ROWS < w->ne1 ? b * SPLIT_ROWS : w->ne1;
-        struct muse_matmul_weight mw = {w->type, w->ne0, i1 - i0, (const uint8_t *)w->data + (size_t)i0 * w->row_size,
-                                        w->row_size};
+        int64_t r0 = i0; /* the first row left to the plain rows below */
         const muse_gemm_r8_fn r8 = w->r8 && s->k ? s->k->gemm_r8[w->type] : NULL;
         if (r8) {
             /* the rows interleaved by 8 (i0 is a multiple of SPLIT_ROWS; a last partial group from the
@@ -226,26 +233,17 @@ static void run_units(struct cpu_state *s, const struct muse_matmul_job *jobs, i
                 } else {
                     muse_unpack_r8(w->type, w8 + (size_t)(8 * g) * w->row_size, w->row_size, ge - g, s->ts[ith].rows);
                     const struct muse_matmul_weight mr = {w->type, w->ne0, 8 * (ge - g), s->ts[ith].rows, w->row_size};
-                    if (!muse_matmul_tile(s->k, &mr, s->xp, s->xp_stride, n_rows, y, w->ne1, s->ts[ith].tile, s->tile_bytes))
-                        muse_matmul(NULL, &mr, s->xq, s->xq_stride, n_rows, y, w->ne1, 0, 1);
+                    plain_rows(s, &mr, n_rows, y, w->ne1, true, ith);
                 }
                 g = ge;
             }
-            const int64_t done = g1 * 8 > i0 ? g1 * 8 : i0;
-            mw.n_rows = i1 - done;
-            mw.data = (const uint8_t *)w->data + (size_t)done * w->row_size;
-            if (mw.n_rows > 0 &&
-                (!tile || !muse_matmul_tile(s->k, &mw, s->xp, s->xp_stride, n_rows, jobs[j].y + done, w->ne1, s->ts[ith].tile,
-                                            s->tile_bytes)))
-                muse_matmul(tile ? NULL : s->k, &mw, s->xq, s->xq_stride, n_rows, jobs[j].y + done, w->ne1, 0, 1);
-            muse_matmul_job_epilogue(&jobs[j], n_rows, i0, i1);
-            continue;
+            if (g1 * 8 > r0) r0 = g1 * 8;
         }
-        /* the tile GEMM declines no supported shape; the reference (reading xq's reference
-         * layout) would run if it did */
-        if (!tile || !muse_matmul_tile(s->k, &mw, s->xp, s->xp_stride, n_rows, jobs[j].y + i0, w->ne1, s->ts[ith].tile,
-                                       s->tile_bytes))
-            muse_matmul(tile ? NULL : s->k, &mw, s->xq, s->xq_stride, n_rows, jobs[j].y + i0, w->ne1, 0, 1);
+        if (r0 < i1) {
+            const struct muse_matmul_weight mw = {w->type, w->ne0, i1 - r0, (const uint8_t *)w->data + (size_t)r0 * w->row_size,
+                                                  w->row_size};
+            plain_rows(s, &mw, n_rows, jobs[j].y + r0, w->ne1, tile, ith);
+        }
         muse_matmul_job_epilogue(&jobs[j], n_rows, i0, i1);
     }
 }

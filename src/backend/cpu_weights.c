@@ -24,12 +24,14 @@ struct cw_copy {
     struct cw_copy *next;
 };
 
-/* A prepared program, the copies it holds a reference to and the weights of its jobs it pointed at
- * them (forget clears those: the program may be prepared and run again). */
+/* A prepared program and, per weight of its jobs it pointed at a copy, that weight and the copy it
+ * holds a reference to (forget clears the weight's r8: the program may be prepared and run again). */
 struct cw_prog {
     const struct muse_program *p;
-    struct cw_copy **held;
-    struct muse_weight **set;
+    struct cw_held {
+        struct muse_weight *w;
+        struct cw_copy *c;
+    } *held;
     int n_held;
     struct cw_prog *next;
 };
@@ -109,15 +111,12 @@ muse_status muse_cpu_weights_prepare(const struct muse_kernels *k, struct muse_p
             cp->next = progs;
             progs = cp;
         }
-        struct cw_copy **held = realloc(cp->held, sizeof *held * (size_t)(cp->n_held + 1));
-        if (held) cp->held = held;
-        struct muse_weight **set = realloc(cp->set, sizeof *set * (size_t)(cp->n_held + 1));
-        if (set) cp->set = set;
-        if (!held || !set) break;
+        struct cw_held *held = realloc(cp->held, sizeof *held * (size_t)(cp->n_held + 1));
+        if (!held) break;
+        cp->held = held;
         struct cw_copy *c = copy_get(w);
         if (!c) continue; /* out of memory: this weight keeps the plain kernels */
-        cp->set[cp->n_held] = w;
-        cp->held[cp->n_held++] = c;
+        cp->held[cp->n_held++] = (struct cw_held){w, c};
         w->r8 = c->dst;
     }
     pthread_mutex_unlock(&cw_lock);
@@ -131,11 +130,10 @@ void muse_cpu_weights_forget(const struct muse_program *p) {
             struct cw_prog *cp = *q;
             *q = cp->next;
             for (int i = 0; i < cp->n_held; i++) {
-                cp->set[i]->r8 = NULL;
-                copy_release(cp->held[i]);
+                cp->held[i].w->r8 = NULL;
+                copy_release(cp->held[i].c);
             }
             free(cp->held);
-            free(cp->set);
             free(cp);
             break;
         }

@@ -349,7 +349,7 @@ static void test_copies_shared(void) {
     muse_context_free(b);
     muse_context_free(c);
     /* every context gone: the device (opened by the next context) holds no copies */
-    TEST_COND("context after", muse_context_create(m, (cp.no_repack = 1, cp), &c, &err) == MUSE_OK);
+    TEST_COND("context after", muse_context_create(m, cp, &c, &err) == MUSE_OK);
     muse_device_stats(c->dev, &s4);
     TEST_CONDF(s4.weight_bytes == 0, "copies left after the contexts were freed: %llu bytes", (unsigned long long)s4.weight_bytes);
     muse_context_free(c);

@@ -236,7 +236,6 @@ bool muse_kv_ring_can_truncate(int64_t n_past, int64_t n_keep, int64_t n_swa, in
 }
 
 bool muse_kv_cache_can_truncate(const struct muse_kv_cache *kv, int32_t n_past, int32_t n_keep) {
-    if (kv->n_ahead > n_past) n_past = kv->n_ahead; /* a stopped batch wrote the rings further */
     for (uint32_t il = 0; il < kv->n_layer; il++)
         if (is_ring(kv, il) && !muse_kv_ring_can_truncate(n_past, n_keep, kv->n_swa[il], kv->layers[il].n_cells))
             return false;
@@ -246,7 +245,8 @@ bool muse_kv_cache_can_truncate(const struct muse_kv_cache *kv, int32_t n_past, 
 muse_status muse_kv_cache_truncate(struct muse_kv_cache *kv, int32_t n_keep, struct muse_error *err) {
     if (n_keep < 0 || n_keep > kv->n_past)
         return muse_error_set(err, MUSE_ERR_INVALID_ARG, "cannot keep %d positions: the cache holds %d", n_keep, kv->n_past);
-    if (!muse_kv_cache_can_truncate(kv, kv->n_past, n_keep))
+    /* a stopped batch wrote the rings up to n_ahead: the rollback is checked from there */
+    if (!muse_kv_cache_can_truncate(kv, kv->n_ahead > kv->n_past ? kv->n_ahead : kv->n_past, n_keep))
         return muse_error_set(err, MUSE_ERR_INVALID_ARG,
                               "cannot roll back from %d to %d positions: the sliding-window rings no longer hold them "
                               "(restore a checkpoint, or clear and re-prefill)",
@@ -333,6 +333,7 @@ muse_status muse_kv_checkpoint_restore(struct muse_kv_checkpoint *ck, struct mus
     if (ck->tp) muse_tp_command(ck->tp, MUSE_TP_CK_RESTORE, -1, -1, ck->tp_id);
     ring_copy(ck, false);
     lower_n_past(ck->kv, ck->pos);
+    ck->kv->n_ahead = 0; /* every ring cell was rewritten: what a stopped batch wrote is gone */
     return MUSE_OK;
 }
 

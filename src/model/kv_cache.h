@@ -39,8 +39,8 @@ struct muse_kv_cache {
                                      rows beyond are still zero, so a clear zeroes only these */
     int32_t n_ahead;              /* a stopped batch (muse_context_set_abort) wrote the rings up to
                                      here, beyond n_past: rollbacks are checked from here
-                                     (muse_kv_cache_can_truncate); 0 once
-                                     n_past has caught up */
+                                     (muse_kv_cache_truncate); 0 once n_past has caught up,
+                                     on a clear and on a checkpoint's restore */
     struct muse_kv_layer *layers; /* [n_layer] */
     uint32_t *n_swa;              /* [n_layer] window of each layer, 0 for full layers */
     struct muse_buffer *mem;      /* the storage, owned by the device */
@@ -102,7 +102,7 @@ void muse_kv_cache_clear(struct muse_kv_cache *kv);
 
 /*
  * Keep only positions 0..n_keep-1 (a rollback): moves n_past, copies nothing. Legal exactly when
- * muse_kv_cache_can_truncate(kv, kv->n_past, n_keep); otherwise fails with MUSE_ERR_INVALID_ARG and
+ * muse_kv_cache_can_truncate(kv, max(kv->n_past, kv->n_ahead), n_keep); otherwise fails with MUSE_ERR_INVALID_ARG and
  * changes nothing (the caller restores a checkpoint, or clears and re-prefills). Also INVALID_ARG
  * for n_keep < 0 or n_keep > n_past. Checkpoints taken above n_keep go stale.
  */
@@ -125,7 +125,9 @@ muse_status muse_kv_cache_truncate(struct muse_kv_cache *kv, int32_t n_keep, str
 bool muse_kv_ring_can_truncate(int64_t n_past, int64_t n_keep, int64_t n_swa, int64_t n_cells);
 
 /* Whether a cache holding n_past positions could roll back to n_keep: the ring rule for every
- * sliding-window layer (full layers always can). Pure: n_past need not be kv->n_past. */
+ * sliding-window layer (full layers always can). Pure: n_past need not be kv->n_past, and rows a
+ * stopped batch wrote beyond it (n_ahead) are not counted - the question is about rings that hold
+ * exactly positions below n_past, as after a checkpoint's restore at n_past. */
 bool muse_kv_cache_can_truncate(const struct muse_kv_cache *kv, int32_t n_past, int32_t n_keep);
 
 /*

@@ -83,6 +83,89 @@ static void test_pure_rules(void) {
     TEST_COND("ring: keeping nothing", muse_kv_ring_can_truncate(10000, 0, 2048, 4352));
 }
 
+/* A batch stopped midway (the stepper stops a step for a newcomer: muse_context_set_abort) wrote
+ * the rings past n_past. An in-place rollback is then checked from the stopped batch's end, a
+ * checkpoint's restore rewrites the rings (what the stopped batch wrote is gone), and the legality
+ * rule muse_kv_can_truncate stays a pure function of its arguments: a checkpoint at the position
+ * asked still serves it. Each continuation is bit-identical to a cold context. */
+static int g_calls, g_stop_at;
+static int stop_cb(void *user) {
+    (void)user;
+    return ++g_calls > g_stop_at;
+}
+
+static void test_stopped_batch(struct muse_model *m) {
+    enum { P = 30, C = 3 };
+    int32_t toks[P + 1 + 2 * C], extra[N_BATCH], cont[C];
+    make_tokens(toks, P + 2, 5);
+    make_tokens(extra, N_BATCH, 23);
+    make_tokens(cont, C, 29);
+    float *warm = malloc(sizeof(float) * C * (size_t)n_vocab), *ref = malloc(sizeof(float) * C * (size_t)n_vocab);
+    struct muse_context *ctx = new_ctx(m);
+    struct muse_session *s = NULL;
+    struct muse_error err;
+    const struct muse_batch b = {.n_tokens = N_BATCH, .token = extra};
+    if (!ctx || muse_session_create(ctx, muse_session_default_params(), &s, &err) != MUSE_OK) {
+        TEST_COND("session over a context", false);
+        goto done;
+    }
+    /* how many times a batch of N_BATCH asks the callback (on a context of its own): stop at half */
+    struct muse_context *probe = new_ctx(m);
+    g_calls = 0, g_stop_at = 1 << 30;
+    if (probe) muse_context_set_abort(probe, stop_cb, NULL);
+    bool ok = probe && muse_decode(probe, &b, NULL, &err) == MUSE_OK;
+    const int per_batch = g_calls;
+    muse_context_free(probe);
+    ok = ok && muse_session_eval(s, toks, P, NULL, 0, &err) == MUSE_OK && muse_session_checkpoint(s, &err) == MUSE_OK;
+    ok = ok && muse_session_eval(s, toks + P, 2, NULL, 0, &err) == MUSE_OK;
+    TEST_CONDF(ok && per_batch > 2, "%s: prompt of %d, checkpoint, 2 more (a batch asks the callback %d times)", g_backend, P,
+               per_batch);
+    muse_context_set_abort(ctx, stop_cb, NULL);
+    const bool legal[3] = {muse_kv_can_truncate(ctx, P + 2, P), muse_kv_can_truncate(ctx, P, P - 1),
+                           muse_kv_can_truncate(ctx, P + 2 + N_BATCH, P)};
+    g_calls = 0, g_stop_at = per_batch / 2;
+    muse_status st = muse_decode(ctx, &b, NULL, &err);
+    TEST_CONDF(st == MUSE_ERR_CANCELLED && muse_context_n_past(ctx) == P + 2 && g_calls > g_stop_at,
+               "%s: a batch stopped after %d of its %d callbacks: status %d, n_past %d", g_backend, g_calls, per_batch, st,
+               muse_context_n_past(ctx));
+    TEST_COND("the legality rule stays pure after a stopped batch",
+              legal[0] == muse_kv_can_truncate(ctx, P + 2, P) && legal[1] == muse_kv_can_truncate(ctx, P, P - 1) &&
+                  legal[2] == muse_kv_can_truncate(ctx, P + 2 + N_BATCH, P) && legal[0] && !legal[2]);
+    /* n_batch + 1 back from the stopped batch's end: in place */
+    struct muse_session_keep k = muse_session_keep(s, P + 1);
+    TEST_CONDF(k.kind == MUSE_SESSION_KEEP_TRUNCATED && k.n_kept == P + 1, "%s: keep %d after the stop: in place (kind %d, kept %d)",
+               g_backend, P + 1, k.kind, k.n_kept);
+    g_stop_at = 1 << 30;
+    ok = muse_session_eval(s, cont, C, warm, 1, &err) == MUSE_OK;
+    memcpy(toks + P + 1, cont, sizeof cont);
+    ok = ok && cold(m, toks, P + 1 + C, C, ref);
+    TEST_CONDF(ok && !memcmp(warm, ref, sizeof(float) * C * (size_t)n_vocab),
+               "%s: in-place rollback after a stopped batch, then continue: bit-identical (%s)", g_backend, ok ? "logits differ" : err.msg);
+    /* stopped again, then back to the checkpoint's own position: deeper than the rings allow from the
+     * stopped batch's end, so the checkpoint serves it (it is at the position asked) */
+    g_calls = 0, g_stop_at = per_batch / 2;
+    st = muse_decode(ctx, &b, NULL, &err);
+    g_stop_at = 1 << 30;
+    k = muse_session_keep(s, P);
+    TEST_CONDF(st == MUSE_ERR_CANCELLED && k.kind == MUSE_SESSION_KEEP_RESTORED && k.n_kept == P && k.ckpt_pos == P,
+               "%s: keep %d after a second stop: the checkpoint at %d restored (status %d, kind %d, kept %d)", g_backend, P, P,
+               st, k.kind, k.n_kept);
+    TEST_COND("the restore forgot what the stopped batch wrote: n_batch further, back in place",
+              muse_session_eval(s, extra, N_BATCH, NULL, 0, &err) == MUSE_OK &&
+                  muse_session_keep(s, P).kind == MUSE_SESSION_KEEP_TRUNCATED);
+    ok = muse_session_n_past(s) == P && muse_session_eval(s, cont, C, warm, 1, &err) == MUSE_OK;
+    memcpy(toks + P, cont, sizeof cont);
+    ok = ok && cold(m, toks, P + C, C, ref);
+    TEST_CONDF(ok && !memcmp(warm, ref, sizeof(float) * C * (size_t)n_vocab),
+               "%s: restore after a stopped batch, then continue: bit-identical (%s)", g_backend, ok ? "logits differ" : err.msg);
+    muse_context_set_abort(ctx, NULL, NULL);
+done:
+    muse_session_free(s);
+    muse_context_free(ctx);
+    free(warm);
+    free(ref);
+}
+
 /* Speculative decoding's reject step after the rings wrapped: bit-identical at every split. */
 static void test_rollback_after_wrap(struct muse_model *m) {
     enum { P = 30, C = 6 };
@@ -333,6 +416,7 @@ int main(void) {
         test_misses(m);
         test_reuse(m);
         test_checkpoints(m);
+        test_stopped_batch(m);
     }
     muse_model_free(m);
     unlink(path);

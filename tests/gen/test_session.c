@@ -96,7 +96,7 @@ static int stop_cb(void *user) {
 
 static void test_stopped_batch(struct muse_model *m) {
     enum { P = 30, C = 3 };
-    int32_t toks[P + 1 + 2 * C], extra[N_BATCH], cont[C];
+    int32_t toks[P + 2 > P + 1 + C ? P + 2 : P + 1 + C], extra[N_BATCH], cont[C];
     make_tokens(toks, P + 2, 5);
     make_tokens(extra, N_BATCH, 23);
     make_tokens(cont, C, 29);

@@ -103,7 +103,7 @@ muse_status muse_cpu_weights_prepare(const struct muse_kernels *k, struct muse_p
     for (int32_t j = 0; j < p->n_jobs; j++) {
         struct muse_weight *w = &p->jobs[j].w;
         if (w->r8 || !w->data || w->ne1 < 8 || !muse_repack_r8_type(w->type) || !k->gemm_r8[w->type] ||
-            w->ne0 % 32 || w->row_size != muse_type_row_size(w->type, w->ne0))
+            w->ne0 % muse_type_layout_get(w->type)->block_size || w->row_size != muse_type_row_size(w->type, w->ne0))
             continue;
         if (!cp) {
             if (!(cp = calloc(1, sizeof *cp))) break;

@@ -73,6 +73,11 @@ _Static_assert(sizeof(struct muse_block_r8x4) == 8 * 18, "r8x4");
  * row r at qs[32 c + 4 r]. */
 struct muse_block_r8x8 { uint16_t d[8]; int8_t qs[256]; };
 _Static_assert(sizeof(struct muse_block_r8x8) == 8 * 34, "r8x8");
+/* Super-block ib of 8 rows of IQ4_XS: the 8 scales, the 8 rows' scales_h, their scales_l as one
+ * dword each (row r at scales_l[4 r]: lane r of a 32-byte vector), then the 128 code bytes of each
+ * row as 32 dwords, dword c of row r at qs[32 c + 4 r] (sub-block g in qs[128 g .. 128 g + 127]). */
+struct muse_block_iq4_xs_r8 { uint16_t d[8]; uint16_t scales_h[8]; uint8_t scales_l[32]; uint8_t qs[1024]; };
+_Static_assert(sizeof(struct muse_block_iq4_xs_r8) == 8 * 136, "iq4_xs_r8");
 
 _Static_assert(sizeof(struct muse_block_iq2_xxs) == 66, "iq2_xxs");
 _Static_assert(sizeof(struct muse_block_iq2_xs) == 74, "iq2_xs");

@@ -5,29 +5,53 @@
 
 #include "kernels/blocks.h"
 
-bool muse_repack_r8_type(enum muse_type type) {
-    return type == MUSE_TYPE_Q4_0 || type == MUSE_TYPE_IQ4_NL || type == MUSE_TYPE_Q8_0;
+/*
+ * The interleaved form of a type: a row's block is `bytes` long, header fields first (the sizes of
+ * the fields, in order; 0 ends the list), the code bytes from `codes` on. In the group's block a
+ * header field at row offset o of size s goes to 8 o + s r (the 8 rows' copies of a field side by
+ * side), code dword c of row r to 8 codes + 32 c + 4 r.
+ */
+struct r8_form {
+    size_t bytes, codes;
+    uint8_t fields[4];
+};
+
+static bool r8_form(enum muse_type type, struct r8_form *f) {
+    switch (type) {
+    case MUSE_TYPE_Q4_0:
+    case MUSE_TYPE_IQ4_NL: *f = (struct r8_form){18, 2, {2}}; return true;       /* struct muse_block_r8x4 */
+    case MUSE_TYPE_Q8_0: *f = (struct r8_form){34, 2, {2}}; return true;         /* struct muse_block_r8x8 */
+    case MUSE_TYPE_IQ4_XS: *f = (struct r8_form){136, 8, {2, 2, 4}}; return true; /* struct muse_block_iq4_xs_r8 */
+    default: return false;
+    }
 }
 
-/* Bytes of a row's block (a fp16 scale, then the code bytes) and of its code bytes. Q4_0 and IQ4_NL:
- * 18 and 16 (struct muse_block_r8x4 per 8 rows); Q8_0: 34 and 32 (struct muse_block_r8x8). */
-static size_t block_bytes(enum muse_type type) { return type == MUSE_TYPE_Q8_0 ? 34 : 18; }
+bool muse_repack_r8_type(enum muse_type type) {
+    struct r8_form f;
+    return r8_form(type, &f);
+}
 
-/* row <-> group: code dword c of row r of block ib at group block ib's qs + 32 c + 4 r */
+/* row <-> group, block after block */
 static void move(enum muse_type type, const void *src, size_t row_size, int64_t n_groups, void *dst, bool pack) {
-    const size_t bb = block_bytes(type), qb = bb - 2;
-    const int64_t nb = (int64_t)(row_size / bb);
+    struct r8_form f;
+    if (!r8_form(type, &f)) return;
+    const int64_t nb = (int64_t)(row_size / f.bytes);
     for (int64_t g = 0; g < n_groups; g++) {
         uint8_t *grp = (uint8_t *)(pack ? dst : (void *)(uintptr_t)src) + (size_t)g * 8 * row_size;
         for (int r = 0; r < 8; r++) {
             uint8_t *row = (uint8_t *)(pack ? (void *)(uintptr_t)src : dst) + (size_t)(8 * g + r) * row_size;
             for (int64_t ib = 0; ib < nb; ib++) {
-                uint8_t *gb = grp + (size_t)ib * 8 * bb, *rb = row + (size_t)ib * bb;
-                if (pack) memcpy(gb + 2 * r, rb, 2);
-                else memcpy(rb, gb + 2 * r, 2);
-                for (size_t c = 0; c < qb / 4; c++) {
-                    if (pack) memcpy(gb + 16 + 32 * c + 4 * r, rb + 2 + 4 * c, 4);
-                    else memcpy(rb + 2 + 4 * c, gb + 16 + 32 * c + 4 * r, 4);
+                uint8_t *gb = grp + (size_t)ib * 8 * f.bytes, *rb = row + (size_t)ib * f.bytes;
+                size_t o = 0;
+                for (int i = 0; i < 4 && f.fields[i]; o += f.fields[i++]) {
+                    uint8_t *gf = gb + 8 * o + (size_t)f.fields[i] * r;
+                    if (pack) memcpy(gf, rb + o, f.fields[i]);
+                    else memcpy(rb + o, gf, f.fields[i]);
+                }
+                for (size_t c = 0; c < (f.bytes - f.codes) / 4; c++) {
+                    uint8_t *gc = gb + 8 * f.codes + 32 * c + 4 * (size_t)r, *rc = rb + f.codes + 4 * c;
+                    if (pack) memcpy(gc, rc, 4);
+                    else memcpy(rc, gc, 4);
                 }
             }
         }

@@ -2,7 +2,8 @@
  * r8_bound.h - what the tests of the decode of rows interleaved by 8 (kernels.h muse_gemm_r8_fn:
  * test_gemm_r8, tests/model/test_tile_forward) bound its outputs with: muse_r8_bound(nb, T), T the
  * sum over the blocks of |d_w d_a| times the sum of |w_j a_j| (w_j the integer codes: Q4_0 nibble -
- * 8, IQ4_NL the codebook value, Q8_0 the code; a_j the Q8_0 activation codes). Static: include from one test each.
+ * 8, IQ4_NL the codebook value, Q8_0 the code; a_j the Q8_0 activation codes; IQ4_XS: the super-blocks,
+ * each sub-block's sum times |its scale|, against Q8_K). Static: include from one test each.
  */
 #pragma once
 
@@ -15,7 +16,28 @@
 #include "kernels/quant_tables.h"
 #include "kernels/types.h"
 
+/* IQ4_XS against Q8_K: per super-block |d_w d_a| times the sum over its sub-blocks of |ls - 32|
+ * times the sum of |value_j a_j| */
+static inline double r8_bound_iq4_xs(int64_t ne0, const struct muse_block_iq4_xs *w, const struct muse_block_q8_K *a) {
+    double t = 0;
+    for (int64_t ib = 0; ib < ne0 / 256; ib++) {
+        long s = 0;
+        for (int g = 0; g < 8; g++) {
+            const int ls = (((w[ib].scales_l[g / 2] >> 4 * (g % 2)) & 15) | (((w[ib].scales_h >> 2 * g) & 3) << 4)) - 32;
+            long sg = 0;
+            for (int j = 0; j < 32; j++) {
+                const uint8_t q = w[ib].qs[16 * g + j % 16];
+                sg += labs((long)muse_kvalues_iq4nl[j < 16 ? q & 15 : q >> 4] * a[ib].qs[32 * g + j]);
+            }
+            s += labs((long)ls) * sg;
+        }
+        t += fabs((double)muse_fp16_to_fp32(w[ib].d) * a[ib].d) * (double)s;
+    }
+    return muse_r8_bound(ne0 / 256, t);
+}
+
 static inline double r8_bound(enum muse_type type, int64_t ne0, const void *wrow, const void *qrow) {
+    if (type == MUSE_TYPE_IQ4_XS) return r8_bound_iq4_xs(ne0, wrow, qrow);
     const struct muse_block_q4_0 *w = wrow; /* IQ4_NL: the same fields */
     const struct muse_block_q8_0 *w8 = wrow, *a = qrow;
     double t = 0;

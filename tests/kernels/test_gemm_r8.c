@@ -1,5 +1,5 @@
 /*
- * test_gemm_r8.c - the decode of Q4_0 / IQ4_NL / Q8_0 rows interleaved by 8 (kernels/repack.h, kernels.h
+ * test_gemm_r8.c - the decode of Q4_0 / IQ4_NL / Q8_0 / IQ4_XS rows interleaved by 8 (kernels/repack.h, kernels.h
  * muse_gemm_r8_fn) at every level this machine (or the emu512 build's emulation) runs:
  *   - the interleaved copy holds every block of every row (scales and code bytes where repack.h
  *     puts them) and has the rows' size;
@@ -7,7 +7,8 @@
  *   - every output against the scalar dot of the order in force (muse_x86_vec_dot) within
  *     muse_r8_bound (docs/cpu-backend.md), for 1..5, 7, 9 activation rows (4 per pass), rows of 1 to 288 blocks (past
  *     the kernel's 256-block pass), 1 and 3 groups; with extreme rows where the int16 sums are
- *     largest (Q4_0: every code 15 against +-127; IQ4_NL: -127, Q8_0: -128 against +-127) and a
+ *     largest (Q4_0: every code 15 against +-127; IQ4_NL: -127, Q8_0: -128 against +-127; IQ4_XS:
+ *     -127 with every sub-block scale -32, the largest integer of a super-block) and a
  *     zero row;
  *     poisoned bytes around the outputs (a write outside shows as a changed value);
  *   - the AVX-512 build (vpdpbusd) gives the AVX2 build's bits (the same integers, the same float
@@ -38,19 +39,32 @@ static bool is_ff(const void *p, size_t n) {
     return true;
 }
 
+/* Where byte j of row r's block (bb bytes) goes in its group's block (repack.h, blocks.h): the
+ * scale d, for IQ4_XS also scales_h and scales_l, each field of the 8 rows side by side; then the
+ * code bytes as dwords, dword c of row r at 32 c + 4 r after the header. */
+static size_t group_pos(enum muse_type type, size_t j, int r) {
+    if (type == MUSE_TYPE_IQ4_XS) {
+        if (j < 2) return 2 * (size_t)r + j;
+        if (j < 4) return 16 + 2 * (size_t)r + (j - 2);
+        if (j < 8) return 32 + 4 * (size_t)r + (j - 4);
+        return 64 + 32 * ((j - 8) / 4) + 4 * (size_t)r + (j - 8) % 4;
+    }
+    if (j < 2) return 2 * (size_t)r + j;
+    return 16 + 32 * ((j - 2) / 4) + 4 * (size_t)r + (j - 2) % 4;
+}
+
 static void test_repack(enum muse_type type) {
-    const int64_t ne0 = 96, groups = 2;
+    const int64_t ne0 = type == MUSE_TYPE_IQ4_XS ? 768 : 96, groups = 2, nb = ne0 / muse_type_layout_get(type)->block_size;
     const size_t rs = muse_type_row_size(type, ne0);
     uint8_t *w = malloc(rs * 8 * groups), *p = malloc(rs * 8 * groups);
     for (int64_t i = 0; i < 8 * groups; i++) CHECK(kr_weight_row(type, ne0, w + i * rs));
     muse_repack_r8(type, w, rs, groups, p);
     int bad = 0;
-    const size_t bb = rs / (size_t)(ne0 / 32); /* a row's block: 2 bytes of scale, then the codes */
+    const size_t bb = rs / (size_t)nb; /* a row's block */
     for (int64_t i = 0; i < 8 * groups; i++)
-        for (int64_t ib = 0; ib < ne0 / 32; ib++) {
+        for (int64_t ib = 0; ib < nb; ib++) {
             const uint8_t *b = w + i * rs + (size_t)ib * bb, *g = p + (i / 8) * 8 * rs + (size_t)ib * 8 * bb;
-            bad += memcmp(g + 2 * (i % 8), b, 2) != 0;
-            for (size_t j = 0; j < bb - 2; j++) bad += g[16 + 32 * (j / 4) + 4 * (i % 8) + j % 4] != b[2 + j];
+            for (size_t j = 0; j < bb; j++) bad += g[group_pos(type, j, (int)(i % 8))] != b[j];
         }
     TEST_CONDF(bad == 0, "%s: %d bytes of the interleaved copy misplaced", muse_type_layout_get(type)->name, bad);
     uint8_t *back = malloc(rs * 8 * groups);
@@ -66,15 +80,18 @@ static void test_repack(enum muse_type type) {
 static void check_case(const struct muse_kernels *k, enum muse_type type, int64_t ne0, int64_t groups, int n_act,
                        bool extreme, double *worst) {
     const char *lv = muse_cpu_level_name(k->level), *tn = muse_type_layout_get(type)->name;
-    const size_t rs = muse_type_row_size(type, ne0), qs = muse_type_row_size(MUSE_TYPE_Q8_0, ne0) + 16;
+    const size_t rs = muse_type_row_size(type, ne0), qs = muse_type_row_size(muse_type_traits[type].vec_dot_type, ne0) + 16;
     const int64_t n_rows = 8 * groups, os = n_rows + 5;
     uint8_t *w = malloc(rs * (size_t)n_rows), *p = malloc(rs * (size_t)n_rows), *q = malloc(qs * (size_t)n_act);
     float *out = malloc(sizeof(float) * ((size_t)n_act * os + 16)), *x = malloc(sizeof(float) * (size_t)ne0);
     for (int64_t i = 0; i < n_rows; i++) {
         CHECK(kr_weight_row(type, ne0, w + i * rs));
-        if (extreme && i % 2 == 0) /* Q4_0: every code 15; IQ4_NL: every code 0 (value -127); Q8_0: -128 */
-            for (int64_t ib = 0; ib < ne0 / 32; ib++) {
-                const size_t bb = rs / (size_t)(ne0 / 32);
+        /* Q4_0: every code 15; IQ4_NL: every code 0 (value -127); Q8_0: -128; IQ4_XS: value -127 and
+         * every sub-block scale -32 (scales_h and scales_l 0) */
+        const int64_t nb = ne0 / muse_type_layout_get(type)->block_size;
+        if (extreme && i % 2 == 0)
+            for (int64_t ib = 0; ib < nb; ib++) {
+                const size_t bb = rs / (size_t)nb;
                 memset(w + i * rs + (size_t)ib * bb + 2, type == MUSE_TYPE_Q4_0 ? 0xff : type == MUSE_TYPE_Q8_0 ? 0x80 : 0x00,
                        bb - 2);
             }
@@ -132,14 +149,15 @@ static void test_level(enum muse_cpu_level level) {
         TEST_CONDF(!ke->gemm_r8[t], "exact table has an interleaved decode (type %d)", t);
         TEST_CONDF(!k->gemm_r8[t] || muse_repack_r8_type((enum muse_type)t), "type %d: a kernel without a layout", t);
     }
-    static const enum muse_type types[] = {MUSE_TYPE_Q4_0, MUSE_TYPE_IQ4_NL, MUSE_TYPE_Q8_0};
-    static const int64_t ne0s[] = {32, 64, 96, 2048, 9216};
+    static const enum muse_type types[] = {MUSE_TYPE_Q4_0, MUSE_TYPE_IQ4_NL, MUSE_TYPE_Q8_0, MUSE_TYPE_IQ4_XS};
+    static const int64_t ne0s_32[] = {32, 64, 96, 2048, 9216}, ne0s_256[] = {256, 512, 768, 2048, 9216};
     int n = 0;
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         TEST_CONDF(k->gemm_r8[types[ti]] != NULL, "%s: no interleaved decode for type %d", muse_cpu_level_name(level), types[ti]);
         if (!k->gemm_r8[types[ti]]) continue;
+        const int64_t *ne0s = muse_type_layout_get(types[ti])->block_size == 256 ? ne0s_256 : ne0s_32;
         double worst = 0;
-        for (size_t e = 0; e < sizeof ne0s / sizeof ne0s[0]; e++)
+        for (size_t e = 0; e < sizeof ne0s_32 / sizeof ne0s_32[0]; e++)
             for (int a = 1; a <= 9; a += 1 + (a >= 5))
                 for (int x = 0; x < 2; x++, n++) check_case(k, types[ti], ne0s[e], 1 + 2 * ((e + a) % 2), a, x, &worst);
         printf("  %s %-7s worst error / bound %.3f\n", muse_cpu_level_name(level), muse_type_layout_get(types[ti])->name,
@@ -152,6 +170,7 @@ int main(void) {
     test_repack(MUSE_TYPE_Q4_0);
     test_repack(MUSE_TYPE_IQ4_NL);
     test_repack(MUSE_TYPE_Q8_0);
+    test_repack(MUSE_TYPE_IQ4_XS);
     if (muse_cpu_level_max() < MUSE_CPU_LEVEL_AVX2) printf("SKIP: no AVX2 on this machine\n");
     for (int l = MUSE_CPU_LEVEL_AVX2; l < MUSE_CPU_LEVEL_COUNT; l++) test_level((enum muse_cpu_level)l);
     return TEST_REPORT();

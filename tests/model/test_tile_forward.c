@@ -6,7 +6,7 @@
  * it with the reference on the very same inputs:
  *   - matmuls: the tile GEMM's outputs within 2 gamma(ne0/16 + 8) T of muse_x86_vec_dot on the same
  *     quantized rows (T from the packing's exact integers, as test_tile_gemm); the decode of the
- *     Q4_0 / IQ4_NL rows interleaved by 8 within muse_r8_bound (tests/kernels/r8_bound.h); steps
+ *     Q4_0 / IQ4_NL / Q8_0 / IQ4_XS rows interleaved by 8 within muse_r8_bound (tests/kernels/r8_bound.h); steps
  *     the exact kernels ran (decode) bit for bit;
  *   - attention: flash outputs within (gamma(n) + gamma(n/8 + 4)) sum_j p_j |v_j| of
  *     muse_attn_head_ref (the same F16 probabilities p on both sides, the sums over the n keys
@@ -72,7 +72,7 @@ static void check_matmul(struct verify *v, const struct muse_matmul_job *jobs, i
     for (int j = 0; j < n_jobs; j++) {
         const struct muse_weight *w = &jobs[j].w;
         const bool tile = muse_matmul_tile_supported(v->k, w->type, ne0, n_rows);
-        /* the rows interleaved by 8 (decode of Q4_0 / IQ4_NL: the cpu device prepared them) */
+        /* the rows interleaved by 8 (decode of the types of repack.h: the cpu device prepared them) */
         const bool r8 = !tile && w->r8 && v->k->gemm_r8[w->type];
         const size_t qs = muse_matmul_act_row_size(w->type, ne0), xps = muse_matmul_tile_act_bytes(w->type, ne0);
         for (int32_t r = 0; r < n_rows; r++) {
@@ -255,10 +255,11 @@ static void run_case(const char *types, int32_t head_dim, uint32_t threads, enum
                "%s: both paths ran (tile %ld, exact %ld, interleaved %ld, flash %ld, exact attention %ld)", types, v.mm_tile,
                v.mm_exact, v.mm_r8, v.at_flash, v.at_exact);
     /* the matrices of the types with a kernel got an interleaved copy when the context was made (the
-     * mixes naming q4_0 / iq4_nl have some), and the decode steps ran on them */
+     * mixes naming q4_0 / iq4_nl / iq4_xs have some), and the decode steps ran on them */
     int n_r8 = 0;
     for (int32_t j = 0; j < ctx->prog.n_jobs; j++) n_r8 += ctx->prog.jobs[j].w.r8 != NULL;
-    TEST_CONDF(!v.k->gemm_r8[MUSE_TYPE_Q4_0] || !(strstr(types, "q4_0") || strstr(types, "iq4_nl") || !strcmp(types, "*=q8_0")) ||
+    TEST_CONDF(!v.k->gemm_r8[MUSE_TYPE_Q4_0] || !(strstr(types, "q4_0") || strstr(types, "iq4_nl") || strstr(types, "iq4_xs") ||
+                                                  !strcmp(types, "*=q8_0")) ||
                    n_r8 > 0, "%s: no interleaved copy was made", types);
     TEST_CONDF((n_r8 > 0) == (v.mm_r8 > 0), "%s: %d interleaved copies, %ld interleaved steps", types, n_r8, v.mm_r8);
     printf("  %-36.36s hd %3d t%u %-4s: tile matmuls %3ld, interleaved %3ld, exact %3ld, flash %2ld, exact attention %2ld; "

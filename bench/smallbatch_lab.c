@@ -11,6 +11,8 @@
  *   fast    the active table's choice for M rows (the small-batch kernel where it has one,
  *           the tile GEMM from its threshold, else the exact kernels)
  *   tile    the tile GEMM forced at every M (weights packed per call), for comparison
+ *   r8      the decode of rows interleaved by 8 (kernels/repack.h: the copy the cpu device makes
+ *           at prepare for the types that have one), at every M
  * -w COPIES: that many copies of the matrix, used in turn, so that the weights come from memory
  * and not from the last level cache (default 4: 4 x 6.5 MB for Q4_K). Time: process CPU time,
  * best of REPS passes over the copies (default 5). MUSE_CPU=avx2|avx512 picks the level.
@@ -25,6 +27,7 @@
 #include "kernels/kernel_random.h"
 #include "kernels/kernels.h"
 #include "kernels/matmul.h"
+#include "kernels/repack.h"
 
 #define M_MAX 64
 
@@ -34,14 +37,15 @@ static double cpu_seconds(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-enum lab_path { PATH_EXACT, PATH_FAST, PATH_TILE, PATH_COUNT };
-static const char *const path_names[PATH_COUNT] = {"exact", "fast", "tile"};
+enum lab_path { PATH_EXACT, PATH_FAST, PATH_TILE, PATH_R8, PATH_COUNT };
+static const char *const path_names[PATH_COUNT] = {"exact", "fast", "tile", "r8"};
 
 struct lab {
     enum muse_type type;
     int64_t ne0, rows;
     int copies;
     uint8_t *w;              /* copies x rows x row_size */
+    uint8_t *w8;             /* the same interleaved by 8 (NULL: the type has no such form) */
     size_t row_size;
     uint8_t *q;              /* M_MAX rows, reference layout */
     size_t q_stride;
@@ -57,6 +61,12 @@ static bool lab_run(const struct lab *L, const struct muse_kernels *exact, const
                     const struct muse_kernels *tile, enum lab_path path, int c, int M) {
     const struct muse_matmul_weight w = {L->type, L->ne0, L->rows, L->w + (size_t)c * L->rows * L->row_size,
                                          L->row_size};
+    if (path == PATH_R8) {
+        if (!L->w8 || !fast->gemm_r8[L->type]) return false;
+        fast->gemm_r8[L->type](L->ne0, L->w8 + (size_t)c * L->rows * L->row_size, L->rows / 8, L->q, L->q_stride, M, L->out,
+                               L->rows);
+        return true;
+    }
     const struct muse_kernels *k = path == PATH_EXACT ? exact : path == PATH_FAST ? fast : tile;
     if (path != PATH_EXACT && muse_matmul_tile_supported(k, L->type, L->ne0, M) && L->scratch)
         return muse_matmul_tile(k, &w, L->xp, L->xps, M, L->out, L->rows, L->scratch, L->scratch_bytes);
@@ -128,6 +138,10 @@ int main(int argc, char **argv) {
             if (i < 256) kr_weight_row(L.type, ne0, L.w + i * L.row_size);
             else memcpy(L.w + i * L.row_size, L.w + (i % 256) * L.row_size, L.row_size);
         }
+        if (muse_repack_r8_type(L.type) && rows % 8 == 0 && (L.w8 = malloc(L.row_size * (size_t)rows * (size_t)copies)))
+            for (int c = 0; c < copies; c++)
+                muse_repack_r8(L.type, L.w + (size_t)c * rows * L.row_size, L.row_size, rows / 8,
+                               L.w8 + (size_t)c * rows * L.row_size);
         for (int64_t j = 0; j < ne0 * M_MAX; j++) x[j] = kr_float();
         if (L.scratch) muse_matmul_tile_quantize(&tile, L.type, ne0, x, ne0, M_MAX, L.q, L.q_stride, L.xp, L.xps, 0, 1);
         else muse_matmul_quantize(fast, L.type, ne0, x, ne0, M_MAX, L.q, L.q_stride, 0, 1);
@@ -156,7 +170,7 @@ int main(int argc, char **argv) {
             else printf(" - |\n");
             fflush(stdout);
         }
-        free(L.w), free(L.q), free(L.xp), free(L.scratch), free(L.out), free(x);
+        free(L.w), free(L.w8), free(L.q), free(L.xp), free(L.scratch), free(L.out), free(x);
     }
     return 0;
 usage:

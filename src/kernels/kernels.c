@@ -34,8 +34,10 @@ static const struct muse_kernels kernels_scalar = {
 /* The types whose AVX-512 tile GEMM (weights packed per call) beats the exact gemm kernels from
  * fewer rows, and from how many: bench/smallbatch_lab on a 2048 x 5632 matrix from memory, one
  * thread (docs/perf.md "Several sequences in one forward"). Not set at the AMX level (its
- * packing was never timed) nor at the AVX2 level (its packing is another). */
-#define TILE_SMALL_AVX512 {[MUSE_TYPE_IQ2_XXS] = 8, [MUSE_TYPE_IQ4_XS] = 8, [MUSE_TYPE_Q8_0] = 16, \
+ * packing was never timed) nor at the AVX2 level (its packing is another). IQ4_XS from 16: below
+ * that its rows interleaved by 8 (repack.h) beat the tile GEMM (smallbatch_lab's r8 path, 8 rows:
+ * 1.08 ms against 1.71 on an Intel AVX-512 Xeon). */
+#define TILE_SMALL_AVX512 {[MUSE_TYPE_IQ2_XXS] = 8, [MUSE_TYPE_IQ4_XS] = 16, [MUSE_TYPE_Q8_0] = 16, \
                            [MUSE_TYPE_Q4_K] = 16, [MUSE_TYPE_Q6_K] = 16}
 #define TILE_SMALL_NONE {0}
 

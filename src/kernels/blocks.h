@@ -78,6 +78,11 @@ _Static_assert(sizeof(struct muse_block_r8x8) == 8 * 34, "r8x8");
  * row as 32 dwords, dword c of row r at qs[32 c + 4 r] (sub-block g in qs[128 g .. 128 g + 127]). */
 struct muse_block_iq4_xs_r8 { uint16_t d[8]; uint16_t scales_h[8]; uint8_t scales_l[32]; uint8_t qs[1024]; };
 _Static_assert(sizeof(struct muse_block_iq4_xs_r8) == 8 * 136, "iq4_xs_r8");
+/* Super-block ib of 8 rows of Q4_K: the 8 scales, the 8 mins, the 12 scale bytes of each row as 3
+ * dwords (dword c of row r at scales[32 c + 4 r]), then the 128 code bytes of each row as 32
+ * dwords, dword c of row r at qs[32 c + 4 r] (sub-blocks 2p, 2p + 1 in qs[256 p .. 256 p + 255]). */
+struct muse_block_q4_K_r8 { uint16_t d[8]; uint16_t dmin[8]; uint8_t scales[96]; uint8_t qs[1024]; };
+_Static_assert(sizeof(struct muse_block_q4_K_r8) == 8 * 144, "q4_K_r8");
 
 _Static_assert(sizeof(struct muse_block_iq2_xxs) == 66, "iq2_xxs");
 _Static_assert(sizeof(struct muse_block_iq2_xs) == 74, "iq2_xs");

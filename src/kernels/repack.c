@@ -13,7 +13,7 @@
  */
 struct r8_form {
     size_t bytes, codes;
-    uint8_t fields[4];
+    uint8_t fields[6];
 };
 
 static bool r8_form(enum muse_type type, struct r8_form *f) {
@@ -22,6 +22,7 @@ static bool r8_form(enum muse_type type, struct r8_form *f) {
     case MUSE_TYPE_IQ4_NL: *f = (struct r8_form){18, 2, {2}}; return true;       /* struct muse_block_r8x4 */
     case MUSE_TYPE_Q8_0: *f = (struct r8_form){34, 2, {2}}; return true;         /* struct muse_block_r8x8 */
     case MUSE_TYPE_IQ4_XS: *f = (struct r8_form){136, 8, {2, 2, 4}}; return true; /* struct muse_block_iq4_xs_r8 */
+    case MUSE_TYPE_Q4_K: *f = (struct r8_form){144, 16, {2, 2, 4, 4, 4}}; return true; /* struct muse_block_q4_K_r8 */
     default: return false;
     }
 }
@@ -43,7 +44,7 @@ static void move(enum muse_type type, const void *src, size_t row_size, int64_t 
             for (int64_t ib = 0; ib < nb; ib++) {
                 uint8_t *gb = grp + (size_t)ib * 8 * f.bytes, *rb = row + (size_t)ib * f.bytes;
                 size_t o = 0;
-                for (int i = 0; i < 4 && f.fields[i]; o += f.fields[i++]) {
+                for (int i = 0; i < 6 && f.fields[i]; o += f.fields[i++]) {
                     uint8_t *gf = gb + 8 * o + (size_t)f.fields[i] * r;
                     if (pack) memcpy(gf, rb + o, f.fields[i]);
                     else memcpy(rb + o, gf, f.fields[i]);

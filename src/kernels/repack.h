@@ -18,7 +18,8 @@
 #include "gguf/tensor_type.h"
 
 /* Whether rows of `type` have an interleaved-by-8 form (Q4_0, IQ4_NL: struct muse_block_r8x4;
- * Q8_0: struct muse_block_r8x8; IQ4_XS: struct muse_block_iq4_xs_r8, blocks.h). */
+ * Q8_0: struct muse_block_r8x8; IQ4_XS: struct muse_block_iq4_xs_r8; Q4_K: struct
+ * muse_block_q4_K_r8, blocks.h). */
 bool muse_repack_r8_type(enum muse_type type);
 
 /* n_groups groups of 8 rows (row_size bytes each, row r at src + r * row_size; the rows of a

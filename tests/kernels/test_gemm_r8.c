@@ -1,6 +1,6 @@
 /*
- * test_gemm_r8.c - the decode of Q4_0 / IQ4_NL / Q8_0 / IQ4_XS rows interleaved by 8 (kernels/repack.h, kernels.h
- * muse_gemm_r8_fn) at every level this machine (or the emu512 build's emulation) runs:
+ * test_gemm_r8.c - the decode of Q4_0 / IQ4_NL / Q8_0 / IQ4_XS / Q4_K rows interleaved by 8 (kernels/repack.h,
+ * kernels.h muse_gemm_r8_fn) at every level this machine (or the emu512 build's emulation) runs:
  *   - the interleaved copy holds every block of every row (scales and code bytes where repack.h
  *     puts them) and has the rows' size;
  *   - muse_unpack_r8 gives the rows back byte for byte;
@@ -8,8 +8,8 @@
  *     muse_r8_bound (docs/cpu-backend.md), for 1..5, 7, 9 activation rows (4 per pass), rows of 1 to 288 blocks (past
  *     the kernel's 256-block pass), 1 and 3 groups; with extreme rows where the int16 sums are
  *     largest (Q4_0: every code 15 against +-127; IQ4_NL: -127, Q8_0: -128 against +-127; IQ4_XS:
- *     -127 with every sub-block scale -32, the largest integer of a super-block) and a
- *     zero row;
+ *     -127 with every sub-block scale -32, the largest integer of a super-block; Q4_K: codes 15 with
+ *     every scale and min 63) and a zero row;
  *     poisoned bytes around the outputs (a write outside shows as a changed value);
  *   - the AVX-512 build (vpdpbusd) gives the AVX2 build's bits (the same integers, the same float
  *     steps);
@@ -43,6 +43,11 @@ static bool is_ff(const void *p, size_t n) {
  * scale d, for IQ4_XS also scales_h and scales_l, each field of the 8 rows side by side; then the
  * code bytes as dwords, dword c of row r at 32 c + 4 r after the header. */
 static size_t group_pos(enum muse_type type, size_t j, int r) {
+    if (type == MUSE_TYPE_Q4_K) {
+        if (j < 4) return 16 * (j / 2) + 2 * (size_t)r + j % 2;
+        if (j < 16) return 32 + 32 * ((j - 4) / 4) + 4 * (size_t)r + (j - 4) % 4;
+        return 128 + 32 * ((j - 16) / 4) + 4 * (size_t)r + (j - 16) % 4;
+    }
     if (type == MUSE_TYPE_IQ4_XS) {
         if (j < 2) return 2 * (size_t)r + j;
         if (j < 4) return 16 + 2 * (size_t)r + (j - 2);
@@ -54,7 +59,7 @@ static size_t group_pos(enum muse_type type, size_t j, int r) {
 }
 
 static void test_repack(enum muse_type type) {
-    const int64_t ne0 = type == MUSE_TYPE_IQ4_XS ? 768 : 96, groups = 2, nb = ne0 / muse_type_layout_get(type)->block_size;
+    const int64_t ne0 = muse_type_layout_get(type)->block_size == 256 ? 768 : 96, groups = 2, nb = ne0 / muse_type_layout_get(type)->block_size;
     const size_t rs = muse_type_row_size(type, ne0);
     uint8_t *w = malloc(rs * 8 * groups), *p = malloc(rs * 8 * groups);
     for (int64_t i = 0; i < 8 * groups; i++) CHECK(kr_weight_row(type, ne0, w + i * rs));
@@ -87,13 +92,14 @@ static void check_case(const struct muse_kernels *k, enum muse_type type, int64_
     for (int64_t i = 0; i < n_rows; i++) {
         CHECK(kr_weight_row(type, ne0, w + i * rs));
         /* Q4_0: every code 15; IQ4_NL: every code 0 (value -127); Q8_0: -128; IQ4_XS: value -127 and
-         * every sub-block scale -32 (scales_h and scales_l 0) */
+         * every sub-block scale -32 (scales_h and scales_l 0); Q4_K: every code 15, scale and min 63 */
         const int64_t nb = ne0 / muse_type_layout_get(type)->block_size;
         if (extreme && i % 2 == 0)
             for (int64_t ib = 0; ib < nb; ib++) {
                 const size_t bb = rs / (size_t)nb;
-                memset(w + i * rs + (size_t)ib * bb + 2, type == MUSE_TYPE_Q4_0 ? 0xff : type == MUSE_TYPE_Q8_0 ? 0x80 : 0x00,
-                       bb - 2);
+                const size_t h = type == MUSE_TYPE_Q4_K ? 4 : 2; /* the fp16 scales kept */
+                memset(w + i * rs + (size_t)ib * bb + h,
+                       type == MUSE_TYPE_Q4_0 || type == MUSE_TYPE_Q4_K ? 0xff : type == MUSE_TYPE_Q8_0 ? 0x80 : 0x00, bb - h);
             }
     }
     muse_repack_r8(type, w, rs, groups, p);
@@ -149,7 +155,7 @@ static void test_level(enum muse_cpu_level level) {
         TEST_CONDF(!ke->gemm_r8[t], "exact table has an interleaved decode (type %d)", t);
         TEST_CONDF(!k->gemm_r8[t] || muse_repack_r8_type((enum muse_type)t), "type %d: a kernel without a layout", t);
     }
-    static const enum muse_type types[] = {MUSE_TYPE_Q4_0, MUSE_TYPE_IQ4_NL, MUSE_TYPE_Q8_0, MUSE_TYPE_IQ4_XS};
+    static const enum muse_type types[] = {MUSE_TYPE_Q4_0, MUSE_TYPE_IQ4_NL, MUSE_TYPE_Q8_0, MUSE_TYPE_IQ4_XS, MUSE_TYPE_Q4_K};
     static const int64_t ne0s_32[] = {32, 64, 96, 2048, 9216}, ne0s_256[] = {256, 512, 768, 2048, 9216};
     int n = 0;
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
@@ -171,6 +177,7 @@ int main(void) {
     test_repack(MUSE_TYPE_IQ4_NL);
     test_repack(MUSE_TYPE_Q8_0);
     test_repack(MUSE_TYPE_IQ4_XS);
+    test_repack(MUSE_TYPE_Q4_K);
     if (muse_cpu_level_max() < MUSE_CPU_LEVEL_AVX2) printf("SKIP: no AVX2 on this machine\n");
     for (int l = MUSE_CPU_LEVEL_AVX2; l < MUSE_CPU_LEVEL_COUNT; l++) test_level((enum muse_cpu_level)l);
     return TEST_REPORT();

@@ -6,7 +6,7 @@
  * it with the reference on the very same inputs:
  *   - matmuls: the tile GEMM's outputs within 2 gamma(ne0/16 + 8) T of muse_x86_vec_dot on the same
  *     quantized rows (T from the packing's exact integers, as test_tile_gemm); the decode of the
- *     Q4_0 / IQ4_NL / Q8_0 / IQ4_XS rows interleaved by 8 within muse_r8_bound (tests/kernels/r8_bound.h); steps
+ *     Q4_0 / IQ4_NL / Q8_0 / IQ4_XS / Q4_K rows interleaved by 8 within muse_r8_bound (tests/kernels/r8_bound.h); steps
  *     the exact kernels ran (decode) bit for bit;
  *   - attention: flash outputs within (gamma(n) + gamma(n/8 + 4)) sum_j p_j |v_j| of
  *     muse_attn_head_ref (the same F16 probabilities p on both sides, the sums over the n keys
@@ -254,13 +254,16 @@ static void run_case(const char *types, int32_t head_dim, uint32_t threads, enum
     TEST_CONDF(v.mm_tile > 0 && v.mm_exact + v.mm_r8 > 0 && v.at_flash > 0 && v.at_exact > 0,
                "%s: both paths ran (tile %ld, exact %ld, interleaved %ld, flash %ld, exact attention %ld)", types, v.mm_tile,
                v.mm_exact, v.mm_r8, v.at_flash, v.at_exact);
-    /* the matrices of the types with a kernel got an interleaved copy when the context was made (the
-     * mixes naming q4_0 / iq4_nl / iq4_xs have some), and the decode steps ran on them */
-    int n_r8 = 0;
-    for (int32_t j = 0; j < ctx->prog.n_jobs; j++) n_r8 += ctx->prog.jobs[j].w.r8 != NULL;
-    TEST_CONDF(!v.k->gemm_r8[MUSE_TYPE_Q4_0] || !(strstr(types, "q4_0") || strstr(types, "iq4_nl") || strstr(types, "iq4_xs") ||
-                                                  !strcmp(types, "*=q8_0")) ||
-                   n_r8 > 0, "%s: no interleaved copy was made", types);
+    /* every matrix of a type with an interleaved kernel (repack.h: Q4_0, IQ4_NL, Q8_0, IQ4_XS, Q4_K)
+     * and at least one group of 8 rows got its copy when the context was made, no other did, and
+     * the decode steps ran on them */
+    int n_r8 = 0, n_want = 0;
+    for (int32_t j = 0; j < ctx->prog.n_jobs; j++) {
+        const struct muse_weight *w = &ctx->prog.jobs[j].w;
+        n_r8 += w->r8 != NULL;
+        n_want += v.k->gemm_r8[w->type] && w->ne1 >= 8;
+    }
+    TEST_CONDF(n_r8 == n_want, "%s: %d interleaved copies, %d matrices of the interleaved types", types, n_r8, n_want);
     TEST_CONDF((n_r8 > 0) == (v.mm_r8 > 0), "%s: %d interleaved copies, %ld interleaved steps", types, n_r8, v.mm_r8);
     printf("  %-36.36s hd %3d t%u %-4s: tile matmuls %3ld, interleaved %3ld, exact %3ld, flash %2ld, exact attention %2ld; "
            "worst error / bound: matmul %.3f, attention %.3f\n",
@@ -289,7 +292,7 @@ static void test_copies_shared(void) {
     cfg.n_layer = 2;
     cfg.values = MUSE_SYNTH_VALUES_CONDITIONED;
     cfg.n_rules = 0;
-    if (muse_synth_parse_types("attn_q=q4_0,ffn_up=iq4_nl,ffn_down=q8_0,*=q4_k", &cfg, &err) != MUSE_OK ||
+    if (muse_synth_parse_types("attn_q=q4_0,ffn_up=iq4_nl,ffn_down=q8_0,*=q5_k", &cfg, &err) != MUSE_OK ||
         muse_synth_write(&cfg, path, NULL, NULL, &err) != MUSE_OK) {
         TEST_CONDF(false, "synth: %s", err.msg);
         return;
@@ -370,6 +373,7 @@ int main(void) {
     run_case(mixes[0], 128, 2, MUSE_KV_TYPE_F16);
     run_case(mixes[2], 128, 1, MUSE_KV_TYPE_F16);
     run_case(mixes[1], 128, 2, MUSE_KV_TYPE_F16); /* the interleaved decode's groups split over 2 threads */
+    run_case(mixes[4], 128, 2, MUSE_KV_TYPE_F16); /* the same for Q4_K and IQ4_XS (Q8_K activations) */
     /* F32 and Q8_0 caches: their flash attention (head sizes that are multiples of 32) */
     run_case(mixes[0], 128, 2, MUSE_KV_TYPE_F32);
     run_case(mixes[4], 32, 1, MUSE_KV_TYPE_Q8_0);

@@ -59,9 +59,9 @@ void muse_widen_bf16_avx2(const void *x, float *y, int64_t n);
 #define MUSE_DECLARE_X86_GEMM(T, t) MUSE_DECLARE_GEMM(muse_gemm_##t##_avx2); MUSE_DECLARE_GEMM(muse_gemm_##t##_avx512);
 MUSE_X86_GEMM_TYPES(MUSE_DECLARE_X86_GEMM)
 
-/* The decode of rows interleaved by 8 (gemm_legacy.inc, repack.h): muse_gemm_r8_<t>_<isa>
- * (muse_gemm_r8_fn) for t = q4_0, iq4_nl, q8_0, iq4_xs. */
-#define MUSE_X86_R8_TYPES(X) X(Q4_0, q4_0) X(IQ4_NL, iq4_nl) X(Q8_0, q8_0) X(IQ4_XS, iq4_xs)
+/* The decode of rows interleaved by 8 (gemm_r8.inc, repack.h): muse_gemm_r8_<t>_<isa>
+ * (muse_gemm_r8_fn) for t = q4_0, iq4_nl, q8_0, iq4_xs, q4_K. */
+#define MUSE_X86_R8_TYPES(X) X(Q4_0, q4_0) X(IQ4_NL, iq4_nl) X(Q8_0, q8_0) X(IQ4_XS, iq4_xs) X(Q4_K, q4_K)
 #define MUSE_DECLARE_R8(T, t)                                                                                \
     void muse_gemm_r8_##t##_avx2(int64_t n, const void *w8, int64_t n_groups, const void *act, size_t as,    \
                                  int n_act, float *out, int64_t os);                                         \

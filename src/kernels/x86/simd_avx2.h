@@ -235,6 +235,13 @@ MUSE_AVX2_INLINE void avx512_blocks4_lanes(__m512i il, __m512i ih, __m512 *v01, 
 }
 #endif
 
+/* The 8 sub-block sums of a Q8_K activation block (bsums[2j] + bsums[2j + 1], int16): the K-quant
+ * mins' partner (gemm_kquants.inc, gemm_r8.inc). */
+MUSE_AVX2_INLINE __m128i q8k_pair_sums(const struct muse_block_q8_K *a) {
+    return _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)(const void *)a->bsums),
+                          _mm_loadu_si128((const __m128i *)(const void *)(a->bsums + 8)));
+}
+
 /* Decode: prefetch the `bytes` bytes MUSE_AVX2_DECODE_PF ahead of p (a weight row about to be
  * read; the next rows of the stream come that far behind it). */
 MUSE_AVX2_INLINE void avx2_prefetch_ahead(const char *p, size_t bytes) {

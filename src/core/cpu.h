@@ -38,7 +38,8 @@ enum muse_cpu_level muse_cpu_level_max(void);
 /*
  * The level to use: the environment variable MUSE_CPU=scalar|avx2|avx512|amx forces a level
  * (clamped to what the machine supports; a comma-separated list may add "exact"), otherwise
- * the highest supported one.
+ * the highest supported one below AMX (the AMX level is taken only when MUSE_CPU=amx asks for it:
+ * slower than the AVX-512 level where it was timed).
  */
 enum muse_cpu_level muse_cpu_level_active(void);
 

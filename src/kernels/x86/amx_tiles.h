@@ -99,10 +99,20 @@ static inline void amx_model_dpbsud(int c, int a, int b) {
 #define AMX_DPBSUD(c, a, b) amx_model_dpbsud(c, a, b)
 #else
 #include <immintrin.h>
-#define AMX_LOADCONFIG(cfg) _tile_loadconfig(cfg)
+/* GCC 12's intrinsics under-declare what the instructions read: _tile_loadconfig names 8 bytes of
+ * the 64-byte configuration (so a configuration built in a function of its own lost its stores of
+ * the shapes: #UD at the first tile instruction, seen on a Sapphire Rapids Xeon) and _tile_loadd
+ * names no memory at all (stores into a panel could be moved after the load that reads it). So:
+ * LDTILECFG with the whole configuration as its operand, and a compiler barrier before each load
+ * (TILESTORED already clobbers memory). */
+#define AMX_LOADCONFIG(cfg) __asm__ volatile("ldtilecfg %0" ::"m"(*(const struct amx_config *)(const void *)(cfg)))
 #define AMX_RELEASE() _tile_release()
 #define AMX_ZERO(t) _tile_zero(t)
-#define AMX_LOAD(t, base, stride) _tile_loadd(t, base, (long)(stride))
+#define AMX_LOAD(t, base, stride)                 \
+    do {                                          \
+        __asm__ volatile("" ::: "memory");        \
+        _tile_loadd(t, base, (long)(stride));     \
+    } while (0)
 #define AMX_STORE(t, base, stride) _tile_stored(t, base, (long)(stride))
 #define AMX_DPBSUD(c, a, b) _tile_dpbsud(c, a, b)
 #endif

@@ -151,7 +151,7 @@ enum muse_cpu_level muse_cpu_level_active(void) {
             if (env_has(env, muse_cpu_level_name((enum muse_cpu_level)l)))
                 return (enum muse_cpu_level)l < max ? (enum muse_cpu_level)l : max;
     }
-    /* The AMX level only when asked: on the first AMX CPU it met (a Sapphire Rapids Xeon, 2026-12-05)
+    /* The AMX level only when asked: on the first AMX CPU it met (an Intel Xeon VM, 2026-12-05)
      * its tile GEMM was slower than the AVX-512 level's for every type timed (docs/perf.md "AMX"). */
     return max == MUSE_CPU_LEVEL_AMX ? MUSE_CPU_LEVEL_AVX512 : max;
 }

@@ -101,7 +101,7 @@ static inline void amx_model_dpbsud(int c, int a, int b) {
 #include <immintrin.h>
 /* GCC 12's intrinsics under-declare what the instructions read: _tile_loadconfig names 8 bytes of
  * the 64-byte configuration (so a configuration built in a function of its own lost its stores of
- * the shapes: #UD at the first tile instruction, seen on a Sapphire Rapids Xeon) and _tile_loadd
+ * the shapes: #UD at the first tile instruction, seen on an AMX Xeon) and _tile_loadd
  * names no memory at all (stores into a panel could be moved after the load that reads it). So:
  * LDTILECFG with the whole configuration as its operand, and a compiler barrier before each load
  * (TILESTORED already clobbers memory). */

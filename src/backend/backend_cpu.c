@@ -177,8 +177,12 @@ static void cpu_barrier(void *state) {
 
 // ---- matmul ----------------------------------------------------------------------------------
 
-/* Whether the tile GEMM runs for weight w and n_rows activation rows. */
+/* Whether the tile GEMM runs for weight w and n_rows activation rows. A weight with rows interleaved
+ * by 8 keeps its interleaved kernel below the general threshold (tile_min_act) even where the type's
+ * small-batch threshold is lower: the tile GEMM would first have to unpack its rows (run_units),
+ * and 16 rows then cost more than the interleaved kernel (docs/perf.md, issue 29 on the Xeon). */
 static bool use_tile(const struct cpu_state *s, const struct muse_weight *w, int32_t n_rows) {
+    if (w->r8 && s->k && s->k->gemm_r8[w->type] && n_rows < s->k->tile_min_act) return false;
     return s->tile_bytes && muse_matmul_tile_supported(s->k, w->type, w->ne0, n_rows) &&
            muse_matmul_tile_scratch(s->k, w->type, w->ne0) <= s->tile_bytes;
 }

@@ -71,14 +71,21 @@ static void check_matmul(struct verify *v, const struct muse_matmul_job *jobs, i
     const int64_t ne0 = jobs[0].w.ne0;
     for (int j = 0; j < n_jobs; j++) {
         const struct muse_weight *w = &jobs[j].w;
-        const bool tile = muse_matmul_tile_supported(v->k, w->type, ne0, n_rows);
-        /* the rows interleaved by 8 (decode of the types of repack.h: the cpu device prepared them) */
-        const bool r8 = !tile && w->r8 && v->k->gemm_r8[w->type];
+        /* the rows interleaved by 8 (decode of the types of repack.h: the cpu device prepared them),
+         * which below tile_min_act rows keep their kernel where the type's small-batch threshold
+         * would have picked the tile GEMM (backend_cpu.c use_tile) */
+        const bool has_r8 = w->r8 && v->k->gemm_r8[w->type];
+        const bool tile = muse_matmul_tile_supported(v->k, w->type, ne0, n_rows) && !(has_r8 && n_rows < v->k->tile_min_act);
+        const bool r8 = !tile && has_r8;
         const size_t qs = muse_matmul_act_row_size(w->type, ne0), xps = muse_matmul_tile_act_bytes(w->type, ne0);
         for (int32_t r = 0; r < n_rows; r++) {
             muse_matmul_quantize(NULL, w->type, ne0, x + (size_t)r * ne0, 0, 1, v->q + (size_t)r * qs, qs, 0, 1);
             if (tile) muse_matmul_tile_prep(w->type, ne0, v->q + (size_t)r * qs, v->xp + (size_t)r * xps);
         }
+        /* an interleaved step must be that kernel's own bits (so a step that ran the tile GEMM or the
+         * exact kernels instead is caught, not only one outside the bound) */
+        float *r8y = r8 ? malloc(sizeof(float) * (size_t)n_rows * (size_t)w->ne1) : NULL;
+        if (r8y) v->k->gemm_r8[w->type](ne0, w->r8, w->ne1 / 8, v->q, qs, n_rows, r8y, w->ne1);
         const struct tile_type *tt = tile ? tile_type_of(w->type) : NULL; /* NULL for the float types */
         const double u = 0x1p-24;
         for (int32_t r = 0; r < n_rows; r++)
@@ -90,6 +97,10 @@ static void check_matmul(struct verify *v, const struct muse_matmul_job *jobs, i
                 if (jobs[j].bias) want = want + jobs[j].bias[i];
                 const float got = jobs[j].y[(size_t)r * w->ne1 + i];
                 if (r8 && i < w->ne1 / 8 * 8) {
+                    float mine = r8y[(size_t)r * w->ne1 + i];
+                    if (jobs[j].has_scale) mine = mine * jobs[j].scale;
+                    if (jobs[j].bias) mine = mine + jobs[j].bias[i];
+                    if (memcmp(&got, &mine, 4)) note(v, INFINITY, 0, "interleaved step not the interleaved kernel's bits", &v->worst_mm);
                     const double sc = jobs[j].has_scale ? fabs((double)jobs[j].scale) : 1.0;
                     const double tol = r8_bound(w->type, ne0, (const uint8_t *)w->data + (size_t)i * w->row_size,
                                                 v->q + (size_t)r * qs) * sc * (1 + 4 * u) + 4 * u * fabs((double)want);
@@ -106,6 +117,7 @@ static void check_matmul(struct verify *v, const struct muse_matmul_job *jobs, i
                 const double tol = tile_bound(w->type, tt, ne0, wr, xr) * sc * (1 + 4 * u) + 4 * u * fabs((double)want);
                 note(v, fabs((double)got - want), tol, muse_type_layout_get(w->type)->name, &v->worst_mm);
             }
+        free(r8y);
         if (tile) v->mm_tile++;
         else if (r8) v->mm_r8++;
         else v->mm_exact++;
@@ -239,13 +251,16 @@ static void run_case(const char *types, int32_t head_dim, uint32_t threads, enum
     v.cpu = &verify_ops; /* the device runs the wrapper; v gets the cpu device's own ops and state */
     v.cs = &v;
     muse_device_swap_ops(ctx->dev, &v.cpu, &v.cs);
-    int32_t toks[84];
-    for (int i = 0; i < 84; i++) toks[i] = (int32_t)((i * 37 + 11) % (cfg.n_vocab - 3));
-    float *logits = malloc(sizeof(float) * (size_t)cfg.n_vocab * 84);
+    int32_t toks[104];
+    for (int i = 0; i < 104; i++) toks[i] = (int32_t)((i * 37 + 11) % (cfg.n_vocab - 3));
+    float *logits = malloc(sizeof(float) * (size_t)cfg.n_vocab * 104);
     TEST_COND("prompt", muse_eval(ctx, toks, 44, logits, 1, &err) == MUSE_OK);
     /* a second batch at depth: the SWA rings (8 + 64 cells) wrap, the windows start off the tiles */
     TEST_COND("prompt 2", muse_eval(ctx, toks + 44, 36, logits, 1, &err) == MUSE_OK);
-    for (int i = 80; i < 83; i++) TEST_COND("decode", muse_eval(ctx, toks + i, 1, logits, 0, &err) == MUSE_OK);
+    /* a small batch (several sequences' rows, a short prompt): 20 rows, where the AVX-512 table's
+     * small-batch thresholds (16) would run the tile GEMM but interleaved weights keep theirs */
+    TEST_COND("prompt 3", muse_eval(ctx, toks + 80, 20, logits, 1, &err) == MUSE_OK);
+    for (int i = 100; i < 103; i++) TEST_COND("decode", muse_eval(ctx, toks + i, 1, logits, 0, &err) == MUSE_OK);
     const struct muse_backend_ops *cpu = v.cpu;
     void *cs = v.cs;
     muse_device_swap_ops(ctx->dev, &cpu, &cs);

@@ -3,6 +3,8 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -10,8 +12,6 @@
 
 #include "kernels/repack.h"
 #include "kernels/types.h"
-
-#define HUGE_MIN ((size_t)64 << 20) /* copies from this size on are advised into huge pages */
 
 /* One copy: the rows src .. src + bytes of `type`, interleaved at dst. */
 struct cw_copy {
@@ -53,6 +53,66 @@ static void copy_release(struct cw_copy *c) {
     free(c);
 }
 
+/* A slice of a copy's groups for one worker. */
+struct cw_slice {
+    enum muse_type type;
+    const uint8_t *src;
+    uint8_t *dst;
+    size_t row_size;
+    int64_t g0, g1;
+};
+
+static void *cw_slice_run(void *arg) {
+    const struct cw_slice *sl = arg;
+    const size_t gb = 8 * sl->row_size;
+    muse_repack_r8(sl->type, sl->src + (size_t)sl->g0 * gb, sl->row_size, sl->g1 - sl->g0, sl->dst + (size_t)sl->g0 * gb);
+    return NULL;
+}
+
+/* muse_repack_r8 of n_groups groups, split over up to CW_THREADS threads when the copy is large: the
+ * kernel zeroes every new page of the copy on its first write, which is most of the cost (the 30B
+ * preset's Q4_K matrices: seconds on one thread of a VM) and runs in parallel on distinct pages. */
+#define CW_THREADS 16
+#define CW_PARALLEL_MIN ((size_t)8 << 20)
+static void repack_parallel(enum muse_type type, const void *src, size_t row_size, int64_t n_groups, void *dst) {
+    const size_t bytes = (size_t)n_groups * 8 * row_size;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    int nt = bytes < CW_PARALLEL_MIN || n < 2 ? 1 : n > CW_THREADS ? CW_THREADS : (int)n;
+    if (nt > n_groups) nt = (int)n_groups;
+    struct cw_slice sl[CW_THREADS];
+    pthread_t th[CW_THREADS];
+    bool started[CW_THREADS] = {false};
+    for (int t = 0; t < nt; t++) {
+        sl[t] = (struct cw_slice){type, src, dst, row_size, n_groups * t / nt, n_groups * (t + 1) / nt};
+        if (t > 0) started[t] = pthread_create(&th[t], NULL, cw_slice_run, &sl[t]) == 0;
+    }
+    if (nt > 0) cw_slice_run(&sl[0]);
+    for (int t = 1; t < nt; t++) {
+        if (started[t]) pthread_join(th[t], NULL);
+        else cw_slice_run(&sl[t]); /* no thread: this one does the slice */
+    }
+}
+
+/* Whether the bytes at p belong to a mapping of a file (/proc/self/maps: a nonzero inode), not to
+ * anonymous memory (--no-mmap, a caller's buffer). False when that cannot be read. */
+static bool file_backed(const void *p) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f) return false;
+    const uintptr_t a = (uintptr_t)p;
+    bool file = false;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi, inode;
+        if (sscanf(line, "%lx-%lx %*s %*s %*s %lu", &lo, &hi, &inode) != 3) continue;
+        if (a >= lo && a < hi) {
+            file = inode != 0;
+            break;
+        }
+    }
+    fclose(f);
+    return file;
+}
+
 /* The copy of w's whole groups of 8 rows, made if no program holds it yet; NULL when out of memory. */
 static struct cw_copy *copy_get(const struct muse_weight *w) {
     const size_t bytes = (size_t)(w->ne1 / 8) * 8 * w->row_size;
@@ -63,28 +123,28 @@ static struct cw_copy *copy_get(const struct muse_weight *w) {
         }
     struct cw_copy *c = calloc(1, sizeof *c);
     if (!c) return NULL;
-    /* huge pages for large copies only: a copy rounded up to 2 MiB pages costs up to 2 MiB more
-     * (8-layer test model: +100 MB of RSS with every copy advised) */
-    const bool huge = bytes >= HUGE_MIN;
-    const size_t page = huge ? (size_t)2 << 20 : (size_t)sysconf(_SC_PAGESIZE);
+    /* plain pages: advised into huge pages (MADV_HUGEPAGE) the copies of the 30B preset took 1.5 s
+     * more to make (the kernel compacts memory for them, THP defrag "madvise") and decoded no faster */
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
     c->map_bytes = (bytes + page - 1) / page * page;
     void *dst = mmap(NULL, c->map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (dst == MAP_FAILED) {
         free(c);
         return NULL;
     }
-#ifdef MADV_HUGEPAGE
-    if (huge) madvise(dst, c->map_bytes, MADV_HUGEPAGE); /* a stream of whole groups: fewer TLB misses */
-#endif
-    muse_repack_r8(w->type, w->data, w->row_size, w->ne1 / 8, dst);
+    repack_parallel(w->type, w->data, w->row_size, w->ne1 / 8, dst);
     mprotect(dst, c->map_bytes, PROT_READ);
-#ifdef MADV_PAGEOUT
     /* the cpu backend reads only the copy from now on: the whole pages of the original leave the
-     * process (a mapped file's pages are dropped and come back from the file if something else reads
-     * them; an anonymous copy (--no-mmap) goes to swap if there is any, else stays) */
+     * process. A mapped file's pages are unmapped (MADV_DONTNEED) and stay in the page cache, so
+     * that the next process that maps the file finds them (MADV_PAGEOUT here evicted them from the
+     * cache: every warm start of the 30B preset read its Q4_K matrices from disk again, 2.9 -> 5.5 s
+     * to the first token); they come back from the file if something else reads them. An
+     * anonymous copy (--no-mmap) goes to swap if there is any (MADV_PAGEOUT), else stays. */
     const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a = ((uintptr_t)w->data + pg - 1) / pg * pg,
                     b = ((uintptr_t)w->data + bytes) / pg * pg;
-    if (b > a) madvise((void *)a, b - a, MADV_PAGEOUT);
+    if (b > a && file_backed(w->data)) madvise((void *)a, b - a, MADV_DONTNEED);
+#ifdef MADV_PAGEOUT
+    else if (b > a) madvise((void *)a, b - a, MADV_PAGEOUT);
 #endif
     *c = (struct cw_copy){w->data, bytes, w->type, dst, c->map_bytes, 1, copies};
     copies = c;

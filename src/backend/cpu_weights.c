@@ -136,10 +136,10 @@ static struct cw_copy *copy_get(const struct muse_weight *w) {
     mprotect(dst, c->map_bytes, PROT_READ);
     /* the cpu backend reads only the copy from now on: the whole pages of the original leave the
      * process. A mapped file's pages are unmapped (MADV_DONTNEED) and stay in the page cache, so
-     * that the next process that maps the file finds them (MADV_PAGEOUT here evicted them from the
-     * cache: every warm start of the 30B preset read its Q4_K matrices from disk again, 2.9 -> 5.5 s
-     * to the first token); they come back from the file if something else reads them. An
-     * anonymous copy (--no-mmap) goes to swap if there is any (MADV_PAGEOUT), else stays. */
+     * that the next process that maps the file finds them there (MADV_PAGEOUT, used before,
+     * reclaims them: the next start read them from the file again); they come back from the file
+     * if something else reads them. An anonymous copy (--no-mmap) goes to swap if there is any
+     * (MADV_PAGEOUT), else stays. */
     const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a = ((uintptr_t)w->data + pg - 1) / pg * pg,
                     b = ((uintptr_t)w->data + bytes) / pg * pg;
     if (b > a && file_backed(w->data)) madvise((void *)a, b - a, MADV_DONTNEED);

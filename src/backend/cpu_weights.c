@@ -40,6 +40,10 @@ static pthread_mutex_t cw_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct cw_copy *copies;
 static struct cw_prog *progs;
 static uint64_t cw_bytes, cw_made;
+/* The mapping file_backed() found last: [fb_lo, fb_hi), a file's or not. Forgotten when a copy made
+ * from it goes (its mapping may go next, and the addresses be mapped again as something else). */
+static uintptr_t fb_lo, fb_hi;
+static bool fb_file;
 
 static void copy_release(struct cw_copy *c) {
     if (--c->refs > 0) return;
@@ -48,6 +52,7 @@ static void copy_release(struct cw_copy *c) {
             *q = c->next;
             break;
         }
+    if ((uintptr_t)c->src >= fb_lo && (uintptr_t)c->src < fb_hi) fb_lo = fb_hi = 0;
     munmap(c->dst, c->map_bytes);
     cw_bytes -= c->bytes;
     free(c);
@@ -94,11 +99,13 @@ static void repack_parallel(enum muse_type type, const void *src, size_t row_siz
 }
 
 /* Whether the bytes at p belong to a mapping of a file (/proc/self/maps: a nonzero inode), not to
- * anonymous memory (--no-mmap, a caller's buffer). False when that cannot be read. */
+ * anonymous memory (--no-mmap, a caller's buffer). False when that cannot be read. The mapping
+ * last found is remembered (fb_*, under cw_lock): a model's weights, hundreds of copies, share one. */
 static bool file_backed(const void *p) {
+    const uintptr_t a = (uintptr_t)p;
+    if (a >= fb_lo && a < fb_hi) return fb_file;
     FILE *f = fopen("/proc/self/maps", "r");
     if (!f) return false;
-    const uintptr_t a = (uintptr_t)p;
     bool file = false;
     char line[512];
     while (fgets(line, sizeof line, f)) {
@@ -106,6 +113,7 @@ static bool file_backed(const void *p) {
         if (sscanf(line, "%lx-%lx %*s %*s %*s %lu", &lo, &hi, &inode) != 3) continue;
         if (a >= lo && a < hi) {
             file = inode != 0;
+            fb_lo = lo, fb_hi = hi, fb_file = file;
             break;
         }
     }

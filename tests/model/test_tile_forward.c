@@ -67,6 +67,13 @@ static void note(struct verify *v, double err, double tol, const char *what, dou
     }
 }
 
+/* A matmul output x of job j's row i after the job's epilogue (muse_matmul_job_epilogue: scale, bias). */
+static float epilogue(const struct muse_matmul_job *j, int64_t i, float x) {
+    if (j->has_scale) x = x * j->scale;
+    if (j->bias) x = x + j->bias[i];
+    return x;
+}
+
 static void check_matmul(struct verify *v, const struct muse_matmul_job *jobs, int n_jobs, const float *x, int32_t n_rows) {
     const int64_t ne0 = jobs[0].w.ne0;
     for (int j = 0; j < n_jobs; j++) {
@@ -92,14 +99,10 @@ static void check_matmul(struct verify *v, const struct muse_matmul_job *jobs, i
             for (int64_t i = 0; i < w->ne1; i++) {
                 float dot;
                 muse_x86_vec_dot(w->type)(ne0, &dot, (const uint8_t *)w->data + (size_t)i * w->row_size, v->q + (size_t)r * qs);
-                float want = dot;
-                if (jobs[j].has_scale) want = want * jobs[j].scale;
-                if (jobs[j].bias) want = want + jobs[j].bias[i];
+                const float want = epilogue(&jobs[j], i, dot);
                 const float got = jobs[j].y[(size_t)r * w->ne1 + i];
                 if (r8 && i < w->ne1 / 8 * 8) {
-                    float mine = r8y[(size_t)r * w->ne1 + i];
-                    if (jobs[j].has_scale) mine = mine * jobs[j].scale;
-                    if (jobs[j].bias) mine = mine + jobs[j].bias[i];
+                    const float mine = epilogue(&jobs[j], i, r8y[(size_t)r * w->ne1 + i]);
                     if (memcmp(&got, &mine, 4)) note(v, INFINITY, 0, "interleaved step not the interleaved kernel's bits", &v->worst_mm);
                     const double sc = jobs[j].has_scale ? fabs((double)jobs[j].scale) : 1.0;
                     const double tol = r8_bound(w->type, ne0, (const uint8_t *)w->data + (size_t)i * w->row_size,

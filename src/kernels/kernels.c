@@ -25,11 +25,10 @@ static const struct muse_kernels kernels_scalar = {
 #define TILE_BYTES_AMX(T, t, ...) [MUSE_TYPE_##T] = muse_tile_panel_bytes_##t##_amx,
 #define TILE_NONE(T, t, ...)
 #define R8_ENTRY_AVX2(T, t) [MUSE_TYPE_##T] = muse_gemm_r8_##t##_avx2,
-/* The AVX-512 tables leave Q4_K's interleaved decode out: its kernel is 256 bits wide, and at one
- * activation row it was 20% slower than the 512-bit row kernel on an Intel AVX-512 Xeon (tg 29-30
- * against 36-38 t/s, one thread), while its copy (2.5 GB on the 30B preset) cost seconds at start
- * (docs/perf.md "The 30B preset on an AVX-512 Xeon"); the kernel is still built (test_gemm_r8). */
-#define R8_ENTRY_AVX512(T, t) [MUSE_TYPE_##T] = MUSE_TYPE_##T == MUSE_TYPE_Q4_K ? NULL : muse_gemm_r8_##t##_avx512,
+/* The AVX-512 builds of the interleaved decode: Q4_K's runs two groups of 8 rows per zmm (gemm_r8.inc
+ * r8_pass_q4_K_x2; the 256-bit pass it replaced decoded one row 20% slower than the 512-bit row
+ * kernel, and the tables left Q4_K out for a while: docs/perf.md). */
+#define R8_ENTRY_AVX512(T, t) [MUSE_TYPE_##T] = muse_gemm_r8_##t##_avx512,
 #define R8_NONE(T, t)
 
 /* Activation rows from which the tile GEMM replaces the gemm kernels (docs/perf.md). */

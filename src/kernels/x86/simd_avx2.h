@@ -66,6 +66,16 @@ MUSE_AVX2_INLINE __m512 avx512_i2f(__m512i v) {
 #endif
 }
 
+/* vpmaddwd (SIMDe's _mm512_madd_epi16 is declared with the masked form's arguments: there the
+ * VNNI form from zero, the same lanes) */
+MUSE_AVX2_INLINE __m512i avx512_madd(__m512i a, __m512i b) {
+#if defined(MUSE_EMULATE_AVX512)
+    return _mm512_dpwssd_epi32(_mm512_setzero_si512(), a, b);
+#else
+    return _mm512_madd_epi16(a, b);
+#endif
+}
+
 /* The first n < 64 bytes at p, zero-extended to 64 (a masked load: no access past p + n). */
 MUSE_AVX2_INLINE __m512i avx512_load_bytes(const void *p, int n) {
 #if defined(MUSE_EMULATE_AVX512)

@@ -15,13 +15,17 @@
  * timed by thread CPU time), so they stay comparable across boost states; per thread in the
  * streamed case (time x GHz x threads / blocks of 256).
  *
- *   build/bench/decode_lab [-T type,...] [-n NE0] [-t THREADS] [-p N_ACT] [-r CALLS] [-M MIB] [-K IN_KIB]
+ *   build/bench/decode_lab [-T type,...] [-n NE0] [-t THREADS] [-p N_ACT] [-r CALLS] [-M MIB] [-K IN_KIB] [-8]
+ *
+ * -8: the same rows interleaved by 8 (kernels/repack.h), timed through the table's interleaved kernel
+ * (the copy the cpu device decodes; the check column then compares the first, plain-row call)
  *
  * Defaults: iq2_xxs, ne0 2048, 2 threads, 1 activation row, 200 calls in cache / 15 streamed,
  * 384 MiB, 128 KiB. MUSE_CPU picks the level (MUSE_CPU=avx512,novbmi: the AVX-512 level without
  * VBMI's byte permutes).
  */
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +38,7 @@
 #include "kernels/kernel_random.h"
 #include "kernels/kernels.h"
 #include "kernels/matmul.h"
+#include "kernels/repack.h"
 #include "kernels/x86_numerics.h"
 
 static double process_seconds(void) {
@@ -76,10 +81,18 @@ struct lab_ctx {
     int n_act;
     float *out;
     int64_t out_stride;
+    const uint8_t *w8; /* -8: the rows interleaved by 8 (repack.h), read by k->gemm_r8 instead */
 };
 
 static void lab_fn(int ith, int nth, void *vctx) {
     struct lab_ctx *c = vctx;
+    if (c->w8) { /* the thread's share of the groups of 8 rows, as the cpu device splits them */
+        const int64_t ng = c->w.n_rows / 8, g0 = ng * ith / nth, g1 = ng * (ith + 1) / nth;
+        if (g1 > g0)
+            c->k->gemm_r8[c->w.type](c->w.ne0, c->w8 + (size_t)(8 * g0) * c->w.row_stride, g1 - g0, c->q, c->q_stride,
+                                     c->n_act, c->out + 8 * g0, c->out_stride);
+        return;
+    }
     muse_matmul(c->k, &c->w, c->q, c->q_stride, c->n_act, c->out, c->out_stride, ith, nth);
 }
 
@@ -87,6 +100,7 @@ int main(int argc, char **argv) {
     const char *types = "iq2_xxs";
     int64_t ne0 = 2048;
     int n_threads = 2, n_act = 1, calls = 200, mib = 384, in_kib = 128;
+    bool r8 = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-T") && i + 1 < argc) types = argv[++i];
         else if (!strcmp(argv[i], "-n") && i + 1 < argc) ne0 = atoll(argv[++i]);
@@ -95,6 +109,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-r") && i + 1 < argc) calls = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-M") && i + 1 < argc) mib = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-K") && i + 1 < argc) in_kib = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-8")) r8 = true;
         else goto usage;
     }
     if (ne0 < 1 || n_threads < 1 || n_act < 1 || calls < 3 || mib < 1 || in_kib < 1) goto usage;
@@ -122,6 +137,7 @@ int main(int argc, char **argv) {
         int64_t rows_c = (int64_t)in_kib * 1024 / (int64_t)row_size, rows_s = (int64_t)mib * 1048576 / (int64_t)row_size;
         if (rows_c < 16) rows_c = 16;
         if (rows_s < rows_c) rows_s = rows_c;
+        if (r8) rows_c = rows_c / 8 * 8, rows_s = rows_s / 8 * 8; /* whole groups */
         uint8_t *w = malloc(row_size * (size_t)rows_s), *q = malloc(q_stride * (size_t)n_act),
                 *qref = malloc(q_stride * (size_t)n_act);
         float *x = malloc(sizeof(float) * (size_t)ne0), *out = malloc(sizeof(float) * (size_t)rows_s * n_act);
@@ -146,6 +162,16 @@ int main(int argc, char **argv) {
                 muse_x86_vec_dot(type)(ne0, &want, w + i * row_size, qref + r * q_stride);
                 bad += memcmp(&want, &out[r * rows_c + i], sizeof want) != 0;
             }
+        uint8_t *w8 = NULL;
+        if (r8) { /* the same rows interleaved by 8, timed through the table's interleaved kernel */
+            if (!k->gemm_r8[type] || rows_s % 8 || rows_c % 8 || !(w8 = malloc(row_size * (size_t)rows_s))) {
+                printf("| %s | no interleaved kernel at this level (or rows not a multiple of 8) |\n", name);
+                free(w), free(q), free(qref), free(x), free(out), free(ts);
+                continue;
+            }
+            muse_repack_r8(type, w, row_size, rows_s / 8, w8);
+            c.w8 = w8;
+        }
         const double blocks_c = (double)rows_c * (double)ne0 / 256.0, blocks_s = (double)rows_s * (double)ne0 / 256.0;
         for (int i = 0; i < calls; i++) {
             const double t0 = thread_seconds();
@@ -171,12 +197,13 @@ int main(int argc, char **argv) {
         qsort(tc, (size_t)sc, sizeof *tc, cmp_d);
         const double bytes = (double)row_size * (double)rows_s, bw = muse_membw_read(pool, w, (size_t)bytes, 3);
         const double gbs = bytes / ts[sc / 2], gbc = bytes / tc[sc / 2];
-        printf("| %s | %s | %.1f (%.1f) | %.1f / %.1f | %.2f / %.2f | %.2f | %.0f%% / %.0f%% |\n", name,
+        printf("| %s%s | %s | %.1f (%.1f) | %.1f / %.1f | %.2f / %.2f | %.2f | %.0f%% / %.0f%% |\n", name, w8 ? " r8" : "",
                bad ? "MISMATCH" : "exact", cyc_med, cyc_best, ts[sc / 2] * hz * n_threads / blocks_s,
                tc[sc / 2] * hz * n_threads / blocks_s, gbs * 1e-9, gbc * 1e-9, bw * 1e-9, 100.0 * gbs / bw,
                100.0 * gbc / bw);
         fflush(stdout);
         free(w);
+        free(w8);
         free(q);
         free(qref);
         free(x);
@@ -186,7 +213,7 @@ int main(int argc, char **argv) {
     muse_threadpool_free(pool);
     return 0;
 usage:
-    fprintf(stderr, "usage: %s [-T type,...] [-n NE0] [-t THREADS] [-p N_ACT] [-r CALLS] [-M MIB] [-K IN_KIB]\n",
+    fprintf(stderr, "usage: %s [-T type,...] [-n NE0] [-t THREADS] [-p N_ACT] [-r CALLS] [-M MIB] [-K IN_KIB] [-8]\n",
             argv[0]);
     return 2;
 }

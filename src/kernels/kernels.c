@@ -25,9 +25,9 @@ static const struct muse_kernels kernels_scalar = {
 #define TILE_BYTES_AMX(T, t, ...) [MUSE_TYPE_##T] = muse_tile_panel_bytes_##t##_amx,
 #define TILE_NONE(T, t, ...)
 #define R8_ENTRY_AVX2(T, t) [MUSE_TYPE_##T] = muse_gemm_r8_##t##_avx2,
-/* The AVX-512 builds of the interleaved decode: Q4_K's runs two groups of 8 rows per zmm (gemm_r8.inc
- * r8_pass_q4_K_x2; the 256-bit pass it replaced decoded one row 20% slower than the 512-bit row
- * kernel, and the tables left Q4_K out for a while: docs/perf.md). */
+/* The AVX-512 builds of the interleaved decode run two groups of 8 rows per zmm (gemm_r8.inc, the *_x2
+ * passes); Q4_K's is in the table again since they exist (its 256-bit pass had decoded one row 20%
+ * slower than the 512-bit row kernel: docs/perf.md "Two groups per register"). */
 #define R8_ENTRY_AVX512(T, t) [MUSE_TYPE_##T] = muse_gemm_r8_##t##_avx512,
 #define R8_NONE(T, t)
 

@@ -6,7 +6,7 @@
  *   - muse_unpack_r8 gives the rows back byte for byte;
  *   - every output against the scalar dot of the order in force (muse_x86_vec_dot) within
  *     muse_r8_bound (docs/cpu-backend.md), for 1..5, 7, 8, 9 activation rows (4 per pass, 8 in the AVX-512 build), rows of 1 to 288 blocks (past
- *     the kernel's 256-block pass), 1 to 4 groups (AVX-512 Q4_K: pairs of groups, a last odd one);
+ *     the kernel's 256-block pass), 1 to 4 groups (the AVX-512 build: pairs of groups, a last odd one);
  *     with extreme rows where the int16 sums are
  *     largest (Q4_0: every code 15 against +-127; IQ4_NL: -127, Q8_0: -128 against +-127; IQ4_XS:
  *     -127 with every sub-block scale -32, the largest integer of a super-block; Q4_K: codes 15 with

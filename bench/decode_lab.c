@@ -133,6 +133,10 @@ int main(int argc, char **argv) {
             continue;
         }
         const enum muse_type type = (enum muse_type)t;
+        if (r8 && !k->gemm_r8[type]) {
+            printf("| %s | no interleaved kernel at this level |\n", name);
+            continue;
+        }
         const size_t row_size = muse_type_row_size(type, ne0), q_stride = muse_matmul_act_row_size(type, ne0);
         int64_t rows_c = (int64_t)in_kib * 1024 / (int64_t)row_size, rows_s = (int64_t)mib * 1048576 / (int64_t)row_size;
         if (rows_c < 16) rows_c = 16;
@@ -162,16 +166,10 @@ int main(int argc, char **argv) {
                 muse_x86_vec_dot(type)(ne0, &want, w + i * row_size, qref + r * q_stride);
                 bad += memcmp(&want, &out[r * rows_c + i], sizeof want) != 0;
             }
-        uint8_t *w8 = NULL;
-        if (r8) { /* the same rows interleaved by 8, timed through the table's interleaved kernel */
-            if (!k->gemm_r8[type] || rows_s % 8 || rows_c % 8 || !(w8 = malloc(row_size * (size_t)rows_s))) {
-                printf("| %s | no interleaved kernel at this level (or rows not a multiple of 8) |\n", name);
-                free(w), free(q), free(qref), free(x), free(out), free(ts);
-                continue;
-            }
-            muse_repack_r8(type, w, row_size, rows_s / 8, w8);
-            c.w8 = w8;
-        }
+        uint8_t *w8 = r8 ? malloc(row_size * (size_t)rows_s) : NULL; /* the same rows interleaved by 8 */
+        if (r8 && !w8) return 1;
+        if (w8) muse_repack_r8(type, w, row_size, rows_s / 8, w8);
+        c.w8 = w8;
         const double blocks_c = (double)rows_c * (double)ne0 / 256.0, blocks_s = (double)rows_s * (double)ne0 / 256.0;
         for (int i = 0; i < calls; i++) {
             const double t0 = thread_seconds();

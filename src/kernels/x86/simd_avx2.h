@@ -56,11 +56,15 @@
 #if MUSE_AVX2_W512
 /* The upper 8 floats of a zmm (SIMDe of Debian 12 has no _mm512_extractf32x8_ps). */
 MUSE_AVX2_INLINE __m256 avx512_hi8(__m512 z) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(z), 1)); }
+/* Two 256-bit halves as one zmm (lanes 0-7 from lo, 8-15 from hi). */
+MUSE_AVX2_INLINE __m512 avx512_join_ps(__m256 lo, __m256 hi) {
+    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
+}
+MUSE_AVX2_INLINE __m512i avx512_join(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
 /* int32 -> float on 16 lanes (SIMDe has no _mm512_cvtepi32_ps: two 8-lane conversions there). */
 MUSE_AVX2_INLINE __m512 avx512_i2f(__m512i v) {
 #if defined(MUSE_EMULATE_AVX512)
-    const __m256 lo = _mm256_cvtepi32_ps(_mm512_castsi512_si256(v)), hi = _mm256_cvtepi32_ps(_mm512_extracti64x4_epi64(v, 1));
-    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
+    return avx512_join_ps(_mm256_cvtepi32_ps(_mm512_castsi512_si256(v)), _mm256_cvtepi32_ps(_mm512_extracti64x4_epi64(v, 1)));
 #else
     return _mm512_cvtepi32_ps(v);
 #endif

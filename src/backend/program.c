@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/prog_profile.h"
 #include "backend/tp/comm.h"
 #include "core/assert.h"
 #include "core/error.h"
@@ -553,6 +554,10 @@ static bool op_hook(const struct interp *I, const struct muse_op *o);
 void muse_program_region(const struct muse_program *p, const struct muse_prog_run *run, float *ws,
                          const struct muse_backend_ops *ops, void *bs, int ith, int nth) {
     const struct interp I = {p, run, ws, ops, bs, ith, nth};
+    /* MUSE_PROFILE: thread 0 times each stretch of ops between two barriers (prog_profile.h) */
+    const bool prof = ith == 0 && muse_prof_enabled();
+    int64_t t_prof = prof ? muse_prof_now_ns() : 0;
+    int32_t i_prof = 0;
     for (int32_t i = 0; i < p->n_ops; i++) {
         const struct muse_op *o = &p->ops[i];
         switch (o->kind) {
@@ -564,6 +569,11 @@ void muse_program_region(const struct muse_program *p, const struct muse_prog_ru
             if (run->preempt && ith == 0 && run->preempt(run->preempt_user)) atomic_store(run->preempted, i);
             barrier(&I);
             if (run->preempt && atomic_load(run->preempted) == i) return;
+            if (prof) {
+                const int64_t t = muse_prof_now_ns();
+                muse_prof_add(p, i_prof, i, run->n_rows, t - t_prof);
+                t_prof = t, i_prof = i + 1;
+            }
             break;
         case MUSE_OP_EMBED: op_embed(&I, o); break;
         case MUSE_OP_ROPE_ANGLES: op_rope_angles(&I, o); break;
@@ -590,6 +600,7 @@ void muse_program_region(const struct muse_program *p, const struct muse_prog_ru
             break;
         }
     }
+    if (prof && i_prof < p->n_ops) muse_prof_add(p, i_prof, p->n_ops - 1, run->n_rows, muse_prof_now_ns() - t_prof);
 }
 
 // ---- row-range ops (the vision tower) -----------------------------------------------------------

@@ -97,5 +97,26 @@ if "$MUSE" bench -m "$MODEL" -o xml > /dev/null 2>&1; then echo "-o xml accepted
 if "$MUSE" bench -m "$MODEL" -p 8,,16 > /dev/null 2>&1; then echo "empty list item accepted"; fail=1; fi
 if "$MUSE" bench -m "$MODEL" -t 1,999 > /dev/null 2>&1; then echo "-t 999 accepted"; fail=1; fi
 
+# MUSE_PROFILE=1: the table at exit (stderr), its stretches summing to the total it prints, a
+# matmul stretch of one row and one of 16 (pp16), the output head among them; nothing without it
+MUSE_PROFILE=1 "$MUSE" bench -m "$MODEL" -p 16 -n 2 -r 1 -t 2 > /dev/null 2> "$tmp/prof.txt"
+python3 - "$tmp/prof.txt" <<'PY' || fail=1
+import re, sys
+lines = open(sys.argv[1]).read().splitlines()
+head = [i for i, l in enumerate(lines) if l.startswith("MUSE_PROFILE: ")]
+assert len(head) == 1, lines
+total = float(re.search(r"([\d.]+) ms in all", lines[head[0]]).group(1))
+rows = [l for l in lines[head[0] + 2:] if l.strip()]
+ms = [float(l.split()[0]) for l in rows]
+assert ms == sorted(ms, reverse=True) and abs(sum(ms) - total) <= 0.01 * len(ms) + 1e-3 * total, (ms, total)
+assert any("matmul" in l and l.endswith("[1]") for l in rows), rows
+assert any("matmul" in l and l.endswith("[16]") for l in rows), rows
+assert any("output.weight" in l for l in rows), rows
+assert all(int(l.split()[1]) > 0 for l in rows), rows
+print("profile ok")
+PY
+"$MUSE" bench -m "$MODEL" -p 4 -n 0 -r 1 2> "$tmp/noprof.txt" > /dev/null
+if grep -q MUSE_PROFILE "$tmp/noprof.txt"; then echo "profile printed without MUSE_PROFILE"; fail=1; fi
+
 [ "$fail" -eq 0 ] && echo "test_bench: ok"
 exit "$fail"

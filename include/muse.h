@@ -453,7 +453,9 @@ size_t muse_kv_checkpoint_size(const struct muse_kv_checkpoint *ck);
  * whole batch, and a short prompt that arrives meanwhile goes first (a step that finishes a prompt
  * takes no rows of a prompt it cannot finish, so the short one's step is short). A prompt alone
  * takes up to 4x n_prefill_rows per step (its prefill speed). A step that holds a chunk of a prompt
- * it does not finish is stopped within a few milliseconds when a sequence with no rows in it joins
+ * it does not finish, or more than n_prefill_rows rows of one (a lone prompt's step, also where it
+ * ends a request: a caller that sends a long prompt in parts ends one every few steps), is
+ * stopped within a few milliseconds when a sequence with no rows in it joins
  * or sends a request (muse_context_set_abort: the stepper sets its own on the context): the step
  * counts as not run, the newcomer's rows go in the next, and the stopped rows run again (the CPU
  * devices; on a GPU device and under tensor parallelism the step finishes first). A

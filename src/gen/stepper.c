@@ -53,8 +53,9 @@ struct muse_stepper {
     bool *joined;                  /* [n_seq] */
     int32_t n_joined;
     bool running;
-    /* the running step holds a chunk of a prompt it does not finish: a sequence with no rows in it
-     * that joins or sends a request stops it (preempt, read by the context's abort callback) */
+    /* the running step holds a chunk of a prompt it does not finish, or a lone prompt's wide chunk
+     * (plan): a sequence with no rows in it that joins or sends a request stops it (preempt, read
+     * by the context's abort callback) */
     bool preemptible;
     bool *in_step;                 /* [n_seq] the running step's sequences */
     atomic_int preempt;
@@ -230,9 +231,17 @@ static int32_t plan(struct muse_stepper *st, int32_t *n_rows, bool *chunk) {
         cap -= n, rows_left -= n;
     }
     *n_rows = st->p.n_rows_step - rows_left;
-    /* a step with rows of a prompt it does not finish may be stopped for a newcomer */
+    /* a step may be stopped for a newcomer when it holds rows of a prompt it does not finish, or a
+     * lone prompt's wide chunk (more than n_prefill_rows rows: a caller that feeds a long prompt in
+     * parts, as the server does 256 tokens at a time, ends a request every other step there, and
+     * that step would make the newcomer wait a whole lone step). Progress: once the newcomer is
+     * in, the prompt is no longer alone and its chunks are capped at n_prefill_rows, so a step
+     * that finishes a request is stopped at most once per sequence that joins. */
     *chunk = false;
-    for (int32_t t = 0; t < n_take; t++) *chunk |= st->take[t].k >= 2 && st->take[t].from + st->take[t].k < st->take[t].r->n;
+    for (int32_t t = 0; t < n_take; t++) {
+        const struct take *tk = &st->take[t];
+        *chunk |= tk->k >= 2 && (tk->from + tk->k < tk->r->n || tk->k > st->p.n_prefill_rows);
+    }
     return n_take;
 }
 

@@ -377,7 +377,9 @@ static void test_features(struct muse_model *m) {
  * positions past 40). Then the stepper: sequence 0's 40-token prompt runs alone in 16-row steps
  * (n_prefill_rows 4); the capture hook holds the first such step inside its forward until sequence
  * 1's request has arrived, so the stop is forced, not timed; both sequences' logits equal their
- * solo runs and the step counts one preemption. */
+ * solo runs and the step counts one preemption. The same with a 16-token prompt, whose one lone
+ * step ends its request (as every other step of the server's 256-token prompt parts does): a wide
+ * chunk is stopped too. */
 struct hold {
     struct muse_context *ctx;
     atomic_int inside, held;
@@ -418,6 +420,9 @@ static bool solo_logits(struct muse_model *m, struct muse_context_params cp, con
     return ok;
 }
 
+static void preempt_stepper(struct muse_model *m, struct muse_context_params cp, int32_t t[2][64], int32_t n0, float *want,
+                            float *got, float *got1);
+
 static void test_preempt(struct muse_model *m) {
     struct muse_context_params cp = muse_context_default_params();
     cp.n_ctx = 96, cp.n_batch = 16, cp.n_threads = 2;
@@ -455,16 +460,28 @@ static void test_preempt(struct muse_model *m) {
     TEST_COND("another batch after a stopped one equals a context that never stopped", ok && !memcmp(want, got, sizeof(float) * V));
     muse_context_free(c);
 
-    /* the stepper: a newcomer stops the lone prompt's step */
+    /* the stepper: a newcomer stops the lone prompt's step (one that leaves rows of the prompt for
+     * later, then one that ends it) */
+    cp.n_seq_max = 2, cp.capture = hold_capture;
+    for (int n0 = 40; n0 >= 16; n0 -= 24)
+        preempt_stepper(m, cp, t, n0, want, got, got1);
+    free(want), free(got), free(got1);
+}
+
+static void preempt_stepper(struct muse_model *m, struct muse_context_params cp, int32_t t[2][64], int32_t n0, float *want,
+                            float *got, float *got1) {
+    const size_t V = (size_t)g_vocab;
+    struct muse_error err;
+    struct muse_context *c = NULL;
     struct hold h = {0};
-    cp.n_seq_max = 2, cp.capture = hold_capture, cp.capture_user = &h;
+    cp.capture_user = &h;
     struct muse_stepper *stp = NULL;
     struct muse_stepper_params sp = muse_stepper_default_params();
     sp.n_prefill_rows = 4;
-    ok = muse_context_create(m, cp, &c, &err) == MUSE_OK && muse_stepper_create(c, sp, &stp, &err) == MUSE_OK;
+    bool ok = muse_context_create(m, cp, &c, &err) == MUSE_OK && muse_stepper_create(c, sp, &stp, &err) == MUSE_OK;
     TEST_CONDF(ok, "preempt stepper: %s", ok ? "" : err.msg);
     h.ctx = c;
-    struct pre_job j[2] = {{.t = t[0], .n = 40, .logits = got}, {.t = t[1], .n = 5, .logits = got1}};
+    struct pre_job j[2] = {{.t = t[0], .n = n0, .logits = got}, {.t = t[1], .n = 5, .logits = got1}};
     for (int s = 0; ok && s < 2; s++) {
         struct muse_session_params p = muse_session_default_params();
         p.seq = s, p.stepper = stp;
@@ -480,16 +497,16 @@ static void test_preempt(struct muse_model *m) {
         pthread_join(th[0], NULL), pthread_join(th[1], NULL);
         muse_stepper_leave(stp, 0), muse_stepper_leave(stp, 1);
         const struct muse_stepper_stats ss = muse_stepper_stats(stp);
-        TEST_CONDF(atomic_load(&h.inside) && ss.n_preempted == 1, "the lone prompt's step was stopped for the newcomer (%llu)",
+        TEST_CONDF(atomic_load(&h.inside) && ss.n_preempted == 1,
+                   "%d-token prompt: the lone prompt's step was stopped for the newcomer (%llu)", n0,
                    (unsigned long long)ss.n_preempted);
         TEST_COND("both evaluations succeed", j[0].st == MUSE_OK && j[1].st == MUSE_OK);
-        TEST_COND("sequence 0 (stopped, run again) equals its solo run", solo_logits(m, cp, t[0], 40, want) && !memcmp(want, got, sizeof(float) * V));
+        TEST_COND("sequence 0 (stopped, run again) equals its solo run", solo_logits(m, cp, t[0], n0, want) && !memcmp(want, got, sizeof(float) * V));
         TEST_COND("sequence 1 (the newcomer) equals its solo run", solo_logits(m, cp, t[1], 5, want) && !memcmp(want, got1, sizeof(float) * V));
     }
     for (int s = 0; s < 2; s++) muse_session_free(j[s].kv);
     muse_stepper_free(stp);
     muse_context_free(c);
-    free(want), free(got), free(got1);
 }
 
 int main(void) {

@@ -1,5 +1,5 @@
-/* prog_profile.h - MUSE_PROFILE=1: where a program's time goes, stretch by stretch (docs/perf.md
- * "Profiling a forward"). Thread 0 of the program interpreter reads the clock after every barrier
+/* prog_profile.h - MUSE_PROFILE=1: where a program's time goes, stretch by stretch
+ * (docs/cpu-backend.md "Benchmarks"). Thread 0 of the program interpreter reads the clock after every barrier
  * and adds the time since the last one to the stretch of ops between them, labelled by its ops
  * (a matmul by its weights' names without the layer number, type and shape) and the run's row
  * count; the table is printed on stderr when the process exits. Off (one branch per barrier)

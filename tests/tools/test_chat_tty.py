@@ -49,6 +49,21 @@ class Term:
 
     mark = 0
 
+    def pump(self, seconds):
+        """Wait, reading what comes meanwhile (as a terminal would: a pty left full blocks the
+        process's writes, and a SIGINT then interrupts them)."""
+        end = time.time() + seconds
+        while True:
+            left = end - time.time()
+            if left <= 0:
+                return
+            r, _, _ = select.select([self.master], [], [], left)
+            if r:
+                try:
+                    self.out += os.read(self.master, 65536)
+                except OSError:
+                    return
+
     def send(self, data, settle=0.3):
         time.sleep(settle)  # let the line editor switch the terminal to raw mode first
         self.mark = len(self.out)
@@ -145,15 +160,18 @@ with tempfile.TemporaryDirectory() as tmp:
     print("Ctrl-C delays: seed %d" % seed)
     stopped = rb"(\[turn \d+: [^\]]*stop: interrupted[^\]]*\]|\(interrupted while reading the prompt[^)]*\))\r?\n> "
 
-    def ctrl_c_round(t, what, msg, delay, twice=False):
+    def ctrl_c_round(t, what, msg, delay, twice=False, after=None):
         t.send(msg + b"\r", settle=0.2)
         if t.read_until(re.escape(msg[-12:]) + rb" *\r\n", 30) is None:  # the line was read (libedit's echo)
             check(what + ": the message was read", False, t.out[-300:])
             return
-        time.sleep(delay)
+        if after is not None and t.read_until(after, 30) is None:  # the situation is there, not timed
+            check(what + ": the situation came", False, t.out[-300:])
+            return
+        t.pump(delay)
         os.write(t.master, b"\x03")
         if twice:
-            time.sleep(rng.uniform(0.0, 0.15))
+            t.pump(rng.uniform(0.0, 0.15))
             os.write(t.master, b"\x03")
         m = t.read_until(stopped, 60)
         time.sleep(0.3)  # a second Ctrl-C that quit would end the process by now
@@ -162,8 +180,12 @@ with tempfile.TemporaryDirectory() as tmp:
 
     t = Term([MUSE, "chat", "-m", demo, "-n", "4000", "-c", "4096", "--ignore-eos", "-b", "8"], env)
     check("demo chat: prompt shown", t.read_until(rb"> ") is not None, t.out)
-    words = b" ".join(b"w%d" % i for i in range(300))  # ~1000 tokens: seconds of prefill at -b 8
-    ctrl_c_round(t, "Ctrl-C during the prefill", words + b" end of the long one", rng.uniform(0.0, 0.4))
+    # ~1100 tokens at -b 8; the key goes within 40 ms of the first progress line (the first 8 rows
+    # are in): a fixed delay after the echo was outrun by a fast prefill (1110 tokens in 0.19-0.24 s
+    # on a 2-core Xeon)
+    words = b" ".join(b"w%d" % i for i in range(300))
+    ctrl_c_round(t, "Ctrl-C during the prefill", words + b" end of the long one", rng.uniform(0.0, 0.04),
+                 after=rb"prompt \d+/\d+ tokens")
     check("the prefill was the one stopped", b"interrupted while reading the prompt" in t.out[t.mark:], t.out[-300:])
     ctrl_c_round(t, "Ctrl-C right after the echo", b"right after the echo", 0.0)
     for k in range(5):
